@@ -1,0 +1,24 @@
+# The two commands of the quick start. Everything else they need, they install themselves.
+
+.PHONY: dev test bench build
+
+# Start the local stack and runner, seed a demo account and agent, print a curl to try.
+dev:
+	go run ./infra/cmd/dev
+
+# The whole suite: formatting, vet, and every test against the local AWS stand-ins.
+test:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './infra/node/*')); \
+	  if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
+	go vet ./...
+	go run ./infra/cmd/stack -- go test -count=1 ./...
+
+# Benchmark: harness turns vs the AI SDK on Node against the same local mock model.
+bench:
+	go run ./infra/cmd/stack -- go run ./infra/bench -turns 300
+
+# Lambda bootstrap binaries for linux/arm64 (what `sam build` produces too).
+build:
+	for d in functions/*/; do \
+	  GOOS=linux GOARCH=arm64 CGO_ENABLED=0 go build -tags lambda.norpc -o $$d/bootstrap ./$$d || exit 1; \
+	done

@@ -1,0 +1,37 @@
+// Command harness-processing is the Lambda that runs agent turns: POST / streams a turn as a
+// Vercel AI SDK UI message stream, GET / answers health checks.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/agentharness/harness/functions/harness-processing/tools"
+	"github.com/agentharness/harness/shared/api"
+	"github.com/agentharness/harness/shared/awsclient"
+	"github.com/agentharness/harness/shared/lambdahttp"
+	"github.com/agentharness/harness/shared/logging"
+)
+
+func main() {
+	if err := run(context.Background()); err != nil {
+		slog.Error("harness-processing failed to start", "err", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context) error {
+	logger := logging.New(os.Stderr, os.Getenv("LOG_LEVEL"))
+	cfg, err := awsclient.Config(ctx)
+	if err != nil {
+		return fmt.Errorf("loading AWS config: %w", err)
+	}
+	h, err := api.NewHarness(awsclient.DynamoDB(cfg), os.Getenv, tools.Build, logger)
+	if err != nil {
+		return err
+	}
+	lambdahttp.Start(h)
+	return nil
+}

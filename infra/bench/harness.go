@@ -1,0 +1,165 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/agentharness/harness/functions/harness-processing/tools"
+	"github.com/agentharness/harness/infra/localrunner"
+	"github.com/agentharness/harness/infra/template"
+	"github.com/agentharness/harness/shared/api"
+	"github.com/agentharness/harness/shared/awsclient"
+	"github.com/agentharness/harness/shared/logging"
+	"github.com/agentharness/harness/shared/store"
+)
+
+// harnessTurn serves the harness-processing handler, wired as the function wires it, on a
+// loopback server backed by DynamoDB Local and the mock at mockURL, and returns a turnRunner
+// that posts one turn to it. Each turn starts a fresh conversation, so every turn does the same
+// DynamoDB work however many ran before it. stop closes the server.
+func harnessTurn(ctx context.Context, root, mockURL string) (run turnRunner, stop func(), err error) {
+	cfg, err := awsclient.Config(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	db := awsclient.DynamoDB(cfg)
+	tpl, err := template.Load(filepath.Join(root, "template.yaml"))
+	if err != nil {
+		return nil, nil, err
+	}
+	// A prefix of its own, so a run never meets another run's rows.
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	prefix := "bench-" + hex.EncodeToString(b) + "-"
+	name := func(logicalID string) string { return prefix + logicalID }
+	if err := template.Provision(ctx, db, tpl, name); err != nil {
+		return nil, nil, fmt.Errorf("creating the harness tables: %w", err)
+	}
+	tables, err := localrunner.StoreTables(tpl, name)
+	if err != nil {
+		return nil, nil, err
+	}
+
+	secret, err := seedAgent(ctx, store.New(db, tables), mockURL)
+	if err != nil {
+		return nil, nil, err
+	}
+	env := map[string]string{
+		"ACCOUNTS_TABLE":      tables.Accounts,
+		"AGENTS_TABLE":        tables.Agents,
+		"CONVERSATIONS_TABLE": tables.Conversations,
+		"EVENTS_TABLE":        tables.Events,
+	}
+	// The function's own logger at its default level; the lines are formatted, then dropped.
+	h, err := api.NewHarness(db, func(k string) string { return env[k] }, tools.Build, logging.New(io.Discard, ""))
+	if err != nil {
+		return nil, nil, err
+	}
+	srv := httptest.NewServer(h)
+
+	var n int
+	run = func(ctx context.Context) error {
+		n++
+		body := fmt.Sprintf(`{"agentId":"bench","id":"conv-%d","message":"What time is it?"}`, n)
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/", strings.NewReader(body))
+		if err != nil {
+			return fmt.Errorf("building request: %w", err)
+		}
+		req.Header.Set("Authorization", "Bearer "+secret)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			return fmt.Errorf("posting the turn: %w", err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+			return fmt.Errorf("the harness answered %s: %s", resp.Status, bytes.TrimSpace(msg))
+		}
+		return checkTurn(resp.Body)
+	}
+	return run, srv.Close, nil
+}
+
+// seedAgent creates the bench account and its agent, which calls current_time through the
+// mock, and returns the account's secret.
+func seedAgent(ctx context.Context, s *store.Store, mockURL string) (string, error) {
+	acc, secret, err := s.CreateAccount(ctx, "bench", time.Now())
+	if err != nil {
+		return "", fmt.Errorf("creating the bench account: %w", err)
+	}
+	cfg, err := json.Marshal(map[string]any{
+		"name":  "bench",
+		"model": map[string]string{"provider": "openai", "model": "mock", "baseURL": mockURL + "/v1"},
+		"tools": map[string]any{"current_time": map[string]bool{"enabled": true}},
+	})
+	if err != nil {
+		return "", fmt.Errorf("encoding the bench agent: %w", err)
+	}
+	if err := s.PutAgent(ctx, store.Agent{AccountID: acc.ID, ID: "bench", Config: cfg}, time.Now()); err != nil {
+		return "", err
+	}
+	return secret, nil
+}
+
+// checkTurn reads a turn's SSE body to the end and fails unless the turn ran whole: the tool's
+// output, a finish without an error, and the terminator. A broken turn is fast, and would
+// otherwise flatter the numbers.
+func checkTurn(body io.Reader) error {
+	var sawOutput, sawFinish, sawDone bool
+	sc := bufio.NewScanner(body)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		data, ok := bytes.CutPrefix(sc.Bytes(), []byte("data: "))
+		if !ok {
+			continue
+		}
+		if string(data) == "[DONE]" {
+			sawDone = true
+			continue
+		}
+		var chunk struct {
+			Type         string `json:"type"`
+			FinishReason string `json:"finishReason"`
+			ErrorText    string `json:"errorText"`
+		}
+		if err := json.Unmarshal(data, &chunk); err != nil {
+			return fmt.Errorf("decoding chunk %q: %w", data, err)
+		}
+		switch chunk.Type {
+		case "tool-output-available":
+			sawOutput = true
+		case "finish":
+			if chunk.FinishReason == "error" {
+				return errors.New("the turn finished with an error")
+			}
+			sawFinish = true
+		case "error", "tool-output-error", "tool-input-error":
+			return fmt.Errorf("the turn sent %s: %s", chunk.Type, chunk.ErrorText)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("reading the stream: %w", err)
+	}
+	switch {
+	case !sawOutput:
+		return errors.New("the turn has no tool-output-available chunk")
+	case !sawFinish:
+		return errors.New("the turn has no finish chunk")
+	case !sawDone:
+		return errors.New("the stream has no data: [DONE] terminator")
+	}
+	return nil
+}

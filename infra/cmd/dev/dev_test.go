@@ -1,0 +1,113 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentharness/harness/infra/testenv"
+)
+
+// TestDevServesThePrintedCurl runs what `make dev` runs, as a process: it must start its own
+// stand-ins, print a curl that streams a turn when pasted into a shell, and stop everything
+// it started on Ctrl-C.
+func TestDevServesThePrintedCurl(t *testing.T) {
+	root := testenv.Root(t)
+	bin := filepath.Join(t.TempDir(), "dev")
+	build := exec.Command("go", "build", "-o", bin, "./infra/cmd/dev")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building dev: %v\n%s", err, out)
+	}
+
+	cmd := exec.Command(bin, "-port", "0")
+	cmd.Dir = root
+	// The stand-ins dev starts are its own, not the ones of `make test`.
+	cmd.Env = withoutEndpoints(os.Environ())
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	defer func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+		}
+	}()
+
+	var printed strings.Builder
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		printed.WriteString(sc.Text() + "\n")
+		if strings.Contains(sc.Text(), "Ctrl-C stops everything") {
+			break
+		}
+	}
+	go func() {
+		for sc.Scan() {
+		}
+		exited <- cmd.Wait()
+	}()
+	out := printed.String()
+	curl := regexp.MustCompile(`(?m)^\s*(curl -N .*)$`).FindStringSubmatch(out)
+	if curl == nil {
+		t.Fatalf("dev printed no curl command:\n%s\nstderr:\n%s", out, stderr.String())
+	}
+	endpoints := regexp.MustCompile(`DynamoDB Local at http://(127\.0\.0\.1:\d+), fauxqs \(SQS, S3\) at http://(127\.0\.0\.1:\d+)`).FindStringSubmatch(out)
+	if endpoints == nil {
+		t.Fatalf("dev did not print its stand-ins:\n%s", out)
+	}
+
+	turn, err := exec.Command("sh", "-c", curl[1]+" -sS --fail-with-body").Output()
+	if err != nil {
+		t.Fatalf("the printed curl failed: %v\n%s", err, turn)
+	}
+	body := string(turn)
+	for _, want := range []string{`"type":"start"`, `"type":"text-delta"`, `"type":"tool-input-available"`, `"toolName":"current_time"`,
+		`"type":"tool-output-available"`, `"type":"finish"`, "data: [DONE]"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the turn's stream lacks %s:\n%s", want, body)
+		}
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("dev exited with %v after Ctrl-C\nstderr:\n%s", err, stderr.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("dev did not stop within 60s of Ctrl-C")
+	}
+	for _, addr := range endpoints[1:] {
+		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			c.Close()
+			t.Errorf("a stand-in still listens on %s after dev stopped", addr)
+		}
+	}
+}
+
+func withoutEndpoints(env []string) []string {
+	var out []string
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "AWS_ENDPOINT_URL") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}

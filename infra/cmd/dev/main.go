@@ -1,0 +1,173 @@
+// Command dev is `make dev`: it starts the local AWS stand-ins, creates the tables of
+// template.yaml, serves every function on one local HTTP server, seeds a demo account and
+// agent, and prints the account's one-time secret with a ready-to-paste curl. Ctrl-C stops
+// everything it started.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/agentharness/harness/infra/devstack"
+	"github.com/agentharness/harness/infra/localrunner"
+	"github.com/agentharness/harness/infra/template"
+	"github.com/agentharness/harness/shared/awsclient"
+	"github.com/agentharness/harness/shared/logging"
+	"github.com/agentharness/harness/shared/store"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "dev:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	port := flag.Int("port", envInt("HARNESS_PORT", 3000), "port of the local runner on 127.0.0.1 (0 picks a free one); or set HARNESS_PORT")
+	seedPath := flag.String("seed", "examples/account.config.example.json", "account and agents to seed")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	root, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	tpl, err := template.Load(filepath.Join(root, "template.yaml"))
+	if err != nil {
+		return fmt.Errorf("%w (run make dev from the repository root)", err)
+	}
+	seed, err := localrunner.ReadSeed(*seedPath)
+	if err != nil {
+		return err
+	}
+	modelNote := useRealModel(seed)
+
+	// Bind first, so a busy port fails before anything starts.
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(*port)))
+	if err != nil {
+		return fmt.Errorf("listening on 127.0.0.1:%d: %w (set HARNESS_PORT or -port to use another port)", *port, err)
+	}
+	defer ln.Close()
+
+	logDir := filepath.Join(root, ".cache")
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return err
+	}
+	standIns, err := os.Create(filepath.Join(logDir, "stand-ins.log"))
+	if err != nil {
+		return err
+	}
+	defer standIns.Close()
+	fmt.Println("starting DynamoDB Local and fauxqs (their output goes to .cache/stand-ins.log)...")
+	stack, err := devstack.Start(ctx, root, standIns)
+	if err != nil {
+		return err
+	}
+	defer stack.Stop()
+	for _, kv := range stack.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		os.Setenv(k, v)
+	}
+
+	cfg, err := awsclient.Config(ctx)
+	if err != nil {
+		return err
+	}
+	db := awsclient.DynamoDB(cfg)
+	name := func(id string) string { return "harness-" + id }
+	if err := template.Provision(ctx, db, tpl, name); err != nil {
+		return err
+	}
+	logger := logging.New(os.Stderr, os.Getenv("LOG_LEVEL"))
+	h, err := localrunner.New(localrunner.Options{Template: tpl, DB: db, Name: name, Getenv: os.Getenv, Logger: logger})
+	if err != nil {
+		return err
+	}
+	tables, err := localrunner.StoreTables(tpl, name)
+	if err != nil {
+		return err
+	}
+	acc, secret, err := localrunner.Seed(ctx, store.New(db, tables), seed, time.Now())
+	if err != nil {
+		return err
+	}
+
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+
+	url := "http://" + ln.Addr().String()
+	agentID := seed.Agents[0].AgentID
+	fmt.Printf(`
+Harness is running at %s
+  stand-ins: DynamoDB Local at %s, fauxqs (SQS, S3) at %s
+  account %s (%s), agent %q, model: %s
+  account secret (shown once): %s
+
+Run a turn of the demo agent:
+
+  curl -N %s/ -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '{"agentId":"%s","message":"What time is it?"}'
+
+Ctrl-C stops everything.
+`, url, stack.DynamoDB, stack.SQS, acc.ID, acc.Username, agentID, modelNote, secret, url, secret, agentID)
+
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		return fmt.Errorf("local runner stopped: %w", err)
+	}
+	fmt.Println("\nstopping...")
+	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdown); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return nil
+}
+
+// useRealModel points the seeded agents at an OpenAI-compatible model when OPENAI_API_KEY or
+// OPENAI_BASE_URL is set; the key itself stays in the environment, never in the table.
+func useRealModel(seed *localrunner.SeedFile) string {
+	key, base := os.Getenv("OPENAI_API_KEY"), os.Getenv("OPENAI_BASE_URL")
+	if key == "" && base == "" {
+		return "scripted (set OPENAI_API_KEY or OPENAI_BASE_URL for a real model)"
+	}
+	modelName := os.Getenv("OPENAI_MODEL")
+	if modelName == "" {
+		modelName = "gpt-4o-mini"
+	}
+	block, _ := json.Marshal(map[string]string{"provider": "openai", "model": modelName, "baseURL": base})
+	if base == "" {
+		block, _ = json.Marshal(map[string]string{"provider": "openai", "model": modelName})
+	}
+	for i, a := range seed.Agents {
+		var cfg map[string]json.RawMessage
+		if err := json.Unmarshal(a.Config, &cfg); err == nil {
+			cfg["model"] = block
+			seed.Agents[i].Config, _ = json.Marshal(cfg)
+		}
+	}
+	return "openai " + modelName
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
+		return v
+	}
+	return def
+}

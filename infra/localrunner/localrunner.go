@@ -1,0 +1,96 @@
+// Package localrunner serves every function of template.yaml on one HTTP server, at the routes
+// its HttpApi events declare, the way API Gateway and Function URLs would in AWS. Function
+// environments come from the template too, with table references resolved to local names.
+package localrunner
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/agentharness/harness/functions/harness-processing/tools"
+	"github.com/agentharness/harness/infra/template"
+	"github.com/agentharness/harness/shared/api"
+	"github.com/agentharness/harness/shared/store"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+)
+
+// constructor builds a function's handler from its environment.
+type constructor func(db *dynamodb.Client, getenv func(string) string, logger *slog.Logger) (http.Handler, error)
+
+// functions maps template logical ids to the handlers their main packages run.
+var functions = map[string]constructor{
+	"HarnessProcessingFunction": func(db *dynamodb.Client, getenv func(string) string, logger *slog.Logger) (http.Handler, error) {
+		return api.NewHarness(db, getenv, tools.Build, logger)
+	},
+}
+
+// Options configures the runner.
+type Options struct {
+	Template *template.Template
+	DB       *dynamodb.Client
+	// Name maps a template logical id to the local physical name of its resource.
+	Name func(logicalID string) string
+	// Getenv supplies what the template does not set (credentials such as OPENAI_API_KEY).
+	Getenv func(string) string
+	Logger *slog.Logger
+}
+
+// New returns a handler serving every HTTP route of the template.
+func New(opts Options) (http.Handler, error) {
+	mux := http.NewServeMux()
+	for _, fn := range opts.Template.Functions() {
+		build, ok := functions[fn.LogicalID]
+		if !ok {
+			return nil, fmt.Errorf("the local runner does not know function %s", fn.LogicalID)
+		}
+		env, err := opts.Template.FunctionEnv(fn, opts.Name)
+		if err != nil {
+			return nil, err
+		}
+		getenv := func(k string) string {
+			if v, ok := env[k]; ok {
+				return v
+			}
+			return opts.Getenv(k)
+		}
+		h, err := build(opts.DB, getenv, opts.Logger.With("function", fn.LogicalID))
+		if err != nil {
+			return nil, fmt.Errorf("building %s: %w", fn.LogicalID, err)
+		}
+		for _, ev := range fn.Events {
+			if ev.Type != "HttpApi" && ev.Type != "Api" {
+				continue
+			}
+			path := ev.Path
+			if strings.HasSuffix(path, "/") {
+				path += "{$}" // an exact path, as in API Gateway
+			}
+			mux.Handle(strings.ToUpper(ev.Method)+" "+path, h)
+		}
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		_ = json.NewEncoder(w).Encode(map[string]string{"error": "no route for " + r.Method + " " + r.URL.Path})
+	})
+	return mux, nil
+}
+
+// StoreTables returns the table names harness-processing gets from the template.
+func StoreTables(tpl *template.Template, name func(logicalID string) string) (store.Tables, error) {
+	for _, fn := range tpl.Functions() {
+		if fn.LogicalID != "HarnessProcessingFunction" {
+			continue
+		}
+		env, err := tpl.FunctionEnv(fn, name)
+		if err != nil {
+			return store.Tables{}, err
+		}
+		return store.TablesFromEnv(func(k string) string { return env[k] })
+	}
+	return store.Tables{}, errors.New("template has no HarnessProcessingFunction")
+}

@@ -1,0 +1,310 @@
+package template
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// load parses the project's template.yaml.
+func load(t *testing.T) *Template {
+	t.Helper()
+	path, err := Find(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpl, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tpl
+}
+
+func parse(t *testing.T, src string) *Template {
+	t.Helper()
+	tpl, err := Parse([]byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tpl
+}
+
+func prefixed(id string) string { return "test-" + id }
+
+func TestFind(t *testing.T) {
+	path, err := Find(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(path), "go.mod")); err != nil || filepath.Base(path) != "template.yaml" {
+		t.Errorf("Find(.) = %q, want the template.yaml beside go.mod", path)
+	}
+	if path, err := Find(t.TempDir()); err == nil {
+		t.Errorf("Find(empty dir) = %q, want an error", path)
+	}
+}
+
+func TestProjectTables(t *testing.T) {
+	got := load(t).Tables()
+	want := []Table{
+		{
+			LogicalID: "AccountsTable", BillingMode: "PAY_PER_REQUEST",
+			AttributeDefinitions: []AttributeDefinition{{"accountId", "S"}, {"secretHash", "S"}},
+			KeySchema:            []KeyElement{{"accountId", "HASH"}},
+			GlobalSecondaryIndexes: []Index{{
+				IndexName:  "BySecretHash",
+				KeySchema:  []KeyElement{{"secretHash", "HASH"}},
+				Projection: Projection{ProjectionType: "ALL"},
+			}},
+		},
+		{
+			LogicalID: "AgentsTable", BillingMode: "PAY_PER_REQUEST",
+			AttributeDefinitions: []AttributeDefinition{{"accountId", "S"}, {"agentId", "S"}},
+			KeySchema:            []KeyElement{{"accountId", "HASH"}, {"agentId", "RANGE"}},
+		},
+		{
+			LogicalID: "ConversationsTable", BillingMode: "PAY_PER_REQUEST",
+			AttributeDefinitions: []AttributeDefinition{{"conversationKey", "S"}, {"seq", "N"}},
+			KeySchema:            []KeyElement{{"conversationKey", "HASH"}, {"seq", "RANGE"}},
+		},
+		{
+			LogicalID: "EventsTable", BillingMode: "PAY_PER_REQUEST",
+			AttributeDefinitions: []AttributeDefinition{{"eventKey", "S"}},
+			KeySchema:            []KeyElement{{"eventKey", "HASH"}},
+			TTLAttribute:         "expiresAt",
+		},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Tables() (-want +got):\n%s", diff)
+	}
+}
+
+func TestProjectFunctions(t *testing.T) {
+	tpl := load(t)
+	fns := tpl.Functions()
+	if len(fns) == 0 || fns[0].LogicalID != "HarnessProcessingFunction" {
+		t.Fatalf("Functions() = %+v, want HarnessProcessingFunction first", fns)
+	}
+	fn := fns[0]
+	got := struct {
+		CodeURI, Handler, Runtime string
+		URL                       *FunctionURL
+		Routes                    []string
+	}{fn.CodeURI, fn.Handler, fn.Runtime, fn.URL, nil}
+	for _, e := range fn.Events {
+		got.Routes = append(got.Routes, e.Type+" "+e.Method+" "+e.Path)
+	}
+	want := got
+	want.CodeURI, want.Handler, want.Runtime = "functions/harness-processing/", "bootstrap", "provided.al2023"
+	want.URL = &FunctionURL{AuthType: "NONE", InvokeMode: "RESPONSE_STREAM"}
+	want.Routes = []string{"HttpApi GET /", "HttpApi POST /"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("HarnessProcessingFunction (-want +got):\n%s", diff)
+	}
+
+	env, err := tpl.FunctionEnv(fn, prefixed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEnv := map[string]string{
+		"LOG_LEVEL":           "INFO",
+		"ACCOUNTS_TABLE":      "test-AccountsTable",
+		"AGENTS_TABLE":        "test-AgentsTable",
+		"CONVERSATIONS_TABLE": "test-ConversationsTable",
+		"EVENTS_TABLE":        "test-EventsTable",
+	}
+	if diff := cmp.Diff(wantEnv, env); diff != "" {
+		t.Errorf("FunctionEnv (-want +got):\n%s", diff)
+	}
+}
+
+func TestParseDocumentExpandsTags(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		want any
+	}{
+		{"Ref", `!Ref Table`, map[string]any{"Ref": "Table"}},
+		{"Condition", `!Condition IsProd`, map[string]any{"Condition": "IsProd"}},
+		{"GetAtt short", `!GetAtt Fn.Url.FunctionUrl`, map[string]any{"Fn::GetAtt": []any{"Fn", "Url.FunctionUrl"}}},
+		{"GetAtt list", `!GetAtt [Queue, Arn]`, map[string]any{"Fn::GetAtt": []any{"Queue", "Arn"}}},
+		{"Sub", `!Sub "https://${Api}.example"`, map[string]any{"Fn::Sub": "https://${Api}.example"}},
+		{
+			"nested",
+			`!If [IsProd, !Join [",", [a, !Ref B]], !Ref "AWS::NoValue"]`,
+			map[string]any{"Fn::If": []any{
+				"IsProd",
+				map[string]any{"Fn::Join": []any{",", []any{"a", map[string]any{"Ref": "B"}}}},
+				map[string]any{"Ref": "AWS::NoValue"},
+			}},
+		},
+		{"mapping argument", `!Sub {a: 1}`, map[string]any{"Fn::Sub": map[string]any{"a": 1}}},
+		{"long form kept", `{"Fn::GetAtt": "A.B"}`, map[string]any{"Fn::GetAtt": "A.B"}},
+		{"yaml's own tags kept", `!!str 12`, "12"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root, err := parseDocument([]byte("v: " + tt.yaml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got map[string]any
+			if err := root.Decode(&got); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got["v"]); diff != "" {
+				t.Errorf("%s (-want +got):\n%s", tt.yaml, diff)
+			}
+		})
+	}
+}
+
+const functionsTemplate = `
+Parameters:
+  Stage: {Type: String, Default: dev}
+  Secret: {Type: String}
+Globals:
+  Function:
+    Runtime: provided.al2023
+    Handler: bootstrap
+    Timeout: 30
+    Environment:
+      Variables:
+        STAGE: !Ref Stage
+        SHARED: global
+Resources:
+  Jobs:
+    Type: AWS::SQS::Queue
+  Table:
+    Type: AWS::DynamoDB::Table
+  Worker:
+    Type: AWS::Serverless::Function
+    Properties:
+      CodeUri: functions/worker/
+      Timeout: 900
+      Environment:
+        Variables:
+          SHARED: own
+          TABLE: !Ref Table
+          QUEUE_URL: !Ref Jobs
+          RETRIES: 3
+      Events:
+        Jobs:
+          Type: SQS
+          Properties:
+            Queue: !GetAtt Jobs.Arn
+            BatchSize: 10
+        Status:
+          Type: HttpApi
+          Properties: {Path: "/status/{id}", Method: GET}
+  Broken:
+    Type: AWS::Serverless::Function
+    Properties:
+      CodeUri: functions/broken/
+      Environment:
+        Variables:
+          MISSING: !Ref NoSuchTable
+          SECRET: !Ref Secret
+          ARN: !GetAtt Table.Arn
+`
+
+func TestFunctions(t *testing.T) {
+	tpl := parse(t, functionsTemplate)
+	fns := tpl.Functions()
+	if len(fns) != 2 {
+		t.Fatalf("Functions() = %+v, want Broken and Worker", fns)
+	}
+	got := fns[1]
+	got.env = nil // compared through FunctionEnv below
+	want := Function{
+		LogicalID: "Worker", CodeURI: "functions/worker/", Handler: "bootstrap", Runtime: "provided.al2023", Timeout: 900,
+		Events: []Event{
+			{Name: "Jobs", Type: "SQS", Properties: map[string]any{"Queue": map[string]any{"Fn::GetAtt": []any{"Jobs", "Arn"}}, "BatchSize": 10}},
+			{Name: "Status", Type: "HttpApi", Path: "/status/{id}", Method: "GET", Properties: map[string]any{"Path": "/status/{id}", "Method": "GET"}},
+		},
+	}
+	if diff := cmp.Diff(want, got, cmp.AllowUnexported(Function{})); diff != "" {
+		t.Errorf("Worker (-want +got):\n%s", diff)
+	}
+
+	env, err := tpl.FunctionEnv(fns[1], prefixed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEnv := map[string]string{"STAGE": "dev", "SHARED": "own", "TABLE": "test-Table", "QUEUE_URL": "test-Jobs", "RETRIES": "3"}
+	if diff := cmp.Diff(wantEnv, env); diff != "" {
+		t.Errorf("FunctionEnv(Worker) (-want +got):\n%s", diff)
+	}
+
+	_, err = tpl.FunctionEnv(fns[0], prefixed)
+	for _, want := range []string{"MISSING: unknown reference NoSuchTable", "SECRET: parameter Secret has no scalar Default", "ARN: unsupported intrinsic Fn::GetAtt"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("FunctionEnv(Broken) error = %v, want it to say %q", err, want)
+		}
+	}
+}
+
+func TestQueues(t *testing.T) {
+	tpl := parse(t, `
+Resources:
+  Turns:
+    Type: AWS::SQS::Queue
+    Properties:
+      QueueName: ignored
+      VisibilityTimeout: 960
+      RedrivePolicy:
+        deadLetterTargetArn: !GetAtt TurnsDLQ.Arn
+        maxReceiveCount: 5
+  TurnsDLQ:
+    Type: AWS::SQS::Queue
+    Properties:
+      MessageRetentionPeriod: 1209600
+`)
+	want := []Queue{
+		{LogicalID: "Turns", Attributes: map[string]string{"VisibilityTimeout": "960"}, DeadLetter: &DeadLetter{QueueID: "TurnsDLQ", MaxReceiveCount: 5}},
+		{LogicalID: "TurnsDLQ", Attributes: map[string]string{"MessageRetentionPeriod": "1209600"}},
+	}
+	if diff := cmp.Diff(want, tpl.Queues()); diff != "" {
+		t.Errorf("Queues() (-want +got):\n%s", diff)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	tests := []struct {
+		name, src, want string
+	}{
+		{"not a mapping", `[a, b]`, "the template is not a mapping"},
+		{"bad yaml", "a: [", "parsing yaml"},
+		{
+			"table property of the wrong shape",
+			"Resources:\n  T:\n    Type: AWS::DynamoDB::Table\n    Properties: {KeySchema: nope}\n",
+			"table T",
+		},
+		{
+			"literal dead-letter arn",
+			"Resources:\n  Q:\n    Type: AWS::SQS::Queue\n    Properties:\n      RedrivePolicy: {deadLetterTargetArn: 'arn:aws:sqs:us-east-1:1:dlq', maxReceiveCount: 3}\n",
+			"queue Q: RedrivePolicy: deadLetterTargetArn is not !GetAtt <queue>.Arn",
+		},
+		{
+			"unsupported queue property",
+			"Resources:\n  Q:\n    Type: AWS::SQS::Queue\n    Properties:\n      RedriveAllowPolicy: {redrivePermission: denyAll}\n",
+			"queue Q: unsupported property RedriveAllowPolicy",
+		},
+		{
+			"function property of the wrong shape",
+			"Resources:\n  F:\n    Type: AWS::Serverless::Function\n    Properties: {Policies: AWSLambdaExecute}\n",
+			"function F",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.src))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Parse() error = %v, want it to say %q", err, tt.want)
+			}
+		})
+	}
+}

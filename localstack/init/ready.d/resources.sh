@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Generated from template.yaml by "go test ./infra/template -update"; do not edit.
+# LocalStack runs it once its services are ready. Resources are named by their logical ids.
+set -euo pipefail
+
+if ! awslocal dynamodb describe-table --table-name 'AccountsTable' >/dev/null 2>&1; then
+  awslocal dynamodb create-table --table-name 'AccountsTable' \
+    --billing-mode 'PAY_PER_REQUEST' \
+    --attribute-definitions '[{"AttributeName":"accountId","AttributeType":"S"},{"AttributeName":"secretHash","AttributeType":"S"}]' \
+    --key-schema '[{"AttributeName":"accountId","KeyType":"HASH"}]' \
+    --global-secondary-indexes '[{"IndexName":"BySecretHash","KeySchema":[{"AttributeName":"secretHash","KeyType":"HASH"}],"Projection":{"ProjectionType":"ALL"}}]' >/dev/null
+  awslocal dynamodb wait table-exists --table-name 'AccountsTable'
+fi
+
+if ! awslocal dynamodb describe-table --table-name 'AgentsTable' >/dev/null 2>&1; then
+  awslocal dynamodb create-table --table-name 'AgentsTable' \
+    --billing-mode 'PAY_PER_REQUEST' \
+    --attribute-definitions '[{"AttributeName":"accountId","AttributeType":"S"},{"AttributeName":"agentId","AttributeType":"S"}]' \
+    --key-schema '[{"AttributeName":"accountId","KeyType":"HASH"},{"AttributeName":"agentId","KeyType":"RANGE"}]' >/dev/null
+  awslocal dynamodb wait table-exists --table-name 'AgentsTable'
+fi
+
+if ! awslocal dynamodb describe-table --table-name 'ConversationsTable' >/dev/null 2>&1; then
+  awslocal dynamodb create-table --table-name 'ConversationsTable' \
+    --billing-mode 'PAY_PER_REQUEST' \
+    --attribute-definitions '[{"AttributeName":"conversationKey","AttributeType":"S"},{"AttributeName":"seq","AttributeType":"N"}]' \
+    --key-schema '[{"AttributeName":"conversationKey","KeyType":"HASH"},{"AttributeName":"seq","KeyType":"RANGE"}]' >/dev/null
+  awslocal dynamodb wait table-exists --table-name 'ConversationsTable'
+fi
+
+if ! awslocal dynamodb describe-table --table-name 'EventsTable' >/dev/null 2>&1; then
+  awslocal dynamodb create-table --table-name 'EventsTable' \
+    --billing-mode 'PAY_PER_REQUEST' \
+    --attribute-definitions '[{"AttributeName":"eventKey","AttributeType":"S"}]' \
+    --key-schema '[{"AttributeName":"eventKey","KeyType":"HASH"}]' >/dev/null
+  awslocal dynamodb wait table-exists --table-name 'EventsTable'
+  awslocal dynamodb update-time-to-live --table-name 'EventsTable' \
+    --time-to-live-specification '{"AttributeName":"expiresAt","Enabled":true}' >/dev/null
+fi

@@ -1,0 +1,137 @@
+// Package api serves harness-processing over HTTP: GET / (health) and POST / (an agent turn
+// streamed as a Vercel AI SDK UI message stream). Lambda adapts the handler in main; the local
+// runner serves it directly.
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/agentharness/harness/shared/agent"
+	"github.com/agentharness/harness/shared/store"
+	"github.com/agentharness/harness/shared/tool"
+)
+
+// Defaults for Options left zero.
+const (
+	DefaultMaxBodyBytes = 1 << 20
+	// DefaultLease matches Lambda's longest invocation: a crashed turn frees its conversation
+	// after at most this long.
+	DefaultLease    = 15 * time.Minute
+	DefaultEventTTL = 7 * 24 * time.Hour
+)
+
+// Options wires the handler's dependencies.
+type Options struct {
+	Store *store.Store
+	// Tools builds an agent's ToolSet from its config.tools.
+	Tools func(config map[string]json.RawMessage) (*tool.Set, error)
+	// Model builds an agent's model from its model block.
+	Model func(block json.RawMessage) (agent.Model, error)
+	// Now is the clock; nil means time.Now.
+	Now          func() time.Time
+	Logger       *slog.Logger
+	MaxBodyBytes int64
+	Lease        time.Duration
+	EventTTL     time.Duration
+}
+
+// Handler serves harness-processing's routes.
+type Handler struct {
+	opts Options
+	mux  *http.ServeMux
+}
+
+// New returns the harness-processing handler.
+func New(opts Options) *Handler {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.Lease <= 0 {
+		opts.Lease = DefaultLease
+	}
+	if opts.EventTTL <= 0 {
+		opts.EventTTL = DefaultEventTTL
+	}
+	h := &Handler{opts: opts, mux: http.NewServeMux()}
+	h.mux.HandleFunc("/{$}", h.root)
+	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &Error{Status: http.StatusNotFound, Message: "no route for " + r.Method + " " + r.URL.Path})
+	})
+	return h
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+func (h *Handler) root(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	case http.MethodPost:
+		h.turn(w, r)
+	default:
+		w.Header().Set("Allow", "GET, HEAD, POST")
+		writeError(w, &Error{Status: http.StatusMethodNotAllowed, Message: "method " + r.Method + " is not allowed on /"})
+	}
+}
+
+// Error is an HTTP error whose Message is safe to show to the client.
+type Error struct {
+	Status  int
+	Message string
+	// Extra fields merged into the JSON body.
+	Extra map[string]any
+}
+
+func (e *Error) Error() string { return e.Message }
+
+func writeError(w http.ResponseWriter, e *Error) {
+	body := map[string]any{"error": e.Message}
+	for k, v := range e.Extra {
+		body[k] = v
+	}
+	writeJSON(w, e.Status, body)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+// authenticate resolves the bearer secret to an account.
+func (h *Handler) authenticate(r *http.Request) (store.Account, error) {
+	auth := r.Header.Get("Authorization")
+	secret, ok := strings.CutPrefix(auth, "Bearer ")
+	if !ok || strings.TrimSpace(secret) == "" {
+		return store.Account{}, &Error{Status: http.StatusUnauthorized, Message: "missing bearer token: send Authorization: Bearer <account secret>"}
+	}
+	acc, err := h.opts.Store.AccountBySecret(r.Context(), strings.TrimSpace(secret))
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Account{}, &Error{Status: http.StatusUnauthorized, Message: "invalid account secret"}
+	}
+	return acc, err
+}
+
+// fail answers with e if it is an *Error and with a bare 500 otherwise, logging the cause.
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var e *Error
+	if errors.As(err, &e) {
+		writeError(w, e)
+		return
+	}
+	h.opts.Logger.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	writeError(w, &Error{Status: http.StatusInternalServerError, Message: "internal error"})
+}

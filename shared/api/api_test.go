@@ -1,0 +1,414 @@
+package api_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"iter"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentharness/harness/functions/harness-processing/tools"
+	"github.com/agentharness/harness/infra/testenv"
+	"github.com/agentharness/harness/shared/agent"
+	"github.com/agentharness/harness/shared/api"
+	"github.com/agentharness/harness/shared/model"
+	"github.com/agentharness/harness/shared/provider"
+	"github.com/agentharness/harness/shared/store"
+	"github.com/google/go-cmp/cmp"
+)
+
+const demoConfig = `{
+  "name": "demo",
+  "model": {"provider":"scripted","script":[{"toolCalls":[{"name":"current_time","input":{}}]},{"text":"It is {{toolResults}}"}]},
+  "tools": {"current_time": {"enabled": true}}
+}`
+
+type fixture struct {
+	srv    *httptest.Server
+	store  *store.Store
+	acc    store.Account
+	secret string
+}
+
+// newFixture serves the harness over real HTTP against DynamoDB Local, with one account and
+// its "demo" agent. model, when set, replaces the model every agent config names.
+func newFixture(t *testing.T, model agent.Model) *fixture {
+	t.Helper()
+	db := testenv.DynamoDB(t)
+	st := store.New(db, testenv.Tables(t, db))
+	ctx := context.Background()
+	acc, secret, err := st.CreateAccount(ctx, "tester", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutAgent(ctx, store.Agent{AccountID: acc.ID, ID: "demo", Config: json.RawMessage(demoConfig)}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	newModel := func(block json.RawMessage) (agent.Model, error) {
+		return provider.New(block, func(string) string { return "" })
+	}
+	if model != nil {
+		newModel = func(json.RawMessage) (agent.Model, error) { return model, nil }
+	}
+	h := api.New(api.Options{Store: st, Tools: tools.Build, Model: newModel, MaxBodyBytes: 4096})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return &fixture{srv: srv, store: st, acc: acc, secret: secret}
+}
+
+func (f *fixture) post(t *testing.T, secret, body string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, f.srv.URL+"/", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if secret != "" {
+		req.Header.Set("Authorization", "Bearer "+secret)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { res.Body.Close() })
+	return res
+}
+
+// chunks reads an SSE body and returns its chunks; it fails unless the stream ends in [DONE].
+func chunks(t *testing.T, res *http.Response) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	sc := bufio.NewScanner(res.Body)
+	done := false
+	for sc.Scan() {
+		line := sc.Text()
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok {
+			continue
+		}
+		if done {
+			t.Fatalf("data after [DONE]: %s", line)
+		}
+		if data == "[DONE]" {
+			done = true
+			continue
+		}
+		var c map[string]any
+		if err := json.Unmarshal([]byte(data), &c); err != nil {
+			t.Fatalf("chunk is not JSON: %s", data)
+		}
+		out = append(out, c)
+	}
+	if !done {
+		t.Fatal("stream did not end with data: [DONE]")
+	}
+	return out
+}
+
+func types(cs []map[string]any) []string {
+	var ts []string
+	for _, c := range cs {
+		ts = append(ts, c["type"].(string))
+	}
+	return ts
+}
+
+func history(t *testing.T, f *fixture, conversationID string) []model.Message {
+	t.Helper()
+	ctx := context.Background()
+	turn, err := f.store.BeginTurn(ctx, f.acc.ID, conversationID, "demo", time.Now(), time.Now().Add(time.Minute))
+	if err != nil {
+		t.Fatalf("inspecting conversation: %v", err)
+	}
+	defer turn.End(ctx)
+	msgs, err := turn.History(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return msgs
+}
+
+func roles(msgs []model.Message) []model.Role {
+	var rs []model.Role
+	for _, m := range msgs {
+		rs = append(rs, m.Role)
+	}
+	return rs
+}
+
+func TestTurnStreamsToolCallAndText(t *testing.T) {
+	f := newFixture(t, nil)
+	res := f.post(t, f.secret, `{"agentId":"demo","id":"c1","message":"what time is it?"}`)
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("status = %d, want 200", res.StatusCode)
+	}
+	for k, want := range map[string]string{"Content-Type": "text/event-stream", "X-Vercel-Ai-Ui-Message-Stream": "v1", "X-Conversation-Id": "c1"} {
+		if got := res.Header.Get(k); got != want {
+			t.Errorf("header %s = %q, want %q", k, got, want)
+		}
+	}
+	cs := chunks(t, res)
+	want := []string{"start", "start-step", "tool-input-start", "tool-input-delta", "tool-input-available", "tool-output-available", "finish-step",
+		"start-step", "text-start", "text-delta", "text-delta", "text-delta", "text-end", "finish-step", "finish"}
+	if diff := cmp.Diff(want, types(cs)); diff != "" {
+		t.Fatalf("chunk types (-want +got):\n%s", diff)
+	}
+	out, _ := cs[5]["output"].(string)
+	if _, err := time.Parse(time.RFC3339, out); err != nil {
+		t.Errorf("tool output %q is not RFC 3339: %v", out, err)
+	}
+	var text string
+	for _, c := range cs {
+		if c["type"] == "text-delta" {
+			text += c["delta"].(string)
+		}
+	}
+	if wantText := `It is ["` + out + `"]`; text != wantText {
+		t.Errorf("text = %q, want %q", text, wantText)
+	}
+	if got := cs[len(cs)-1]["finishReason"]; got != "stop" {
+		t.Errorf("finishReason = %v, want stop", got)
+	}
+
+	// History is server-held: a second turn sends only its new message.
+	chunks(t, f.post(t, f.secret, `{"agentId":"demo","id":"c1","message":"and now?"}`))
+	wantRoles := []model.Role{"user", "assistant", "tool", "assistant", "user", "assistant", "tool", "assistant"}
+	if diff := cmp.Diff(wantRoles, roles(history(t, f, "c1"))); diff != "" {
+		t.Errorf("stored roles (-want +got):\n%s", diff)
+	}
+}
+
+func TestTurnAcceptsAISDKChatRequest(t *testing.T) {
+	f := newFixture(t, nil)
+	body := `{"id":"chat-1","trigger":"submit-message","agentId":"demo","messages":[
+	  {"id":"u0","role":"user","parts":[{"type":"text","text":"old message the server already has"}]},
+	  {"id":"u1","role":"user","parts":[{"type":"text","text":"what time is it?"}]}]}`
+	cs := chunks(t, f.post(t, f.secret, body))
+	if got := types(cs)[len(cs)-1]; got != "finish" {
+		t.Fatalf("last chunk = %s, want finish", got)
+	}
+	msgs := history(t, f, "chat-1")
+	if len(msgs) == 0 || msgs[0].ID != "u1" || msgs[0].Text() != "what time is it?" {
+		t.Fatalf("first stored message = %+v, want only the request's last user message u1", msgs)
+	}
+}
+
+func TestRefusedRequestsWriteNothing(t *testing.T) {
+	f := newFixture(t, nil)
+	big := `{"agentId":"demo","id":"c","message":"` + strings.Repeat("x", 5000) + `"}`
+	tests := []struct {
+		name, secret, body string
+		status             int
+		errorPart          string
+	}{
+		{"no bearer", "", `{"agentId":"demo","id":"c","message":"hi"}`, 401, "missing bearer"},
+		{"wrong secret", "hsk_wrong", `{"agentId":"demo","id":"c","message":"hi"}`, 401, "invalid account secret"},
+		{"unknown agent", f.secret, `{"agentId":"nope","id":"c","message":"hi"}`, 404, "agent nope not found"},
+		{"malformed JSON", f.secret, `{"agentId":`, 400, "malformed JSON"},
+		{"no agent id", f.secret, `{"id":"c","message":"hi"}`, 400, "agentId is required"},
+		{"no message", f.secret, `{"agentId":"demo","id":"c"}`, 400, "no user message"},
+		{"empty message", f.secret, `{"agentId":"demo","id":"c","message":"  "}`, 400, "message is empty"},
+		{"last message not user", f.secret, `{"agentId":"demo","id":"c","messages":[{"id":"a","role":"assistant","parts":[]}]}`, 400, "role user"},
+		{"regenerate", f.secret, `{"agentId":"demo","id":"c","trigger":"regenerate-message","message":"hi"}`, 400, "regenerate-message"},
+		{"oversized body", f.secret, big, 413, "larger than 4096 bytes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := f.post(t, tt.secret, tt.body)
+			var body struct{ Error string }
+			if err := json.NewDecoder(res.Body).Decode(&body); err != nil {
+				t.Fatalf("body is not a JSON error: %v", err)
+			}
+			if res.StatusCode != tt.status || !strings.Contains(body.Error, tt.errorPart) {
+				t.Errorf("got %d %q, want %d containing %q", res.StatusCode, body.Error, tt.status, tt.errorPart)
+			}
+		})
+	}
+	if msgs := history(t, f, "c"); len(msgs) != 0 {
+		t.Errorf("refused requests stored %d messages, want 0", len(msgs))
+	}
+}
+
+func TestHealthAndUnknownRoutes(t *testing.T) {
+	f := newFixture(t, nil)
+	for _, tt := range []struct {
+		method, path string
+		status       int
+	}{
+		{"GET", "/", 200}, {"GET", "/nope", 404}, {"POST", "/nope", 404}, {"DELETE", "/", 405},
+	} {
+		req, _ := http.NewRequest(tt.method, f.srv.URL+tt.path, nil)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body map[string]any
+		err = json.NewDecoder(res.Body).Decode(&body)
+		res.Body.Close()
+		if res.StatusCode != tt.status || err != nil {
+			t.Errorf("%s %s = %d (JSON error %v), want %d with a JSON body", tt.method, tt.path, res.StatusCode, err, tt.status)
+		}
+	}
+}
+
+// flakyModel fails its first call mid-stream, then answers with text.
+type flakyModel struct {
+	mu    sync.Mutex
+	calls int
+}
+
+func (m *flakyModel) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.Event, error] {
+	return func(yield func(model.Event, error) bool) {
+		m.mu.Lock()
+		m.calls++
+		n := m.calls
+		m.mu.Unlock()
+		if !yield(model.Event{Type: model.EventTextDelta, Text: "partial "}, nil) {
+			return
+		}
+		if n == 1 {
+			yield(model.Event{}, errors.New("upstream 500: secret provider detail"))
+			return
+		}
+		if !yield(model.Event{Type: model.EventTextDelta, Text: "answer"}, nil) {
+			return
+		}
+		yield(model.Event{Type: model.EventFinish, Finish: model.FinishStop}, nil)
+	}
+}
+
+func TestModelErrorEndsCleanlyAndNextTurnWorks(t *testing.T) {
+	f := newFixture(t, &flakyModel{})
+	cs := chunks(t, f.post(t, f.secret, `{"agentId":"demo","id":"c","message":"one"}`))
+	got := types(cs)
+	want := []string{"start", "start-step", "text-start", "text-delta", "error", "finish"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("chunk types (-want +got):\n%s", diff)
+	}
+	if text := cs[4]["errorText"].(string); strings.Contains(text, "secret provider detail") {
+		t.Errorf("error chunk leaks the internal cause: %q", text)
+	}
+	cs = chunks(t, f.post(t, f.secret, `{"agentId":"demo","id":"c","message":"two"}`))
+	if got := cs[len(cs)-1]["finishReason"]; got != "stop" {
+		t.Fatalf("second turn finishReason = %v, want stop", got)
+	}
+	wantRoles := []model.Role{"user", "user", "assistant"}
+	if diff := cmp.Diff(wantRoles, roles(history(t, f, "c"))); diff != "" {
+		t.Errorf("stored roles (-want +got):\n%s", diff)
+	}
+}
+
+func TestSameEventIDRunsOnce(t *testing.T) {
+	f := newFixture(t, nil)
+	body := `{"agentId":"demo","id":"c","eventId":"ev-1","message":"hi"}`
+	chunks(t, f.post(t, f.secret, body))
+	res := f.post(t, f.secret, body)
+	var got struct{ Error, EventID, Status string }
+	_ = json.NewDecoder(res.Body).Decode(&got)
+	if res.StatusCode != http.StatusConflict || got.Status != "completed" || got.EventID != "ev-1" {
+		t.Fatalf("repeat = %d %+v, want 409 with status completed", res.StatusCode, got)
+	}
+	if n := len(history(t, f, "c")); n != 4 {
+		t.Errorf("conversation has %d messages, want the 4 of one turn", n)
+	}
+}
+
+// gatedModel blocks its first call until released, to hold a turn open.
+type gatedModel struct {
+	entered, release chan struct{}
+	once             sync.Once
+}
+
+func (m *gatedModel) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.Event, error] {
+	return func(yield func(model.Event, error) bool) {
+		m.once.Do(func() {
+			close(m.entered)
+			<-m.release
+		})
+		if yield(model.Event{Type: model.EventTextDelta, Text: "done"}, nil) {
+			yield(model.Event{Type: model.EventFinish, Finish: model.FinishStop}, nil)
+		}
+	}
+}
+
+func TestConcurrentTurnsOnOneConversationNeverInterleave(t *testing.T) {
+	m := &gatedModel{entered: make(chan struct{}), release: make(chan struct{})}
+	f := newFixture(t, m)
+	first := make(chan []map[string]any)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, f.srv.URL+"/", strings.NewReader(`{"agentId":"demo","id":"c","message":"first"}`))
+		req.Header.Set("Authorization", "Bearer "+f.secret)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			first <- nil
+			return
+		}
+		defer res.Body.Close()
+		first <- chunks(t, res)
+	}()
+	<-m.entered
+	res := f.post(t, f.secret, `{"agentId":"demo","id":"c","eventId":"ev-2","message":"second"}`)
+	if res.StatusCode != http.StatusConflict {
+		t.Fatalf("second concurrent turn = %d, want 409", res.StatusCode)
+	}
+	close(m.release)
+	if cs := <-first; cs == nil || cs[len(cs)-1]["type"] != "finish" {
+		t.Fatalf("first turn did not finish: %v", types(cs))
+	}
+	// The refused turn released its event id, so the client can retry it now.
+	chunks(t, f.post(t, f.secret, `{"agentId":"demo","id":"c","eventId":"ev-2","message":"second"}`))
+	msgs := history(t, f, "c")
+	var texts []string
+	for _, m := range msgs {
+		texts = append(texts, string(m.Role)+":"+m.Text())
+	}
+	want := []string{"user:first", "assistant:done", "user:second", "assistant:done"}
+	if diff := cmp.Diff(want, texts); diff != "" {
+		t.Errorf("history (-want +got):\n%s", diff)
+	}
+}
+
+// TestStreamPassesAISDKSchema pipes a real turn through the AI SDK's own parser
+// (parseJsonEventStream + uiMessageChunkSchema, then readUIMessageStream).
+func TestStreamPassesAISDKSchema(t *testing.T) {
+	f := newFixture(t, nil)
+	res := f.post(t, f.secret, `{"agentId":"demo","id":"c","message":"what time is it?"}`)
+	var body bytes.Buffer
+	if _, err := body.ReadFrom(res.Body); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(testenv.Node(t), filepath.Join(testenv.Root(t), "infra", "node", "check-ui-stream.mjs"))
+	cmd.Stdin = &body
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("the AI SDK rejected the stream: %v\n%s", err, stderr.String())
+	}
+	var got struct {
+		ChunkTypes []string `json:"chunkTypes"`
+		Message    struct {
+			Parts []struct {
+				Type, State, Text string
+				Output            any
+			} `json:"parts"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("checker output: %v: %s", err, out)
+	}
+	var parts []string
+	for _, p := range got.Message.Parts {
+		parts = append(parts, p.Type+"/"+p.State)
+	}
+	want := []string{"step-start/", "tool-current_time/output-available", "step-start/", "text/done"}
+	if diff := cmp.Diff(want, parts); diff != "" {
+		t.Errorf("UI message parts built by readUIMessageStream (-want +got):\n%s", diff)
+	}
+}

@@ -1,0 +1,153 @@
+// Package scriptedmodel is a model that plays a script instead of calling a provider. The demo,
+// the examples and the tests script agents with it; its config shape is a public contract:
+//
+//	{"provider":"scripted","script":[{"toolCalls":[{"name":"current_time","input":{}}]},{"text":"It is {{toolResults}}"}]}
+//
+// The n-th model call after the latest user message answers with step n; past the end of the
+// script it answers with the last step's text alone. In text, {{toolResults}} becomes the JSON
+// array of the tool results the model has been given since that user message.
+package scriptedmodel
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"strings"
+
+	"github.com/agentharness/harness/shared/model"
+)
+
+// Step is one scripted model answer.
+type Step struct {
+	Text      string     `json:"text,omitempty"`
+	ToolCalls []ToolCall `json:"toolCalls,omitempty"`
+	// Error makes the call fail with this message, to script provider failures.
+	Error string `json:"error,omitempty"`
+}
+
+// ToolCall is one scripted tool call.
+type ToolCall struct {
+	Name  string          `json:"name"`
+	Input json.RawMessage `json:"input,omitempty"`
+}
+
+// Config is the agent's model block for the scripted provider.
+type Config struct {
+	Provider string `json:"provider"`
+	Script   []Step `json:"script"`
+}
+
+// Model plays a script.
+type Model struct {
+	script []Step
+}
+
+// New returns a model that plays script; it must have at least one step.
+func New(script []Step) (*Model, error) {
+	if len(script) == 0 {
+		return nil, errors.New("script must have at least one step")
+	}
+	for i, s := range script {
+		for j, c := range s.ToolCalls {
+			if c.Name == "" {
+				return nil, fmt.Errorf("script[%d].toolCalls[%d].name is empty", i, j)
+			}
+			if len(c.Input) > 0 && !json.Valid(c.Input) {
+				return nil, fmt.Errorf("script[%d].toolCalls[%d].input is not valid JSON", i, j)
+			}
+		}
+	}
+	return &Model{script: script}, nil
+}
+
+// Stream answers with the script step that matches the conversation's position.
+func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.Event, error] {
+	return func(yield func(model.Event, error) bool) {
+		n, results := sinceLastUser(req.Messages)
+		step := m.script[len(m.script)-1]
+		if n < len(m.script) {
+			step = m.script[n]
+		} else {
+			step = Step{Text: step.Text}
+		}
+		if err := ctx.Err(); err != nil {
+			yield(model.Event{}, err)
+			return
+		}
+		if step.Error != "" {
+			yield(model.Event{}, errors.New(step.Error))
+			return
+		}
+		text := strings.ReplaceAll(step.Text, "{{toolResults}}", string(results))
+		for _, piece := range chunks(text) {
+			if !yield(model.Event{Type: model.EventTextDelta, Text: piece}, nil) {
+				return
+			}
+		}
+		finish := model.FinishStop
+		for i, c := range step.ToolCalls {
+			finish = model.FinishToolCalls
+			// Unique within the conversation, since the history only grows.
+			id := fmt.Sprintf("call_%d_%d", len(req.Messages), i+1)
+			input := c.Input
+			if len(input) == 0 {
+				input = json.RawMessage(`{}`)
+			}
+			for _, ev := range []model.Event{
+				{Type: model.EventToolInputStart, ToolCallID: id, ToolName: c.Name},
+				{Type: model.EventToolInputDelta, ToolCallID: id, Text: string(input)},
+				{Type: model.EventToolCall, ToolCallID: id, ToolName: c.Name, Input: input},
+			} {
+				if !yield(ev, nil) {
+					return
+				}
+			}
+		}
+		yield(model.Event{Type: model.EventFinish, Finish: finish, Usage: model.Usage{InputTokens: len(req.Messages), OutputTokens: len(chunks(text))}}, nil)
+	}
+}
+
+// sinceLastUser counts the assistant messages after the latest user message and collects the
+// outputs of the tool results given since then, as a JSON array.
+func sinceLastUser(msgs []model.Message) (int, json.RawMessage) {
+	start := 0
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == model.RoleUser {
+			start = i + 1
+			break
+		}
+	}
+	n := 0
+	results := []json.RawMessage{}
+	for _, m := range msgs[start:] {
+		switch m.Role {
+		case model.RoleAssistant:
+			n++
+		case model.RoleTool:
+			for _, p := range m.Parts {
+				if p.Type == model.PartToolResult {
+					results = append(results, p.Output)
+				}
+			}
+		}
+	}
+	b, _ := json.Marshal(results)
+	return n, b
+}
+
+// chunks splits text into word-sized pieces so it streams like a real model.
+func chunks(text string) []string {
+	var out []string
+	for len(text) > 0 {
+		i := strings.IndexByte(text[1:], ' ')
+		if i < 0 {
+			out = append(out, text)
+			break
+		}
+		out = append(out, text[:i+1])
+		text = text[i+1:]
+	}
+	return out
+}

@@ -1,0 +1,418 @@
+// Package store keeps accounts, agents, conversations and turn events in DynamoDB.
+//
+// Conversations are fenced: a turn holds a lease on the conversation's head item, and every
+// append is a transaction conditioned on that lease, so two turns never interleave messages.
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/agentharness/harness/shared/model"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Tables names the DynamoDB tables the store uses.
+type Tables struct {
+	Accounts      string
+	Agents        string
+	Conversations string
+	Events        string
+}
+
+// TablesFromEnv reads the table names the SAM template passes to functions.
+func TablesFromEnv(getenv func(string) string) (Tables, error) {
+	t := Tables{
+		Accounts:      getenv("ACCOUNTS_TABLE"),
+		Agents:        getenv("AGENTS_TABLE"),
+		Conversations: getenv("CONVERSATIONS_TABLE"),
+		Events:        getenv("EVENTS_TABLE"),
+	}
+	for name, v := range map[string]string{"ACCOUNTS_TABLE": t.Accounts, "AGENTS_TABLE": t.Agents, "CONVERSATIONS_TABLE": t.Conversations, "EVENTS_TABLE": t.Events} {
+		if v == "" {
+			return t, fmt.Errorf("environment variable %s is not set", name)
+		}
+	}
+	return t, nil
+}
+
+// Sentinel errors callers branch on.
+var (
+	ErrNotFound = errors.New("not found")
+	// ErrBusy: another turn holds the conversation.
+	ErrBusy = errors.New("conversation is busy with another turn")
+	// ErrAgentMismatch: the conversation belongs to another agent.
+	ErrAgentMismatch = errors.New("conversation belongs to another agent")
+	// ErrLeaseLost: the turn's lease expired and another turn took the conversation.
+	ErrLeaseLost = errors.New("conversation lease lost")
+)
+
+// DuplicateEventError reports an event id that was already used.
+type DuplicateEventError struct {
+	EventID string
+	Status  string
+}
+
+func (e *DuplicateEventError) Error() string {
+	return fmt.Sprintf("event %s was already received (status %s)", e.EventID, e.Status)
+}
+
+// Store reads and writes the harness's tables.
+type Store struct {
+	db     *dynamodb.Client
+	tables Tables
+}
+
+// New returns a store over db.
+func New(db *dynamodb.Client, tables Tables) *Store {
+	return &Store{db: db, tables: tables}
+}
+
+// Account is an account owner.
+type Account struct {
+	ID        string `dynamodbav:"accountId"`
+	Username  string `dynamodbav:"username"`
+	CreatedAt string `dynamodbav:"createdAt"`
+}
+
+// HashSecret is how account secrets are stored and looked up: they are 256-bit random tokens,
+// so a plain SHA-256 is enough and lets the lookup go through an index.
+func HashSecret(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(sum[:])
+}
+
+// NewID returns a random identifier with the given prefix.
+func NewID(prefix string) string {
+	return prefix + randomToken(16)
+}
+
+func randomToken(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(fmt.Sprintf("reading random bytes: %v", err)) // crypto/rand never fails on Linux
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// CreateAccount stores a new account and returns it with its secret, which is not stored and
+// cannot be shown again.
+func (s *Store) CreateAccount(ctx context.Context, username string, now time.Time) (Account, string, error) {
+	acc := Account{ID: NewID("acc_"), Username: username, CreatedAt: now.UTC().Format(time.RFC3339)}
+	secret := "hsk_" + randomToken(32)
+	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: &s.tables.Accounts,
+		Item: map[string]types.AttributeValue{
+			"accountId":  str(acc.ID),
+			"username":   str(acc.Username),
+			"createdAt":  str(acc.CreatedAt),
+			"secretHash": str(HashSecret(secret)),
+		},
+		ConditionExpression: aws.String("attribute_not_exists(accountId)"),
+	})
+	if err != nil {
+		return Account{}, "", fmt.Errorf("creating account: %w", err)
+	}
+	return acc, secret, nil
+}
+
+// AccountBySecret finds the account whose secret is secret, or ErrNotFound.
+func (s *Store) AccountBySecret(ctx context.Context, secret string) (Account, error) {
+	out, err := s.db.Query(ctx, &dynamodb.QueryInput{
+		TableName:                 &s.tables.Accounts,
+		IndexName:                 aws.String("BySecretHash"),
+		KeyConditionExpression:    aws.String("secretHash = :h"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":h": str(HashSecret(secret))},
+		Limit:                     aws.Int32(1),
+	})
+	if err != nil {
+		return Account{}, fmt.Errorf("looking up account: %w", err)
+	}
+	if len(out.Items) == 0 {
+		return Account{}, ErrNotFound
+	}
+	it := out.Items[0]
+	return Account{ID: getS(it, "accountId"), Username: getS(it, "username"), CreatedAt: getS(it, "createdAt")}, nil
+}
+
+// Agent is a stored agent config.
+type Agent struct {
+	AccountID string
+	ID        string
+	Config    json.RawMessage
+}
+
+// PutAgent stores an agent's config, replacing any earlier one.
+func (s *Store) PutAgent(ctx context.Context, a Agent, now time.Time) error {
+	if !json.Valid(a.Config) {
+		return errors.New("agent config is not valid JSON")
+	}
+	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: &s.tables.Agents,
+		Item: map[string]types.AttributeValue{
+			"accountId": str(a.AccountID),
+			"agentId":   str(a.ID),
+			"config":    str(string(a.Config)),
+			"updatedAt": str(now.UTC().Format(time.RFC3339)),
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("storing agent %s: %w", a.ID, err)
+	}
+	return nil
+}
+
+// Agent loads one of an account's agents, or ErrNotFound.
+func (s *Store) Agent(ctx context.Context, accountID, agentID string) (Agent, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: &s.tables.Agents,
+		Key:       map[string]types.AttributeValue{"accountId": str(accountID), "agentId": str(agentID)},
+	})
+	if err != nil {
+		return Agent{}, fmt.Errorf("loading agent %s: %w", agentID, err)
+	}
+	if out.Item == nil {
+		return Agent{}, ErrNotFound
+	}
+	return Agent{AccountID: accountID, ID: agentID, Config: json.RawMessage(getS(out.Item, "config"))}, nil
+}
+
+// Event statuses.
+const (
+	EventRunning   = "running"
+	EventCompleted = "completed"
+	EventFailed    = "failed"
+)
+
+// ClaimEvent records that a turn request with this event id is being handled. A second claim
+// of the same id returns *DuplicateEventError. Rows expire after ttl.
+func (s *Store) ClaimEvent(ctx context.Context, accountID, eventID, conversationID string, now time.Time, ttl time.Duration) error {
+	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: &s.tables.Events,
+		Item: map[string]types.AttributeValue{
+			"eventKey":       str(accountID + "#" + eventID),
+			"conversationId": str(conversationID),
+			"status":         str(EventRunning),
+			"createdAt":      str(now.UTC().Format(time.RFC3339)),
+			"expiresAt":      num(now.Add(ttl).Unix()),
+		},
+		ConditionExpression:                 aws.String("attribute_not_exists(eventKey)"),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	var failed *types.ConditionalCheckFailedException
+	if errors.As(err, &failed) {
+		return &DuplicateEventError{EventID: eventID, Status: getS(failed.Item, "status")}
+	}
+	if err != nil {
+		return fmt.Errorf("claiming event %s: %w", eventID, err)
+	}
+	return nil
+}
+
+// FinishEvent records the outcome of a claimed event.
+func (s *Store) FinishEvent(ctx context.Context, accountID, eventID, status string) error {
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &s.tables.Events,
+		Key:                       map[string]types.AttributeValue{"eventKey": str(accountID + "#" + eventID)},
+		UpdateExpression:          aws.String("SET #s = :s"),
+		ConditionExpression:       aws.String("attribute_exists(eventKey)"),
+		ExpressionAttributeNames:  map[string]string{"#s": "status"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":s": str(status)},
+	})
+	if err != nil {
+		return fmt.Errorf("finishing event %s: %w", eventID, err)
+	}
+	return nil
+}
+
+// ReleaseEvent forgets a claim whose turn never started, so the client may retry with it.
+func (s *Store) ReleaseEvent(ctx context.Context, accountID, eventID string) error {
+	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName: &s.tables.Events,
+		Key:       map[string]types.AttributeValue{"eventKey": str(accountID + "#" + eventID)},
+	})
+	if err != nil {
+		return fmt.Errorf("releasing event %s: %w", eventID, err)
+	}
+	return nil
+}
+
+// Turn is a held lease on a conversation: the only way to append to it.
+type Turn struct {
+	s       *Store
+	key     string
+	owner   string
+	nextSeq int64
+}
+
+// BeginTurn takes the lease on a conversation (creating it for agentID if new) until
+// leaseUntil. It fails with ErrBusy while another live turn holds it and with
+// ErrAgentMismatch if the conversation belongs to another agent. An expired lease is taken
+// over, so a crashed turn never locks a conversation for good.
+func (s *Store) BeginTurn(ctx context.Context, accountID, conversationID, agentID string, now, leaseUntil time.Time) (*Turn, error) {
+	key := accountID + "#" + conversationID
+	owner := NewID("turn_")
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:        &s.tables.Conversations,
+		Key:              map[string]types.AttributeValue{"conversationKey": str(key), "seq": num(0)},
+		UpdateExpression: aws.String("SET agentId = if_not_exists(agentId, :agent), nextSeq = if_not_exists(nextSeq, :one), leaseOwner = :owner, leaseUntil = :until"),
+		ConditionExpression: aws.String("(attribute_not_exists(leaseOwner) OR leaseUntil < :now) AND " +
+			"(attribute_not_exists(agentId) OR agentId = :agent)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":agent": str(agentID), ":one": num(1), ":owner": str(owner),
+			":until": num(leaseUntil.UnixMilli()), ":now": num(now.UnixMilli()),
+		},
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	var failed *types.ConditionalCheckFailedException
+	if errors.As(err, &failed) {
+		if getS(failed.Item, "agentId") != agentID {
+			return nil, ErrAgentMismatch
+		}
+		return nil, ErrBusy
+	}
+	if err != nil {
+		return nil, fmt.Errorf("starting a turn on conversation %s: %w", conversationID, err)
+	}
+	next, err := getN(out.Attributes, "nextSeq")
+	if err != nil {
+		return nil, err
+	}
+	return &Turn{s: s, key: key, owner: owner, nextSeq: next}, nil
+}
+
+// History returns the conversation's messages in order.
+func (t *Turn) History(ctx context.Context) ([]model.Message, error) {
+	var msgs []model.Message
+	in := &dynamodb.QueryInput{
+		TableName:              &t.s.tables.Conversations,
+		KeyConditionExpression: aws.String("conversationKey = :k AND seq BETWEEN :first AND :last"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":k": str(t.key), ":first": num(1), ":last": num(t.nextSeq - 1),
+		},
+		ConsistentRead: aws.Bool(true),
+	}
+	if t.nextSeq <= 1 {
+		return nil, nil
+	}
+	for p := dynamodb.NewQueryPaginator(t.s.db, in); p.HasMorePages(); {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("loading history: %w", err)
+		}
+		for _, it := range page.Items {
+			var m model.Message
+			if err := json.Unmarshal([]byte(getS(it, "message")), &m); err != nil {
+				return nil, fmt.Errorf("decoding stored message: %w", err)
+			}
+			msgs = append(msgs, m)
+		}
+	}
+	return msgs, nil
+}
+
+// maxTransactItems is DynamoDB's limit on items in one transaction, the head update included.
+const maxTransactItems = 100
+
+// Append adds messages at the end of the conversation in one transaction fenced on the lease.
+func (t *Turn) Append(ctx context.Context, msgs ...model.Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	if len(msgs) > maxTransactItems-1 {
+		return fmt.Errorf("appending %d messages at once: at most %d fit one transaction", len(msgs), maxTransactItems-1)
+	}
+	items := make([]types.TransactWriteItem, 0, len(msgs)+1)
+	for i, m := range msgs {
+		b, err := json.Marshal(m)
+		if err != nil {
+			return fmt.Errorf("encoding message: %w", err)
+		}
+		items = append(items, types.TransactWriteItem{Put: &types.Put{
+			TableName: &t.s.tables.Conversations,
+			Item: map[string]types.AttributeValue{
+				"conversationKey": str(t.key),
+				"seq":             num(t.nextSeq + int64(i)),
+				"role":            str(string(m.Role)),
+				"message":         str(string(b)),
+			},
+			ConditionExpression: aws.String("attribute_not_exists(seq)"),
+		}})
+	}
+	next := t.nextSeq + int64(len(msgs))
+	items = append(items, types.TransactWriteItem{Update: &types.Update{
+		TableName:           &t.s.tables.Conversations,
+		Key:                 map[string]types.AttributeValue{"conversationKey": str(t.key), "seq": num(0)},
+		UpdateExpression:    aws.String("SET nextSeq = :next"),
+		ConditionExpression: aws.String("leaseOwner = :owner AND nextSeq = :cur"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":next": num(next), ":owner": str(t.owner), ":cur": num(t.nextSeq),
+		},
+	}})
+	_, err := t.s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	var canceled *types.TransactionCanceledException
+	if errors.As(err, &canceled) {
+		for _, r := range canceled.CancellationReasons {
+			if aws.ToString(r.Code) == "ConditionalCheckFailed" {
+				return ErrLeaseLost
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("appending messages: %w", err)
+	}
+	t.nextSeq = next
+	return nil
+}
+
+// End releases the lease. Ending a lease already lost is not an error.
+func (t *Turn) End(ctx context.Context) error {
+	_, err := t.s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &t.s.tables.Conversations,
+		Key:                       map[string]types.AttributeValue{"conversationKey": str(t.key), "seq": num(0)},
+		UpdateExpression:          aws.String("REMOVE leaseOwner, leaseUntil"),
+		ConditionExpression:       aws.String("leaseOwner = :owner"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":owner": str(t.owner)},
+	})
+	var failed *types.ConditionalCheckFailedException
+	if err != nil && !errors.As(err, &failed) {
+		return fmt.Errorf("ending turn: %w", err)
+	}
+	return nil
+}
+
+func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
+
+func num(n int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+}
+
+func getS(item map[string]types.AttributeValue, k string) string {
+	if v, ok := item[k].(*types.AttributeValueMemberS); ok {
+		return v.Value
+	}
+	return ""
+}
+
+func getN(item map[string]types.AttributeValue, k string) (int64, error) {
+	v, ok := item[k].(*types.AttributeValueMemberN)
+	if !ok {
+		return 0, fmt.Errorf("item has no number %s", k)
+	}
+	n, err := strconv.ParseInt(v.Value, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("item attribute %s: %w", k, err)
+	}
+	return n, nil
+}

@@ -1,0 +1,119 @@
+package stream
+
+import "encoding/json"
+
+// The chunk types of the UI message stream, one struct per type so that no required key is
+// dropped by omitempty. The constructors below set Type.
+
+type StartChunk struct {
+	Type      string `json:"type"`
+	MessageID string `json:"messageId"`
+}
+
+type StepChunk struct {
+	Type string `json:"type"` // start-step or finish-step
+}
+
+type TextChunk struct {
+	Type string `json:"type"` // text-start or text-end
+	ID   string `json:"id"`
+}
+
+type TextDeltaChunk struct {
+	Type  string `json:"type"`
+	ID    string `json:"id"`
+	Delta string `json:"delta"`
+}
+
+type ToolInputStartChunk struct {
+	Type       string `json:"type"`
+	ToolCallID string `json:"toolCallId"`
+	ToolName   string `json:"toolName"`
+}
+
+type ToolInputDeltaChunk struct {
+	Type           string `json:"type"`
+	ToolCallID     string `json:"toolCallId"`
+	InputTextDelta string `json:"inputTextDelta"`
+}
+
+type ToolInputAvailableChunk struct {
+	Type       string          `json:"type"`
+	ToolCallID string          `json:"toolCallId"`
+	ToolName   string          `json:"toolName"`
+	Input      json.RawMessage `json:"input"`
+}
+
+type ToolInputErrorChunk struct {
+	Type       string          `json:"type"`
+	ToolCallID string          `json:"toolCallId"`
+	ToolName   string          `json:"toolName"`
+	Input      json.RawMessage `json:"input"`
+	ErrorText  string          `json:"errorText"`
+}
+
+type ToolOutputAvailableChunk struct {
+	Type       string          `json:"type"`
+	ToolCallID string          `json:"toolCallId"`
+	Output     json.RawMessage `json:"output"`
+}
+
+type ToolOutputErrorChunk struct {
+	Type       string `json:"type"`
+	ToolCallID string `json:"toolCallId"`
+	ErrorText  string `json:"errorText"`
+}
+
+type ErrorChunk struct {
+	Type      string `json:"type"`
+	ErrorText string `json:"errorText"`
+}
+
+type FinishChunk struct {
+	Type            string `json:"type"`
+	FinishReason    string `json:"finishReason"`
+	MessageMetadata any    `json:"messageMetadata,omitempty"`
+}
+
+// DataChunk is a custom data-* part, the one place for harness-specific payloads.
+type DataChunk struct {
+	Type      string `json:"type"`
+	Data      any    `json:"data"`
+	Transient bool   `json:"transient,omitempty"`
+}
+
+func Start(messageID string) StartChunk { return StartChunk{Type: "start", MessageID: messageID} }
+func StartStep() StepChunk              { return StepChunk{Type: "start-step"} }
+func FinishStep() StepChunk             { return StepChunk{Type: "finish-step"} }
+func TextStart(id string) TextChunk     { return TextChunk{Type: "text-start", ID: id} }
+func TextEnd(id string) TextChunk       { return TextChunk{Type: "text-end", ID: id} }
+func TextDelta(id, delta string) TextDeltaChunk {
+	return TextDeltaChunk{Type: "text-delta", ID: id, Delta: delta}
+}
+func ToolInputStart(id, name string) ToolInputStartChunk {
+	return ToolInputStartChunk{Type: "tool-input-start", ToolCallID: id, ToolName: name}
+}
+func ToolInputDelta(id, delta string) ToolInputDeltaChunk {
+	return ToolInputDeltaChunk{Type: "tool-input-delta", ToolCallID: id, InputTextDelta: delta}
+}
+func ToolInputAvailable(id, name string, input json.RawMessage) ToolInputAvailableChunk {
+	return ToolInputAvailableChunk{Type: "tool-input-available", ToolCallID: id, ToolName: name, Input: input}
+}
+func ToolInputError(id, name string, input json.RawMessage, text string) ToolInputErrorChunk {
+	return ToolInputErrorChunk{Type: "tool-input-error", ToolCallID: id, ToolName: name, Input: input, ErrorText: text}
+}
+func ToolOutput(id string, output json.RawMessage) ToolOutputAvailableChunk {
+	return ToolOutputAvailableChunk{Type: "tool-output-available", ToolCallID: id, Output: output}
+}
+func ToolOutputError(id, text string) ToolOutputErrorChunk {
+	return ToolOutputErrorChunk{Type: "tool-output-error", ToolCallID: id, ErrorText: text}
+}
+func Error(text string) ErrorChunk { return ErrorChunk{Type: "error", ErrorText: text} }
+func Finish(reason string, metadata any) FinishChunk {
+	return FinishChunk{Type: "finish", FinishReason: reason, MessageMetadata: metadata}
+}
+
+// Data returns a data-<name> part.
+func Data(name string, data any, transient bool) DataChunk {
+	return DataChunk{Type: "data-" + name, Data: data, Transient: transient}
+}

@@ -1,0 +1,143 @@
+// Package tool holds the model-facing ToolSet: tools with a JSON schema compiled once when the
+// set is built, and a Call that validates the raw arguments before running a tool.
+package tool
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/agentharness/harness/shared/model"
+	"github.com/xeipuuv/gojsonschema"
+)
+
+// Tool is one callable capability.
+type Tool struct {
+	Name        string
+	Description string
+	// InputSchema is the JSON schema of the arguments; nil means an object with no properties.
+	InputSchema json.RawMessage
+	// Execute runs the tool on arguments that already passed InputSchema. Its error is shown to
+	// the model as a failed tool result, never a failed turn.
+	Execute func(ctx context.Context, input json.RawMessage) (any, error)
+}
+
+// ErrUnknownTool is returned by Call for a name the set does not hold.
+var ErrUnknownTool = errors.New("unknown tool")
+
+// InputError reports arguments that do not match the tool's schema.
+type InputError struct {
+	Tool    string
+	Reasons []string
+}
+
+func (e *InputError) Error() string {
+	return fmt.Sprintf("invalid input for tool %s: %s", e.Tool, strings.Join(e.Reasons, "; "))
+}
+
+// ExecError wraps a failure of the tool itself.
+type ExecError struct {
+	Tool string
+	Err  error
+}
+
+func (e *ExecError) Error() string { return fmt.Sprintf("tool %s failed: %v", e.Tool, e.Err) }
+func (e *ExecError) Unwrap() error { return e.Err }
+
+var emptyObjectSchema = json.RawMessage(`{"type":"object","properties":{},"additionalProperties":false}`)
+
+type entry struct {
+	tool   Tool
+	schema *gojsonschema.Schema
+}
+
+// Set is an immutable collection of tools keyed by their model-facing name.
+type Set struct {
+	byName map[string]entry
+	specs  []model.ToolSpec
+}
+
+// NewSet compiles every tool's schema and rejects empty or duplicate names and bad schemas.
+func NewSet(tools ...Tool) (*Set, error) {
+	s := &Set{byName: make(map[string]entry, len(tools))}
+	for _, t := range tools {
+		if t.Name == "" {
+			return nil, errors.New("tool with an empty name")
+		}
+		if _, dup := s.byName[t.Name]; dup {
+			return nil, fmt.Errorf("duplicate tool name %q", t.Name)
+		}
+		if t.Execute == nil {
+			return nil, fmt.Errorf("tool %q has no Execute", t.Name)
+		}
+		if len(t.InputSchema) == 0 {
+			t.InputSchema = emptyObjectSchema
+		}
+		schema, err := gojsonschema.NewSchema(gojsonschema.NewBytesLoader(t.InputSchema))
+		if err != nil {
+			return nil, fmt.Errorf("compiling the input schema of tool %q: %w", t.Name, err)
+		}
+		s.byName[t.Name] = entry{tool: t, schema: schema}
+		s.specs = append(s.specs, model.ToolSpec{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema})
+	}
+	sort.Slice(s.specs, func(i, j int) bool { return s.specs[i].Name < s.specs[j].Name })
+	return s, nil
+}
+
+// Specs returns the model-facing descriptions, sorted by name so prompts are stable.
+func (s *Set) Specs() []model.ToolSpec { return s.specs }
+
+// Len reports how many tools the set holds.
+func (s *Set) Len() int { return len(s.byName) }
+
+// Call is a tool call whose arguments passed the tool's schema, ready to run.
+type Call struct {
+	tool  Tool
+	input json.RawMessage
+}
+
+// Prepare looks up name and validates input against its schema. Its errors, ErrUnknownTool and
+// *InputError, are meant for the model.
+func (s *Set) Prepare(name string, input json.RawMessage) (*Call, error) {
+	e, ok := s.byName[name]
+	if !ok {
+		return nil, fmt.Errorf("%w %q", ErrUnknownTool, name)
+	}
+	if len(input) == 0 {
+		input = json.RawMessage(`{}`)
+	}
+	res, err := e.schema.Validate(gojsonschema.NewBytesLoader(input))
+	if err != nil {
+		return nil, &InputError{Tool: name, Reasons: []string{"arguments are not valid JSON"}}
+	}
+	if !res.Valid() {
+		reasons := make([]string, 0, len(res.Errors()))
+		for _, re := range res.Errors() {
+			reasons = append(reasons, re.String())
+		}
+		return nil, &InputError{Tool: name, Reasons: reasons}
+	}
+	return &Call{tool: e.tool, input: input}, nil
+}
+
+// Run executes the call and returns its result as JSON. A failure, a panic included, comes back
+// as *ExecError, which the model sees as a failed tool result.
+func (c *Call) Run(ctx context.Context) (out json.RawMessage, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			out, err = nil, &ExecError{Tool: c.tool.Name, Err: fmt.Errorf("panic: %v", p)}
+		}
+	}()
+	v, err := c.tool.Execute(ctx, c.input)
+	if err != nil {
+		return nil, &ExecError{Tool: c.tool.Name, Err: err}
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, &ExecError{Tool: c.tool.Name, Err: fmt.Errorf("encoding the result: %w", err)}
+	}
+	return b, nil
+}
