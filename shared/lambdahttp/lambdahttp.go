@@ -4,12 +4,12 @@
 package lambdahttp
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"unicode/utf8"
 
@@ -70,16 +70,37 @@ func buffered(ctx context.Context, h http.Handler, ev *events.APIGatewayV2HTTPRe
 		req.Header.Set(k, v)
 	}
 	req.RemoteAddr = ev.RequestContext.HTTP.SourceIP
-	rec := httptest.NewRecorder()
+	rec := &recorder{header: http.Header{}, code: http.StatusOK}
 	h.ServeHTTP(rec, req)
-	res := &events.APIGatewayV2HTTPResponse{StatusCode: rec.Code, Headers: map[string]string{}}
-	for k, v := range rec.Header() {
+	res := &events.APIGatewayV2HTTPResponse{StatusCode: rec.code, Headers: map[string]string{}}
+	for k, v := range rec.header {
 		res.Headers[k] = strings.Join(v, ",")
 	}
-	if b := rec.Body.Bytes(); utf8.Valid(b) {
+	if b := rec.body.Bytes(); utf8.Valid(b) {
 		res.Body = string(b)
 	} else {
 		res.Body, res.IsBase64Encoded = base64.StdEncoding.EncodeToString(b), true
 	}
 	return res, nil
+}
+
+// recorder buffers a whole response, for invocations that cannot stream.
+type recorder struct {
+	header      http.Header
+	code        int
+	wroteHeader bool
+	body        bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header { return r.header }
+
+func (r *recorder) WriteHeader(code int) {
+	if !r.wroteHeader {
+		r.code, r.wroteHeader = code, true
+	}
+}
+
+func (r *recorder) Write(p []byte) (int, error) {
+	r.WriteHeader(http.StatusOK)
+	return r.body.Write(p)
 }
