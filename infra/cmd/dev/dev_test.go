@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"net"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentharness/harness/infra/mockopenai"
 	"github.com/agentharness/harness/infra/testenv"
 )
 
@@ -27,11 +29,21 @@ func TestDevServesThePrintedCurl(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building dev: %v\n%s", err, out)
 	}
+	t.Run("scripted demo agent", func(t *testing.T) {
+		runDev(t, root, bin, nil, "scripted")
+	})
+	t.Run("OpenAI-compatible model from OPENAI_BASE_URL", func(t *testing.T) {
+		mock := httptest.NewServer(mockopenai.New(nil))
+		defer mock.Close()
+		runDev(t, root, bin, []string{"OPENAI_BASE_URL=" + mock.URL + "/v1", "OPENAI_API_KEY="}, "openai gpt-4o-mini")
+	})
+}
 
+func runDev(t *testing.T, root, bin string, env []string, model string) {
 	cmd := exec.Command(bin, "-port", "0")
 	cmd.Dir = root
 	// The stand-ins dev starts are its own, not the ones of `make test`.
-	cmd.Env = withoutEndpoints(os.Environ())
+	cmd.Env = append(withoutEndpoints(os.Environ()), env...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -65,6 +77,9 @@ func TestDevServesThePrintedCurl(t *testing.T) {
 	curl := regexp.MustCompile(`(?m)^\s*(curl -N .*)$`).FindStringSubmatch(out)
 	if curl == nil {
 		t.Fatalf("dev printed no curl command:\n%s\nstderr:\n%s", out, stderr.String())
+	}
+	if !strings.Contains(out, "model: "+model) {
+		t.Errorf("dev did not report model %q:\n%s", model, out)
 	}
 	endpoints := regexp.MustCompile(`DynamoDB Local at http://(127\.0\.0\.1:\d+), fauxqs \(SQS, S3\) at http://(127\.0\.0\.1:\d+)`).FindStringSubmatch(out)
 	if endpoints == nil {
