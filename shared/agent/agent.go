@@ -134,7 +134,11 @@ func (r stepResult) messages(ids func() string) []model.Message {
 	if r.text != "" {
 		parts = append(parts, model.Part{Type: model.PartText, Text: r.text})
 	}
-	parts = append(parts, r.calls...)
+	for _, c := range r.calls {
+		// Malformed arguments are kept as a JSON string so the stored message stays valid JSON.
+		c.Input = displayInput(c.Input)
+		parts = append(parts, c)
+	}
 	if len(parts) == 0 {
 		return nil
 	}
@@ -187,8 +191,7 @@ func runStep(ctx context.Context, m Model, req *model.Request, step int, yield f
 		case model.EventToolInputDelta:
 			out = Event{Type: ToolInputDelta, ToolCallID: ev.ToolCallID, Text: ev.Text}
 		case model.EventToolCall:
-			// Malformed arguments are kept as a JSON string so the stored message stays valid JSON.
-			res.calls = append(res.calls, model.Part{Type: model.PartToolCall, ToolCallID: ev.ToolCallID, ToolName: ev.ToolName, Input: displayInput(ev.Input)})
+			res.calls = append(res.calls, model.Part{Type: model.PartToolCall, ToolCallID: ev.ToolCallID, ToolName: ev.ToolName, Input: ev.Input})
 			continue
 		case model.EventFinish:
 			res.finish, res.usage = ev.Finish, ev.Usage

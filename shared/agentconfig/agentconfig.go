@@ -28,7 +28,10 @@ func Parse(raw []byte) (*Config, error) {
 	if err := dec.Decode(&c); err != nil {
 		return nil, fmt.Errorf("agent config: %w", err)
 	}
-	if len(c.Model) == 0 {
+	if dec.More() {
+		return nil, errors.New("agent config: unexpected data after the JSON object")
+	}
+	if len(c.Model) == 0 || string(c.Model) == "null" {
 		return nil, errors.New("agent config: model is required")
 	}
 	if c.MaxSteps < 0 {

@@ -1,0 +1,165 @@
+package tools_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentharness/harness/functions/harness-processing/tools"
+	"github.com/google/go-cmp/cmp"
+)
+
+func config(t *testing.T, raw string) map[string]json.RawMessage {
+	t.Helper()
+	var c map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(raw), &c); err != nil {
+		t.Fatalf("decoding %s: %v", raw, err)
+	}
+	return c
+}
+
+func TestBuild(t *testing.T) {
+	tests := []struct {
+		name   string
+		config string
+		want   []string // the tool names offered to the model
+	}{
+		{name: "no tools", config: `{}`, want: nil},
+		{name: "enabled by its presence", config: `{"current_time":{}}`, want: []string{"current_time"}},
+		{name: "enabled explicitly", config: `{"current_time":{"enabled":true}}`, want: []string{"current_time"}},
+		{name: "null entry", config: `{"current_time":null}`, want: []string{"current_time"}},
+		{name: "disabled", config: `{"current_time":{"enabled":false}}`, want: nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			set, err := tools.Build(config(t, tt.config))
+			if err != nil {
+				t.Fatalf("Build: %v", err)
+			}
+			var got []string
+			for _, s := range set.Specs() {
+				got = append(got, s.Name)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("tools (-want +got):\n%s", diff)
+			}
+			if set.Len() != len(tt.want) {
+				t.Errorf("Len() = %d, want %d", set.Len(), len(tt.want))
+			}
+		})
+	}
+}
+
+func TestBuildNil(t *testing.T) {
+	set, err := tools.Build(nil)
+	if err != nil {
+		t.Fatalf("Build(nil): %v", err)
+	}
+	if set.Len() != 0 {
+		t.Errorf("Len() = %d, want 0", set.Len())
+	}
+}
+
+func TestBuildRejects(t *testing.T) {
+	tests := []struct {
+		name   string
+		config string
+		want   []string // substrings of the error
+	}{
+		{
+			name:   "unknown tool",
+			config: `{"current_time":{},"weather":{}}`,
+			want:   []string{"config.tools.weather", "unknown tool", "current_time"},
+		},
+		{
+			name:   "unknown tool even when disabled",
+			config: `{"teleport":{"enabled":false}}`,
+			want:   []string{"config.tools.teleport", "unknown tool"},
+		},
+		{
+			name:   "enabled is a string",
+			config: `{"current_time":{"enabled":"yes"}}`,
+			want:   []string{"config.tools.current_time.enabled: must be true or false"},
+		},
+		{
+			name:   "enabled is a number",
+			config: `{"current_time":{"enabled":1}}`,
+			want:   []string{"config.tools.current_time.enabled: must be true or false"},
+		},
+		{
+			name:   "option the tool does not accept",
+			config: `{"current_time":{"timezone":"Europe/Oslo"}}`,
+			want:   []string{"config.tools.current_time", `option "timezone" is not accepted`},
+		},
+		{
+			name:   "entry is not an object",
+			config: `{"current_time":true}`,
+			want:   []string{"config.tools.current_time"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			set, err := tools.Build(config(t, tt.config))
+			if err == nil {
+				t.Fatalf("Build() = %v, nil; want an error", set)
+			}
+			if set != nil {
+				t.Errorf("Build() set = %v, want nil on error", set)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Build() error = %q, want it to contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestNames(t *testing.T) {
+	if diff := cmp.Diff([]string{"current_time"}, tools.Names()); diff != "" {
+		t.Errorf("Names() (-want +got):\n%s", diff)
+	}
+}
+
+func TestCurrentTime(t *testing.T) {
+	set, err := tools.Build(config(t, `{"current_time":{}}`))
+	if err != nil {
+		t.Fatalf("Build: %v", err)
+	}
+	specs := set.Specs()
+	if len(specs) != 1 || specs[0].Description == "" || !json.Valid(specs[0].InputSchema) {
+		t.Fatalf("Specs() = %+v, want current_time with a description and a schema", specs)
+	}
+	if _, err := set.Prepare("current_time", json.RawMessage(`{"zone":"UTC"}`)); err == nil {
+		t.Errorf("Prepare with an argument succeeded, want the schema to reject it")
+	}
+	call, err := set.Prepare("current_time", json.RawMessage(`{}`))
+	if err != nil {
+		t.Fatalf("Prepare: %v", err)
+	}
+
+	before := time.Now().UTC().Truncate(time.Second)
+	out, err := call.Run(context.Background())
+	after := time.Now().UTC()
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+
+	var s string
+	if err := json.Unmarshal(out, &s); err != nil {
+		t.Fatalf("result %s is not a JSON string: %v", out, err)
+	}
+	got, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		t.Fatalf("result %q is not RFC 3339: %v", s, err)
+	}
+	if !strings.HasSuffix(s, "Z") {
+		t.Errorf("result %q is not in UTC (want a Z suffix)", s)
+	}
+	// Bounds from the clock read around the call, not a timed assertion.
+	if got.Before(before) || got.After(after) {
+		t.Errorf("result %s is outside the call's span [%s, %s]", got, before, after)
+	}
+}
