@@ -42,12 +42,7 @@ func harnessTurn(ctx context.Context, root, mockURL string) (run turnRunner, sto
 	// A prefix of its own, so a run never meets another run's rows.
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
-	prefix := "bench-" + hex.EncodeToString(b) + "-"
-	name := func(logicalID string) string { return prefix + logicalID }
-	if err := template.Provision(ctx, db, tpl, name); err != nil {
-		return nil, nil, fmt.Errorf("creating the harness tables: %w", err)
-	}
-	tables, err := localrunner.StoreTables(tpl, name)
+	_, tables, err := localrunner.Provision(ctx, db, tpl, "bench-"+hex.EncodeToString(b)+"-")
 	if err != nil {
 		return nil, nil, err
 	}

@@ -4,6 +4,7 @@
 package localrunner
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -78,6 +79,17 @@ func New(opts Options) (http.Handler, error) {
 		_ = json.NewEncoder(w).Encode(map[string]string{"error": "no route for " + r.Method + " " + r.URL.Path})
 	})
 	return mux, nil
+}
+
+// Provision creates the template's tables named prefix + logical id and returns that naming
+// with the table names harness-processing gets from it.
+func Provision(ctx context.Context, db *dynamodb.Client, tpl *template.Template, prefix string) (func(string) string, store.Tables, error) {
+	name := func(logicalID string) string { return prefix + logicalID }
+	if err := template.Provision(ctx, db, tpl, name); err != nil {
+		return nil, store.Tables{}, fmt.Errorf("creating the tables: %w", err)
+	}
+	tables, err := StoreTables(tpl, name)
+	return name, tables, err
 }
 
 // StoreTables returns the table names harness-processing gets from the template.

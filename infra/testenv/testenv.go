@@ -61,12 +61,7 @@ func Tables(t testing.TB, db *dynamodb.Client) store.Tables {
 	}
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
-	prefix := "t" + hex.EncodeToString(b) + "-"
-	name := func(id string) string { return prefix + id }
-	if err := template.Provision(context.Background(), db, tpl, name); err != nil {
-		t.Fatalf("creating tables: %v", err)
-	}
-	tables, err := localrunner.StoreTables(tpl, name)
+	_, tables, err := localrunner.Provision(context.Background(), db, tpl, "t"+hex.EncodeToString(b)+"-")
 	if err != nil {
 		t.Fatal(err)
 	}

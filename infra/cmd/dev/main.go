@@ -89,16 +89,12 @@ func run() error {
 		return err
 	}
 	db := awsclient.DynamoDB(cfg)
-	name := func(id string) string { return "harness-" + id }
-	if err := template.Provision(ctx, db, tpl, name); err != nil {
+	name, tables, err := localrunner.Provision(ctx, db, tpl, "harness-")
+	if err != nil {
 		return err
 	}
 	logger := logging.New(os.Stderr, os.Getenv("LOG_LEVEL"))
 	h, err := localrunner.New(localrunner.Options{Template: tpl, DB: db, Name: name, Getenv: os.Getenv, Logger: logger})
-	if err != nil {
-		return err
-	}
-	tables, err := localrunner.StoreTables(tpl, name)
 	if err != nil {
 		return err
 	}
