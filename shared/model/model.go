@@ -3,7 +3,10 @@
 // provider SDK type reaches the loop or the tools.
 package model
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"fmt"
+)
 
 // Role says who wrote a message.
 type Role string
@@ -59,13 +62,30 @@ type ToolSpec struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description"`
 	InputSchema json.RawMessage `json:"inputSchema"`
+	// ProviderTool names a provider-defined tool that the model's provider runs itself (such as
+	// ProviderGoogleSearch); the harness never executes it. Empty for the harness's own tools.
+	ProviderTool string `json:"providerTool,omitempty"`
 }
+
+// Provider-defined tools a model adapter may support.
+const (
+	// ProviderGoogleSearch is Gemini's grounding with Google Search.
+	ProviderGoogleSearch = "google.google_search"
+)
 
 // Request is one model call.
 type Request struct {
 	System   string
 	Messages []Message
 	Tools    []ToolSpec
+}
+
+// Settings are the sampling options an agent's model block may set; nil leaves the provider's
+// default.
+type Settings struct {
+	Temperature *float64 `json:"temperature,omitempty"`
+	TopP        *float64 `json:"topP,omitempty"`
+	MaxTokens   *int64   `json:"maxTokens,omitempty"`
 }
 
 // EventType says what an Event reports.
@@ -82,6 +102,8 @@ const (
 	EventToolCall
 	// EventFinish ends the call with a reason and the token usage.
 	EventFinish
+	// EventSource cites a source a provider-defined tool used (Source is set).
+	EventSource
 )
 
 // Event is one streamed piece of a model's answer.
@@ -93,6 +115,52 @@ type Event struct {
 	Input      json.RawMessage
 	Finish     FinishReason
 	Usage      Usage
+	Source     *Source // EventSource
+}
+
+// Source is a web page a provider-defined tool consulted, as the AI SDK's source-url part.
+type Source struct {
+	ID    string `json:"sourceId"`
+	URL   string `json:"url"`
+	Title string `json:"title,omitempty"`
+}
+
+// ProviderError is a failed call to a model provider. Its Error text is for logs; Public is
+// what a client may see.
+type ProviderError struct {
+	Provider  string
+	Status    int    // HTTP status; 0 when the call failed before a response
+	RequestID string // the provider's request id, when it sent one
+	Err       error
+}
+
+func (e *ProviderError) Error() string {
+	s := e.Provider + " model call failed"
+	if e.Status != 0 {
+		s += fmt.Sprintf(" (HTTP %d)", e.Status)
+	}
+	if e.RequestID != "" {
+		s += " [request " + e.RequestID + "]"
+	}
+	return s + ": " + e.Err.Error()
+}
+
+func (e *ProviderError) Unwrap() error { return e.Err }
+
+// Public describes the failure without the provider's own words, which may echo the prompt.
+func (e *ProviderError) Public() string {
+	switch {
+	case e.Status == 429:
+		return "the " + e.Provider + " model is rate limited; try again shortly"
+	case e.Status == 401 || e.Status == 403:
+		return "the " + e.Provider + " model refused the harness's credentials"
+	case e.Status >= 500:
+		return fmt.Sprintf("the %s model is unavailable (HTTP %d); try again shortly", e.Provider, e.Status)
+	case e.Status >= 400:
+		return fmt.Sprintf("the %s model rejected the request (HTTP %d)", e.Provider, e.Status)
+	default:
+		return "the " + e.Provider + " model could not be reached"
+	}
 }
 
 // FinishReason says why a model call ended, in the AI SDK's vocabulary.

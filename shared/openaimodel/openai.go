@@ -24,21 +24,14 @@ type Config struct {
 	Model    string   `json:"model"`
 	BaseURL  string   `json:"baseURL,omitempty"`
 	APIKey   string   `json:"apiKey,omitempty"`
-	Settings Settings `json:"settings,omitempty"`
-}
-
-// Settings are the sampling options an agent may set.
-type Settings struct {
-	Temperature *float64 `json:"temperature,omitempty"`
-	TopP        *float64 `json:"topP,omitempty"`
-	MaxTokens   *int64   `json:"maxTokens,omitempty"`
+	Settings model.Settings `json:"settings,omitempty"`
 }
 
 // Model calls one OpenAI-compatible chat model.
 type Model struct {
 	client   openai.Client
 	name     string
-	settings Settings
+	settings model.Settings
 }
 
 // New returns a model for cfg. The API key falls back to envKey when the config names none;
@@ -108,7 +101,7 @@ func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.
 			}
 		}
 		if err := stream.Err(); err != nil {
-			yield(model.Event{}, fmt.Errorf("openai chat completion: %w", err))
+			yield(model.Event{}, providerError(err))
 			return
 		}
 		ordered := make([]*pendingCall, 0, len(calls))
@@ -224,4 +217,17 @@ func messages(msg model.Message) ([]openai.ChatCompletionMessageParamUnion, erro
 	default:
 		return nil, fmt.Errorf("message with unknown role %q", msg.Role)
 	}
+}
+
+// providerError keeps the status and request id of an API error for the client and the log.
+func providerError(err error) error {
+	pe := &model.ProviderError{Provider: "openai", Err: err}
+	var apiErr *openai.Error
+	if errors.As(err, &apiErr) {
+		pe.Status = apiErr.StatusCode
+		if apiErr.Response != nil {
+			pe.RequestID = apiErr.Response.Header.Get("x-request-id")
+		}
+	}
+	return pe
 }

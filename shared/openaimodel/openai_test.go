@@ -243,7 +243,7 @@ func TestSettingsAreSent(t *testing.T) {
 	temp, topP, maxTokens := 0.25, 0.5, int64(64)
 	m, err := openaimodel.New(openaimodel.Config{
 		Model: "m", BaseURL: srv.URL + "/v1/",
-		Settings: openaimodel.Settings{Temperature: &temp, TopP: &topP, MaxTokens: &maxTokens},
+		Settings: model.Settings{Temperature: &temp, TopP: &topP, MaxTokens: &maxTokens},
 	}, "")
 	if err != nil {
 		t.Fatalf("New: %v", err)
