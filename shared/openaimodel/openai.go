@@ -20,10 +20,10 @@ import (
 
 // Config is the agent's model block for the openai provider.
 type Config struct {
-	Provider string   `json:"provider"`
-	Model    string   `json:"model"`
-	BaseURL  string   `json:"baseURL,omitempty"`
-	APIKey   string   `json:"apiKey,omitempty"`
+	Provider string         `json:"provider"`
+	Model    string         `json:"model"`
+	BaseURL  string         `json:"baseURL,omitempty"`
+	APIKey   string         `json:"apiKey,omitempty"`
 	Settings model.Settings `json:"settings,omitempty"`
 }
 
