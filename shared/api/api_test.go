@@ -9,6 +9,7 @@ import (
 	"iter"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -23,6 +24,7 @@ import (
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/provider"
 	"github.com/agentharness/harness/shared/store"
+	"github.com/agentharness/harness/shared/tool"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -59,7 +61,7 @@ func newFixture(t *testing.T, model agent.Model) *fixture {
 	if model != nil {
 		newModel = func(json.RawMessage) (agent.Model, error) { return model, nil }
 	}
-	h := api.New(api.Options{Store: st, Tools: tools.Build, Model: newModel, MaxBodyBytes: 4096})
+	h := api.New(api.Options{Store: st, Tools: func(c map[string]json.RawMessage) (*tool.Set, error) { return tools.Build(c, os.Getenv) }, Model: newModel, MaxBodyBytes: 4096})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &fixture{srv: srv, store: st, acc: acc, secret: secret}

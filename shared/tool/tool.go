@@ -23,10 +23,17 @@ type Tool struct {
 	// Execute runs the tool on arguments that already passed InputSchema. Its error is shown to
 	// the model as a failed tool result, never a failed turn.
 	Execute func(ctx context.Context, input json.RawMessage) (any, error)
+	// ProviderTool marks a provider-defined tool (model.ProviderGoogleSearch…): the model's
+	// provider runs it, so it has no Execute and no InputSchema of its own.
+	ProviderTool string
 }
 
-// ErrUnknownTool is returned by Call for a name the set does not hold.
+// ErrUnknownTool is returned by Prepare for a name the set does not hold.
 var ErrUnknownTool = errors.New("unknown tool")
+
+// ErrProviderTool is returned by Prepare for a provider-defined tool, which the harness never
+// runs: a model that asks the harness to run one is answered with this error.
+var ErrProviderTool = errors.New("is run by the model provider, not the harness")
 
 // InputError reports arguments that do not match the tool's schema.
 type InputError struct {
@@ -70,6 +77,14 @@ func NewSet(tools ...Tool) (*Set, error) {
 		if _, dup := s.byName[t.Name]; dup {
 			return nil, fmt.Errorf("duplicate tool name %q", t.Name)
 		}
+		if t.ProviderTool != "" {
+			if t.Execute != nil {
+				return nil, fmt.Errorf("provider-defined tool %q cannot have an Execute", t.Name)
+			}
+			s.byName[t.Name] = entry{tool: t}
+			s.specs = append(s.specs, model.ToolSpec{Name: t.Name, Description: t.Description, ProviderTool: t.ProviderTool})
+			continue
+		}
 		if t.Execute == nil {
 			return nil, fmt.Errorf("tool %q has no Execute", t.Name)
 		}
@@ -105,6 +120,9 @@ func (s *Set) Prepare(name string, input json.RawMessage) (*Call, error) {
 	e, ok := s.byName[name]
 	if !ok {
 		return nil, fmt.Errorf("%w %q", ErrUnknownTool, name)
+	}
+	if e.tool.ProviderTool != "" {
+		return nil, fmt.Errorf("tool %q %w", name, ErrProviderTool)
 	}
 	if len(input) == 0 {
 		input = json.RawMessage(`{}`)

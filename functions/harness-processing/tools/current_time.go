@@ -11,10 +11,7 @@ import (
 	"github.com/agentharness/harness/shared/tool"
 )
 
-func currentTime(opts Options) ([]tool.Tool, error) {
-	if err := rejectOptions(opts); err != nil {
-		return nil, err
-	}
+func currentTime(Context) ([]tool.Tool, error) {
 	return []tool.Tool{{
 		Name:        "current_time",
 		Description: "Returns the current date and time in RFC 3339 format (UTC).",

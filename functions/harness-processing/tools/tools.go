@@ -1,5 +1,6 @@
-// Package tools builds an agent's model-facing ToolSet from its config.tools. The static
-// factories map below is the only source of tool names: a name it does not hold is rejected.
+// Package tools builds an agent's model-facing ToolSet from its config.tools. The static specs
+// map below is the only source of tool names: a name it does not hold is rejected, both when a
+// config is written (Check) and when a turn runs (Build).
 package tools
 
 import (
@@ -7,62 +8,332 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/agentharness/harness/shared/tool"
+	"github.com/xeipuuv/gojsonschema"
 )
 
-// Options is one tool's config.tools entry, with the keys every tool shares removed.
+// Spec is one entry of the static map: how to build a tool and what its config may hold.
+type Spec struct {
+	// New returns the tools the entry enables; nil for a provider-defined tool.
+	New Factory
+	// Options is the JSON schema of the tool's own options (apiKey, maxResults…); nil means the
+	// tool takes none.
+	Options json.RawMessage
+	// Variables are the values the tool needs to run (001 section 3).
+	Variables []Variable
+	// ProviderTool names the provider-defined tool the entry stands for; the model's provider
+	// runs it, so it cannot be wrapped (async, approval of its execution) by the harness.
+	ProviderTool string
+	// Dispatches marks a tool whose execute only enqueues outside work and returns, the only
+	// kind that may use execution "external-dispatch".
+	Dispatches bool
+}
+
+// VarType says how a variable is handled: secrets are encrypted at rest and never shown.
+type VarType string
+
+const (
+	Text   VarType = "text"
+	Secret VarType = "secret"
+)
+
+// Variable is a value a tool declares it needs. It resolves from the agent config's Option,
+// else (unless Scoped) from the harness environment variable Name.
+type Variable struct {
+	Name        string
+	Option      string
+	Type        VarType
+	Required    bool
+	Scoped      bool // only the agent's own config may supply it, never the environment
+	Description string
+}
+
+// Context is what a factory gets: its validated options and its resolved variables.
+type Context struct {
+	// Options are the tool's own options, without the variables' options.
+	Options Options
+	// Vars holds each resolved variable by name; a missing optional variable is absent.
+	Vars   map[string]string
+	Getenv func(string) string
+}
+
+// Options is one tool's config entry without the keys every tool shares.
 type Options map[string]json.RawMessage
+
+// Decode decodes the options into v (a struct with json tags).
+func (o Options) Decode(v any) error {
+	b, err := json.Marshal(o)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
 
 // Factory returns the tools a config entry enables. It reads its options and credentials and
 // does no orchestration.
-type Factory func(opts Options) ([]tool.Tool, error)
+type Factory func(c Context) ([]tool.Tool, error)
 
-// factories maps exact model-facing names to their factories.
-var factories = map[string]Factory{
-	"current_time": currentTime,
+// specs maps exact model-facing names to their specs.
+var specs = map[string]Spec{
+	"current_time": {New: currentTime},
+	"googleSearch": googleSearchSpec,
+	"test_async":   testAsyncSpec,
 }
 
 // Names lists the tool names an agent may enable.
 func Names() []string {
-	names := make([]string, 0, len(factories))
-	for n := range factories {
+	names := make([]string, 0, len(specs))
+	for n := range specs {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	return names
 }
 
+// Execution modes of an async tool.
+const (
+	SameInvocation   = "same-invocation"
+	ExternalDispatch = "external-dispatch"
+)
+
+// Entry is one config.tools.<name> entry: the keys every tool shares and the tool's options.
+type Entry struct {
+	Enabled       bool
+	NeedsApproval bool
+	Async         bool
+	// Execution is SameInvocation or ExternalDispatch; empty when Async is false.
+	Execution string
+	Options   Options
+}
+
+// FieldError is a config problem at a field path such as "tools.tavilySearch.maxResults".
+type FieldError struct {
+	Field   string
+	Problem string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Problem }
+
+// MissingVariableError stops a turn whose tool lacks a required variable.
+type MissingVariableError struct {
+	Tool     string
+	Variable Variable
+}
+
+func (e *MissingVariableError) Error() string {
+	v := e.Variable
+	where := "config.tools." + e.Tool + "." + v.Option
+	if v.Option == "" {
+		where = "the harness environment variable " + v.Name
+	} else if !v.Scoped {
+		where += " or the harness environment variable " + v.Name
+	}
+	return fmt.Sprintf("tool %s needs the %s variable %s (%s): set %s", e.Tool, v.Type, v.Name, v.Description, where)
+}
+
+// ParseEntry splits an entry into the shared keys and the tool's options. A null entry enables
+// the tool with no options.
+func ParseEntry(name string, raw json.RawMessage) (Entry, error) {
+	field := "tools." + name
+	e := Entry{Enabled: true, Options: Options{}}
+	if len(bytes.TrimSpace(raw)) > 0 && string(bytes.TrimSpace(raw)) != "null" {
+		if bytes.TrimSpace(raw)[0] != '{' {
+			return e, &FieldError{Field: field, Problem: "must be an object"}
+		}
+		if err := json.Unmarshal(raw, &e.Options); err != nil {
+			return e, &FieldError{Field: field, Problem: err.Error()}
+		}
+	}
+	for key, dst := range map[string]*bool{"enabled": &e.Enabled, "needsApproval": &e.NeedsApproval, "async": &e.Async} {
+		if v, ok := e.Options[key]; ok {
+			if err := json.Unmarshal(v, dst); err != nil || string(v) == "null" {
+				return e, &FieldError{Field: field + "." + key, Problem: "must be true or false"}
+			}
+			delete(e.Options, key)
+		}
+	}
+	if v, ok := e.Options["execution"]; ok {
+		delete(e.Options, "execution")
+		if err := json.Unmarshal(v, &e.Execution); err != nil || (e.Execution != SameInvocation && e.Execution != ExternalDispatch) {
+			return e, &FieldError{Field: field + ".execution", Problem: fmt.Sprintf("must be %q or %q", SameInvocation, ExternalDispatch)}
+		}
+		if !e.Async {
+			return e, &FieldError{Field: field + ".execution", Problem: "applies only to async tools: set async: true as well"}
+		}
+	}
+	if e.Async && e.Execution == "" {
+		e.Execution = SameInvocation
+	}
+	return e, nil
+}
+
+// Model is what Check needs to know about the agent's model.
+type Model struct {
+	Provider string
+	// RunsProviderTool reports whether the model runs a provider-defined tool.
+	RunsProviderTool func(providerTool string) bool
+}
+
+// Checked is what a valid entry tells the config writer.
+type Checked struct {
+	// Warnings are accepted but ignored settings, for the response.
+	Warnings []string
+	// Secrets lists the entry's options that hold secrets, to be encrypted at rest.
+	Secrets []string
+}
+
+// Check validates one config.tools entry when a config is written. Its errors are *FieldError.
+func Check(name string, raw json.RawMessage, m Model) (Checked, error) {
+	var out Checked
+	spec, ok := specs[name]
+	if !ok {
+		return out, &FieldError{Field: "tools." + name, Problem: "unknown tool (known: " + strings.Join(Names(), ", ") + ")"}
+	}
+	e, err := ParseEntry(name, raw)
+	if err != nil {
+		return out, err
+	}
+	if err := checkOptions(name, spec, e.Options); err != nil {
+		return out, err
+	}
+	if spec.ProviderTool != "" {
+		if e.Async {
+			out.Warnings = append(out.Warnings, fmt.Sprintf("tools.%s.async is ignored: %s is run by the model provider, so it keeps its normal provider-defined behaviour", name, name))
+		}
+		if m.RunsProviderTool == nil || !m.RunsProviderTool(spec.ProviderTool) {
+			return out, &FieldError{Field: "tools." + name, Problem: fmt.Sprintf("%s is run by the model provider and model.provider %q cannot run it", name, m.Provider)}
+		}
+	}
+	if e.Execution == ExternalDispatch && !spec.Dispatches {
+		return out, &FieldError{Field: "tools." + name + ".execution", Problem: fmt.Sprintf("%s cannot use %q: its execute does the work itself instead of dispatching it; use %q", name, ExternalDispatch, SameInvocation)}
+	}
+	for _, v := range spec.Variables {
+		if v.Type == Secret && v.Option != "" {
+			if _, set := e.Options[v.Option]; set {
+				out.Secrets = append(out.Secrets, v.Option)
+			}
+		}
+	}
+	return out, nil
+}
+
 // Build returns the ToolSet for an agent's config.tools. Omitting a tool or setting
-// "enabled": false disables it.
-func Build(config map[string]json.RawMessage) (*tool.Set, error) {
+// "enabled": false disables it. A required variable that does not resolve fails the build with
+// *MissingVariableError, so the turn stops before its first model call.
+func Build(config map[string]json.RawMessage, getenv func(string) string) (*tool.Set, error) {
 	var all []tool.Tool
 	for _, name := range sortedKeys(config) {
-		factory, ok := factories[name]
+		spec, ok := specs[name]
 		if !ok {
-			return nil, fmt.Errorf("config.tools.%s: unknown tool (known: %v)", name, Names())
+			return nil, &FieldError{Field: "tools." + name, Problem: "unknown tool (known: " + strings.Join(Names(), ", ") + ")"}
 		}
-		opts := Options{}
-		if err := json.NewDecoder(bytes.NewReader(config[name])).Decode(&opts); err != nil {
-			return nil, fmt.Errorf("config.tools.%s: %w", name, err)
+		e, err := ParseEntry(name, config[name])
+		if err != nil {
+			return nil, err
 		}
-		enabled := true
-		if raw, ok := opts["enabled"]; ok {
-			if err := json.Unmarshal(raw, &enabled); err != nil {
-				return nil, fmt.Errorf("config.tools.%s.enabled: must be true or false", name)
-			}
-			delete(opts, "enabled")
-		}
-		if !enabled {
+		if !e.Enabled {
 			continue
 		}
-		ts, err := factory(opts)
+		if err := checkOptions(name, spec, e.Options); err != nil {
+			return nil, err
+		}
+		if spec.ProviderTool != "" {
+			all = append(all, tool.Tool{Name: name, ProviderTool: spec.ProviderTool})
+			continue
+		}
+		c := Context{Options: Options{}, Vars: map[string]string{}, Getenv: getenv}
+		for k, v := range e.Options {
+			c.Options[k] = v
+		}
+		for _, v := range spec.Variables {
+			value := ""
+			if v.Option != "" {
+				if raw, ok := c.Options[v.Option]; ok {
+					_ = json.Unmarshal(raw, &value)
+					delete(c.Options, v.Option)
+				}
+			}
+			if value == "" && !v.Scoped {
+				value = getenv(v.Name)
+			}
+			if value == "" {
+				if v.Required {
+					return nil, &MissingVariableError{Tool: name, Variable: v}
+				}
+				continue
+			}
+			c.Vars[v.Name] = value
+		}
+		ts, err := spec.New(c)
 		if err != nil {
 			return nil, fmt.Errorf("config.tools.%s: %w", name, err)
 		}
 		all = append(all, ts...)
 	}
 	return tool.NewSet(all...)
+}
+
+// optionSchemas holds each spec's compiled options schema.
+var optionSchemas = func() map[string]*gojsonschema.Schema {
+	out := map[string]*gojsonschema.Schema{}
+	for name, spec := range specs {
+		raw := spec.Options
+		if len(raw) == 0 {
+			raw = json.RawMessage(`{"type":"object","additionalProperties":false}`)
+		}
+		s, err := gojsonschema.NewSchema(gojsonschema.NewBytesLoader(raw))
+		if err != nil {
+			panic(fmt.Sprintf("tools: options schema of %s: %v", name, err))
+		}
+		out[name] = s
+	}
+	return out
+}()
+
+// checkOptions validates a tool's own options against its schema and names the first bad field.
+func checkOptions(name string, spec Spec, opts Options) error {
+	raw, err := json.Marshal(opts)
+	if err != nil {
+		return &FieldError{Field: "tools." + name, Problem: err.Error()}
+	}
+	res, err := optionSchemas[name].Validate(gojsonschema.NewBytesLoader(raw))
+	if err != nil {
+		return &FieldError{Field: "tools." + name, Problem: err.Error()}
+	}
+	if res.Valid() {
+		return nil
+	}
+	errs := res.Errors()
+	sort.Slice(errs, func(i, j int) bool { return errs[i].String() < errs[j].String() })
+	re := errs[0]
+	field := "tools." + name
+	if f := re.Field(); f != "(root)" && f != "" {
+		field += "." + f
+	}
+	if re.Type() == "additional_property_not_allowed" {
+		field += "." + fmt.Sprint(re.Details()["property"])
+		return &FieldError{Field: field, Problem: fmt.Sprintf("is not an option of %s (%s)", name, optionList(spec))}
+	}
+	return &FieldError{Field: field, Problem: re.Description()}
+}
+
+// optionList names the options a spec accepts, for error messages.
+func optionList(spec Spec) string {
+	var schema struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	_ = json.Unmarshal(spec.Options, &schema)
+	if len(schema.Properties) == 0 {
+		return "it takes no options"
+	}
+	names := make([]string, 0, len(schema.Properties))
+	for k := range schema.Properties {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	return "options: " + strings.Join(names, ", ")
 }
 
 func sortedKeys(m map[string]json.RawMessage) []string {
@@ -72,12 +343,4 @@ func sortedKeys(m map[string]json.RawMessage) []string {
 	}
 	sort.Strings(keys)
 	return keys
-}
-
-// rejectOptions fails on any option a tool does not accept.
-func rejectOptions(opts Options) error {
-	for k := range opts {
-		return fmt.Errorf("option %q is not accepted by this tool", k)
-	}
-	return nil
 }

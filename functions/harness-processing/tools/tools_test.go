@@ -11,6 +11,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
+func noEnv(string) string { return "" }
+
 func config(t *testing.T, raw string) map[string]json.RawMessage {
 	t.Helper()
 	var c map[string]json.RawMessage
@@ -34,7 +36,7 @@ func TestBuild(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			set, err := tools.Build(config(t, tt.config))
+			set, err := tools.Build(config(t, tt.config), noEnv)
 			if err != nil {
 				t.Fatalf("Build: %v", err)
 			}
@@ -53,7 +55,7 @@ func TestBuild(t *testing.T) {
 }
 
 func TestBuildNil(t *testing.T) {
-	set, err := tools.Build(nil)
+	set, err := tools.Build(nil, noEnv)
 	if err != nil {
 		t.Fatalf("Build(nil): %v", err)
 	}
@@ -71,37 +73,37 @@ func TestBuildRejects(t *testing.T) {
 		{
 			name:   "unknown tool",
 			config: `{"current_time":{},"weather":{}}`,
-			want:   []string{"config.tools.weather", "unknown tool", "current_time"},
+			want:   []string{"tools.weather", "unknown tool", "current_time"},
 		},
 		{
 			name:   "unknown tool even when disabled",
 			config: `{"teleport":{"enabled":false}}`,
-			want:   []string{"config.tools.teleport", "unknown tool"},
+			want:   []string{"tools.teleport", "unknown tool"},
 		},
 		{
 			name:   "enabled is a string",
 			config: `{"current_time":{"enabled":"yes"}}`,
-			want:   []string{"config.tools.current_time.enabled: must be true or false"},
+			want:   []string{"tools.current_time.enabled: must be true or false"},
 		},
 		{
 			name:   "enabled is a number",
 			config: `{"current_time":{"enabled":1}}`,
-			want:   []string{"config.tools.current_time.enabled: must be true or false"},
+			want:   []string{"tools.current_time.enabled: must be true or false"},
 		},
 		{
 			name:   "option the tool does not accept",
 			config: `{"current_time":{"timezone":"Europe/Oslo"}}`,
-			want:   []string{"config.tools.current_time", `option "timezone" is not accepted`},
+			want:   []string{"tools.current_time.timezone: is not an option of current_time (it takes no options)"},
 		},
 		{
 			name:   "entry is not an object",
 			config: `{"current_time":true}`,
-			want:   []string{"config.tools.current_time"},
+			want:   []string{"tools.current_time"},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			set, err := tools.Build(config(t, tt.config))
+			set, err := tools.Build(config(t, tt.config), noEnv)
 			if err == nil {
 				t.Fatalf("Build() = %v, nil; want an error", set)
 			}
@@ -118,13 +120,13 @@ func TestBuildRejects(t *testing.T) {
 }
 
 func TestNames(t *testing.T) {
-	if diff := cmp.Diff([]string{"current_time"}, tools.Names()); diff != "" {
+	if diff := cmp.Diff([]string{"current_time", "googleSearch", "tavilyExtract", "tavilySearch", "test_async"}, tools.Names()); diff != "" {
 		t.Errorf("Names() (-want +got):\n%s", diff)
 	}
 }
 
 func TestCurrentTime(t *testing.T) {
-	set, err := tools.Build(config(t, `{"current_time":{}}`))
+	set, err := tools.Build(config(t, `{"current_time":{}}`), noEnv)
 	if err != nil {
 		t.Fatalf("Build: %v", err)
 	}
