@@ -13,6 +13,8 @@ import (
 	"github.com/agentharness/harness/shared/awsclient"
 	"github.com/agentharness/harness/shared/lambdahttp"
 	"github.com/agentharness/harness/shared/logging"
+	"github.com/agentharness/harness/shared/secrets"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
 )
 
 func main() {
@@ -28,7 +30,11 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("loading AWS config: %w", err)
 	}
-	h, err := api.NewHarness(awsclient.DynamoDB(cfg), os.Getenv, tools.Build, logger)
+	box, err := secrets.FromEnv(ctx, os.Getenv, func() secrets.KMSAPI { return kms.NewFromConfig(cfg) })
+	if err != nil {
+		return err
+	}
+	h, err := api.NewHarness(awsclient.DynamoDB(cfg), box, os.Getenv, tools.Build, logger)
 	if err != nil {
 		return err
 	}

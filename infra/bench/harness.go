@@ -16,13 +16,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentharness/harness/functions/harness-processing/tools"
 	"github.com/agentharness/harness/infra/localrunner"
 	"github.com/agentharness/harness/infra/template"
-	"github.com/agentharness/harness/shared/api"
 	"github.com/agentharness/harness/shared/awsclient"
 	"github.com/agentharness/harness/shared/logging"
-	"github.com/agentharness/harness/shared/store"
 )
 
 // harnessTurn serves the harness-processing handler, wired as the function wires it, on a
@@ -42,27 +39,20 @@ func harnessTurn(ctx context.Context, root, mockURL string) (run turnRunner, sto
 	// A prefix of its own, so a run never meets another run's rows.
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
-	_, tables, err := localrunner.Provision(ctx, db, tpl, "bench-"+hex.EncodeToString(b)+"-")
+	name, _, err := localrunner.Provision(ctx, db, tpl, "bench-"+hex.EncodeToString(b)+"-")
 	if err != nil {
 		return nil, nil, err
 	}
-
-	secret, err := seedAgent(ctx, store.New(db, tables), mockURL)
+	// The functions' own logger at its default level; the lines are formatted, then dropped.
+	runner, err := localrunner.New(localrunner.Options{Template: tpl, DB: db, Name: name, Getenv: func(string) string { return "" }, Logger: logging.New(io.Discard, "")})
 	if err != nil {
 		return nil, nil, err
 	}
-	env := map[string]string{
-		"ACCOUNTS_TABLE":      tables.Accounts,
-		"AGENTS_TABLE":        tables.Agents,
-		"CONVERSATIONS_TABLE": tables.Conversations,
-		"EVENTS_TABLE":        tables.Events,
-	}
-	// The function's own logger at its default level; the lines are formatted, then dropped.
-	h, err := api.NewHarness(db, func(k string) string { return env[k] }, tools.Build, logging.New(io.Discard, ""))
+	secret, err := seedAgent(ctx, runner, mockURL)
 	if err != nil {
 		return nil, nil, err
 	}
-	srv := httptest.NewServer(h)
+	srv := httptest.NewServer(runner)
 
 	var n int
 	run = func(ctx context.Context) error {
@@ -90,11 +80,7 @@ func harnessTurn(ctx context.Context, root, mockURL string) (run turnRunner, sto
 
 // seedAgent creates the bench account and its agent, which calls current_time through the
 // mock, and returns the account's secret.
-func seedAgent(ctx context.Context, s *store.Store, mockURL string) (string, error) {
-	acc, secret, err := s.CreateAccount(ctx, "bench", time.Now())
-	if err != nil {
-		return "", fmt.Errorf("creating the bench account: %w", err)
-	}
+func seedAgent(ctx context.Context, runner *localrunner.Runner, mockURL string) (string, error) {
 	cfg, err := json.Marshal(map[string]any{
 		"name":  "bench",
 		"model": map[string]string{"provider": "openai", "model": "mock", "baseURL": mockURL + "/v1"},
@@ -103,8 +89,10 @@ func seedAgent(ctx context.Context, s *store.Store, mockURL string) (string, err
 	if err != nil {
 		return "", fmt.Errorf("encoding the bench agent: %w", err)
 	}
-	if err := s.PutAgent(ctx, store.Agent{AccountID: acc.ID, ID: "bench", Config: cfg}, time.Now()); err != nil {
-		return "", err
+	seed := &localrunner.SeedFile{Username: "bench", Agents: []localrunner.SeedAgent{{AgentID: "bench", Config: cfg}}}
+	_, secret, err := runner.Seed(ctx, seed, time.Now())
+	if err != nil {
+		return "", fmt.Errorf("seeding the bench agent: %w", err)
 	}
 	return secret, nil
 }

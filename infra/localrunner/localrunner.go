@@ -5,6 +5,8 @@ package localrunner
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,18 +16,23 @@ import (
 
 	"github.com/agentharness/harness/functions/harness-processing/tools"
 	"github.com/agentharness/harness/infra/template"
+	"github.com/agentharness/harness/shared/agents"
 	"github.com/agentharness/harness/shared/api"
+	"github.com/agentharness/harness/shared/secrets"
 	"github.com/agentharness/harness/shared/store"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 )
 
 // constructor builds a function's handler from its environment.
-type constructor func(db *dynamodb.Client, getenv func(string) string, logger *slog.Logger) (http.Handler, error)
+type constructor func(db *dynamodb.Client, sealer agents.Sealer, getenv func(string) string, logger *slog.Logger) (http.Handler, error)
 
 // functions maps template logical ids to the handlers their main packages run.
 var functions = map[string]constructor{
-	"HarnessProcessingFunction": func(db *dynamodb.Client, getenv func(string) string, logger *slog.Logger) (http.Handler, error) {
-		return api.NewHarness(db, getenv, tools.Build, logger)
+	"HarnessProcessingFunction": func(db *dynamodb.Client, sealer agents.Sealer, getenv func(string) string, logger *slog.Logger) (http.Handler, error) {
+		return api.NewHarness(db, sealer, getenv, tools.Build, logger)
+	},
+	"AccountManageFunction": func(db *dynamodb.Client, sealer agents.Sealer, getenv func(string) string, logger *slog.Logger) (http.Handler, error) {
+		return api.NewAccountManage(db, sealer, getenv, tools.ConfigChecks(), logger)
 	},
 }
 
@@ -35,13 +42,41 @@ type Options struct {
 	DB       *dynamodb.Client
 	// Name maps a template logical id to the local physical name of its resource.
 	Name func(logicalID string) string
-	// Getenv supplies what the template does not set (credentials such as OPENAI_API_KEY).
+	// Getenv supplies what the template does not set (credentials such as OPENAI_API_KEY) and
+	// overrides its empty parameter defaults (ADMIN_SECRET). SECRETS_LOCAL_KEY, when set, is
+	// the key agent secrets are sealed with; otherwise the runner makes one for its lifetime.
 	Getenv func(string) string
 	Logger *slog.Logger
 }
 
-// New returns a handler serving every HTTP route of the template.
-func New(opts Options) (http.Handler, error) {
+// Runner serves every HTTP route of the template.
+type Runner struct {
+	http.Handler
+	store  *store.Store
+	agents *agents.Service
+}
+
+// New returns a runner for the template's functions.
+func New(opts Options) (*Runner, error) {
+	// KMS is not emulated: every function seals and opens agent secrets with one local key.
+	key := opts.Getenv("SECRETS_LOCAL_KEY")
+	if key == "" {
+		b := make([]byte, 32)
+		if _, err := rand.Read(b); err != nil {
+			return nil, err
+		}
+		key = base64.StdEncoding.EncodeToString(b)
+	}
+	box, err := secrets.FromEnv(context.Background(), func(k string) string {
+		if k == "SECRETS_LOCAL_KEY" {
+			return key
+		}
+		return ""
+	}, nil)
+	if err != nil {
+		return nil, err
+	}
+	r := &Runner{}
 	mux := http.NewServeMux()
 	for _, fn := range opts.Template.Functions() {
 		build, ok := functions[fn.LogicalID]
@@ -52,15 +87,24 @@ func New(opts Options) (http.Handler, error) {
 		if err != nil {
 			return nil, err
 		}
+		delete(env, "SECRETS_KMS_KEY_ID")
 		getenv := func(k string) string {
-			if v, ok := env[k]; ok {
+			if v := env[k]; v != "" {
 				return v
 			}
 			return opts.Getenv(k)
 		}
-		h, err := build(opts.DB, getenv, opts.Logger.With("function", fn.LogicalID))
+		h, err := build(opts.DB, box, getenv, opts.Logger.With("function", fn.LogicalID))
 		if err != nil {
 			return nil, fmt.Errorf("building %s: %w", fn.LogicalID, err)
+		}
+		if fn.LogicalID == "AccountManageFunction" {
+			tables, err := store.AccountTablesFromEnv(getenv)
+			if err != nil {
+				return nil, err
+			}
+			r.store = store.New(opts.DB, tables)
+			r.agents = agents.New(r.store, box, tools.ConfigChecks(), nil)
 		}
 		for _, ev := range fn.Events {
 			if ev.Type != "HttpApi" && ev.Type != "Api" {
@@ -70,7 +114,11 @@ func New(opts Options) (http.Handler, error) {
 			if strings.HasSuffix(path, "/") {
 				path += "{$}" // an exact path, as in API Gateway
 			}
-			mux.Handle(strings.ToUpper(ev.Method)+" "+path, h)
+			method := strings.ToUpper(ev.Method) + " "
+			if method == "ANY " {
+				method = ""
+			}
+			mux.Handle(method+path, h)
 		}
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -78,7 +126,8 @@ func New(opts Options) (http.Handler, error) {
 		w.WriteHeader(http.StatusNotFound)
 		_ = json.NewEncoder(w).Encode(map[string]string{"error": "no route for " + r.Method + " " + r.URL.Path})
 	})
-	return mux, nil
+	r.Handler = mux
+	return r, nil
 }
 
 // Provision creates the template's tables named prefix + logical id and returns that naming

@@ -51,18 +51,22 @@ func ReadSeed(path string) (*SeedFile, error) {
 	return &f, nil
 }
 
-// Seed creates the file's account and agents and returns the account with its one-time secret.
-func Seed(ctx context.Context, s *store.Store, f *SeedFile, now time.Time) (store.Account, string, error) {
+// Seed creates the file's account and agents, through the same validation and sealing as
+// account-manage, and returns the account with its one-time secret.
+func (r *Runner) Seed(ctx context.Context, f *SeedFile, now time.Time) (store.Account, string, error) {
 	if f == nil {
 		return store.Account{}, "", errors.New("no seed file")
 	}
-	acc, secret, err := s.CreateAccount(ctx, f.Username, now)
+	if r.agents == nil {
+		return store.Account{}, "", errors.New("the template has no AccountManageFunction to seed through")
+	}
+	acc, secret, err := r.store.CreateAccount(ctx, f.Username, now)
 	if err != nil {
 		return store.Account{}, "", err
 	}
-	for _, a := range f.Agents {
-		if err := s.PutAgent(ctx, store.Agent{AccountID: acc.ID, ID: a.AgentID, Config: a.Config}, now); err != nil {
-			return store.Account{}, "", err
+	for i, a := range f.Agents {
+		if _, err := r.agents.Create(ctx, acc.ID, a.AgentID, a.Config); err != nil {
+			return store.Account{}, "", fmt.Errorf("seeding agents[%d] (%s): %w", i, a.AgentID, err)
 		}
 	}
 	return acc, secret, nil

@@ -84,11 +84,14 @@ func TestProjectTables(t *testing.T) {
 
 func TestProjectFunctions(t *testing.T) {
 	tpl := load(t)
-	fns := tpl.Functions()
-	if len(fns) == 0 || fns[0].LogicalID != "HarnessProcessingFunction" {
-		t.Fatalf("Functions() = %+v, want HarnessProcessingFunction first", fns)
+	var ids []string
+	for _, fn := range tpl.Functions() {
+		ids = append(ids, fn.LogicalID)
 	}
-	fn := fns[0]
+	if diff := cmp.Diff([]string{"AccountManageFunction", "HarnessProcessingFunction"}, ids); diff != "" {
+		t.Fatalf("Functions() (-want +got):\n%s", diff)
+	}
+	fn := tpl.Functions()[1]
 	got := struct {
 		CodeURI, Handler, Runtime string
 		URL                       *FunctionURL
@@ -115,6 +118,8 @@ func TestProjectFunctions(t *testing.T) {
 		"AGENTS_TABLE":        "test-AgentsTable",
 		"CONVERSATIONS_TABLE": "test-ConversationsTable",
 		"EVENTS_TABLE":        "test-EventsTable",
+		"SECRETS_KMS_KEY_ID":  "test-AgentSecretsKey",
+		"TAVILY_API_KEY":      "",
 	}
 	if diff := cmp.Diff(wantEnv, env); diff != "" {
 		t.Errorf("FunctionEnv (-want +got):\n%s", diff)

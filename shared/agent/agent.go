@@ -53,8 +53,10 @@ const (
 	ToolInputError
 	ToolOutput
 	ToolOutputError
+	// Source cites a page a provider-defined tool consulted (Source is set).
+	Source
 	StepFinish
-	// Finish ends the turn; Finish and Usage are set.
+	// Finish ends the turn; Finish and Usage are set. StepFinish carries the usage so far.
 	Finish
 )
 
@@ -70,6 +72,7 @@ type Event struct {
 	ErrorText  string
 	Finish     model.FinishReason
 	Usage      model.Usage
+	Source     *model.Source
 }
 
 // Run runs a turn over history, which ends with the user's new message. A non-nil error ends
@@ -84,7 +87,7 @@ func Run(ctx context.Context, cfg Config, history []model.Message) iter.Seq2[Eve
 		if cfg.Tools != nil {
 			specs = cfg.Tools.Specs()
 		}
-		msgs := history
+		msgs := validTranscript(history)
 		var usage model.Usage
 		for step := 1; ; step++ {
 			if !yield(Event{Type: StepStart}, nil) {
@@ -111,7 +114,7 @@ func Run(ctx context.Context, cfg Config, history []model.Message) iter.Seq2[Eve
 				}
 			}
 			msgs = append(msgs, produced...)
-			if !yield(Event{Type: StepFinish}, nil) {
+			if !yield(Event{Type: StepFinish, Usage: usage}, nil) {
 				return
 			}
 			if len(res.calls) == 0 || step >= maxSteps {
@@ -142,7 +145,8 @@ func (r stepResult) messages(ids func() string) []model.Message {
 	if len(parts) == 0 {
 		return nil
 	}
-	return []model.Message{{ID: newID(ids), Role: model.RoleAssistant, Parts: parts}}
+	usage := r.usage
+	return []model.Message{{ID: newID(ids), Role: model.RoleAssistant, Parts: parts, Usage: &usage}}
 }
 
 func newID(f func() string) string {
@@ -196,6 +200,11 @@ func runStep(ctx context.Context, m Model, req *model.Request, step int, yield f
 		case model.EventFinish:
 			res.finish, res.usage = ev.Finish, ev.Usage
 			continue
+		case model.EventSource:
+			if ev.Source == nil {
+				continue
+			}
+			out = Event{Type: Source, Source: ev.Source}
 		default:
 			continue
 		}
@@ -282,4 +291,53 @@ func displayInput(input json.RawMessage) json.RawMessage {
 func errorOutput(msg string) json.RawMessage {
 	b, _ := json.Marshal(map[string]string{"error": msg})
 	return b
+}
+
+// interruptedOutput is the result given to a tool call that has none in the stored history.
+var interruptedOutput = errorOutput("no result was recorded for this call: the turn that made it was interrupted")
+
+// validTranscript returns history in a shape every provider accepts: each assistant tool call
+// is followed, in the next message, by exactly one result. A call without a result gets an
+// error result, and results that answer no call (or answer one twice) are dropped.
+func validTranscript(history []model.Message) []model.Message {
+	out := make([]model.Message, 0, len(history))
+	for i := 0; i < len(history); i++ {
+		msg := history[i]
+		if msg.Role == model.RoleTool {
+			continue // a result with no call right before it
+		}
+		out = append(out, msg)
+		var calls []model.Part
+		for _, p := range msg.Parts {
+			if p.Type == model.PartToolCall {
+				calls = append(calls, p)
+			}
+		}
+		if msg.Role != model.RoleAssistant || len(calls) == 0 {
+			continue
+		}
+		results := map[string]model.Part{}
+		id := ""
+		for i+1 < len(history) && history[i+1].Role == model.RoleTool {
+			i++
+			if id == "" {
+				id = history[i].ID
+			}
+			for _, p := range history[i].Parts {
+				if _, dup := results[p.ToolCallID]; p.Type == model.PartToolResult && !dup {
+					results[p.ToolCallID] = p
+				}
+			}
+		}
+		parts := make([]model.Part, 0, len(calls))
+		for _, c := range calls {
+			r, ok := results[c.ToolCallID]
+			if !ok {
+				r = model.Part{Type: model.PartToolResult, ToolCallID: c.ToolCallID, ToolName: c.ToolName, Output: interruptedOutput, IsError: true}
+			}
+			parts = append(parts, r)
+		}
+		out = append(out, model.Message{ID: id, Role: model.RoleTool, Parts: parts})
+	}
+	return out
 }

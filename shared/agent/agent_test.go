@@ -192,14 +192,14 @@ func TestRunToolCallThenText(t *testing.T) {
 		{Type: agent.ToolInputDelta, ToolCallID: "call_1_1", Text: `{}`},
 		{Type: agent.ToolInputAvailable, ToolCallID: "call_1_1", ToolName: "current_time", Input: json.RawMessage(`{}`)},
 		{Type: agent.ToolOutput, ToolCallID: "call_1_1", Output: output},
-		{Type: agent.StepFinish},
+		{Type: agent.StepFinish, Usage: model.Usage{InputTokens: 1}},
 		{Type: agent.StepStart},
 		{Type: agent.TextStart, ID: "text-2-1"},
 		{Type: agent.TextDelta, ID: "text-2-1", Text: "It"},
 		{Type: agent.TextDelta, ID: "text-2-1", Text: " is"},
 		{Type: agent.TextDelta, ID: "text-2-1", Text: ` ["` + fixedTime + `"]`},
 		{Type: agent.TextEnd, ID: "text-2-1"},
-		{Type: agent.StepFinish},
+		{Type: agent.StepFinish, Usage: model.Usage{InputTokens: 1 + 3, OutputTokens: 0 + 3}},
 		{Type: agent.Finish, Finish: model.FinishStop, Usage: model.Usage{InputTokens: 1 + 3, OutputTokens: 0 + 3}},
 	}
 	if diff := cmp.Diff(wantEvents, events); diff != "" {
@@ -209,13 +209,13 @@ func TestRunToolCallThenText(t *testing.T) {
 	step1 := []model.Message{
 		{ID: "m1", Role: model.RoleAssistant, Parts: []model.Part{
 			{Type: model.PartToolCall, ToolCallID: "call_1_1", ToolName: "current_time", Input: json.RawMessage(`{}`)},
-		}},
+		}, Usage: &model.Usage{InputTokens: 1}},
 		{ID: "m2", Role: model.RoleTool, Parts: []model.Part{
 			{Type: model.PartToolResult, ToolCallID: "call_1_1", ToolName: "current_time", Output: output},
 		}},
 	}
 	step2 := []model.Message{
-		{ID: "m3", Role: model.RoleAssistant, Parts: []model.Part{{Type: model.PartText, Text: `It is ["` + fixedTime + `"]`}}},
+		{ID: "m3", Role: model.RoleAssistant, Parts: []model.Part{{Type: model.PartText, Text: `It is ["` + fixedTime + `"]`}}, Usage: &model.Usage{InputTokens: 3, OutputTokens: 3}},
 	}
 	if diff := cmp.Diff([][]model.Message{step1, step2}, rec.saved); diff != "" {
 		t.Errorf("saved messages per step (-want +got):\n%s", diff)
@@ -615,7 +615,7 @@ func TestRunToolsRunInOrder(t *testing.T) {
 			{Type: model.PartToolCall, ToolCallID: "call_1_1", ToolName: "c", Input: json.RawMessage(`{}`)},
 			{Type: model.PartToolCall, ToolCallID: "call_1_2", ToolName: "a", Input: json.RawMessage(`{}`)},
 			{Type: model.PartToolCall, ToolCallID: "call_1_3", ToolName: "b", Input: json.RawMessage(`{}`)},
-		}},
+		}, Usage: &model.Usage{InputTokens: 1}},
 		{Role: model.RoleTool, Parts: []model.Part{
 			{Type: model.PartToolResult, ToolCallID: "call_1_1", ToolName: "c", Output: json.RawMessage(`"c done"`)},
 			{Type: model.PartToolResult, ToolCallID: "call_1_2", ToolName: "a", Output: json.RawMessage(`"a done"`)},

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Config is one agent's configuration.
@@ -20,22 +21,48 @@ type Config struct {
 	Tools map[string]json.RawMessage `json:"tools,omitempty"`
 }
 
+// decodeError names the field a decoding error is about.
+func decodeError(err error) error {
+	var typeErr *json.UnmarshalTypeError
+	if errors.As(err, &typeErr) && typeErr.Field != "" {
+		return &FieldError{Field: typeErr.Field, Problem: "must be " + jsonKind(typeErr.Type.Kind().String())}
+	}
+	if field, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		f := strings.Trim(field, `"`)
+		return &FieldError{Field: f, Problem: "is not an agent config field (fields: name, system, model, maxSteps, tools)"}
+	}
+	return &FieldError{Field: "config", Problem: err.Error()}
+}
+
+func jsonKind(goKind string) string {
+	switch goKind {
+	case "string":
+		return "a string"
+	case "int", "int64":
+		return "an integer"
+	case "map", "struct":
+		return "an object"
+	default:
+		return "a " + goKind
+	}
+}
+
 // Parse decodes and checks a stored config. Unknown fields are rejected so a typo fails loudly.
 func Parse(raw []byte) (*Config, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	var c Config
 	if err := dec.Decode(&c); err != nil {
-		return nil, fmt.Errorf("agent config: %w", err)
+		return nil, decodeError(err)
 	}
 	if dec.More() {
-		return nil, errors.New("agent config: unexpected data after the JSON object")
+		return nil, &FieldError{Field: "config", Problem: "unexpected data after the JSON object"}
 	}
 	if len(c.Model) == 0 || string(c.Model) == "null" {
-		return nil, errors.New("agent config: model is required")
+		return nil, &FieldError{Field: "model", Problem: "is required"}
 	}
 	if c.MaxSteps < 0 {
-		return nil, fmt.Errorf("agent config: maxSteps must be positive, got %d", c.MaxSteps)
+		return nil, &FieldError{Field: "maxSteps", Problem: fmt.Sprintf("must be positive, got %d", c.MaxSteps)}
 	}
 	return &c, nil
 }

@@ -2,6 +2,7 @@ package agentconfig_test
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -57,34 +58,36 @@ func TestParse(t *testing.T) {
 
 func TestParseRejects(t *testing.T) {
 	tests := []struct {
-		name string
-		raw  string
-		want string // a substring of the error
+		name    string
+		raw     string
+		field   string
+		problem string // a substring of the problem
 	}{
-		{name: "unknown field", raw: `{"model":{"provider":"scripted"},"maxStep":3}`, want: `unknown field "maxStep"`},
-		{name: "unknown field at the top", raw: `{"prompt":"hi","model":{}}`, want: `unknown field "prompt"`},
-		{name: "missing model", raw: `{"name":"clock","system":"hi"}`, want: "model is required"},
-		{name: "empty object", raw: `{}`, want: "model is required"},
-		{name: "negative maxSteps", raw: `{"model":{"provider":"scripted"},"maxSteps":-1}`, want: "maxSteps must be positive, got -1"},
-		{name: "maxSteps not a number", raw: `{"model":{"provider":"scripted"},"maxSteps":"3"}`, want: "maxSteps"},
-		{name: "tools not an object", raw: `{"model":{"provider":"scripted"},"tools":["current_time"]}`, want: "tools"},
-		{name: "not JSON", raw: `{"model":`, want: "agent config"},
-		{name: "empty input", raw: ``, want: "agent config"},
+		{name: "unknown field", raw: `{"model":{"provider":"scripted"},"maxStep":3}`, field: "maxStep", problem: "is not an agent config field"},
+		{name: "unknown field at the top", raw: `{"prompt":"hi","model":{}}`, field: "prompt", problem: "is not an agent config field"},
+		{name: "missing model", raw: `{"name":"clock","system":"hi"}`, field: "model", problem: "is required"},
+		{name: "empty object", raw: `{}`, field: "model", problem: "is required"},
+		{name: "negative maxSteps", raw: `{"model":{"provider":"scripted"},"maxSteps":-1}`, field: "maxSteps", problem: "must be positive, got -1"},
+		{name: "maxSteps not a number", raw: `{"model":{"provider":"scripted"},"maxSteps":"3"}`, field: "maxSteps", problem: "must be an integer"},
+		{name: "tools not an object", raw: `{"model":{"provider":"scripted"},"tools":["current_time"]}`, field: "tools", problem: "must be an object"},
+		{name: "not JSON", raw: `{"model":`, field: "config", problem: "unexpected EOF"},
+		{name: "empty input", raw: ``, field: "config", problem: "EOF"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := agentconfig.Parse([]byte(tt.raw))
 			if err == nil {
-				t.Fatalf("Parse() = %+v, nil; want an error containing %q", got, tt.want)
+				t.Fatalf("Parse() = %+v, nil; want an error at %s", got, tt.field)
 			}
 			if got != nil {
 				t.Errorf("Parse() config = %+v, want nil on error", got)
 			}
-			if !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("Parse() error = %q, want it to contain %q", err, tt.want)
+			var fe *agentconfig.FieldError
+			if !errors.As(err, &fe) {
+				t.Fatalf("Parse() error = %T %v, want *agentconfig.FieldError", err, err)
 			}
-			if !strings.HasPrefix(err.Error(), "agent config: ") {
-				t.Errorf("Parse() error = %q, want it to start with %q", err, "agent config: ")
+			if fe.Field != tt.field || !strings.Contains(fe.Problem, tt.problem) {
+				t.Errorf("Parse() error at %q: %q; want %q containing %q", fe.Field, fe.Problem, tt.field, tt.problem)
 			}
 		})
 	}

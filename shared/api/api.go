@@ -4,14 +4,17 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/agentharness/harness/shared/agent"
+	"github.com/agentharness/harness/shared/agents"
 	"github.com/agentharness/harness/shared/store"
 	"github.com/agentharness/harness/shared/tool"
 )
@@ -28,6 +31,8 @@ const (
 // Options wires the handler's dependencies.
 type Options struct {
 	Store *store.Store
+	// Agents loads agent configs with their secrets.
+	Agents *agents.Service
 	// Tools builds an agent's ToolSet from its config.tools.
 	Tools func(config map[string]json.RawMessage) (*tool.Set, error)
 	// Model builds an agent's model from its model block.
@@ -44,6 +49,7 @@ type Options struct {
 type Handler struct {
 	opts Options
 	mux  *http.ServeMux
+	errs errorWriter
 }
 
 // New returns the harness-processing handler.
@@ -63,7 +69,7 @@ func New(opts Options) *Handler {
 	if opts.EventTTL <= 0 {
 		opts.EventTTL = DefaultEventTTL
 	}
-	h := &Handler{opts: opts, mux: http.NewServeMux()}
+	h := &Handler{opts: opts, mux: http.NewServeMux(), errs: errorWriter{opts.Logger}}
 	h.mux.HandleFunc("/{$}", h.root)
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &Error{Status: http.StatusNotFound, Message: "no route for " + r.Method + " " + r.URL.Path})
@@ -111,27 +117,49 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v)
 }
 
+// bearer returns the request's bearer token.
+func bearer(r *http.Request) (string, bool) {
+	secret, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	secret = strings.TrimSpace(secret)
+	return secret, ok && secret != ""
+}
+
 // authenticate resolves the bearer secret to an account.
-func (h *Handler) authenticate(r *http.Request) (store.Account, error) {
-	auth := r.Header.Get("Authorization")
-	secret, ok := strings.CutPrefix(auth, "Bearer ")
-	if !ok || strings.TrimSpace(secret) == "" {
+func authenticate(r *http.Request, st *store.Store) (store.Account, error) {
+	secret, ok := bearer(r)
+	if !ok {
 		return store.Account{}, &Error{Status: http.StatusUnauthorized, Message: "missing bearer token: send Authorization: Bearer <account secret>"}
 	}
-	acc, err := h.opts.Store.AccountBySecret(r.Context(), strings.TrimSpace(secret))
+	acc, err := st.AccountBySecret(r.Context(), secret)
 	if errors.Is(err, store.ErrNotFound) {
 		return store.Account{}, &Error{Status: http.StatusUnauthorized, Message: "invalid account secret"}
 	}
 	return acc, err
 }
 
+// errorWriter answers failed requests.
+type errorWriter struct{ logger *slog.Logger }
+
 // fail answers with e if it is an *Error and with a bare 500 otherwise, logging the cause.
-func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
+func (ew errorWriter) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var e *Error
 	if errors.As(err, &e) {
 		writeError(w, e)
 		return
 	}
-	h.opts.Logger.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	ew.logger.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	writeError(w, &Error{Status: http.StatusInternalServerError, Message: "internal error"})
+}
+
+// decodeStrict decodes one JSON value into v, refusing unknown fields.
+func decodeStrict(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("malformed JSON body: %w", err)
+	}
+	if dec.More() {
+		return errors.New("malformed JSON body: unexpected data after the JSON value")
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"iter"
@@ -20,9 +21,11 @@ import (
 	"github.com/agentharness/harness/functions/harness-processing/tools"
 	"github.com/agentharness/harness/infra/testenv"
 	"github.com/agentharness/harness/shared/agent"
+	"github.com/agentharness/harness/shared/agents"
 	"github.com/agentharness/harness/shared/api"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/provider"
+	"github.com/agentharness/harness/shared/secrets"
 	"github.com/agentharness/harness/shared/store"
 	"github.com/agentharness/harness/shared/tool"
 	"github.com/google/go-cmp/cmp"
@@ -52,7 +55,8 @@ func newFixture(t *testing.T, model agent.Model) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.PutAgent(ctx, store.Agent{AccountID: acc.ID, ID: "demo", Config: json.RawMessage(demoConfig)}, time.Now()); err != nil {
+	svc := agents.New(st, testBox(t), tools.ConfigChecks(), nil)
+	if _, err := svc.Create(ctx, acc.ID, "demo", []byte(demoConfig)); err != nil {
 		t.Fatal(err)
 	}
 	newModel := func(block json.RawMessage) (agent.Model, error) {
@@ -61,10 +65,24 @@ func newFixture(t *testing.T, model agent.Model) *fixture {
 	if model != nil {
 		newModel = func(json.RawMessage) (agent.Model, error) { return model, nil }
 	}
-	h := api.New(api.Options{Store: st, Tools: func(c map[string]json.RawMessage) (*tool.Set, error) { return tools.Build(c, os.Getenv) }, Model: newModel, MaxBodyBytes: 4096})
+	h := api.New(api.Options{Store: st, Agents: svc, Tools: func(c map[string]json.RawMessage) (*tool.Set, error) { return tools.Build(c, os.Getenv) }, Model: newModel, MaxBodyBytes: 4096})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &fixture{srv: srv, store: st, acc: acc, secret: secret}
+}
+
+// testBox seals agent secrets with a fresh local key.
+func testBox(t *testing.T) *secrets.Box {
+	t.Helper()
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		t.Fatal(err)
+	}
+	src, err := secrets.NewLocal(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return secrets.New(src)
 }
 
 func (f *fixture) post(t *testing.T, secret, body string) *http.Response {
@@ -128,7 +146,7 @@ func history(t *testing.T, f *fixture, conversationID string) []model.Message {
 	if err != nil {
 		t.Fatalf("inspecting conversation: %v", err)
 	}
-	defer turn.End(ctx)
+	defer turn.End(ctx, model.Usage{})
 	msgs, err := turn.History(ctx)
 	if err != nil {
 		t.Fatal(err)

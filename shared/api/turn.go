@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -117,19 +118,19 @@ func (h *Handler) readTurn(w http.ResponseWriter, r *http.Request) (*turnRequest
 // refused request gets a JSON error and writes nothing.
 func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	acc, err := h.authenticate(r)
+	acc, err := authenticate(r, h.opts.Store)
 	if err != nil {
-		h.fail(w, r, err)
+		h.errs.fail(w, r, err)
 		return
 	}
 	req, userMsg, err := h.readTurn(w, r)
 	if err != nil {
-		h.fail(w, r, err)
+		h.errs.fail(w, r, err)
 		return
 	}
 	cfg, err := h.loadAgent(ctx, acc.ID, req.AgentID)
 	if err != nil {
-		h.fail(w, r, err)
+		h.errs.fail(w, r, err)
 		return
 	}
 	now := h.opts.Now()
@@ -137,11 +138,11 @@ func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 		err := h.opts.Store.ClaimEvent(ctx, acc.ID, req.EventID, req.ID, now, h.opts.EventTTL)
 		var dup *store.DuplicateEventError
 		if errors.As(err, &dup) {
-			h.fail(w, r, &Error{Status: http.StatusConflict, Message: dup.Error(), Extra: map[string]any{"eventId": dup.EventID, "status": dup.Status}})
+			h.errs.fail(w, r, &Error{Status: http.StatusConflict, Message: dup.Error(), Extra: map[string]any{"eventId": dup.EventID, "status": dup.Status}})
 			return
 		}
 		if err != nil {
-			h.fail(w, r, err)
+			h.errs.fail(w, r, err)
 			return
 		}
 	}
@@ -158,39 +159,40 @@ func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 		case errors.Is(err, store.ErrAgentMismatch):
 			err = &Error{Status: http.StatusConflict, Message: "conversation " + req.ID + " belongs to another agent"}
 		}
-		h.fail(w, r, err)
+		h.errs.fail(w, r, err)
 		return
 	}
-	status := h.stream(w, r, acc, req, cfg, turn, userMsg)
+	status, usage := h.stream(w, r, acc, req, cfg, turn, userMsg)
 
 	// The turn's bookkeeping must land even when the client has gone.
 	done, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if req.EventID != "" {
-		if err := h.opts.Store.FinishEvent(done, acc.ID, req.EventID, status); err != nil {
+		if err := h.opts.Store.FinishEvent(done, acc.ID, req.EventID, status, usage); err != nil {
 			h.opts.Logger.ErrorContext(ctx, "finishing event", "eventId", req.EventID, "err", err)
 		}
 	}
-	if err := turn.End(done); err != nil {
+	if err := turn.End(done, usage); err != nil {
 		h.opts.Logger.ErrorContext(ctx, "ending turn", "conversationId", req.ID, "err", err)
 	}
 }
 
-// loadAgent loads the agent and builds its model and tools, before anything is written.
+// loadAgent loads the agent and builds its model and tools, before anything is written. A
+// tool whose required variable does not resolve stops the turn here, before any model call.
 func (h *Handler) loadAgent(ctx context.Context, accountID, agentID string) (agent.Config, error) {
-	a, err := h.opts.Store.Agent(ctx, accountID, agentID)
+	cfg, err := h.opts.Agents.Load(ctx, accountID, agentID)
 	if errors.Is(err, store.ErrNotFound) {
 		return agent.Config{}, &Error{Status: http.StatusNotFound, Message: "agent " + agentID + " not found"}
 	}
+	invalid := func(err error) error {
+		return &Error{Status: http.StatusBadRequest, Message: "agent " + agentID + " cannot run: " + err.Error()}
+	}
+	var fe *agentconfig.FieldError
+	if errors.As(err, &fe) {
+		return agent.Config{}, invalid(err)
+	}
 	if err != nil {
 		return agent.Config{}, err
-	}
-	invalid := func(err error) error {
-		return &Error{Status: http.StatusBadRequest, Message: "agent " + agentID + " has an invalid config: " + err.Error()}
-	}
-	cfg, err := agentconfig.Parse(a.Config)
-	if err != nil {
-		return agent.Config{}, invalid(err)
 	}
 	m, err := h.opts.Model(cfg.Model)
 	if err != nil {
@@ -203,8 +205,9 @@ func (h *Handler) loadAgent(ctx context.Context, accountID, agentID string) (age
 	return agent.Config{Model: m, Tools: tools, System: cfg.System, MaxSteps: cfg.MaxSteps, NewID: newMessageID}, nil
 }
 
-// stream opens the SSE response and runs the turn through it, returning the event status.
-func (h *Handler) stream(w http.ResponseWriter, r *http.Request, acc store.Account, req *turnRequest, run agent.Config, turn *store.Turn, userMsg model.Message) string {
+// stream opens the SSE response and runs the turn through it, returning the event status and
+// the tokens the turn used.
+func (h *Handler) stream(w http.ResponseWriter, r *http.Request, acc store.Account, req *turnRequest, run agent.Config, turn *store.Turn, userMsg model.Message) (status string, usage model.Usage) {
 	ctx := r.Context()
 	log := h.opts.Logger.With("accountId", acc.ID, "agentId", req.AgentID, "conversationId", req.ID)
 	out := stream.Open(w, http.Header{"X-Conversation-Id": {req.ID}})
@@ -216,11 +219,11 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, acc store.Accou
 	defer func() { _ = out.Done() }()
 	send(stream.Start(newMessageID()))
 
-	failTurn := func(err error, public string) string {
+	failTurn := func(err error, public string) (string, model.Usage) {
 		log.ErrorContext(ctx, "turn failed", "err", err)
 		send(stream.Error(public))
 		send(stream.Finish(string(model.FinishError), nil))
-		return store.EventFailed
+		return store.EventFailed, usage
 	}
 	history, err := turn.History(ctx)
 	if err != nil {
@@ -232,28 +235,68 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, acc store.Accou
 	run.Save = func(ctx context.Context, msgs []model.Message) error { return turn.Append(ctx, msgs...) }
 
 	started := time.Now()
+	tools := toolLog{log: log, started: map[string]toolStart{}}
 	for ev, err := range agent.Run(ctx, run, append(history, userMsg)) {
 		if err != nil {
 			if ctx.Err() != nil {
 				log.InfoContext(ctx, "turn canceled by the client", "err", err)
-				return store.EventFailed
+				return store.EventFailed, usage
 			}
 			if errors.Is(err, store.ErrLeaseLost) {
 				return failTurn(err, "the conversation was taken over by another turn")
 			}
-			return failTurn(err, "the model failed to answer; the turn was stopped and the conversation is unchanged past your message")
+			var pe *model.ProviderError
+			if errors.As(err, &pe) {
+				return failTurn(err, pe.Public()+"; the turn was stopped and the conversation keeps every step finished before it")
+			}
+			return failTurn(err, "the model failed to answer; the turn was stopped and the conversation keeps every step finished before it")
 		}
-		if ev.Type == agent.Finish {
+		tools.observe(ctx, ev)
+		switch ev.Type {
+		case agent.StepFinish:
+			usage = ev.Usage
+		case agent.Finish:
+			usage = ev.Usage
 			log.InfoContext(ctx, "turn finished", "finishReason", ev.Finish, "inputTokens", ev.Usage.InputTokens,
 				"outputTokens", ev.Usage.OutputTokens, "ms", time.Since(started).Milliseconds())
 			send(stream.Finish(string(ev.Finish), map[string]any{"conversationId": req.ID, "usage": ev.Usage}))
-			return store.EventCompleted
+			return store.EventCompleted, usage
 		}
 		if c := chunkFor(ev); c != nil {
 			send(c)
 		}
 	}
-	return store.EventCompleted
+	return store.EventCompleted, usage
+}
+
+// toolLog writes the structured tool start, finish and failure logs, with durations.
+type toolLog struct {
+	log     *slog.Logger
+	started map[string]toolStart
+}
+
+type toolStart struct {
+	name string
+	at   time.Time
+}
+
+func (l toolLog) observe(ctx context.Context, ev agent.Event) {
+	switch ev.Type {
+	case agent.ToolInputAvailable:
+		l.started[ev.ToolCallID] = toolStart{name: ev.ToolName, at: time.Now()}
+		l.log.InfoContext(ctx, "tool started", "tool", ev.ToolName, "toolCallId", ev.ToolCallID)
+	case agent.ToolInputError:
+		l.log.WarnContext(ctx, "tool call rejected", "tool", ev.ToolName, "toolCallId", ev.ToolCallID, "err", ev.ErrorText)
+	case agent.ToolOutput, agent.ToolOutputError:
+		s := l.started[ev.ToolCallID]
+		delete(l.started, ev.ToolCallID)
+		ms := time.Since(s.at).Milliseconds()
+		if ev.Type == agent.ToolOutput {
+			l.log.InfoContext(ctx, "tool finished", "tool", s.name, "toolCallId", ev.ToolCallID, "ms", ms, "outputBytes", len(ev.Output))
+		} else {
+			l.log.WarnContext(ctx, "tool failed", "tool", s.name, "toolCallId", ev.ToolCallID, "ms", ms, "err", ev.ErrorText)
+		}
+	}
 }
 
 // chunkFor maps a loop event to its UI message chunk.
@@ -281,6 +324,8 @@ func chunkFor(ev agent.Event) any {
 		return stream.ToolOutput(ev.ToolCallID, ev.Output)
 	case agent.ToolOutputError:
 		return stream.ToolOutputError(ev.ToolCallID, ev.ErrorText)
+	case agent.Source:
+		return stream.SourceURL(ev.Source.ID, ev.Source.URL, ev.Source.Title)
 	}
 	return nil
 }

@@ -32,6 +32,8 @@ type Message struct {
 	ID    string `json:"id,omitempty"`
 	Role  Role   `json:"role"`
 	Parts []Part `json:"parts"`
+	// Usage is the token usage of the model call that wrote an assistant message.
+	Usage *Usage `json:"usage,omitempty"`
 }
 
 // Part is one piece of a message: text, a tool call (assistant) or a tool result (tool).

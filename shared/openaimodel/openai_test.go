@@ -334,8 +334,9 @@ func TestServerErrorAfterRetries(t *testing.T) {
 	if apiErr.StatusCode != http.StatusInternalServerError {
 		t.Errorf("status = %d, want %d", apiErr.StatusCode, http.StatusInternalServerError)
 	}
-	if !strings.HasPrefix(err.Error(), "openai chat completion: ") {
-		t.Errorf("error = %q, want it prefixed with the adapter's context", err)
+	var pe *model.ProviderError
+	if !errors.As(err, &pe) || pe.Provider != "openai" || pe.Status != http.StatusInternalServerError {
+		t.Errorf("error = %#v, want a *model.ProviderError from openai with status 500", err)
 	}
 	mu.Lock()
 	defer mu.Unlock()

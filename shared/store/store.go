@@ -46,6 +46,17 @@ func TablesFromEnv(getenv func(string) string) (Tables, error) {
 	return t, nil
 }
 
+// AccountTablesFromEnv reads the tables account-manage uses: accounts and agents.
+func AccountTablesFromEnv(getenv func(string) string) (Tables, error) {
+	t := Tables{Accounts: getenv("ACCOUNTS_TABLE"), Agents: getenv("AGENTS_TABLE")}
+	for name, v := range map[string]string{"ACCOUNTS_TABLE": t.Accounts, "AGENTS_TABLE": t.Agents} {
+		if v == "" {
+			return t, fmt.Errorf("environment variable %s is not set", name)
+		}
+	}
+	return t, nil
+}
+
 // Sentinel errors callers branch on.
 var (
 	ErrNotFound = errors.New("not found")
@@ -78,13 +89,6 @@ func New(db *dynamodb.Client, tables Tables) *Store {
 	return &Store{db: db, tables: tables}
 }
 
-// Account is an account owner.
-type Account struct {
-	ID        string `dynamodbav:"accountId"`
-	Username  string `dynamodbav:"username"`
-	CreatedAt string `dynamodbav:"createdAt"`
-}
-
 // HashSecret is how account secrets are stored and looked up: they are 256-bit random tokens,
 // so a plain SHA-256 is enough and lets the lookup go through an index.
 func HashSecret(secret string) string {
@@ -103,88 +107,6 @@ func randomToken(n int) string {
 		panic(fmt.Sprintf("reading random bytes: %v", err)) // crypto/rand never fails on Linux
 	}
 	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-// CreateAccount stores a new account and returns it with its secret, which is not stored and
-// cannot be shown again.
-func (s *Store) CreateAccount(ctx context.Context, username string, now time.Time) (Account, string, error) {
-	acc := Account{ID: NewID("acc_"), Username: username, CreatedAt: now.UTC().Format(time.RFC3339)}
-	secret := "hsk_" + randomToken(32)
-	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: &s.tables.Accounts,
-		Item: map[string]types.AttributeValue{
-			"accountId":  str(acc.ID),
-			"username":   str(acc.Username),
-			"createdAt":  str(acc.CreatedAt),
-			"secretHash": str(HashSecret(secret)),
-		},
-		ConditionExpression: aws.String("attribute_not_exists(accountId)"),
-	})
-	if err != nil {
-		return Account{}, "", fmt.Errorf("creating account: %w", err)
-	}
-	return acc, secret, nil
-}
-
-// AccountBySecret finds the account whose secret is secret, or ErrNotFound.
-func (s *Store) AccountBySecret(ctx context.Context, secret string) (Account, error) {
-	out, err := s.db.Query(ctx, &dynamodb.QueryInput{
-		TableName:                 &s.tables.Accounts,
-		IndexName:                 aws.String("BySecretHash"),
-		KeyConditionExpression:    aws.String("secretHash = :h"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":h": str(HashSecret(secret))},
-		Limit:                     aws.Int32(1),
-	})
-	if err != nil {
-		return Account{}, fmt.Errorf("looking up account: %w", err)
-	}
-	if len(out.Items) == 0 {
-		return Account{}, ErrNotFound
-	}
-	it := out.Items[0]
-	return Account{ID: getS(it, "accountId"), Username: getS(it, "username"), CreatedAt: getS(it, "createdAt")}, nil
-}
-
-// Agent is a stored agent config.
-type Agent struct {
-	AccountID string
-	ID        string
-	Config    json.RawMessage
-}
-
-// PutAgent stores an agent's config, replacing any earlier one.
-func (s *Store) PutAgent(ctx context.Context, a Agent, now time.Time) error {
-	if !json.Valid(a.Config) {
-		return errors.New("agent config is not valid JSON")
-	}
-	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: &s.tables.Agents,
-		Item: map[string]types.AttributeValue{
-			"accountId": str(a.AccountID),
-			"agentId":   str(a.ID),
-			"config":    str(string(a.Config)),
-			"updatedAt": str(now.UTC().Format(time.RFC3339)),
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("storing agent %s: %w", a.ID, err)
-	}
-	return nil
-}
-
-// Agent loads one of an account's agents, or ErrNotFound.
-func (s *Store) Agent(ctx context.Context, accountID, agentID string) (Agent, error) {
-	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: &s.tables.Agents,
-		Key:       map[string]types.AttributeValue{"accountId": str(accountID), "agentId": str(agentID)},
-	})
-	if err != nil {
-		return Agent{}, fmt.Errorf("loading agent %s: %w", agentID, err)
-	}
-	if out.Item == nil {
-		return Agent{}, ErrNotFound
-	}
-	return Agent{AccountID: accountID, ID: agentID, Config: json.RawMessage(getS(out.Item, "config"))}, nil
 }
 
 // Event statuses.
@@ -219,15 +141,17 @@ func (s *Store) ClaimEvent(ctx context.Context, accountID, eventID, conversation
 	return nil
 }
 
-// FinishEvent records the outcome of a claimed event.
-func (s *Store) FinishEvent(ctx context.Context, accountID, eventID, status string) error {
+// FinishEvent records the outcome of a claimed event and the tokens its turn used.
+func (s *Store) FinishEvent(ctx context.Context, accountID, eventID, status string, usage model.Usage) error {
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 &s.tables.Events,
-		Key:                       map[string]types.AttributeValue{"eventKey": str(accountID + "#" + eventID)},
-		UpdateExpression:          aws.String("SET #s = :s"),
-		ConditionExpression:       aws.String("attribute_exists(eventKey)"),
-		ExpressionAttributeNames:  map[string]string{"#s": "status"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":s": str(status)},
+		TableName:                &s.tables.Events,
+		Key:                      map[string]types.AttributeValue{"eventKey": str(accountID + "#" + eventID)},
+		UpdateExpression:         aws.String("SET #s = :s, inputTokens = :i, outputTokens = :o"),
+		ConditionExpression:      aws.String("attribute_exists(eventKey)"),
+		ExpressionAttributeNames: map[string]string{"#s": "status"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":s": str(status), ":i": num(int64(usage.InputTokens)), ":o": num(int64(usage.OutputTokens)),
+		},
 	})
 	if err != nil {
 		return fmt.Errorf("finishing event %s: %w", eventID, err)
@@ -290,6 +214,33 @@ func (s *Store) BeginTurn(ctx context.Context, accountID, conversationID, agentI
 		return nil, err
 	}
 	return &Turn{s: s, key: key, owner: owner, nextSeq: next}, nil
+}
+
+// Usage is a conversation's token totals over its finished turns.
+type Usage struct {
+	Turns int64
+	model.Usage
+}
+
+// ConversationUsage returns the token totals of a conversation, or ErrNotFound.
+func (s *Store) ConversationUsage(ctx context.Context, accountID, conversationID string) (Usage, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      &s.tables.Conversations,
+		Key:            map[string]types.AttributeValue{"conversationKey": str(accountID + "#" + conversationID), "seq": num(0)},
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return Usage{}, fmt.Errorf("loading conversation %s: %w", conversationID, err)
+	}
+	if out.Item == nil {
+		return Usage{}, ErrNotFound
+	}
+	var u Usage
+	in, _ := getN(out.Item, "inputTokens")
+	o, _ := getN(out.Item, "outputTokens")
+	u.Turns, _ = getN(out.Item, "turns")
+	u.InputTokens, u.OutputTokens = int(in), int(o)
+	return u, nil
 }
 
 // History returns the conversation's messages in order.
@@ -376,14 +327,17 @@ func (t *Turn) Append(ctx context.Context, msgs ...model.Message) error {
 	return nil
 }
 
-// End releases the lease. Ending a lease already lost is not an error.
-func (t *Turn) End(ctx context.Context) error {
+// End releases the lease and adds the turn's token usage to the conversation's totals.
+// Ending a lease already lost is not an error.
+func (t *Turn) End(ctx context.Context, usage model.Usage) error {
 	_, err := t.s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 &t.s.tables.Conversations,
-		Key:                       map[string]types.AttributeValue{"conversationKey": str(t.key), "seq": num(0)},
-		UpdateExpression:          aws.String("REMOVE leaseOwner, leaseUntil"),
-		ConditionExpression:       aws.String("leaseOwner = :owner"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":owner": str(t.owner)},
+		TableName:           &t.s.tables.Conversations,
+		Key:                 map[string]types.AttributeValue{"conversationKey": str(t.key), "seq": num(0)},
+		UpdateExpression:    aws.String("REMOVE leaseOwner, leaseUntil ADD inputTokens :i, outputTokens :o, turns :one"),
+		ConditionExpression: aws.String("leaseOwner = :owner"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":owner": str(t.owner), ":i": num(int64(usage.InputTokens)), ":o": num(int64(usage.OutputTokens)), ":one": num(1),
+		},
 	})
 	var failed *types.ConditionalCheckFailedException
 	if err != nil && !errors.As(err, &failed) {

@@ -51,7 +51,7 @@ func TestExpiredLeaseIsTakenOverAndFencesTheOldTurn(t *testing.T) {
 	if err := next.Append(ctx, text(model.RoleUser, "two"), text(model.RoleAssistant, "answer")); err != nil {
 		t.Fatal(err)
 	}
-	if err := old.End(ctx); err != nil {
+	if err := old.End(ctx, model.Usage{}); err != nil {
 		t.Fatalf("ending a lost lease: %v", err)
 	}
 	msgs, err := next.History(ctx)
@@ -65,7 +65,7 @@ func TestExpiredLeaseIsTakenOverAndFencesTheOldTurn(t *testing.T) {
 	if want := []string{"one", "two", "answer"}; len(got) != 3 || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
 		t.Fatalf("history = %q, want %q", got, want)
 	}
-	if err := next.End(ctx); err != nil {
+	if err := next.End(ctx, model.Usage{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.BeginTurn(ctx, "acc", "c", "agent", t0.Add(2*time.Minute), t0.Add(3*time.Minute)); err != nil {
@@ -96,7 +96,7 @@ func TestEventClaimsAreSingleUse(t *testing.T) {
 	if err := s.ClaimEvent(ctx, "acc", "ev", "c", now, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.FinishEvent(ctx, "acc", "ev", store.EventCompleted); err != nil {
+	if err := s.FinishEvent(ctx, "acc", "ev", store.EventCompleted, model.Usage{}); err != nil {
 		t.Fatal(err)
 	}
 	var dup *store.DuplicateEventError

@@ -64,6 +64,13 @@ type ToolOutputErrorChunk struct {
 	ErrorText  string `json:"errorText"`
 }
 
+type SourceURLChunk struct {
+	Type     string `json:"type"`
+	SourceID string `json:"sourceId"`
+	URL      string `json:"url"`
+	Title    string `json:"title,omitempty"`
+}
+
 type ErrorChunk struct {
 	Type      string `json:"type"`
 	ErrorText string `json:"errorText"`
@@ -107,6 +114,9 @@ func ToolOutput(id string, output json.RawMessage) ToolOutputAvailableChunk {
 }
 func ToolOutputError(id, text string) ToolOutputErrorChunk {
 	return ToolOutputErrorChunk{Type: "tool-output-error", ToolCallID: id, ErrorText: text}
+}
+func SourceURL(id, url, title string) SourceURLChunk {
+	return SourceURLChunk{Type: "source-url", SourceID: id, URL: url, Title: title}
 }
 func Error(text string) ErrorChunk { return ErrorChunk{Type: "error", ErrorText: text} }
 func Finish(reason string, metadata any) FinishChunk {

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/tool"
 	"github.com/xeipuuv/gojsonschema"
 )
@@ -77,9 +78,11 @@ type Factory func(c Context) ([]tool.Tool, error)
 
 // specs maps exact model-facing names to their specs.
 var specs = map[string]Spec{
-	"current_time": {New: currentTime},
-	"googleSearch": googleSearchSpec,
-	"test_async":   testAsyncSpec,
+	"current_time":  {New: currentTime},
+	"googleSearch":  googleSearchSpec,
+	"tavilyExtract": tavilyExtractSpec,
+	"tavilySearch":  tavilySearchSpec,
+	"test_async":    testAsyncSpec,
 }
 
 // Names lists the tool names an agent may enable.
@@ -109,12 +112,7 @@ type Entry struct {
 }
 
 // FieldError is a config problem at a field path such as "tools.tavilySearch.maxResults".
-type FieldError struct {
-	Field   string
-	Problem string
-}
-
-func (e *FieldError) Error() string { return e.Field + ": " + e.Problem }
+type FieldError = agentconfig.FieldError
 
 // MissingVariableError stops a turn whose tool lacks a required variable.
 type MissingVariableError struct {

@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -25,7 +26,6 @@ import (
 	"github.com/agentharness/harness/infra/template"
 	"github.com/agentharness/harness/shared/awsclient"
 	"github.com/agentharness/harness/shared/logging"
-	"github.com/agentharness/harness/shared/store"
 )
 
 func main() {
@@ -89,16 +89,21 @@ func run() error {
 		return err
 	}
 	db := awsclient.DynamoDB(cfg)
-	name, tables, err := localrunner.Provision(ctx, db, tpl, "harness-")
+	name, _, err := localrunner.Provision(ctx, db, tpl, "harness-")
 	if err != nil {
 		return err
 	}
 	logger := logging.New(os.Stderr, os.Getenv("LOG_LEVEL"))
+	adminSecret := os.Getenv("ADMIN_SECRET")
+	if adminSecret == "" {
+		adminSecret = "hadm_" + rand.Text()
+		os.Setenv("ADMIN_SECRET", adminSecret)
+	}
 	h, err := localrunner.New(localrunner.Options{Template: tpl, DB: db, Name: name, Getenv: os.Getenv, Logger: logger})
 	if err != nil {
 		return err
 	}
-	acc, secret, err := localrunner.Seed(ctx, store.New(db, tables), seed, time.Now())
+	acc, secret, err := h.Seed(ctx, seed, time.Now())
 	if err != nil {
 		return err
 	}
@@ -114,13 +119,18 @@ Harness is running at %s
   stand-ins: DynamoDB Local at %s, fauxqs (SQS, S3) at %s
   account %s (%s), agent %q, model: %s
   account secret (shown once): %s
+  admin secret (for POST /accounts): %s
 
 Run a turn of the demo agent:
 
   curl -N %s/ -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '{"agentId":"%s","message":"What time is it?"}'
 
+Create an account of your own (the answer holds its secret), then agents with POST /accounts/me/agents:
+
+  curl %s/accounts -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '{"username":"me"}'
+
 Ctrl-C stops everything.
-`, url, stack.DynamoDB, stack.SQS, acc.ID, acc.Username, agentID, modelNote, secret, url, secret, agentID)
+`, url, stack.DynamoDB, stack.SQS, acc.ID, acc.Username, agentID, modelNote, secret, adminSecret, url, secret, agentID, url, adminSecret)
 
 	select {
 	case <-ctx.Done():

@@ -1,0 +1,20 @@
+package tools
+
+import (
+	"encoding/json"
+
+	"github.com/agentharness/harness/shared/agentconfig"
+	"github.com/agentharness/harness/shared/provider"
+)
+
+// ConfigChecks are the checks an agent config must pass before it is stored: its model block
+// against the provider registry, its tools against the static specs map.
+func ConfigChecks() agentconfig.Checks {
+	return agentconfig.Checks{
+		Model: provider.Check,
+		Tool: func(name string, entry json.RawMessage, m agentconfig.Model) (agentconfig.Tool, error) {
+			c, err := Check(name, entry, Model{Provider: m.Provider, RunsProviderTool: m.RunsProviderTool})
+			return agentconfig.Tool{Warnings: c.Warnings, Secrets: c.Secrets}, err
+		},
+	}
+}

@@ -1,0 +1,213 @@
+// Package agents keeps an account's agent configs: every write is validated against the
+// provider registry and the static tool map before it is stored, the config's secrets (API
+// keys) are sealed at rest apart from it, and reads return the config with them redacted.
+// Only Load, for running a turn, sees the secrets.
+package agents
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/agentharness/harness/shared/agentconfig"
+	"github.com/agentharness/harness/shared/store"
+)
+
+// Sealer encrypts and decrypts a record's secrets, bound to aad.
+type Sealer interface {
+	Seal(ctx context.Context, plaintext, aad []byte) ([]byte, error)
+	Open(ctx context.Context, sealed, aad []byte) ([]byte, error)
+}
+
+// Service reads and writes agent configs.
+type Service struct {
+	store  *store.Store
+	sealer Sealer
+	checks agentconfig.Checks
+	now    func() time.Time
+}
+
+// New returns a service over st. now may be nil (time.Now).
+func New(st *store.Store, sealer Sealer, checks agentconfig.Checks, now func() time.Time) *Service {
+	if now == nil {
+		now = time.Now
+	}
+	return &Service{store: st, sealer: sealer, checks: checks, now: now}
+}
+
+// View is an agent as the API shows it: its config with secrets redacted.
+type View struct {
+	AgentID   string          `json:"agentId"`
+	Config    json.RawMessage `json:"config"`
+	Version   int64           `json:"version"`
+	CreatedAt string          `json:"createdAt"`
+	UpdatedAt string          `json:"updatedAt"`
+	// Warnings name settings that were accepted but have no effect.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+func view(a store.Agent, warnings []string) View {
+	return View{AgentID: a.ID, Config: a.Config, Version: a.Version, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt, Warnings: warnings}
+}
+
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// Create validates and stores a new agent. An empty agentID gets a generated one. Config
+// errors are *agentconfig.FieldError; a taken id is store.ErrExists.
+func (s *Service) Create(ctx context.Context, accountID, agentID string, raw []byte) (View, error) {
+	if agentID == "" {
+		agentID = store.NewID("agt_")
+	}
+	if !idPattern.MatchString(agentID) {
+		return View{}, &agentconfig.FieldError{Field: "agentId", Problem: "must be 1 to 64 letters, digits, '_' or '-'"}
+	}
+	v, err := agentconfig.Validate(raw, s.checks)
+	if err != nil {
+		return View{}, err
+	}
+	redacted, secrets, err := agentconfig.Split(raw, v.Secrets)
+	if err != nil {
+		return View{}, err
+	}
+	for p, secret := range secrets {
+		if secret == agentconfig.Redacted {
+			return View{}, &agentconfig.FieldError{Field: p, Problem: "holds the redaction placeholder; send the secret itself"}
+		}
+	}
+	a := store.Agent{AccountID: accountID, ID: agentID, Config: redacted}
+	if a.Secrets, err = s.seal(ctx, a, secrets); err != nil {
+		return View{}, err
+	}
+	a, err = s.store.CreateAgent(ctx, a, s.now())
+	if err != nil {
+		return View{}, err
+	}
+	return view(a, v.Warnings), nil
+}
+
+// Update applies an RFC 7396 merge patch to an agent's config, validates the result and
+// stores it. Secrets left out of the patch, or sent back as agentconfig.Redacted, are kept.
+// A concurrent write makes it fail with store.ErrConflict rather than lose either write.
+func (s *Service) Update(ctx context.Context, accountID, agentID string, patch []byte) (View, error) {
+	a, err := s.store.Agent(ctx, accountID, agentID)
+	if err != nil {
+		return View{}, err
+	}
+	stored, err := s.open(ctx, a)
+	if err != nil {
+		return View{}, err
+	}
+	plain, err := agentconfig.Join(a.Config, stored)
+	if err != nil {
+		return View{}, err
+	}
+	next, err := agentconfig.MergePatch(plain, patch)
+	if err != nil {
+		return View{}, &agentconfig.FieldError{Field: "config", Problem: err.Error()}
+	}
+	if next, err = agentconfig.KeepRedacted(next, stored); err != nil {
+		return View{}, err
+	}
+	v, err := agentconfig.Validate(next, s.checks)
+	if err != nil {
+		return View{}, err
+	}
+	redacted, secrets, err := agentconfig.Split(next, v.Secrets)
+	if err != nil {
+		return View{}, err
+	}
+	a.Config = redacted
+	if a.Secrets, err = s.seal(ctx, a, secrets); err != nil {
+		return View{}, err
+	}
+	if a, err = s.store.UpdateAgent(ctx, a, s.now()); err != nil {
+		return View{}, err
+	}
+	return view(a, v.Warnings), nil
+}
+
+// Get returns one agent, redacted.
+func (s *Service) Get(ctx context.Context, accountID, agentID string) (View, error) {
+	a, err := s.store.Agent(ctx, accountID, agentID)
+	if err != nil {
+		return View{}, err
+	}
+	return view(a, nil), nil
+}
+
+// List returns an account's agents, redacted.
+func (s *Service) List(ctx context.Context, accountID string) ([]View, error) {
+	all, err := s.store.ListAgents(ctx, accountID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]View, 0, len(all))
+	for _, a := range all {
+		out = append(out, view(a, nil))
+	}
+	return out, nil
+}
+
+// Delete removes an agent.
+func (s *Service) Delete(ctx context.Context, accountID, agentID string) error {
+	return s.store.DeleteAgent(ctx, accountID, agentID)
+}
+
+// Load returns an agent's config with its secrets, to run a turn.
+func (s *Service) Load(ctx context.Context, accountID, agentID string) (*agentconfig.Config, error) {
+	a, err := s.store.Agent(ctx, accountID, agentID)
+	if err != nil {
+		return nil, err
+	}
+	secrets, err := s.open(ctx, a)
+	if err != nil {
+		return nil, err
+	}
+	plain, err := agentconfig.Join(a.Config, secrets)
+	if err != nil {
+		return nil, err
+	}
+	return agentconfig.Parse(plain)
+}
+
+// aad binds sealed secrets to their agent, so they cannot be replayed onto another record.
+func aad(a store.Agent) []byte { return []byte(a.AccountID + "/" + a.ID) }
+
+func (s *Service) seal(ctx context.Context, a store.Agent, secrets map[string]string) ([]byte, error) {
+	if len(secrets) == 0 {
+		return nil, nil
+	}
+	if s.sealer == nil {
+		return nil, errors.New("agent config holds secrets but no secret key is configured (set SECRETS_KMS_KEY_ID or SECRETS_LOCAL_KEY)")
+	}
+	plain, err := json.Marshal(secrets)
+	if err != nil {
+		return nil, err
+	}
+	sealed, err := s.sealer.Seal(ctx, plain, aad(a))
+	if err != nil {
+		return nil, fmt.Errorf("sealing the secrets of agent %s: %w", a.ID, err)
+	}
+	return sealed, nil
+}
+
+func (s *Service) open(ctx context.Context, a store.Agent) (map[string]string, error) {
+	if len(a.Secrets) == 0 {
+		return nil, nil
+	}
+	if s.sealer == nil {
+		return nil, fmt.Errorf("agent %s has sealed secrets but no secret key is configured (set SECRETS_KMS_KEY_ID or SECRETS_LOCAL_KEY)", a.ID)
+	}
+	plain, err := s.sealer.Open(ctx, a.Secrets, aad(a))
+	if err != nil {
+		return nil, fmt.Errorf("opening the secrets of agent %s: %w", a.ID, err)
+	}
+	var secrets map[string]string
+	if err := json.Unmarshal(plain, &secrets); err != nil {
+		return nil, fmt.Errorf("decoding the secrets of agent %s: %w", a.ID, err)
+	}
+	return secrets, nil
+}

@@ -1,0 +1,364 @@
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/agentharness/harness/shared/agentconfig"
+	"github.com/agentharness/harness/shared/agents"
+	"github.com/agentharness/harness/shared/store"
+)
+
+// AccountsOptions wires the account-manage handler.
+type AccountsOptions struct {
+	Store  *store.Store
+	Agents *agents.Service
+	// AdminSecret guards the admin routes; empty disables them.
+	AdminSecret string
+	// OpenSignup lets anyone create an account with POST /accounts; otherwise it needs the
+	// admin secret.
+	OpenSignup bool
+	Now        func() time.Time
+	Logger     *slog.Logger
+}
+
+// AccountsHandler serves account-manage: accounts, their secrets and their agents.
+type AccountsHandler struct {
+	opts AccountsOptions
+	mux  *http.ServeMux
+	errs errorWriter
+}
+
+// maxConfigBytes bounds an agent config, well under DynamoDB's 400 KB item limit.
+const maxConfigBytes = 256 << 10
+
+// NewAccounts returns the account-manage handler.
+func NewAccounts(opts AccountsOptions) *AccountsHandler {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	h := &AccountsHandler{opts: opts, mux: http.NewServeMux(), errs: errorWriter{opts.Logger}}
+	me := h.account
+	admin := h.admin
+	routes := map[string]http.HandlerFunc{
+		"POST /accounts":                           h.createAccount,
+		"GET /accounts":                            admin(h.listAccounts),
+		"GET /accounts/{accountId}":                admin(h.getAccount),
+		"PATCH /accounts/{accountId}":              admin(h.renameAccount),
+		"DELETE /accounts/{accountId}":             admin(h.deleteAccount),
+		"POST /accounts/{accountId}/rotate-secret": admin(h.rotateSecret),
+		"GET /accounts/me":                         me(h.getAccount),
+		"PATCH /accounts/me":                       me(h.renameAccount),
+		"DELETE /accounts/me":                      me(h.deleteAccount),
+		"POST /accounts/me/rotate-secret":          me(h.rotateSecret),
+		"POST /accounts/me/agents":                 me(h.createAgent),
+		"GET /accounts/me/agents":                  me(h.listAgents),
+		"GET /accounts/me/agents/{agentId}":        me(h.getAgent),
+		"PATCH /accounts/me/agents/{agentId}":      me(h.updateAgent),
+		"DELETE /accounts/me/agents/{agentId}":     me(h.deleteAgent),
+	}
+	for pattern, fn := range routes {
+		h.mux.HandleFunc(pattern, fn)
+	}
+	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &Error{Status: http.StatusNotFound, Message: "no route for " + r.Method + " " + r.URL.Path})
+	})
+	return h
+}
+
+func (h *AccountsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+// accountKey carries the account a route acts on.
+type accountKey struct{}
+
+func accountID(r *http.Request) string { return r.Context().Value(accountKey{}).(string) }
+
+// account authenticates the account secret and acts on that account.
+func (h *AccountsHandler) account(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		acc, err := authenticate(r, h.opts.Store)
+		if err != nil {
+			h.errs.fail(w, r, err)
+			return
+		}
+		next(w, r.WithContext(context.WithValue(r.Context(), accountKey{}, acc.ID)))
+	}
+}
+
+// admin authenticates the admin secret and acts on the account in the path.
+func (h *AccountsHandler) admin(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := h.checkAdmin(r); err != nil {
+			h.errs.fail(w, r, err)
+			return
+		}
+		ctx := r.Context()
+		if id := r.PathValue("accountId"); id != "" {
+			ctx = context.WithValue(ctx, accountKey{}, id)
+		}
+		next(w, r.WithContext(ctx))
+	}
+}
+
+func (h *AccountsHandler) checkAdmin(r *http.Request) error {
+	if h.opts.AdminSecret == "" {
+		return &Error{Status: http.StatusForbidden, Message: "admin routes are disabled: the deployment sets no admin secret"}
+	}
+	secret, ok := bearer(r)
+	if !ok {
+		return &Error{Status: http.StatusUnauthorized, Message: "missing bearer token: send Authorization: Bearer <admin secret>"}
+	}
+	// Comparing fixed-length hashes keeps the comparison constant-time whatever the length.
+	got, want := sha256.Sum256([]byte(secret)), sha256.Sum256([]byte(h.opts.AdminSecret))
+	if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+		return &Error{Status: http.StatusUnauthorized, Message: "invalid admin secret"}
+	}
+	return nil
+}
+
+// readBody reads a capped body that must be JSON.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxConfigBytes))
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return nil, &Error{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("request body is larger than %d bytes", maxConfigBytes)}
+	}
+	if err != nil {
+		return nil, &Error{Status: http.StatusBadRequest, Message: "reading the request body: " + err.Error()}
+	}
+	if !json.Valid(body) {
+		return nil, &Error{Status: http.StatusBadRequest, Message: "the request body is not valid JSON"}
+	}
+	return body, nil
+}
+
+type usernameBody struct {
+	Username string `json:"username"`
+}
+
+func readUsername(w http.ResponseWriter, r *http.Request) (string, error) {
+	body, err := readBody(w, r)
+	if err != nil {
+		return "", err
+	}
+	var b usernameBody
+	if err := decodeStrict(body, &b); err != nil {
+		return "", &Error{Status: http.StatusBadRequest, Message: err.Error()}
+	}
+	name := strings.TrimSpace(b.Username)
+	switch {
+	case name == "":
+		return "", fieldError("username", "is required")
+	case len(name) > 64:
+		return "", fieldError("username", "must be at most 64 characters")
+	case strings.IndexFunc(name, unicode.IsControl) >= 0:
+		return "", fieldError("username", "must not contain control characters")
+	}
+	return name, nil
+}
+
+func fieldError(field, problem string) *Error {
+	return &Error{Status: http.StatusBadRequest, Message: field + ": " + problem, Extra: map[string]any{"field": field}}
+}
+
+func (h *AccountsHandler) createAccount(w http.ResponseWriter, r *http.Request) {
+	if !h.opts.OpenSignup {
+		if err := h.checkAdmin(r); err != nil {
+			h.errs.fail(w, r, err)
+			return
+		}
+	}
+	name, err := readUsername(w, r)
+	if err != nil {
+		h.errs.fail(w, r, err)
+		return
+	}
+	acc, secret, err := h.opts.Store.CreateAccount(r.Context(), name, h.opts.Now())
+	if err != nil {
+		h.errs.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, struct {
+		store.Account
+		Secret string `json:"secret"`
+	}{acc, secret})
+}
+
+func (h *AccountsHandler) listAccounts(w http.ResponseWriter, r *http.Request) {
+	limit := int32(100)
+	if s := r.URL.Query().Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 1000 {
+			h.errs.fail(w, r, fieldError("limit", "must be a number from 1 to 1000"))
+			return
+		}
+		limit = int32(n)
+	}
+	accs, next, err := h.opts.Store.ListAccounts(r.Context(), limit, r.URL.Query().Get("cursor"))
+	if err != nil {
+		h.errs.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"accounts": accs, "cursor": next})
+}
+
+func (h *AccountsHandler) getAccount(w http.ResponseWriter, r *http.Request) {
+	acc, err := h.opts.Store.Account(r.Context(), accountID(r))
+	if err != nil {
+		h.errs.fail(w, r, notFound(err, "account"))
+		return
+	}
+	writeJSON(w, http.StatusOK, acc)
+}
+
+func (h *AccountsHandler) renameAccount(w http.ResponseWriter, r *http.Request) {
+	name, err := readUsername(w, r)
+	if err != nil {
+		h.errs.fail(w, r, err)
+		return
+	}
+	acc, err := h.opts.Store.RenameAccount(r.Context(), accountID(r), name, h.opts.Now())
+	if err != nil {
+		h.errs.fail(w, r, notFound(err, "account"))
+		return
+	}
+	writeJSON(w, http.StatusOK, acc)
+}
+
+func (h *AccountsHandler) deleteAccount(w http.ResponseWriter, r *http.Request) {
+	if err := h.opts.Store.DeleteAccount(r.Context(), accountID(r)); err != nil {
+		h.errs.fail(w, r, notFound(err, "account"))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (h *AccountsHandler) rotateSecret(w http.ResponseWriter, r *http.Request) {
+	id := accountID(r)
+	secret, err := h.opts.Store.RotateSecret(r.Context(), id, h.opts.Now())
+	if err != nil {
+		h.errs.fail(w, r, notFound(err, "account"))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"accountId": id, "secret": secret})
+}
+
+// agentBody is POST /accounts/me/agents: the agent config, with an optional agentId beside it.
+func (h *AccountsHandler) createAgent(w http.ResponseWriter, r *http.Request) {
+	body, err := readBody(w, r)
+	if err != nil {
+		h.errs.fail(w, r, err)
+		return
+	}
+	agentID, config, err := splitAgentID(body)
+	if err != nil {
+		h.errs.fail(w, r, err)
+		return
+	}
+	v, err := h.opts.Agents.Create(r.Context(), accountID(r), agentID, config)
+	if errors.Is(err, store.ErrExists) {
+		err = &Error{Status: http.StatusConflict, Message: "agent " + agentID + " already exists; PATCH it instead"}
+	}
+	if err != nil {
+		h.errs.fail(w, r, configError(err))
+		return
+	}
+	if len(v.Warnings) > 0 {
+		h.opts.Logger.WarnContext(r.Context(), "agent config accepted with warnings", "accountId", accountID(r), "agentId", v.AgentID, "warnings", v.Warnings)
+	}
+	writeJSON(w, http.StatusCreated, v)
+}
+
+// splitAgentID takes an optional top-level agentId out of an agent config body.
+func splitAgentID(body []byte) (string, []byte, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
+		return "", nil, &Error{Status: http.StatusBadRequest, Message: "the request body must be an agent config object"}
+	}
+	raw, ok := fields["agentId"]
+	if !ok {
+		return "", body, nil
+	}
+	var id string
+	if err := json.Unmarshal(raw, &id); err != nil {
+		return "", nil, fieldError("agentId", "must be a string")
+	}
+	delete(fields, "agentId")
+	config, err := json.Marshal(fields)
+	return id, config, err
+}
+
+func (h *AccountsHandler) listAgents(w http.ResponseWriter, r *http.Request) {
+	all, err := h.opts.Agents.List(r.Context(), accountID(r))
+	if err != nil {
+		h.errs.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"agents": all})
+}
+
+func (h *AccountsHandler) getAgent(w http.ResponseWriter, r *http.Request) {
+	v, err := h.opts.Agents.Get(r.Context(), accountID(r), r.PathValue("agentId"))
+	if err != nil {
+		h.errs.fail(w, r, notFound(err, "agent "+r.PathValue("agentId")))
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+func (h *AccountsHandler) updateAgent(w http.ResponseWriter, r *http.Request) {
+	body, err := readBody(w, r)
+	if err != nil {
+		h.errs.fail(w, r, err)
+		return
+	}
+	id := r.PathValue("agentId")
+	v, err := h.opts.Agents.Update(r.Context(), accountID(r), id, body)
+	if errors.Is(err, store.ErrConflict) {
+		err = &Error{Status: http.StatusConflict, Message: "agent " + id + " was changed by another request; read it again and retry"}
+	}
+	if err != nil {
+		h.errs.fail(w, r, configError(notFound(err, "agent "+id)))
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+func (h *AccountsHandler) deleteAgent(w http.ResponseWriter, r *http.Request) {
+	if err := h.opts.Agents.Delete(r.Context(), accountID(r), r.PathValue("agentId")); err != nil {
+		h.errs.fail(w, r, notFound(err, "agent "+r.PathValue("agentId")))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// notFound turns store.ErrNotFound into a 404; another account's records are just as absent.
+func notFound(err error, what string) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return &Error{Status: http.StatusNotFound, Message: what + " not found"}
+	}
+	return err
+}
+
+// configError turns a config problem into a 400 naming the field.
+func configError(err error) error {
+	var fe *agentconfig.FieldError
+	if errors.As(err, &fe) {
+		return fieldError(fe.Field, fe.Problem)
+	}
+	return err
+}

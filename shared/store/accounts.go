@@ -1,0 +1,193 @@
+package store
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Account is an account owner. Its secret is never stored, only its hash.
+type Account struct {
+	ID        string `json:"accountId"`
+	Username  string `json:"username"`
+	CreatedAt string `json:"createdAt"`
+	UpdatedAt string `json:"updatedAt,omitempty"`
+}
+
+func accountFrom(it map[string]types.AttributeValue) Account {
+	return Account{ID: getS(it, "accountId"), Username: getS(it, "username"), CreatedAt: getS(it, "createdAt"), UpdatedAt: getS(it, "updatedAt")}
+}
+
+func newSecret() string { return "hsk_" + randomToken(32) }
+
+// CreateAccount stores a new account and returns it with its secret, which is not stored and
+// cannot be shown again.
+func (s *Store) CreateAccount(ctx context.Context, username string, now time.Time) (Account, string, error) {
+	ts := now.UTC().Format(time.RFC3339)
+	acc := Account{ID: NewID("acc_"), Username: username, CreatedAt: ts, UpdatedAt: ts}
+	secret := newSecret()
+	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: &s.tables.Accounts,
+		Item: map[string]types.AttributeValue{
+			"accountId":  str(acc.ID),
+			"username":   str(acc.Username),
+			"createdAt":  str(acc.CreatedAt),
+			"updatedAt":  str(acc.UpdatedAt),
+			"secretHash": str(HashSecret(secret)),
+		},
+		ConditionExpression: aws.String("attribute_not_exists(accountId)"),
+	})
+	if err != nil {
+		return Account{}, "", fmt.Errorf("creating account: %w", err)
+	}
+	return acc, secret, nil
+}
+
+// AccountBySecret finds the account whose secret is secret, or ErrNotFound. The index only
+// finds the candidate: it is eventually consistent, so the hash is confirmed on a strongly
+// consistent read of the account, and a rotated or deleted secret stops working at once.
+func (s *Store) AccountBySecret(ctx context.Context, secret string) (Account, error) {
+	hash := HashSecret(secret)
+	out, err := s.db.Query(ctx, &dynamodb.QueryInput{
+		TableName:                 &s.tables.Accounts,
+		IndexName:                 aws.String("BySecretHash"),
+		KeyConditionExpression:    aws.String("secretHash = :h"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":h": str(hash)},
+		Limit:                     aws.Int32(1),
+	})
+	if err != nil {
+		return Account{}, fmt.Errorf("looking up account: %w", err)
+	}
+	if len(out.Items) == 0 {
+		return Account{}, ErrNotFound
+	}
+	item, err := s.accountItem(ctx, getS(out.Items[0], "accountId"))
+	if err != nil {
+		return Account{}, err
+	}
+	if subtle.ConstantTimeCompare([]byte(getS(item, "secretHash")), []byte(hash)) != 1 {
+		return Account{}, ErrNotFound
+	}
+	return accountFrom(item), nil
+}
+
+func (s *Store) accountItem(ctx context.Context, id string) (map[string]types.AttributeValue, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      &s.tables.Accounts,
+		Key:            map[string]types.AttributeValue{"accountId": str(id)},
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("loading account %s: %w", id, err)
+	}
+	if out.Item == nil {
+		return nil, ErrNotFound
+	}
+	return out.Item, nil
+}
+
+// Account loads an account by id, or ErrNotFound.
+func (s *Store) Account(ctx context.Context, id string) (Account, error) {
+	item, err := s.accountItem(ctx, id)
+	if err != nil {
+		return Account{}, err
+	}
+	return accountFrom(item), nil
+}
+
+// ListAccounts returns up to limit accounts after the cursor a previous call returned, and
+// the cursor of the next page ("" when there is none).
+func (s *Store) ListAccounts(ctx context.Context, limit int32, cursor string) ([]Account, string, error) {
+	in := &dynamodb.ScanInput{
+		TableName:            &s.tables.Accounts,
+		Limit:                aws.Int32(limit),
+		ProjectionExpression: aws.String("accountId, username, createdAt, updatedAt"),
+	}
+	if cursor != "" {
+		in.ExclusiveStartKey = map[string]types.AttributeValue{"accountId": str(cursor)}
+	}
+	out, err := s.db.Scan(ctx, in)
+	if err != nil {
+		return nil, "", fmt.Errorf("listing accounts: %w", err)
+	}
+	accs := make([]Account, 0, len(out.Items))
+	for _, it := range out.Items {
+		accs = append(accs, accountFrom(it))
+	}
+	return accs, getS(out.LastEvaluatedKey, "accountId"), nil
+}
+
+// RenameAccount changes an account's username.
+func (s *Store) RenameAccount(ctx context.Context, id, username string, now time.Time) (Account, error) {
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &s.tables.Accounts,
+		Key:                       map[string]types.AttributeValue{"accountId": str(id)},
+		UpdateExpression:          aws.String("SET username = :u, updatedAt = :t"),
+		ConditionExpression:       aws.String("attribute_exists(accountId)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":u": str(username), ":t": str(now.UTC().Format(time.RFC3339))},
+		ReturnValues:              types.ReturnValueAllNew,
+	})
+	if isConditionFailed(err) {
+		return Account{}, ErrNotFound
+	}
+	if err != nil {
+		return Account{}, fmt.Errorf("renaming account %s: %w", id, err)
+	}
+	return accountFrom(out.Attributes), nil
+}
+
+// RotateSecret gives an account a new secret and returns it; the old one stops working at once.
+func (s *Store) RotateSecret(ctx context.Context, id string, now time.Time) (string, error) {
+	secret := newSecret()
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &s.tables.Accounts,
+		Key:                       map[string]types.AttributeValue{"accountId": str(id)},
+		UpdateExpression:          aws.String("SET secretHash = :h, updatedAt = :t"),
+		ConditionExpression:       aws.String("attribute_exists(accountId)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":h": str(HashSecret(secret)), ":t": str(now.UTC().Format(time.RFC3339))},
+	})
+	if isConditionFailed(err) {
+		return "", ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("rotating the secret of account %s: %w", id, err)
+	}
+	return secret, nil
+}
+
+// DeleteAccount deletes an account and its agents. The account goes first, so its secret
+// stops working even if deleting the agents is cut short; they are unreachable without it.
+func (s *Store) DeleteAccount(ctx context.Context, id string) error {
+	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName:           &s.tables.Accounts,
+		Key:                 map[string]types.AttributeValue{"accountId": str(id)},
+		ConditionExpression: aws.String("attribute_exists(accountId)"),
+	})
+	if isConditionFailed(err) {
+		return ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("deleting account %s: %w", id, err)
+	}
+	agents, err := s.ListAgents(ctx, id)
+	if err != nil {
+		return err
+	}
+	for _, a := range agents {
+		if err := s.DeleteAgent(ctx, id, a.ID); err != nil && !errors.Is(err, ErrNotFound) {
+			return err
+		}
+	}
+	return nil
+}
+
+func isConditionFailed(err error) bool {
+	var failed *types.ConditionalCheckFailedException
+	return errors.As(err, &failed)
+}
