@@ -101,8 +101,9 @@ func run(ctx context.Context) error {
 	fmt.Printf("%s %s/%s, %d CPUs; the mock model runs in its own process.\n\n",
 		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
 	printTable(os.Stdout, results)
-	fmt.Printf("\nThe %s turn includes seven DynamoDB Local requests (account lookup, agent read, "+
-		"conversation lease, three message appends, lease release) and loopback HTTP to its handler; "+
+	fmt.Printf("\nThe %s turn includes eight DynamoDB Local requests (account lookup by secret hash and "+
+		"its consistent confirmation, agent read, conversation lease, three message appends, lease release "+
+		"with the turn's usage) and loopback HTTP to the local runner; "+
 		"the AI SDK reference keeps no state and reads its stream in process. "+
 		"DynamoDB Local's CPU, like the mock's, is not counted.\n", harnessStack)
 	return nil

@@ -5,8 +5,6 @@ package localrunner
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -59,22 +57,18 @@ type Runner struct {
 // New returns a runner for the template's functions.
 func New(opts Options) (*Runner, error) {
 	// KMS is not emulated: every function seals and opens agent secrets with one local key.
-	key := opts.Getenv("SECRETS_LOCAL_KEY")
-	if key == "" {
-		b := make([]byte, 32)
-		if _, err := rand.Read(b); err != nil {
+	box := secrets.New(secrets.NewRandomLocal())
+	if key := opts.Getenv("SECRETS_LOCAL_KEY"); key != "" {
+		var err error
+		box, err = secrets.FromEnv(context.Background(), func(k string) string {
+			if k == "SECRETS_LOCAL_KEY" {
+				return key
+			}
+			return ""
+		}, nil)
+		if err != nil {
 			return nil, err
 		}
-		key = base64.StdEncoding.EncodeToString(b)
-	}
-	box, err := secrets.FromEnv(context.Background(), func(k string) string {
-		if k == "SECRETS_LOCAL_KEY" {
-			return key
-		}
-		return ""
-	}, nil)
-	if err != nil {
-		return nil, err
 	}
 	r := &Runner{}
 	mux := http.NewServeMux()

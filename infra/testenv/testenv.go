@@ -4,12 +4,16 @@
 package testenv
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/agentharness/harness/infra/localrunner"
@@ -66,4 +70,39 @@ func Tables(t testing.TB, db *dynamodb.Client) store.Tables {
 		t.Fatal(err)
 	}
 	return tables
+}
+
+// Chunks reads a UI message stream (SSE) to its end and returns its data chunks. It fails the
+// test unless the stream ends with data: [DONE] and nothing follows it.
+func Chunks(t testing.TB, r io.Reader) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	done := false
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		if done {
+			t.Fatalf("data after [DONE]: %s", data)
+		}
+		if data == "[DONE]" {
+			done = true
+			continue
+		}
+		var c map[string]any
+		if err := json.Unmarshal([]byte(data), &c); err != nil {
+			t.Fatalf("chunk is not JSON: %s", data)
+		}
+		out = append(out, c)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatalf("reading the stream: %v", err)
+	}
+	if !done {
+		t.Fatal("stream did not end with data: [DONE]")
+	}
+	return out
 }

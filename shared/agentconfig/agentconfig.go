@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -19,6 +20,25 @@ type Config struct {
 	MaxSteps int `json:"maxSteps,omitempty"`
 	// Tools maps a model-facing tool name to its options, as in config.tools.<name>.
 	Tools map[string]json.RawMessage `json:"tools,omitempty"`
+}
+
+// fields are the config's top-level keys, spelled exactly: encoding/json matches keys without
+// regard to case, and a "Model" that decoded as "model" would escape secret redaction, which
+// looks for "model.apiKey".
+var fields = []string{"name", "system", "model", "maxSteps", "tools"}
+
+// checkKeys refuses top-level keys that are not spelled exactly as a config field.
+func checkKeys(raw []byte) error {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &top); err != nil {
+		return nil // the decoder reports it with more detail
+	}
+	for k := range top {
+		if !slices.Contains(fields, k) {
+			return &FieldError{Field: k, Problem: "is not an agent config field (fields: " + strings.Join(fields, ", ") + ")"}
+		}
+	}
+	return nil
 }
 
 // decodeError names the field a decoding error is about.
@@ -52,6 +72,9 @@ func Parse(raw []byte) (*Config, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	var c Config
+	if err := checkKeys(raw); err != nil {
+		return nil, err
+	}
 	if err := dec.Decode(&c); err != nil {
 		return nil, decodeError(err)
 	}

@@ -65,6 +65,7 @@ func TestParseRejects(t *testing.T) {
 	}{
 		{name: "unknown field", raw: `{"model":{"provider":"scripted"},"maxStep":3}`, field: "maxStep", problem: "is not an agent config field"},
 		{name: "unknown field at the top", raw: `{"prompt":"hi","model":{}}`, field: "prompt", problem: "is not an agent config field"},
+		{name: "a field spelled in another case", raw: `{"Model":{"provider":"openai","apiKey":"sk"}}`, field: "Model", problem: "is not an agent config field"},
 		{name: "missing model", raw: `{"name":"clock","system":"hi"}`, field: "model", problem: "is required"},
 		{name: "empty object", raw: `{}`, field: "model", problem: "is required"},
 		{name: "negative maxSteps", raw: `{"model":{"provider":"scripted"},"maxSteps":-1}`, field: "maxSteps", problem: "must be positive, got -1"},

@@ -72,10 +72,8 @@ func (s *Service) Create(ctx context.Context, accountID, agentID string, raw []b
 	if err != nil {
 		return View{}, err
 	}
-	for p, secret := range secrets {
-		if secret == agentconfig.Redacted {
-			return View{}, &agentconfig.FieldError{Field: p, Problem: "holds the redaction placeholder; send the secret itself"}
-		}
+	if err := refusePlaceholders(v.Secrets, secrets); err != nil {
+		return View{}, err
 	}
 	a := store.Agent{AccountID: accountID, ID: agentID, Config: redacted}
 	if a.Secrets, err = s.seal(ctx, a, secrets); err != nil {
@@ -119,6 +117,9 @@ func (s *Service) Update(ctx context.Context, accountID, agentID string, patch [
 	if err != nil {
 		return View{}, err
 	}
+	if err := refusePlaceholders(v.Secrets, secrets); err != nil {
+		return View{}, err
+	}
 	a.Config = redacted
 	if a.Secrets, err = s.seal(ctx, a, secrets); err != nil {
 		return View{}, err
@@ -127,6 +128,17 @@ func (s *Service) Update(ctx context.Context, accountID, agentID string, patch [
 		return View{}, err
 	}
 	return view(a, v.Warnings), nil
+}
+
+// refusePlaceholders refuses a secret that is the redaction placeholder: echoing a redacted
+// config keeps a stored secret, but the placeholder never becomes one.
+func refusePlaceholders(paths []string, secrets map[string]string) error {
+	for _, p := range paths {
+		if s, ok := secrets[p]; ok && s == agentconfig.Redacted {
+			return &agentconfig.FieldError{Field: p, Problem: "holds the redaction placeholder; send the secret itself"}
+		}
+	}
+	return nil
 }
 
 // Get returns one agent, redacted.

@@ -157,7 +157,7 @@ func readUsername(w http.ResponseWriter, r *http.Request) (string, error) {
 	}
 	var b usernameBody
 	if err := decodeStrict(body, &b); err != nil {
-		return "", &Error{Status: http.StatusBadRequest, Message: err.Error()}
+		return "", bodyError(err)
 	}
 	name := strings.TrimSpace(b.Username)
 	switch {
@@ -169,6 +169,20 @@ func readUsername(w http.ResponseWriter, r *http.Request) (string, error) {
 		return "", fieldError("username", "must not contain control characters")
 	}
 	return name, nil
+}
+
+// bodyError answers a body decodeStrict refused, naming the field when the problem is one.
+func bodyError(err error) *Error {
+	var typeErr *json.UnmarshalTypeError
+	if errors.As(err, &typeErr) && typeErr.Field != "" {
+		return fieldError(typeErr.Field, "must be a JSON "+typeErr.Type.String())
+	}
+	if inner := errors.Unwrap(err); inner != nil {
+		if f, ok := strings.CutPrefix(inner.Error(), "json: unknown field "); ok {
+			return fieldError(strings.Trim(f, `"`), "is not a field of this request")
+		}
+	}
+	return &Error{Status: http.StatusBadRequest, Message: err.Error()}
 }
 
 func fieldError(field, problem string) *Error {

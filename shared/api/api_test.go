@@ -1,10 +1,8 @@
 package api_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"iter"
@@ -72,18 +70,7 @@ func newFixture(t *testing.T, model agent.Model) *fixture {
 }
 
 // testBox seals agent secrets with a fresh local key.
-func testBox(t *testing.T) *secrets.Box {
-	t.Helper()
-	key := make([]byte, 32)
-	if _, err := rand.Read(key); err != nil {
-		t.Fatal(err)
-	}
-	src, err := secrets.NewLocal(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return secrets.New(src)
-}
+func testBox(*testing.T) *secrets.Box { return secrets.New(secrets.NewRandomLocal()) }
 
 func (f *fixture) post(t *testing.T, secret, body string) *http.Response {
 	t.Helper()
@@ -103,32 +90,7 @@ func (f *fixture) post(t *testing.T, secret, body string) *http.Response {
 // chunks reads an SSE body and returns its chunks; it fails unless the stream ends in [DONE].
 func chunks(t *testing.T, res *http.Response) []map[string]any {
 	t.Helper()
-	var out []map[string]any
-	sc := bufio.NewScanner(res.Body)
-	done := false
-	for sc.Scan() {
-		line := sc.Text()
-		data, ok := strings.CutPrefix(line, "data: ")
-		if !ok {
-			continue
-		}
-		if done {
-			t.Fatalf("data after [DONE]: %s", line)
-		}
-		if data == "[DONE]" {
-			done = true
-			continue
-		}
-		var c map[string]any
-		if err := json.Unmarshal([]byte(data), &c); err != nil {
-			t.Fatalf("chunk is not JSON: %s", data)
-		}
-		out = append(out, c)
-	}
-	if !done {
-		t.Fatal("stream did not end with data: [DONE]")
-	}
-	return out
+	return testenv.Chunks(t, res.Body)
 }
 
 func types(cs []map[string]any) []string {

@@ -9,6 +9,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/agentharness/harness/shared/agent"
@@ -167,9 +170,12 @@ func checkURL(field, u string) error {
 	return nil
 }
 
-// decodeStrict rejects fields the provider does not know, so a typo fails loudly, and names
-// the field.
+// decodeStrict rejects fields the provider does not know or spells differently, so a typo
+// fails loudly, and names the field.
 func decodeStrict(block json.RawMessage, v any) error {
+	if err := checkKeys("model", block, reflect.TypeOf(v)); err != nil {
+		return err
+	}
 	dec := json.NewDecoder(bytes.NewReader(block))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)
@@ -184,6 +190,73 @@ func decodeStrict(block json.RawMessage, v any) error {
 		return &agentconfig.FieldError{Field: "model." + strings.Trim(field, `"`), Problem: "is not a field of this provider's model block"}
 	}
 	return &agentconfig.FieldError{Field: "model", Problem: err.Error()}
+}
+
+// checkKeys names, at its full path, the first key of raw that is not the JSON name of a field
+// of t as spelled. encoding/json would match "APIKey" to apiKey, leaving a secret at a path the
+// redaction of "model.apiKey" misses, and reports an unknown field without its path.
+func checkKeys(path string, raw json.RawMessage, t reflect.Type) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(raw, &obj) != nil {
+			return nil // not an object: the decoder reports the type
+		}
+		fields := jsonFields(t, map[string]reflect.Type{})
+		for _, k := range slices.Sorted(maps.Keys(obj)) {
+			ft, ok := fields[k]
+			if !ok {
+				problem := "is not a field of this provider's model block"
+				for name := range fields {
+					if strings.EqualFold(name, k) {
+						problem += fmt.Sprintf(" (field names are case-sensitive: %q)", name)
+						break
+					}
+				}
+				return &agentconfig.FieldError{Field: path + "." + k, Problem: problem}
+			}
+			if err := checkKeys(path+"."+k, obj[k], ft); err != nil {
+				return err
+			}
+		}
+	case reflect.Slice:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return nil // json.RawMessage and []byte hold any JSON
+		}
+		var items []json.RawMessage
+		if json.Unmarshal(raw, &items) != nil {
+			return nil
+		}
+		for i, item := range items {
+			if err := checkKeys(fmt.Sprintf("%s[%d]", path, i), item, t.Elem()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// jsonFields adds the JSON names of t's fields, embedded structs' included, to into.
+func jsonFields(t reflect.Type, into map[string]reflect.Type) map[string]reflect.Type {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "" && f.Anonymous && f.Type.Kind() == reflect.Struct {
+			jsonFields(f.Type, into)
+			continue
+		}
+		if name == "-" || !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		into[name] = f.Type
+	}
+	return into
 }
 
 // fieldOf and problemOf split a scriptedmodel error "script[0].toolCalls[1].name is empty".

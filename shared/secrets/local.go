@@ -29,6 +29,15 @@ func NewLocal(key []byte) (*Local, error) {
 	return &Local{aead: aead}, nil
 }
 
+// NewRandomLocal returns a key source over a fresh random master key, for a process (the local
+// runner, a test) whose sealed records need not outlive it.
+func NewRandomLocal() *Local {
+	key := make([]byte, 32)
+	rand.Read(key) // never fails since Go 1.24
+	l, _ := NewLocal(key)
+	return l
+}
+
 // ParseLocalKey decodes a master key written as standard base64 of 32 bytes, as printed by
 // `openssl rand -base64 32`. Surrounding white space is ignored.
 func ParseLocalKey(s string) ([]byte, error) {

@@ -1,8 +1,6 @@
 package tools
 
 import (
-	"encoding/json"
-
 	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/provider"
 )
@@ -12,9 +10,6 @@ import (
 func ConfigChecks() agentconfig.Checks {
 	return agentconfig.Checks{
 		Model: provider.Check,
-		Tool: func(name string, entry json.RawMessage, m agentconfig.Model) (agentconfig.Tool, error) {
-			c, err := Check(name, entry, Model{Provider: m.Provider, RunsProviderTool: m.RunsProviderTool})
-			return agentconfig.Tool{Warnings: c.Warnings, Secrets: c.Secrets}, err
-		},
+		Tool:  Check,
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentharness/harness/functions/harness-processing/tools"
 	"github.com/agentharness/harness/infra/faketavily"
+	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/tool"
 	"github.com/google/go-cmp/cmp"
 )
@@ -396,7 +397,7 @@ func TestTavilyCheck(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := tools.Check(tt.tool, json.RawMessage(tt.raw), tools.Model{})
+			got, err := tools.Check(tt.tool, json.RawMessage(tt.raw), agentconfig.Model{})
 			if tt.wantField == "" {
 				if err != nil {
 					t.Fatalf("Check() error = %v, want none", err)

@@ -167,24 +167,9 @@ func ParseEntry(name string, raw json.RawMessage) (Entry, error) {
 	return e, nil
 }
 
-// Model is what Check needs to know about the agent's model.
-type Model struct {
-	Provider string
-	// RunsProviderTool reports whether the model runs a provider-defined tool.
-	RunsProviderTool func(providerTool string) bool
-}
-
-// Checked is what a valid entry tells the config writer.
-type Checked struct {
-	// Warnings are accepted but ignored settings, for the response.
-	Warnings []string
-	// Secrets lists the entry's options that hold secrets, to be encrypted at rest.
-	Secrets []string
-}
-
 // Check validates one config.tools entry when a config is written. Its errors are *FieldError.
-func Check(name string, raw json.RawMessage, m Model) (Checked, error) {
-	var out Checked
+func Check(name string, raw json.RawMessage, m agentconfig.Model) (agentconfig.Tool, error) {
+	var out agentconfig.Tool
 	spec, ok := specs[name]
 	if !ok {
 		return out, &FieldError{Field: "tools." + name, Problem: "unknown tool (known: " + strings.Join(Names(), ", ") + ")"}

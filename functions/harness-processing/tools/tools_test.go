@@ -3,11 +3,15 @@ package tools_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentharness/harness/functions/harness-processing/tools"
+	"github.com/agentharness/harness/shared/agentconfig"
+	"github.com/agentharness/harness/shared/model"
+	"github.com/agentharness/harness/shared/tool"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -163,5 +167,64 @@ func TestCurrentTime(t *testing.T) {
 	// Bounds from the clock read around the call, not a timed assertion.
 	if got.Before(before) || got.After(after) {
 		t.Errorf("result %s is outside the call's span [%s, %s]", got, before, after)
+	}
+}
+
+func TestGoogleSearchIsProviderDefined(t *testing.T) {
+	set, err := tools.Build(config(t, `{"googleSearch":{}}`), noEnv)
+	if err != nil {
+		t.Fatalf("Build: %v", err)
+	}
+	want := []model.ToolSpec{{Name: "googleSearch", ProviderTool: model.ProviderGoogleSearch}}
+	if diff := cmp.Diff(want, set.Specs()); diff != "" {
+		t.Errorf("Specs() (-want +got):\n%s", diff)
+	}
+	if _, err := set.Prepare("googleSearch", json.RawMessage(`{}`)); !errors.Is(err, tool.ErrProviderTool) {
+		t.Errorf("Prepare(googleSearch) = %v, want ErrProviderTool: the harness never runs it", err)
+	}
+
+	google := agentconfig.Model{Provider: "google", RunsProviderTool: func(p string) bool { return p == model.ProviderGoogleSearch }}
+	openai := agentconfig.Model{Provider: "openai", RunsProviderTool: func(string) bool { return false }}
+	got, err := tools.Check("googleSearch", json.RawMessage(`{"async":true}`), google)
+	if err != nil || len(got.Warnings) != 1 || !strings.Contains(got.Warnings[0], "tools.googleSearch.async is ignored") {
+		t.Errorf("Check(async on google) = %+v, %v; want accepted with one warning about async", got, err)
+	}
+	var fe *agentconfig.FieldError
+	if _, err := tools.Check("googleSearch", json.RawMessage(`{}`), openai); !errors.As(err, &fe) || fe.Field != "tools.googleSearch" {
+		t.Errorf("Check(googleSearch on openai) = %v, want a FieldError at tools.googleSearch", err)
+	}
+}
+
+func TestTestAsync(t *testing.T) {
+	set, err := tools.Build(config(t, `{"test_async":{"async":true,"maxSeconds":1}}`), noEnv)
+	if err != nil {
+		t.Fatalf("Build: %v", err)
+	}
+	if _, err := set.Prepare("test_async", json.RawMessage(`{"seconds":2}`)); err == nil {
+		t.Error("Prepare with seconds over maxSeconds succeeded, want the schema to refuse it")
+	}
+	call, err := set.Prepare("test_async", json.RawMessage(`{"seconds":0.01,"label":"done"}`))
+	if err != nil {
+		t.Fatalf("Prepare: %v", err)
+	}
+	out, err := call.Run(context.Background())
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if diff := cmp.Diff(`{"label":"done","sleptMs":10}`, string(out)); diff != "" {
+		t.Errorf("result (-want +got):\n%s", diff)
+	}
+
+	call, err = set.Prepare("test_async", json.RawMessage(`{"seconds":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := call.Run(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("Run on a canceled context = %v, want context.Canceled", err)
+	}
+	if _, err := tools.Check("test_async", json.RawMessage(`{"async":true,"execution":"external-dispatch"}`), agentconfig.Model{}); err == nil {
+		t.Error("Check accepted external-dispatch on test_async, whose execute does the work itself")
 	}
 }

@@ -146,8 +146,9 @@ Ctrl-C stops everything.
 	return nil
 }
 
-// useRealModel points the seeded agents at an OpenAI-compatible model when OPENAI_API_KEY or
-// OPENAI_BASE_URL is set; the key itself stays in the environment, never in the table.
+// useRealModel points the seeded scripted agents (the demo) at an OpenAI-compatible model when
+// OPENAI_API_KEY or OPENAI_BASE_URL is set; the key itself stays in the environment, never in
+// the table. Agents that already name a real provider keep it.
 func useRealModel(seed *localrunner.SeedFile) string {
 	key, base := os.Getenv("OPENAI_API_KEY"), os.Getenv("OPENAI_BASE_URL")
 	if key == "" && base == "" {
@@ -163,7 +164,10 @@ func useRealModel(seed *localrunner.SeedFile) string {
 	}
 	for i, a := range seed.Agents {
 		var cfg map[string]json.RawMessage
-		if err := json.Unmarshal(a.Config, &cfg); err == nil {
+		var head struct {
+			Provider string `json:"provider"`
+		}
+		if err := json.Unmarshal(a.Config, &cfg); err == nil && json.Unmarshal(cfg["model"], &head) == nil && head.Provider == "scripted" {
 			cfg["model"] = block
 			seed.Agents[i].Config, _ = json.Marshal(cfg)
 		}
