@@ -5,6 +5,7 @@ package tools
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -253,9 +254,22 @@ func Build(config map[string]json.RawMessage, getenv func(string) string) (*tool
 		if err != nil {
 			return nil, fmt.Errorf("config.tools.%s: %w", name, err)
 		}
+		if e.NeedsApproval {
+			for i := range ts {
+				ts[i].Execute = refuseUnapproved(ts[i].Name)
+			}
+		}
 		all = append(all, ts...)
 	}
 	return tool.NewSet(all...)
+}
+
+// refuseUnapproved stands in for a tool that needs approval: until the approval flow can ask
+// the user, the gate fails closed and the model is told the tool did not run.
+func refuseUnapproved(name string) func(context.Context, json.RawMessage) (any, error) {
+	return func(context.Context, json.RawMessage) (any, error) {
+		return nil, fmt.Errorf("%s needs the user's approval, which this harness cannot ask for yet, so it did not run", name)
+	}
 }
 
 // optionSchemas holds each spec's compiled options schema.

@@ -228,3 +228,19 @@ func TestTestAsync(t *testing.T) {
 		t.Error("Check accepted external-dispatch on test_async, whose execute does the work itself")
 	}
 }
+
+// Until approvals can be asked for, a tool that needs one fails closed: it never runs.
+func TestNeedsApprovalFailsClosed(t *testing.T) {
+	set, err := tools.Build(config(t, `{"test_async":{"needsApproval":true}}`), noEnv)
+	if err != nil {
+		t.Fatalf("Build: %v", err)
+	}
+	call, err := set.Prepare("test_async", json.RawMessage(`{"seconds":0,"label":"ran"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := call.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "needs the user's approval") {
+		t.Errorf("Run = %s, %v; want an error result saying it needs approval", out, err)
+	}
+}
