@@ -65,6 +65,7 @@ type Server struct {
 	t         *testing.T
 	file      string
 	upstream  string
+	recording bool
 	mu        sync.Mutex
 	exchanges []Exchange
 	next      int
@@ -80,8 +81,20 @@ var recordedHeaders = []string{"Content-Type", "Request-Id", "X-Request-Id", "X-
 // request differs from the recorded one or if recorded exchanges are left unused.
 func Serve(t *testing.T, name, upstream string) *Server {
 	t.Helper()
-	s := &Server{t: t, file: filepath.Join("testdata", name), upstream: strings.TrimSuffix(upstream, "/")}
-	if !*record {
+	return serve(t, name, upstream, *record)
+}
+
+// Replay serves testdata file name like Serve, but replays it even under -record: for
+// synthetic fixtures (a rate limit, a stream cut by an error) that no API produces on demand.
+func Replay(t *testing.T, name string) *Server {
+	t.Helper()
+	return serve(t, name, "", false)
+}
+
+func serve(t *testing.T, name, upstream string, recording bool) *Server {
+	t.Helper()
+	s := &Server{t: t, file: filepath.Join("testdata", name), upstream: strings.TrimSuffix(upstream, "/"), recording: recording}
+	if !recording {
 		raw, err := os.ReadFile(s.file)
 		if err != nil {
 			t.Fatalf("reading wire fixture: %v", err)
@@ -115,7 +128,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.captured = append(s.captured, Captured{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
 	s.mu.Unlock()
-	if *record {
+	if s.recording {
 		s.forward(w, r, body)
 		return
 	}
@@ -211,7 +224,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, body []byte) {
 func (s *Server) finish() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if *record {
+	if s.recording {
 		out, err := json.MarshalIndent(s.exchanges, "", "  ")
 		if err == nil {
 			err = os.WriteFile(s.file, append(out, '\n'), 0o644)

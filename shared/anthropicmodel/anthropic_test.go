@@ -18,9 +18,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -52,64 +50,22 @@ var (
 func serve(t *testing.T, name string, recordable bool, settings model.Settings) (*anthropicmodel.Model, func() []wirefixture.Captured) {
 	t.Helper()
 	key := "test-key"
-	var url string
-	var requests func() []wirefixture.Captured
-	if wirefixture.Recording() && !recordable {
-		url, requests = replay(t, name)
+	var srv *wirefixture.Server
+	if !recordable {
+		srv = wirefixture.Replay(t, name)
 	} else {
 		if wirefixture.Recording() {
 			if key = os.Getenv("ANTHROPIC_API_KEY"); key == "" {
 				t.Fatal("-record calls the real Anthropic API: set ANTHROPIC_API_KEY")
 			}
 		}
-		srv := wirefixture.Serve(t, name, "https://api.anthropic.com")
-		url, requests = srv.URL, srv.Requests
+		srv = wirefixture.Serve(t, name, "https://api.anthropic.com")
 	}
-	m, err := anthropicmodel.New(anthropicmodel.Config{Provider: "anthropic", Model: testModel, BaseURL: url, APIKey: key, Settings: settings}, "")
+	m, err := anthropicmodel.New(anthropicmodel.Config{Provider: "anthropic", Model: testModel, BaseURL: srv.URL, APIKey: key, Settings: settings}, "")
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	return m, requests
-}
-
-// replay serves the exchanges of testdata/name in order, for -record runs that must not
-// overwrite a hand-written fixture.
-func replay(t *testing.T, name string) (string, func() []wirefixture.Captured) {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatalf("reading wire fixture: %v", err)
-	}
-	var exchanges []wirefixture.Exchange
-	if err := json.Unmarshal(raw, &exchanges); err != nil {
-		t.Fatalf("decoding wire fixture %s: %v", name, err)
-	}
-	var mu sync.Mutex
-	var captured []wirefixture.Captured
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		mu.Lock()
-		n := len(captured)
-		captured = append(captured, wirefixture.Captured{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
-		mu.Unlock()
-		if n >= len(exchanges) {
-			t.Errorf("%s: unexpected request %d", name, n+1)
-			http.Error(w, "no recorded exchange left", http.StatusTeapot)
-			return
-		}
-		resp := exchanges[n].Response
-		for k, v := range resp.Headers {
-			w.Header().Set(k, v)
-		}
-		w.WriteHeader(resp.Status)
-		_, _ = io.WriteString(w, resp.Body)
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL, func() []wirefixture.Captured {
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]wirefixture.Captured(nil), captured...)
-	}
+	return m, srv.Requests
 }
 
 func collect(m *anthropicmodel.Model, req *model.Request) ([]model.Event, error) {

@@ -107,9 +107,9 @@ func serve(t *testing.T, name string, recordable bool) *fixture {
 		return &fixture{url: s.URL, requests: s.Requests, awsCfg: awsCfg}
 	}
 	awsCfg := testConfig("us-east-1")
-	if wirefixture.Recording() {
-		url, requests := replay(t, name)
-		return &fixture{url: url, requests: requests, awsCfg: awsCfg}
+	if !recordable {
+		s := wirefixture.Replay(t, name)
+		return &fixture{url: s.URL, requests: s.Requests, awsCfg: awsCfg}
 	}
 	s := wirefixture.Serve(t, name, "https://"+bedrockHost(awsCfg.Region))
 	return &fixture{url: s.URL, requests: s.Requests, awsCfg: awsCfg}
@@ -157,40 +157,6 @@ func recordingConfig(t *testing.T) aws.Config {
 			}), "Signing", middleware.Before)
 	})
 	return cfg
-}
-
-// replay serves a synthetic fixture's exchanges in order, for -record runs.
-func replay(t *testing.T, name string) (string, func() []wirefixture.Captured) {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatalf("reading wire fixture: %v", err)
-	}
-	var exchanges []wirefixture.Exchange
-	if err := json.Unmarshal(raw, &exchanges); err != nil {
-		t.Fatalf("decoding wire fixture %s: %v", name, err)
-	}
-	var mu sync.Mutex
-	var captured []wirefixture.Captured
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		mu.Lock()
-		n := len(captured)
-		captured = append(captured, wirefixture.Captured{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
-		mu.Unlock()
-		if n >= len(exchanges) {
-			t.Errorf("%s: unexpected request %d", name, n+1)
-			http.Error(w, "no recorded exchange left", http.StatusTeapot)
-			return
-		}
-		respond(t, w, exchanges[n].Response)
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL, func() []wirefixture.Captured {
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]wirefixture.Captured(nil), captured...)
-	}
 }
 
 func respond(t *testing.T, w http.ResponseWriter, resp wirefixture.Response) {
