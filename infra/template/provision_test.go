@@ -84,6 +84,7 @@ func TestProvision(t *testing.T) {
 		"AgentsTable":        {Billing: "PAY_PER_REQUEST", Key: []string{"accountId", "agentId"}},
 		"ConversationsTable": {Billing: "PAY_PER_REQUEST", Key: []string{"conversationKey", "seq"}},
 		"EventsTable":        {Billing: "PAY_PER_REQUEST", Key: []string{"eventKey"}, TTL: "expiresAt"},
+		"ApprovalsTable":     {Billing: "PAY_PER_REQUEST", Key: []string{"approvalKey"}, TTL: "expiresAt"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("provisioned tables (-want +got):\n%s", diff)

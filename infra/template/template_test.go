@@ -66,6 +66,12 @@ func TestProjectTables(t *testing.T) {
 			KeySchema:            []KeyElement{{"accountId", "HASH"}, {"agentId", "RANGE"}},
 		},
 		{
+			LogicalID: "ApprovalsTable", BillingMode: "PAY_PER_REQUEST",
+			AttributeDefinitions: []AttributeDefinition{{"approvalKey", "S"}},
+			KeySchema:            []KeyElement{{"approvalKey", "HASH"}},
+			TTLAttribute:         "expiresAt",
+		},
+		{
 			LogicalID: "ConversationsTable", BillingMode: "PAY_PER_REQUEST",
 			AttributeDefinitions: []AttributeDefinition{{"conversationKey", "S"}, {"seq", "N"}},
 			KeySchema:            []KeyElement{{"conversationKey", "HASH"}, {"seq", "RANGE"}},
@@ -118,6 +124,8 @@ func TestProjectFunctions(t *testing.T) {
 		"AGENTS_TABLE":        "test-AgentsTable",
 		"CONVERSATIONS_TABLE": "test-ConversationsTable",
 		"EVENTS_TABLE":        "test-EventsTable",
+		"APPROVALS_TABLE":     "test-ApprovalsTable",
+		"APPROVAL_TIMEOUT":    "24h",
 		"SECRETS_KMS_KEY_ID":  "test-AgentSecretsKey",
 		"TAVILY_API_KEY":      "",
 	}

@@ -5,12 +5,15 @@ package agent
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
 	"strings"
 
+	"github.com/agentharness/harness/shared/approval"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/tool"
 )
@@ -26,6 +29,29 @@ type Model interface {
 // SaveFunc persists the messages a step produced; the loop calls it before the next step.
 type SaveFunc func(ctx context.Context, msgs []model.Message) error
 
+// PauseFunc persists a step that stopped for approval: its messages (the assistant's calls and
+// the results of the calls that ran) and the calls awaiting a decision, in one write. The pass
+// ends after it; Resume continues it.
+type PauseFunc func(ctx context.Context, msgs []model.Message, pending []Pending) error
+
+// Pending is a call held for the user's approval.
+type Pending struct {
+	ApprovalID string
+	ToolCallID string
+	ToolName   string
+	Input      json.RawMessage
+	// Reason is the policy's reason for asking, shown to the user; often empty.
+	Reason string
+}
+
+// Decision answers a held call.
+type Decision struct {
+	Approved bool
+	// Denial is what the model is told for a call that was not approved: who refused it and
+	// why, so it can answer without the tool.
+	Denial string
+}
+
 // Config is what one turn runs with.
 type Config struct {
 	Model    Model
@@ -33,6 +59,9 @@ type Config struct {
 	System   string
 	MaxSteps int // 0 means DefaultMaxSteps
 	Save     SaveFunc
+	// Pause holds calls that need the user's approval. Without it such calls are denied,
+	// with a result that says approval cannot be asked here.
+	Pause PauseFunc
 	// NewID returns a fresh message id; nil leaves assistant and tool messages without one.
 	NewID func() string
 }
@@ -55,8 +84,15 @@ const (
 	ToolOutputError
 	// Source cites a page a provider-defined tool consulted (Source is set).
 	Source
+	// ToolApprovalRequest: the call is held for the user's decision (ApprovalID, Text = the
+	// policy's reason); sent once the pending approval is persisted.
+	ToolApprovalRequest
+	// ToolOutputDenied: the call was refused and never ran (ErrorText says by whom and why;
+	// Automatic when a policy refused it rather than the user).
+	ToolOutputDenied
 	StepFinish
-	// Finish ends the turn; Finish and Usage are set. StepFinish carries the usage so far.
+	// Finish ends the pass; Finish and Usage are set, and Pending lists the calls awaiting
+	// approval when the pass paused for them. StepFinish carries the usage so far.
 	Finish
 )
 
@@ -73,54 +109,157 @@ type Event struct {
 	Finish     model.FinishReason
 	Usage      model.Usage
 	Source     *model.Source
+	ApprovalID string
+	Automatic  bool
+	Pending    []Pending
 }
 
 // Run runs a turn over history, which ends with the user's new message. A non-nil error ends
-// the stream: it comes from the model or from Save, never from a tool.
+// the stream: it comes from the model or from Save or Pause, never from a tool.
 func Run(ctx context.Context, cfg Config, history []model.Message) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
-		maxSteps := cfg.MaxSteps
-		if maxSteps <= 0 {
-			maxSteps = DefaultMaxSteps
+		loop(ctx, cfg, validTranscript(history), yield)
+	}
+}
+
+// Resume continues a pass that paused for approval. history ends with the paused step: the
+// assistant's calls and the results of those that ran. Every held call must have a decision,
+// keyed by tool call id: approved calls run, in the order the model made them, and the others
+// get their Denial as an error result. The results and then next (a new user message, if any)
+// are saved in one write, and the loop goes on as Run does.
+func Resume(ctx context.Context, cfg Config, history []model.Message, decisions map[string]Decision, next ...model.Message) iter.Seq2[Event, error] {
+	return func(yield func(Event, error) bool) {
+		held, err := HeldCalls(history)
+		if err != nil {
+			yield(Event{}, err)
+			return
 		}
-		var specs []model.ToolSpec
-		if cfg.Tools != nil {
-			specs = cfg.Tools.Specs()
-		}
-		msgs := validTranscript(history)
-		var usage model.Usage
-		for step := 1; ; step++ {
-			if !yield(Event{Type: StepStart}, nil) {
+		results := make([]model.Part, 0, len(held))
+		for _, c := range held {
+			d, ok := decisions[c.ToolCallID]
+			if !ok {
+				yield(Event{}, fmt.Errorf("resuming: call %s has no decision", c.ToolCallID))
 				return
 			}
-			req := &model.Request{System: cfg.System, Messages: msgs, Tools: specs}
-			res, ok := runStep(ctx, cfg.Model, req, step, yield)
+			result := model.Part{Type: model.PartToolResult, ToolCallID: c.ToolCallID, ToolName: c.ToolName}
+			if !d.Approved {
+				if !yield(Event{Type: ToolOutputDenied, ToolCallID: c.ToolCallID, ToolName: c.ToolName, ErrorText: d.Denial}, nil) {
+					return
+				}
+				result.Output, result.IsError = errorOutput(d.Denial), true
+				results = append(results, result)
+				continue
+			}
+			call, err := prepare(cfg.Tools, c.ToolName, c.Input)
+			r, ok := runCall(ctx, call, err, c, false, yield)
 			if !ok {
 				return
 			}
-			usage = usage.Add(res.usage)
-			produced := res.messages(cfg.NewID)
-			if len(res.calls) > 0 {
-				results, ok := runTools(ctx, cfg.Tools, res.calls, yield)
-				if !ok {
-					return
-				}
+			results = append(results, r)
+		}
+		produced := append([]model.Message{{ID: newID(cfg.NewID), Role: model.RoleTool, Parts: results}}, next...)
+		if cfg.Save != nil {
+			if err := cfg.Save(ctx, produced); err != nil {
+				yield(Event{}, fmt.Errorf("saving the decided calls: %w", err))
+				return
+			}
+		}
+		loop(ctx, cfg, validTranscript(append(history, produced...)), yield)
+	}
+}
+
+// HeldCalls returns the calls of history's last assistant message that have no result yet: the
+// calls a paused step holds for approval, in the model's order.
+func HeldCalls(history []model.Message) ([]model.Part, error) {
+	last := len(history) - 1
+	for last >= 0 && history[last].Role == model.RoleTool {
+		last--
+	}
+	if last < 0 || history[last].Role != model.RoleAssistant {
+		return nil, errors.New("the conversation has no paused step to resume")
+	}
+	answered := map[string]bool{}
+	for _, m := range history[last+1:] {
+		for _, p := range m.Parts {
+			if p.Type == model.PartToolResult {
+				answered[p.ToolCallID] = true
+			}
+		}
+	}
+	var held []model.Part
+	for _, p := range history[last].Parts {
+		if p.Type == model.PartToolCall && !answered[p.ToolCallID] {
+			held = append(held, p)
+		}
+	}
+	if len(held) == 0 {
+		return nil, errors.New("the conversation's last step holds no calls")
+	}
+	return held, nil
+}
+
+// loop runs model steps over msgs, a valid transcript, until the model stops calling tools, the
+// step limit is reached or a step pauses for approval.
+func loop(ctx context.Context, cfg Config, msgs []model.Message, yield func(Event, error) bool) {
+	maxSteps := cfg.MaxSteps
+	if maxSteps <= 0 {
+		maxSteps = DefaultMaxSteps
+	}
+	var specs []model.ToolSpec
+	if cfg.Tools != nil {
+		specs = cfg.Tools.Specs()
+	}
+	var usage model.Usage
+	for step := 1; ; step++ {
+		if !yield(Event{Type: StepStart}, nil) {
+			return
+		}
+		req := &model.Request{System: cfg.System, Messages: msgs, Tools: specs}
+		res, ok := runStep(ctx, cfg.Model, req, step, yield)
+		if !ok {
+			return
+		}
+		usage = usage.Add(res.usage)
+		produced := res.messages(cfg.NewID)
+		var pending []Pending
+		if len(res.calls) > 0 {
+			var results []model.Part
+			results, pending, ok = runTools(ctx, cfg, res.calls, yield)
+			if !ok {
+				return
+			}
+			if len(results) > 0 {
 				produced = append(produced, model.Message{ID: newID(cfg.NewID), Role: model.RoleTool, Parts: results})
 			}
-			if len(produced) > 0 && cfg.Save != nil {
-				if err := cfg.Save(ctx, produced); err != nil {
-					yield(Event{}, fmt.Errorf("saving step %d: %w", step, err))
+		}
+		if len(pending) > 0 {
+			if err := cfg.Pause(ctx, produced, pending); err != nil {
+				yield(Event{}, fmt.Errorf("holding step %d for approval: %w", step, err))
+				return
+			}
+			for _, p := range pending {
+				if !yield(Event{Type: ToolApprovalRequest, ToolCallID: p.ToolCallID, ToolName: p.ToolName, ApprovalID: p.ApprovalID, Text: p.Reason}, nil) {
 					return
 				}
 			}
-			msgs = append(msgs, produced...)
-			if !yield(Event{Type: StepFinish, Usage: usage}, nil) {
+			if yield(Event{Type: StepFinish, Usage: usage}, nil) {
+				yield(Event{Type: Finish, Finish: model.FinishToolCalls, Usage: usage, Pending: pending}, nil)
+			}
+			return
+		}
+		if len(produced) > 0 && cfg.Save != nil {
+			if err := cfg.Save(ctx, produced); err != nil {
+				yield(Event{}, fmt.Errorf("saving step %d: %w", step, err))
 				return
 			}
-			if len(res.calls) == 0 || step >= maxSteps {
-				yield(Event{Type: Finish, Finish: res.finish, Usage: usage}, nil)
-				return
-			}
+		}
+		msgs = append(msgs, produced...)
+		if !yield(Event{Type: StepFinish, Usage: usage}, nil) {
+			return
+		}
+		if len(res.calls) == 0 || step >= maxSteps {
+			yield(Event{Type: Finish, Finish: res.finish, Usage: usage}, nil)
+			return
 		}
 	}
 }
@@ -228,48 +367,109 @@ func runStep(ctx context.Context, m Model, req *model.Request, step int, yield f
 	return res, true
 }
 
-// runTools runs calls one after another, in order, and returns their results. Unknown tools,
-// bad arguments and tool failures become error results the model sees.
-func runTools(ctx context.Context, tools *tool.Set, calls []model.Part, yield func(Event, error) bool) ([]model.Part, bool) {
+// runTools runs calls one after another, in order, and returns their results and the calls
+// held for approval. Unknown tools, bad arguments, refusals and tool failures become error
+// results the model sees.
+func runTools(ctx context.Context, cfg Config, calls []model.Part, yield func(Event, error) bool) ([]model.Part, []Pending, bool) {
 	results := make([]model.Part, 0, len(calls))
+	var pending []Pending
 	for _, c := range calls {
-		result := model.Part{Type: model.PartToolResult, ToolCallID: c.ToolCallID, ToolName: c.ToolName}
 		input := c.Input
 		if len(input) == 0 {
 			input = json.RawMessage(`{}`)
 		}
-		var call *tool.Call
-		err := tool.ErrUnknownTool
-		if tools != nil {
-			call, err = tools.Prepare(c.ToolName, input)
-		}
+		call, err := prepare(cfg.Tools, c.ToolName, input)
 		if err != nil {
-			msg := inputErrorText(c.ToolName, err)
-			if !yield(Event{Type: ToolInputError, ToolCallID: c.ToolCallID, ToolName: c.ToolName, Input: displayInput(input), ErrorText: msg}, nil) {
-				return nil, false
+			r, ok := runCall(ctx, nil, err, c, true, yield)
+			if !ok {
+				return nil, nil, false
 			}
-			result.Output, result.IsError = errorOutput(msg), true
-			results = append(results, result)
+			results = append(results, r)
+			continue
+		}
+		d := call.Approval()
+		if d.Status != approval.UserApproval && d.Status != approval.Denied {
+			r, ok := runCall(ctx, call, nil, c, true, yield)
+			if !ok {
+				return nil, nil, false
+			}
+			results = append(results, r)
 			continue
 		}
 		if !yield(Event{Type: ToolInputAvailable, ToolCallID: c.ToolCallID, ToolName: c.ToolName, Input: input}, nil) {
-			return nil, false
+			return nil, nil, false
 		}
-		out, err := call.Run(ctx)
-		if err != nil {
-			if !yield(Event{Type: ToolOutputError, ToolCallID: c.ToolCallID, ErrorText: err.Error()}, nil) {
-				return nil, false
-			}
-			result.Output, result.IsError = errorOutput(err.Error()), true
-		} else {
-			if !yield(Event{Type: ToolOutput, ToolCallID: c.ToolCallID, Output: out}, nil) {
-				return nil, false
-			}
-			result.Output = out
+		if d.Status == approval.UserApproval && cfg.Pause != nil {
+			pending = append(pending, Pending{ApprovalID: newApprovalID(), ToolCallID: c.ToolCallID, ToolName: c.ToolName, Input: input, Reason: d.Reason})
+			continue
 		}
-		results = append(results, result)
+		denial := "denied by policy"
+		if d.Status == approval.UserApproval {
+			denial = "needs the user's approval, which cannot be asked for here"
+		}
+		if d.Reason != "" {
+			denial += ": " + d.Reason
+		}
+		denial += "; the tool did not run"
+		if !yield(Event{Type: ToolOutputDenied, ToolCallID: c.ToolCallID, ToolName: c.ToolName, ApprovalID: newApprovalID(), Automatic: true, ErrorText: denial}, nil) {
+			return nil, nil, false
+		}
+		results = append(results, model.Part{Type: model.PartToolResult, ToolCallID: c.ToolCallID, ToolName: c.ToolName, Output: errorOutput(denial), IsError: true})
 	}
-	return results, true
+	return results, pending, true
+}
+
+// prepare validates a call's arguments against its tool.
+func prepare(tools *tool.Set, name string, input json.RawMessage) (*tool.Call, error) {
+	if tools == nil {
+		return nil, tool.ErrUnknownTool
+	}
+	if len(input) == 0 {
+		input = json.RawMessage(`{}`)
+	}
+	return tools.Prepare(name, input)
+}
+
+// runCall runs one prepared call, or reports why it could not be prepared, and returns its
+// result. announce sends the tool-input-available event first (a resumed call was announced
+// when it was held).
+func runCall(ctx context.Context, call *tool.Call, prepErr error, c model.Part, announce bool, yield func(Event, error) bool) (model.Part, bool) {
+	result := model.Part{Type: model.PartToolResult, ToolCallID: c.ToolCallID, ToolName: c.ToolName}
+	input := c.Input
+	if len(input) == 0 {
+		input = json.RawMessage(`{}`)
+	}
+	if prepErr != nil {
+		msg := inputErrorText(c.ToolName, prepErr)
+		if !yield(Event{Type: ToolInputError, ToolCallID: c.ToolCallID, ToolName: c.ToolName, Input: displayInput(input), ErrorText: msg}, nil) {
+			return result, false
+		}
+		result.Output, result.IsError = errorOutput(msg), true
+		return result, true
+	}
+	if announce && !yield(Event{Type: ToolInputAvailable, ToolCallID: c.ToolCallID, ToolName: c.ToolName, Input: input}, nil) {
+		return result, false
+	}
+	out, err := call.Run(ctx)
+	if err != nil {
+		if !yield(Event{Type: ToolOutputError, ToolCallID: c.ToolCallID, ToolName: c.ToolName, ErrorText: err.Error()}, nil) {
+			return result, false
+		}
+		result.Output, result.IsError = errorOutput(err.Error()), true
+		return result, true
+	}
+	if !yield(Event{Type: ToolOutput, ToolCallID: c.ToolCallID, ToolName: c.ToolName, Output: out}, nil) {
+		return result, false
+	}
+	result.Output = out
+	return result, true
+}
+
+// newApprovalID returns an unguessable approval id.
+func newApprovalID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // crypto/rand never fails on Linux
+	return "apr_" + base64.RawURLEncoding.EncodeToString(b)
 }
 
 func inputErrorText(name string, err error) string {

@@ -191,7 +191,7 @@ func TestRunToolCallThenText(t *testing.T) {
 		{Type: agent.ToolInputStart, ToolCallID: "call_1_1", ToolName: "current_time"},
 		{Type: agent.ToolInputDelta, ToolCallID: "call_1_1", Text: `{}`},
 		{Type: agent.ToolInputAvailable, ToolCallID: "call_1_1", ToolName: "current_time", Input: json.RawMessage(`{}`)},
-		{Type: agent.ToolOutput, ToolCallID: "call_1_1", Output: output},
+		{Type: agent.ToolOutput, ToolCallID: "call_1_1", ToolName: "current_time", Output: output},
 		{Type: agent.StepFinish, Usage: model.Usage{InputTokens: 1}},
 		{Type: agent.StepStart},
 		{Type: agent.TextStart, ID: "text-2-1"},
@@ -301,7 +301,7 @@ func TestRunToolProblemsBecomeErrorResults(t *testing.T) {
 			toolName: "flaky",
 			wantEvents: []agent.Event{
 				{Type: agent.ToolInputAvailable, ToolCallID: "call_1_1", ToolName: "flaky", Input: json.RawMessage(`{}`)},
-				{Type: agent.ToolOutputError, ToolCallID: "call_1_1", ErrorText: "tool flaky failed: boom"},
+				{Type: agent.ToolOutputError, ToolCallID: "call_1_1", ToolName: "flaky", ErrorText: "tool flaky failed: boom"},
 			},
 			wantError: "tool flaky failed: boom",
 		},
@@ -314,7 +314,7 @@ func TestRunToolProblemsBecomeErrorResults(t *testing.T) {
 			toolName: "crashy",
 			wantEvents: []agent.Event{
 				{Type: agent.ToolInputAvailable, ToolCallID: "call_1_1", ToolName: "crashy", Input: json.RawMessage(`{}`)},
-				{Type: agent.ToolOutputError, ToolCallID: "call_1_1", ErrorText: "tool crashy failed: panic: nil map"},
+				{Type: agent.ToolOutputError, ToolCallID: "call_1_1", ToolName: "crashy", ErrorText: "tool crashy failed: panic: nil map"},
 			},
 			wantError: "tool crashy failed: panic: nil map",
 		},

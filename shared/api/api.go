@@ -26,6 +26,8 @@ const (
 	// after at most this long.
 	DefaultLease    = 15 * time.Minute
 	DefaultEventTTL = 7 * 24 * time.Hour
+	// DefaultApprovalTimeout is how long a held call waits for the user's decision.
+	DefaultApprovalTimeout = 24 * time.Hour
 )
 
 // Options wires the handler's dependencies.
@@ -43,6 +45,8 @@ type Options struct {
 	MaxBodyBytes int64
 	Lease        time.Duration
 	EventTTL     time.Duration
+	// ApprovalTimeout: a held call not decided within it is denied as expired.
+	ApprovalTimeout time.Duration
 }
 
 // Handler serves harness-processing's routes.
@@ -68,6 +72,9 @@ func New(opts Options) *Handler {
 	}
 	if opts.EventTTL <= 0 {
 		opts.EventTTL = DefaultEventTTL
+	}
+	if opts.ApprovalTimeout <= 0 {
+		opts.ApprovalTimeout = DefaultApprovalTimeout
 	}
 	h := &Handler{opts: opts, mux: http.NewServeMux(), errs: errorWriter{opts.Logger}}
 	h.mux.HandleFunc("/{$}", h.root)

@@ -196,7 +196,8 @@ func TestRefusedRequestsWriteNothing(t *testing.T) {
 		{"no agent id", f.secret, `{"id":"c","message":"hi"}`, 400, "agentId is required"},
 		{"no message", f.secret, `{"agentId":"demo","id":"c"}`, 400, "no user message"},
 		{"empty message", f.secret, `{"agentId":"demo","id":"c","message":"  "}`, 400, "message is empty"},
-		{"last message not user", f.secret, `{"agentId":"demo","id":"c","messages":[{"id":"a","role":"assistant","parts":[]}]}`, 400, "role user"},
+		{"last message answers nothing", f.secret, `{"agentId":"demo","id":"c","messages":[{"id":"a","role":"assistant","parts":[]}]}`, 400, "answers no approval request"},
+		{"last message not user", f.secret, `{"agentId":"demo","id":"c","messages":[{"id":"a","role":"system","parts":[]}]}`, 400, "role user"},
 		{"regenerate", f.secret, `{"agentId":"demo","id":"c","trigger":"regenerate-message","message":"hi"}`, 400, "regenerate-message"},
 		{"oversized body", f.secret, big, 413, "larger than 4096 bytes"},
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/agentconfig"
@@ -22,13 +23,20 @@ func NewHarness(db *dynamodb.Client, sealer agents.Sealer, getenv func(string) s
 	if err != nil {
 		return nil, err
 	}
+	var timeout time.Duration
+	if v := getenv("APPROVAL_TIMEOUT"); v != "" {
+		if timeout, err = time.ParseDuration(v); err != nil || timeout <= 0 {
+			return nil, fmt.Errorf("APPROVAL_TIMEOUT is %q, want a positive duration such as 24h or 90m", v)
+		}
+	}
 	st := store.New(db, tables)
 	return New(Options{
-		Store:  st,
-		Agents: agents.New(st, sealer, agentconfig.Checks{}, nil),
-		Tools:  func(config map[string]json.RawMessage) (*tool.Set, error) { return tools(config, getenv) },
-		Model:  func(block json.RawMessage) (agent.Model, error) { return provider.New(block, getenv) },
-		Logger: logger,
+		ApprovalTimeout: timeout,
+		Store:           st,
+		Agents:          agents.New(st, sealer, agentconfig.Checks{}, nil),
+		Tools:           func(config map[string]json.RawMessage) (*tool.Set, error) { return tools(config, getenv) },
+		Model:           func(block json.RawMessage) (agent.Model, error) { return provider.New(block, getenv) },
+		Logger:          logger,
 	}), nil
 }
 

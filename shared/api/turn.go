@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -13,13 +14,16 @@ import (
 
 	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/agentconfig"
+	"github.com/agentharness/harness/shared/approval"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/store"
 	"github.com/agentharness/harness/shared/stream"
 )
 
 // turnRequest is the AI SDK chat request (id, messages, trigger, messageId) plus agentId and
-// eventId; {"agentId":…,"message":"text"} is the curl shorthand.
+// eventId; {"agentId":…,"message":"text"} is the curl shorthand. A request either brings a new
+// user message or answers held tool calls: in its messages (the AI SDK's approval-responded
+// tool parts) or in the compact "approvals" list.
 type turnRequest struct {
 	ID        string      `json:"id"`
 	Messages  []uiMessage `json:"messages"`
@@ -28,34 +32,96 @@ type turnRequest struct {
 	AgentID   string      `json:"agentId"`
 	EventID   string      `json:"eventId"`
 	Message   *string     `json:"message"`
+	Approvals []decision  `json:"approvals"`
+	// OnPendingApprovals says what a new message does to calls still awaiting approval:
+	// "reject" (the default: 409) or "deny" (they are denied first, then the message runs).
+	OnPendingApprovals string `json:"onPendingApprovals"`
+	// ToolApproval overrides tools' approval policies for this request.
+	ToolApproval map[string]approval.Status `json:"toolApproval"`
 }
 
 type uiMessage struct {
-	ID    string `json:"id"`
-	Role  string `json:"role"`
-	Parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	} `json:"parts"`
+	ID    string   `json:"id"`
+	Role  string   `json:"role"`
+	Parts []uiPart `json:"parts"`
+}
+
+// uiPart holds the fields of a UI message part the harness reads: text, and the approval
+// response of a tool part.
+type uiPart struct {
+	Type       string          `json:"type"`
+	Text       string          `json:"text"`
+	ToolCallID string          `json:"toolCallId"`
+	State      string          `json:"state"`
+	Input      json.RawMessage `json:"input"`
+	Approval   *struct {
+		ID       string `json:"id"`
+		Approved *bool  `json:"approved"`
+		Reason   string `json:"reason"`
+	} `json:"approval"`
+}
+
+// decision is the user's answer to one held call. ToolCallID and Input, when given (the AI SDK
+// sends both), must match the call the approval was asked for.
+type decision struct {
+	ApprovalID string          `json:"approvalId"`
+	Approved   *bool           `json:"approved"`
+	Reason     string          `json:"reason"`
+	ToolCallID string          `json:"toolCallId"`
+	Input      json.RawMessage `json:"-"`
 }
 
 const maxIDLength = 256
 
-// userMessage returns the one new user message of the request. History is held by the server,
-// so only the client's latest message is taken.
-func (req *turnRequest) userMessage(newID func() string) (model.Message, error) {
+// turnInput is what a request brings: a new user message, or decisions on held calls.
+type turnInput struct {
+	message   *model.Message
+	decisions []decision
+	// respondsTo is the client's id of the assistant message the decisions answer, so the
+	// resumed stream continues that message.
+	respondsTo string
+}
+
+// input returns the request's new user message or its decisions. History is held by the
+// server, so only the client's latest message is read.
+func (req *turnRequest) input(newID func() string) (turnInput, error) {
+	if len(req.Approvals) > 0 {
+		if req.Message != nil {
+			return turnInput{}, errors.New(`send either "message" or "approvals", not both`)
+		}
+		return turnInput{decisions: req.Approvals, respondsTo: req.MessageID}, nil
+	}
 	if req.Message != nil {
 		if strings.TrimSpace(*req.Message) == "" {
-			return model.Message{}, errors.New("message is empty")
+			return turnInput{}, errors.New("message is empty")
 		}
-		return model.Message{ID: newID(), Role: model.RoleUser, Parts: []model.Part{{Type: model.PartText, Text: *req.Message}}}, nil
+		return turnInput{message: &model.Message{ID: newID(), Role: model.RoleUser, Parts: []model.Part{{Type: model.PartText, Text: *req.Message}}}}, nil
 	}
 	if len(req.Messages) == 0 {
-		return model.Message{}, errors.New(`the request has no user message: send "messages" (AI SDK chat request) or "message" (text)`)
+		return turnInput{}, errors.New(`the request has no user message: send "messages" (AI SDK chat request), "message" (text) or "approvals"`)
 	}
 	last := req.Messages[len(req.Messages)-1]
+	if req.MessageID != "" {
+		for _, m := range req.Messages {
+			if m.ID == req.MessageID && m.Role == "assistant" {
+				last = m
+			}
+		}
+	}
+	if last.Role == "assistant" {
+		var ds []decision
+		for _, p := range last.Parts {
+			if p.State == "approval-responded" && p.Approval != nil {
+				ds = append(ds, decision{ApprovalID: p.Approval.ID, Approved: p.Approval.Approved, Reason: p.Approval.Reason, ToolCallID: p.ToolCallID, Input: p.Input})
+			}
+		}
+		if len(ds) == 0 {
+			return turnInput{}, errors.New("the last message is the assistant's and answers no approval request: end the messages with a user message, or with tool parts in state approval-responded")
+		}
+		return turnInput{decisions: ds, respondsTo: last.ID}, nil
+	}
 	if last.Role != "user" {
-		return model.Message{}, fmt.Errorf("the last message must have role user, got %q", last.Role)
+		return turnInput{}, fmt.Errorf("the last message must have role user, got %q", last.Role)
 	}
 	var text strings.Builder
 	for _, p := range last.Parts {
@@ -64,13 +130,13 @@ func (req *turnRequest) userMessage(newID func() string) (model.Message, error) 
 		}
 	}
 	if strings.TrimSpace(text.String()) == "" {
-		return model.Message{}, errors.New("the last user message has no text part")
+		return turnInput{}, errors.New("the last user message has no text part")
 	}
 	id := last.ID
 	if id == "" {
 		id = newID()
 	}
-	return model.Message{ID: id, Role: model.RoleUser, Parts: []model.Part{{Type: model.PartText, Text: text.String()}}}, nil
+	return turnInput{message: &model.Message{ID: id, Role: model.RoleUser, Parts: []model.Part{{Type: model.PartText, Text: text.String()}}}}, nil
 }
 
 func (req *turnRequest) validate() error {
@@ -81,6 +147,27 @@ func (req *turnRequest) validate() error {
 		return fmt.Errorf("trigger %q is not supported (only submit-message)", req.Trigger)
 	case len(req.ID) > maxIDLength, len(req.EventID) > maxIDLength, len(req.AgentID) > maxIDLength:
 		return fmt.Errorf("id, eventId and agentId must be at most %d characters", maxIDLength)
+	case req.OnPendingApprovals != "" && req.OnPendingApprovals != "reject" && req.OnPendingApprovals != "deny":
+		return fmt.Errorf(`onPendingApprovals %q is not supported: use "reject" or "deny"`, req.OnPendingApprovals)
+	}
+	return nil
+}
+
+func checkDecisions(ds []decision, conversationID string) error {
+	if conversationID == "" {
+		return errors.New("id (the conversation) is required with approval responses")
+	}
+	seen := map[string]bool{}
+	for i, d := range ds {
+		switch {
+		case d.ApprovalID == "":
+			return fmt.Errorf("approvals[%d].approvalId is required", i)
+		case d.Approved == nil:
+			return fmt.Errorf("approvals[%d].approved is required (true or false)", i)
+		case seen[d.ApprovalID]:
+			return fmt.Errorf("approval %s is answered twice", d.ApprovalID)
+		}
+		seen[d.ApprovalID] = true
 	}
 	return nil
 }
@@ -88,30 +175,33 @@ func (req *turnRequest) validate() error {
 func newMessageID() string { return store.NewID("msg_") }
 
 // readTurn decodes and checks the request body.
-func (h *Handler) readTurn(w http.ResponseWriter, r *http.Request) (*turnRequest, model.Message, error) {
+func (h *Handler) readTurn(w http.ResponseWriter, r *http.Request) (*turnRequest, turnInput, error) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes))
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
-		return nil, model.Message{}, &Error{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("request body is larger than %d bytes", h.opts.MaxBodyBytes)}
+		return nil, turnInput{}, &Error{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("request body is larger than %d bytes", h.opts.MaxBodyBytes)}
 	}
 	if err != nil {
-		return nil, model.Message{}, &Error{Status: http.StatusBadRequest, Message: "reading the request body: " + err.Error()}
+		return nil, turnInput{}, &Error{Status: http.StatusBadRequest, Message: "reading the request body: " + err.Error()}
 	}
 	var req turnRequest
 	if err := json.Unmarshal(body, &req); err != nil {
-		return nil, model.Message{}, &Error{Status: http.StatusBadRequest, Message: "malformed JSON body: " + err.Error()}
+		return nil, turnInput{}, &Error{Status: http.StatusBadRequest, Message: "malformed JSON body: " + err.Error()}
 	}
 	if err := req.validate(); err != nil {
-		return nil, model.Message{}, &Error{Status: http.StatusBadRequest, Message: err.Error()}
+		return nil, turnInput{}, &Error{Status: http.StatusBadRequest, Message: err.Error()}
 	}
-	msg, err := req.userMessage(newMessageID)
+	in, err := req.input(newMessageID)
+	if err == nil && in.decisions != nil {
+		err = checkDecisions(in.decisions, req.ID)
+	}
 	if err != nil {
-		return nil, model.Message{}, &Error{Status: http.StatusBadRequest, Message: err.Error()}
+		return nil, turnInput{}, &Error{Status: http.StatusBadRequest, Message: err.Error()}
 	}
 	if req.ID == "" {
 		req.ID = store.NewID("conv_")
 	}
-	return &req, msg, nil
+	return &req, in, nil
 }
 
 // turn runs POST /. Everything that can be refused is checked before the stream opens, so a
@@ -123,13 +213,17 @@ func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 		h.errs.fail(w, r, err)
 		return
 	}
-	req, userMsg, err := h.readTurn(w, r)
+	req, in, err := h.readTurn(w, r)
 	if err != nil {
 		h.errs.fail(w, r, err)
 		return
 	}
 	cfg, err := h.loadAgent(ctx, acc.ID, req.AgentID)
 	if err != nil {
+		h.errs.fail(w, r, err)
+		return
+	}
+	if cfg.Tools, err = withOverrides(cfg.Tools, req.ToolApproval); err != nil {
 		h.errs.fail(w, r, err)
 		return
 	}
@@ -146,13 +240,17 @@ func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	releaseEvent := func() {
+		if req.EventID == "" {
+			return
+		}
+		if err := h.opts.Store.ReleaseEvent(context.WithoutCancel(ctx), acc.ID, req.EventID); err != nil {
+			h.opts.Logger.ErrorContext(ctx, "releasing event", "eventId", req.EventID, "err", err)
+		}
+	}
 	turn, err := h.opts.Store.BeginTurn(ctx, acc.ID, req.ID, req.AgentID, now, now.Add(h.opts.Lease))
 	if err != nil {
-		if req.EventID != "" {
-			if rerr := h.opts.Store.ReleaseEvent(context.WithoutCancel(ctx), acc.ID, req.EventID); rerr != nil {
-				h.opts.Logger.ErrorContext(ctx, "releasing event", "eventId", req.EventID, "err", rerr)
-			}
-		}
+		releaseEvent()
 		switch {
 		case errors.Is(err, store.ErrBusy):
 			err = &Error{Status: http.StatusConflict, Message: "conversation " + req.ID + " is busy with another turn; retry when it ends"}
@@ -162,19 +260,51 @@ func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 		h.errs.fail(w, r, err)
 		return
 	}
-	status, usage := h.stream(w, r, acc, req, cfg, turn, userMsg)
+	plan, err := h.plan(ctx, acc.ID, req, in, turn, now)
+	if err != nil {
+		if rerr := turn.Release(context.WithoutCancel(ctx)); rerr != nil {
+			h.opts.Logger.ErrorContext(ctx, "releasing conversation", "conversationId", req.ID, "err", rerr)
+		}
+		releaseEvent()
+		h.errs.fail(w, r, err)
+		return
+	}
+	cfg.Pause = h.pauseFunc(turn, req.AgentID)
 
-	// The turn's bookkeeping must land even when the client has gone.
+	log := h.opts.Logger.With("accountId", acc.ID, "agentId", req.AgentID, "conversationId", req.ID)
+	out := stream.Open(w, http.Header{"X-Conversation-Id": {req.ID}})
+	send := func(chunk any) {
+		if err := out.Send(chunk); err != nil {
+			log.DebugContext(ctx, "client gone", "err", err)
+		}
+	}
+	messageID := in.respondsTo
+	if messageID == "" {
+		messageID = newMessageID()
+	}
+	send(stream.Start(messageID))
+	res := h.run(ctx, log, send, req.ID, cfg, turn, plan)
+
+	// The turn's bookkeeping lands before the client sees the end, so its next request finds
+	// the conversation free; it must land even when the client has gone.
 	done, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if req.EventID != "" {
-		if err := h.opts.Store.FinishEvent(done, acc.ID, req.EventID, status, usage); err != nil {
-			h.opts.Logger.ErrorContext(ctx, "finishing event", "eventId", req.EventID, "err", err)
+		if err := h.opts.Store.FinishEvent(done, acc.ID, req.EventID, res.status, res.usage); err != nil {
+			log.ErrorContext(ctx, "finishing event", "eventId", req.EventID, "err", err)
 		}
 	}
-	if err := turn.End(done, usage); err != nil {
-		h.opts.Logger.ErrorContext(ctx, "ending turn", "conversationId", req.ID, "err", err)
+	end := turn.End
+	if plan.waiting != nil {
+		end = func(ctx context.Context, _ model.Usage) error { return turn.Release(ctx) }
 	}
+	if err := end(done, res.usage); err != nil {
+		log.ErrorContext(ctx, "ending turn", "err", err)
+	}
+	if res.finish != nil {
+		send(res.finish)
+	}
+	_ = out.Done()
 }
 
 // loadAgent loads the agent and builds its model and tools, before anything is written. A
@@ -205,42 +335,56 @@ func (h *Handler) loadAgent(ctx context.Context, accountID, agentID string) (age
 	return agent.Config{Model: m, Tools: tools, System: cfg.System, MaxSteps: cfg.MaxSteps, NewID: newMessageID}, nil
 }
 
-// stream opens the SSE response and runs the turn through it, returning the event status and
-// the tokens the turn used.
-func (h *Handler) stream(w http.ResponseWriter, r *http.Request, acc store.Account, req *turnRequest, run agent.Config, turn *store.Turn, userMsg model.Message) (status string, usage model.Usage) {
-	ctx := r.Context()
-	log := h.opts.Logger.With("accountId", acc.ID, "agentId", req.AgentID, "conversationId", req.ID)
-	out := stream.Open(w, http.Header{"X-Conversation-Id": {req.ID}})
-	send := func(chunk any) {
-		if err := out.Send(chunk); err != nil {
-			log.DebugContext(ctx, "client gone", "err", err)
-		}
-	}
-	defer func() { _ = out.Done() }()
-	send(stream.Start(newMessageID()))
+// runResult is how a pass ended: the event status, the tokens it used and the finish chunk to
+// send once the bookkeeping has landed.
+type runResult struct {
+	status string
+	usage  model.Usage
+	finish any
+}
 
-	failTurn := func(err error, public string) (string, model.Usage) {
+// run carries out the plan, streaming every chunk but the finish through send.
+func (h *Handler) run(ctx context.Context, log *slog.Logger, send func(any), conversationID string, cfg agent.Config, turn *store.Turn, plan *turnPlan) runResult {
+	var usage model.Usage
+	failTurn := func(err error, public string) runResult {
 		log.ErrorContext(ctx, "turn failed", "err", err)
 		send(stream.Error(public))
-		send(stream.Finish(string(model.FinishError), nil))
-		return store.EventFailed, usage
+		return runResult{status: store.EventFailed, usage: usage, finish: stream.Finish(string(model.FinishError), nil)}
+	}
+	if plan.waiting != nil {
+		// Some held calls still wait: report the decisions taken and what is left.
+		for _, d := range plan.taken {
+			send(stream.ToolApprovalResponse(d.ApprovalID, *d.Approved, d.Reason))
+		}
+		return runResult{status: store.EventWaiting, finish: stream.Finish(string(model.FinishToolCalls), map[string]any{
+			"conversationId": conversationID, "pendingApprovals": pendingView(plan.waiting),
+		})}
 	}
 	history, err := turn.History(ctx)
 	if err != nil {
 		return failTurn(err, "internal error: the conversation could not be loaded")
 	}
-	if err := turn.Append(ctx, userMsg); err != nil {
-		return failTurn(err, "internal error: the message could not be saved")
+	cfg.Save = func(ctx context.Context, msgs []model.Message) error { return turn.Append(ctx, msgs...) }
+	var events iter.Seq2[agent.Event, error]
+	switch {
+	case plan.decisions != nil && plan.message != nil:
+		events = agent.Resume(ctx, cfg, history, plan.decisions, *plan.message)
+	case plan.decisions != nil:
+		events = agent.Resume(ctx, cfg, history, plan.decisions)
+	default:
+		if err := turn.Append(ctx, *plan.message); err != nil {
+			return failTurn(err, "internal error: the message could not be saved")
+		}
+		events = agent.Run(ctx, cfg, append(history, *plan.message))
 	}
-	run.Save = func(ctx context.Context, msgs []model.Message) error { return turn.Append(ctx, msgs...) }
 
 	started := time.Now()
 	tools := toolLog{log: log, started: map[string]toolStart{}}
-	for ev, err := range agent.Run(ctx, run, append(history, userMsg)) {
+	for ev, err := range events {
 		if err != nil {
 			if ctx.Err() != nil {
 				log.InfoContext(ctx, "turn canceled by the client", "err", err)
-				return store.EventFailed, usage
+				return runResult{status: store.EventFailed, usage: usage}
 			}
 			if errors.Is(err, store.ErrLeaseLost) {
 				return failTurn(err, "the conversation was taken over by another turn")
@@ -258,15 +402,20 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, acc store.Accou
 		case agent.Finish:
 			usage = ev.Usage
 			log.InfoContext(ctx, "turn finished", "finishReason", ev.Finish, "inputTokens", ev.Usage.InputTokens,
-				"outputTokens", ev.Usage.OutputTokens, "ms", time.Since(started).Milliseconds())
-			send(stream.Finish(string(ev.Finish), map[string]any{"conversationId": req.ID, "usage": ev.Usage}))
-			return store.EventCompleted, usage
+				"outputTokens", ev.Usage.OutputTokens, "pendingApprovals", len(ev.Pending), "ms", time.Since(started).Milliseconds())
+			meta := map[string]any{"conversationId": conversationID, "usage": ev.Usage}
+			status := store.EventCompleted
+			if len(ev.Pending) > 0 {
+				meta["pendingApprovals"] = pendingFromLoop(ev.Pending)
+				status = store.EventWaiting
+			}
+			return runResult{status: status, usage: usage, finish: stream.Finish(string(ev.Finish), meta)}
 		}
-		if c := chunkFor(ev); c != nil {
+		for _, c := range chunksFor(ev) {
 			send(c)
 		}
 	}
-	return store.EventCompleted, usage
+	return runResult{status: store.EventCompleted, usage: usage}
 }
 
 // toolLog writes the structured tool start, finish and failure logs, with durations.
@@ -287,16 +436,47 @@ func (l toolLog) observe(ctx context.Context, ev agent.Event) {
 		l.log.InfoContext(ctx, "tool started", "tool", ev.ToolName, "toolCallId", ev.ToolCallID)
 	case agent.ToolInputError:
 		l.log.WarnContext(ctx, "tool call rejected", "tool", ev.ToolName, "toolCallId", ev.ToolCallID, "err", ev.ErrorText)
-	case agent.ToolOutput, agent.ToolOutputError:
-		s := l.started[ev.ToolCallID]
+	case agent.ToolApprovalRequest:
 		delete(l.started, ev.ToolCallID)
-		ms := time.Since(s.at).Milliseconds()
+		l.log.InfoContext(ctx, "tool held for approval", "tool", ev.ToolName, "toolCallId", ev.ToolCallID, "approvalId", ev.ApprovalID)
+	case agent.ToolOutputDenied:
+		delete(l.started, ev.ToolCallID)
+		l.log.InfoContext(ctx, "tool denied", "tool", ev.ToolName, "toolCallId", ev.ToolCallID, "automatic", ev.Automatic, "reason", ev.ErrorText)
+	case agent.ToolOutput, agent.ToolOutputError:
+		attrs := []any{"tool", ev.ToolName, "toolCallId", ev.ToolCallID}
+		if s, ok := l.started[ev.ToolCallID]; ok {
+			attrs = append(attrs, "ms", time.Since(s.at).Milliseconds())
+		}
+		delete(l.started, ev.ToolCallID)
 		if ev.Type == agent.ToolOutput {
-			l.log.InfoContext(ctx, "tool finished", "tool", s.name, "toolCallId", ev.ToolCallID, "ms", ms, "outputBytes", len(ev.Output))
+			l.log.InfoContext(ctx, "tool finished", append(attrs, "outputBytes", len(ev.Output))...)
 		} else {
-			l.log.WarnContext(ctx, "tool failed", "tool", s.name, "toolCallId", ev.ToolCallID, "ms", ms, "err", ev.ErrorText)
+			l.log.WarnContext(ctx, "tool failed", append(attrs, "err", ev.ErrorText)...)
 		}
 	}
+}
+
+// chunksFor maps a loop event to its UI message chunks.
+func chunksFor(ev agent.Event) []any {
+	switch ev.Type {
+	case agent.ToolApprovalRequest:
+		return []any{stream.ToolApprovalRequest(ev.ApprovalID, ev.ToolCallID, ev.Text, false)}
+	case agent.ToolOutputDenied:
+		if ev.Automatic {
+			// A policy refused the call: say so the way the AI SDK does, as an automatic
+			// request and its denial, so the client's part has its approval.
+			return []any{
+				stream.ToolApprovalRequest(ev.ApprovalID, ev.ToolCallID, "", true),
+				stream.ToolApprovalResponse(ev.ApprovalID, false, ev.ErrorText),
+				stream.ToolOutputDenied(ev.ToolCallID),
+			}
+		}
+		return []any{stream.ToolOutputDenied(ev.ToolCallID)}
+	}
+	if c := chunkFor(ev); c != nil {
+		return []any{c}
+	}
+	return nil
 }
 
 // chunkFor maps a loop event to its UI message chunk.

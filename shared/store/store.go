@@ -28,6 +28,7 @@ type Tables struct {
 	Agents        string
 	Conversations string
 	Events        string
+	Approvals     string
 }
 
 // TablesFromEnv reads the table names the SAM template passes to functions.
@@ -37,8 +38,9 @@ func TablesFromEnv(getenv func(string) string) (Tables, error) {
 		Agents:        getenv("AGENTS_TABLE"),
 		Conversations: getenv("CONVERSATIONS_TABLE"),
 		Events:        getenv("EVENTS_TABLE"),
+		Approvals:     getenv("APPROVALS_TABLE"),
 	}
-	for name, v := range map[string]string{"ACCOUNTS_TABLE": t.Accounts, "AGENTS_TABLE": t.Agents, "CONVERSATIONS_TABLE": t.Conversations, "EVENTS_TABLE": t.Events} {
+	for name, v := range map[string]string{"ACCOUNTS_TABLE": t.Accounts, "AGENTS_TABLE": t.Agents, "CONVERSATIONS_TABLE": t.Conversations, "EVENTS_TABLE": t.Events, "APPROVALS_TABLE": t.Approvals} {
 		if v == "" {
 			return t, fmt.Errorf("environment variable %s is not set", name)
 		}
@@ -114,6 +116,8 @@ const (
 	EventRunning   = "running"
 	EventCompleted = "completed"
 	EventFailed    = "failed"
+	// EventWaiting: the turn paused until the user decides on its held tool calls.
+	EventWaiting = "waiting_for_approval"
 )
 
 // ClaimEvent records that a turn request with this event id is being handled. A second claim
@@ -173,10 +177,15 @@ func (s *Store) ReleaseEvent(ctx context.Context, accountID, eventID string) err
 
 // Turn is a held lease on a conversation: the only way to append to it.
 type Turn struct {
-	s       *Store
-	key     string
-	owner   string
-	nextSeq int64
+	s              *Store
+	accountID      string
+	conversationID string
+	key            string
+	owner          string
+	nextSeq        int64
+	// pending are the approvals the conversation's last step waits for; the first append
+	// after them clears them (it carries their results).
+	pending []string
 }
 
 // BeginTurn takes the lease on a conversation (creating it for agentID if new) until
@@ -213,7 +222,15 @@ func (s *Store) BeginTurn(ctx context.Context, accountID, conversationID, agentI
 	if err != nil {
 		return nil, err
 	}
-	return &Turn{s: s, key: key, owner: owner, nextSeq: next}, nil
+	t := &Turn{s: s, accountID: accountID, conversationID: conversationID, key: key, owner: owner, nextSeq: next}
+	if l, ok := out.Attributes["pendingApprovals"].(*types.AttributeValueMemberL); ok {
+		for _, v := range l.Value {
+			if id, ok := v.(*types.AttributeValueMemberS); ok {
+				t.pending = append(t.pending, id.Value)
+			}
+		}
+	}
+	return t, nil
 }
 
 // Usage is a conversation's token totals over its finished turns.
@@ -277,14 +294,30 @@ func (t *Turn) History(ctx context.Context) ([]model.Message, error) {
 const maxTransactItems = 100
 
 // Append adds messages at the end of the conversation in one transaction fenced on the lease.
+// If the conversation was waiting for approvals, the messages must carry the held calls'
+// results: the append clears the wait.
 func (t *Turn) Append(ctx context.Context, msgs ...model.Message) error {
 	if len(msgs) == 0 {
 		return nil
 	}
-	if len(msgs) > maxTransactItems-1 {
-		return fmt.Errorf("appending %d messages at once: at most %d fit one transaction", len(msgs), maxTransactItems-1)
+	update := "SET nextSeq = :next"
+	if len(t.pending) > 0 {
+		update += " REMOVE pendingApprovals"
 	}
-	items := make([]types.TransactWriteItem, 0, len(msgs)+1)
+	if err := t.write(ctx, msgs, nil, update, nil); err != nil {
+		return err
+	}
+	t.pending = nil
+	return nil
+}
+
+// write appends msgs and puts extra items in one transaction, with update applied to the head
+// under the lease.
+func (t *Turn) write(ctx context.Context, msgs []model.Message, extra []types.TransactWriteItem, update string, values map[string]types.AttributeValue) error {
+	if len(msgs)+len(extra) > maxTransactItems-1 {
+		return fmt.Errorf("writing %d items at once: at most %d fit one transaction", len(msgs)+len(extra), maxTransactItems-1)
+	}
+	items := make([]types.TransactWriteItem, 0, len(msgs)+len(extra)+1)
 	for i, m := range msgs {
 		b, err := json.Marshal(m)
 		if err != nil {
@@ -301,22 +334,28 @@ func (t *Turn) Append(ctx context.Context, msgs ...model.Message) error {
 			ConditionExpression: aws.String("attribute_not_exists(seq)"),
 		}})
 	}
+	items = append(items, extra...)
 	next := t.nextSeq + int64(len(msgs))
+	vals := map[string]types.AttributeValue{":next": num(next), ":owner": str(t.owner), ":cur": num(t.nextSeq)}
+	for k, v := range values {
+		vals[k] = v
+	}
 	items = append(items, types.TransactWriteItem{Update: &types.Update{
-		TableName:           &t.s.tables.Conversations,
-		Key:                 map[string]types.AttributeValue{"conversationKey": str(t.key), "seq": num(0)},
-		UpdateExpression:    aws.String("SET nextSeq = :next"),
-		ConditionExpression: aws.String("leaseOwner = :owner AND nextSeq = :cur"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":next": num(next), ":owner": str(t.owner), ":cur": num(t.nextSeq),
-		},
+		TableName:                 &t.s.tables.Conversations,
+		Key:                       map[string]types.AttributeValue{"conversationKey": str(t.key), "seq": num(0)},
+		UpdateExpression:          aws.String(update),
+		ConditionExpression:       aws.String("leaseOwner = :owner AND nextSeq = :cur"),
+		ExpressionAttributeValues: vals,
 	}})
 	_, err := t.s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	var canceled *types.TransactionCanceledException
 	if errors.As(err, &canceled) {
-		for _, r := range canceled.CancellationReasons {
+		for i, r := range canceled.CancellationReasons {
 			if aws.ToString(r.Code) == "ConditionalCheckFailed" {
-				return ErrLeaseLost
+				if i == len(items)-1 || i < len(msgs) {
+					return ErrLeaseLost
+				}
+				return fmt.Errorf("writing %s: %w", describe(items[i]), errConflict)
 			}
 		}
 	}
@@ -324,6 +363,35 @@ func (t *Turn) Append(ctx context.Context, msgs ...model.Message) error {
 		return fmt.Errorf("appending messages: %w", err)
 	}
 	t.nextSeq = next
+	return nil
+}
+
+func describe(it types.TransactWriteItem) string {
+	switch {
+	case it.Put != nil:
+		return "an item of " + aws.ToString(it.Put.TableName)
+	case it.Update != nil:
+		return "an item of " + aws.ToString(it.Update.TableName)
+	}
+	return "an item"
+}
+
+var errConflict = errors.New("the item changed under the write")
+
+// Release gives the conversation back without counting a turn: for requests refused after the
+// lease was taken.
+func (t *Turn) Release(ctx context.Context) error {
+	_, err := t.s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &t.s.tables.Conversations,
+		Key:                       map[string]types.AttributeValue{"conversationKey": str(t.key), "seq": num(0)},
+		UpdateExpression:          aws.String("REMOVE leaseOwner, leaseUntil"),
+		ConditionExpression:       aws.String("leaseOwner = :owner"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":owner": str(t.owner)},
+	})
+	var failed *types.ConditionalCheckFailedException
+	if err != nil && !errors.As(err, &failed) {
+		return fmt.Errorf("releasing the conversation: %w", err)
+	}
 	return nil
 }
 

@@ -82,6 +82,28 @@ type FinishChunk struct {
 	MessageMetadata any    `json:"messageMetadata,omitempty"`
 }
 
+// ToolApprovalRequestChunk asks the user to approve a held call (isAutomatic when a policy
+// decided instead).
+type ToolApprovalRequestChunk struct {
+	Type        string `json:"type"`
+	ApprovalID  string `json:"approvalId"`
+	ToolCallID  string `json:"toolCallId"`
+	Reason      string `json:"reason,omitempty"`
+	IsAutomatic bool   `json:"isAutomatic,omitempty"`
+}
+
+type ToolApprovalResponseChunk struct {
+	Type       string `json:"type"`
+	ApprovalID string `json:"approvalId"`
+	Approved   bool   `json:"approved"`
+	Reason     string `json:"reason,omitempty"`
+}
+
+type ToolOutputDeniedChunk struct {
+	Type       string `json:"type"`
+	ToolCallID string `json:"toolCallId"`
+}
+
 // DataChunk is a custom data-* part, the one place for harness-specific payloads.
 type DataChunk struct {
 	Type      string `json:"type"`
@@ -117,6 +139,15 @@ func ToolOutputError(id, text string) ToolOutputErrorChunk {
 }
 func SourceURL(id, url, title string) SourceURLChunk {
 	return SourceURLChunk{Type: "source-url", SourceID: id, URL: url, Title: title}
+}
+func ToolApprovalRequest(approvalID, toolCallID, reason string, automatic bool) ToolApprovalRequestChunk {
+	return ToolApprovalRequestChunk{Type: "tool-approval-request", ApprovalID: approvalID, ToolCallID: toolCallID, Reason: reason, IsAutomatic: automatic}
+}
+func ToolApprovalResponse(approvalID string, approved bool, reason string) ToolApprovalResponseChunk {
+	return ToolApprovalResponseChunk{Type: "tool-approval-response", ApprovalID: approvalID, Approved: approved, Reason: reason}
+}
+func ToolOutputDenied(toolCallID string) ToolOutputDeniedChunk {
+	return ToolOutputDeniedChunk{Type: "tool-output-denied", ToolCallID: toolCallID}
 }
 func Error(text string) ErrorChunk { return ErrorChunk{Type: "error", ErrorText: text} }
 func Finish(reason string, metadata any) FinishChunk {

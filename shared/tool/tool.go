@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/agentharness/harness/shared/approval"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/xeipuuv/gojsonschema"
 )
@@ -26,6 +27,9 @@ type Tool struct {
 	// ProviderTool marks a provider-defined tool (model.ProviderGoogleSearch…): the model's
 	// provider runs it, so it has no Execute and no InputSchema of its own.
 	ProviderTool string
+	// Approval is the tool's needsApproval policy, enforced by the loop before Execute is ever
+	// reached; nil means calls run without approval.
+	Approval *approval.Policy
 }
 
 // ErrUnknownTool is returned by Prepare for a name the set does not hold.
@@ -81,6 +85,9 @@ func NewSet(tools ...Tool) (*Set, error) {
 			if t.Execute != nil {
 				return nil, fmt.Errorf("provider-defined tool %q cannot have an Execute", t.Name)
 			}
+			if t.Approval != nil {
+				return nil, fmt.Errorf("provider-defined tool %q cannot need approval: its provider runs it", t.Name)
+			}
 			s.byName[t.Name] = entry{tool: t}
 			s.specs = append(s.specs, model.ToolSpec{Name: t.Name, Description: t.Description, ProviderTool: t.ProviderTool})
 			continue
@@ -104,6 +111,35 @@ func NewSet(tools ...Tool) (*Set, error) {
 
 // Specs returns the model-facing descriptions, sorted by name so prompts are stable.
 func (s *Set) Specs() []model.ToolSpec { return s.specs }
+
+// WithApprovals returns a copy of the set whose named tools follow the requested approval
+// statuses instead of their own policies (a per-request override). Every name must be a tool of
+// the set the harness runs, and a status may loosen a policy only where the policy allows it.
+func (s *Set) WithApprovals(overrides map[string]approval.Status) (*Set, error) {
+	if len(overrides) == 0 {
+		return s, nil
+	}
+	out := &Set{byName: make(map[string]entry, len(s.byName)), specs: s.specs}
+	for k, v := range s.byName {
+		out.byName[k] = v
+	}
+	for name, status := range overrides {
+		e, ok := out.byName[name]
+		if !ok {
+			return nil, fmt.Errorf("%w %q", ErrUnknownTool, name)
+		}
+		if e.tool.ProviderTool != "" {
+			return nil, fmt.Errorf("tool %q %w, so its approval cannot be set", name, ErrProviderTool)
+		}
+		p, err := e.tool.Approval.Override(status, "set by the request")
+		if err != nil {
+			return nil, fmt.Errorf("tool %q: %w", name, err)
+		}
+		e.tool.Approval = p
+		out.byName[name] = e
+	}
+	return out, nil
+}
 
 // Len reports how many tools the set holds.
 func (s *Set) Len() int { return len(s.byName) }
@@ -140,6 +176,12 @@ func (s *Set) Prepare(name string, input json.RawMessage) (*Call, error) {
 	}
 	return &Call{tool: e.tool, input: input}, nil
 }
+
+// Approval is the tool's approval decision for this call's input.
+func (c *Call) Approval() approval.Decision { return c.tool.Approval.Decide(c.input) }
+
+// Input is the call's arguments as validated.
+func (c *Call) Input() json.RawMessage { return c.input }
 
 // Run executes the call and returns its result as JSON. A failure, a panic included, comes back
 // as *ExecError, which the model sees as a failed tool result.

@@ -5,13 +5,14 @@ package tools
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
 
 	"github.com/agentharness/harness/shared/agentconfig"
+	"github.com/agentharness/harness/shared/approval"
 	"github.com/agentharness/harness/shared/tool"
 	"github.com/xeipuuv/gojsonschema"
 )
@@ -104,9 +105,10 @@ const (
 
 // Entry is one config.tools.<name> entry: the keys every tool shares and the tool's options.
 type Entry struct {
-	Enabled       bool
-	NeedsApproval bool
-	Async         bool
+	Enabled bool
+	// Approval is the needsApproval policy; nil when calls need none.
+	Approval *approval.Policy
+	Async    bool
 	// Execution is SameInvocation or ExternalDispatch; empty when Async is false.
 	Execution string
 	Options   Options
@@ -145,7 +147,23 @@ func ParseEntry(name string, raw json.RawMessage) (Entry, error) {
 			return e, &FieldError{Field: field, Problem: err.Error()}
 		}
 	}
-	for key, dst := range map[string]*bool{"enabled": &e.Enabled, "needsApproval": &e.NeedsApproval, "async": &e.Async} {
+	if v, ok := e.Options["needsApproval"]; ok {
+		delete(e.Options, "needsApproval")
+		p, err := approval.Parse(v)
+		var pe *approval.FieldError
+		if errors.As(err, &pe) {
+			f := field + ".needsApproval"
+			if pe.Field != "" {
+				f += "." + pe.Field
+			}
+			return e, &FieldError{Field: f, Problem: pe.Problem}
+		}
+		if err != nil {
+			return e, &FieldError{Field: field + ".needsApproval", Problem: err.Error()}
+		}
+		e.Approval = p
+	}
+	for key, dst := range map[string]*bool{"enabled": &e.Enabled, "async": &e.Async} {
 		if v, ok := e.Options[key]; ok {
 			if err := json.Unmarshal(v, dst); err != nil || string(v) == "null" {
 				return e, &FieldError{Field: field + "." + key, Problem: "must be true or false"}
@@ -183,6 +201,9 @@ func Check(name string, raw json.RawMessage, m agentconfig.Model) (agentconfig.T
 		return out, err
 	}
 	if spec.ProviderTool != "" {
+		if e.Approval != nil {
+			return out, &FieldError{Field: "tools." + name + ".needsApproval", Problem: fmt.Sprintf("%s is run by the model provider, so the harness cannot hold its calls for approval; remove needsApproval or the tool", name)}
+		}
 		if e.Async {
 			out.Warnings = append(out.Warnings, fmt.Sprintf("tools.%s.async is ignored: %s is run by the model provider, so it keeps its normal provider-defined behaviour", name, name))
 		}
@@ -254,22 +275,12 @@ func Build(config map[string]json.RawMessage, getenv func(string) string) (*tool
 		if err != nil {
 			return nil, fmt.Errorf("config.tools.%s: %w", name, err)
 		}
-		if e.NeedsApproval {
-			for i := range ts {
-				ts[i].Execute = refuseUnapproved(ts[i].Name)
-			}
+		for i := range ts {
+			ts[i].Approval = e.Approval
 		}
 		all = append(all, ts...)
 	}
 	return tool.NewSet(all...)
-}
-
-// refuseUnapproved stands in for a tool that needs approval: until the approval flow can ask
-// the user, the gate fails closed and the model is told the tool did not run.
-func refuseUnapproved(name string) func(context.Context, json.RawMessage) (any, error) {
-	return func(context.Context, json.RawMessage) (any, error) {
-		return nil, fmt.Errorf("%s needs the user's approval, which this harness cannot ask for yet, so it did not run", name)
-	}
 }
 
 // optionSchemas holds each spec's compiled options schema.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentharness/harness/functions/harness-processing/tools"
 	"github.com/agentharness/harness/shared/agentconfig"
+	"github.com/agentharness/harness/shared/approval"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/tool"
 	"github.com/google/go-cmp/cmp"
@@ -229,18 +230,43 @@ func TestTestAsync(t *testing.T) {
 	}
 }
 
-// Until approvals can be asked for, a tool that needs one fails closed: it never runs.
-func TestNeedsApprovalFailsClosed(t *testing.T) {
-	set, err := tools.Build(config(t, `{"test_async":{"needsApproval":true}}`), noEnv)
+// needsApproval reaches the built tool as its policy, rules included, and bad policies are
+// refused at the exact field.
+func TestNeedsApprovalPolicy(t *testing.T) {
+	set, err := tools.Build(config(t, `{"test_async":{"needsApproval":{"rules":[{"if":{"properties":{"seconds":{"maximum":1}}},"then":"approved"}],"otherwise":"user-approval"}}}`), noEnv)
 	if err != nil {
 		t.Fatalf("Build: %v", err)
 	}
-	call, err := set.Prepare("test_async", json.RawMessage(`{"seconds":0,"label":"ran"}`))
-	if err != nil {
-		t.Fatal(err)
+	for _, tt := range []struct {
+		input string
+		want  approval.Status
+	}{
+		{`{"seconds":1,"label":"short"}`, approval.Approved},
+		{`{"seconds":5,"label":"long"}`, approval.UserApproval},
+	} {
+		call, err := set.Prepare("test_async", json.RawMessage(tt.input))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := call.Approval().Status; got != tt.want {
+			t.Errorf("Approval(%s) = %s, want %s", tt.input, got, tt.want)
+		}
 	}
-	out, err := call.Run(context.Background())
-	if err == nil || !strings.Contains(err.Error(), "needs the user's approval") {
-		t.Errorf("Run = %s, %v; want an error result saying it needs approval", out, err)
+	for _, tt := range []struct{ raw, field string }{
+		{`{"needsApproval":"yes"}`, "tools.test_async.needsApproval"},
+		{`{"needsApproval":{"rules":[{"if":{"type":"nope"},"then":"approved"}]}}`, "tools.test_async.needsApproval.rules.0.if"},
+		{`{"needsApproval":{"rules":[{"if":{},"then":"maybe"}]}}`, "tools.test_async.needsApproval.rules.0.then"},
+		{`{"needsApproval":{"otherwise":"later"}}`, "tools.test_async.needsApproval.otherwise"},
+	} {
+		_, err := tools.Check("test_async", json.RawMessage(tt.raw), agentconfig.Model{})
+		var fe *tools.FieldError
+		if !errors.As(err, &fe) || fe.Field != tt.field {
+			t.Errorf("Check(%s) = %v, want a field error at %s", tt.raw, err, tt.field)
+		}
+	}
+	_, err = tools.Check("googleSearch", json.RawMessage(`{"needsApproval":true}`), agentconfig.Model{RunsProviderTool: func(string) bool { return true }})
+	var fe *tools.FieldError
+	if !errors.As(err, &fe) || fe.Field != "tools.googleSearch.needsApproval" {
+		t.Errorf("Check(googleSearch needsApproval) = %v, want a field error: the provider runs it", err)
 	}
 }

@@ -20,6 +20,16 @@ if ! awslocal dynamodb describe-table --table-name 'AgentsTable' >/dev/null 2>&1
   awslocal dynamodb wait table-exists --table-name 'AgentsTable'
 fi
 
+if ! awslocal dynamodb describe-table --table-name 'ApprovalsTable' >/dev/null 2>&1; then
+  awslocal dynamodb create-table --table-name 'ApprovalsTable' \
+    --billing-mode 'PAY_PER_REQUEST' \
+    --attribute-definitions '[{"AttributeName":"approvalKey","AttributeType":"S"}]' \
+    --key-schema '[{"AttributeName":"approvalKey","KeyType":"HASH"}]' >/dev/null
+  awslocal dynamodb wait table-exists --table-name 'ApprovalsTable'
+  awslocal dynamodb update-time-to-live --table-name 'ApprovalsTable' \
+    --time-to-live-specification '{"AttributeName":"expiresAt","Enabled":true}' >/dev/null
+fi
+
 if ! awslocal dynamodb describe-table --table-name 'ConversationsTable' >/dev/null 2>&1; then
   awslocal dynamodb create-table --table-name 'ConversationsTable' \
     --billing-mode 'PAY_PER_REQUEST' \

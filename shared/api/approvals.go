@@ -1,0 +1,289 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/agentharness/harness/shared/agent"
+	"github.com/agentharness/harness/shared/approval"
+	"github.com/agentharness/harness/shared/model"
+	"github.com/agentharness/harness/shared/store"
+	"github.com/agentharness/harness/shared/tool"
+)
+
+// turnPlan is what a request does to its conversation, decided under the conversation's lease
+// before the stream opens.
+type turnPlan struct {
+	// message is the new user message, if the request brings one.
+	message *model.Message
+	// decisions settle the paused step, by tool call id; nil when nothing is held.
+	decisions map[string]agent.Decision
+	// waiting lists the approvals still pending after this request: the pass only reports
+	// the decisions it took (taken) and ends.
+	waiting []store.Approval
+	taken   []decision
+}
+
+// plan checks the request against the approvals the conversation waits for and records its
+// decisions. Decisions are checked against the persisted approval (same id, same call, same
+// arguments, still pending, before its deadline) and written all or none; expired approvals
+// are settled as such on the way. Its errors are *Error: 404 for an approval the account does
+// not hold, 409 for one that cannot take this decision, or for a new message that would skip
+// pending approvals.
+func (h *Handler) plan(ctx context.Context, accountID string, req *turnRequest, in turnInput, turn *store.Turn, now time.Time) (*turnPlan, error) {
+	plan := &turnPlan{message: in.message}
+	held := turn.Pending()
+	if len(held) == 0 {
+		if in.decisions == nil {
+			return plan, nil
+		}
+		// Nothing waits: every decision is for an unknown, foreign or settled approval.
+		return nil, h.staleDecision(ctx, accountID, req.ID, in.decisions[0].ApprovalID)
+	}
+	rows, err := h.opts.Store.Approvals(ctx, accountID, held)
+	if err != nil {
+		return nil, err
+	}
+	var settle []store.Settlement
+	outcome := map[string]store.Approval{} // approval id -> row with its final status
+	for _, id := range held {
+		a, ok := rows[id]
+		if !ok {
+			return nil, fmt.Errorf("conversation %s waits for approval %s, which is missing", req.ID, id)
+		}
+		if a.Expired(now) {
+			a.Status, a.Reason = store.ApprovalExpired, expiredText(a)
+			settle = append(settle, store.Settlement{ApprovalID: id, Status: a.Status, Reason: a.Reason})
+		}
+		outcome[id] = a
+	}
+	var refusal error
+	for _, d := range in.decisions {
+		a, ok := outcome[d.ApprovalID]
+		if !ok {
+			refusal = h.staleDecision(ctx, accountID, req.ID, d.ApprovalID)
+			break
+		}
+		if err := matches(d, a); err != nil {
+			refusal = err
+			break
+		}
+		status, reason := store.ApprovalDenied, deniedText(d.Reason)
+		if *d.Approved {
+			status, reason = store.ApprovalApproved, d.Reason
+		}
+		switch {
+		case a.Status == store.ApprovalExpired:
+			refusal = &Error{Status: http.StatusConflict, Message: fmt.Sprintf("approval %s expired at %s; the tool never ran", a.ID, a.Deadline.UTC().Format(time.RFC3339)),
+				Extra: map[string]any{"approvalId": a.ID, "status": store.ApprovalExpired}}
+		case a.Status == store.ApprovalPending:
+			a.Status, a.Reason = status, reason
+			outcome[a.ID] = a
+			settle = append(settle, store.Settlement{ApprovalID: a.ID, Status: status, Reason: reason})
+			plan.taken = append(plan.taken, d)
+		case a.Status != status:
+			// Decided before, by a request that stopped before the step resumed.
+			refusal = decidedError(a)
+		}
+		if refusal != nil {
+			break
+		}
+	}
+	if refusal == nil && in.message != nil {
+		var waiting []string
+		for _, id := range held {
+			if outcome[id].Status == store.ApprovalPending {
+				waiting = append(waiting, id)
+			}
+		}
+		if len(waiting) > 0 && req.OnPendingApprovals != "deny" {
+			refusal = &Error{Status: http.StatusConflict,
+				Message: fmt.Sprintf("conversation %s is waiting for approval of %s: answer them, or send the message with \"onPendingApprovals\": \"deny\" to deny them first", req.ID, strings.Join(waiting, ", ")),
+				Extra:   map[string]any{"pendingApprovals": pendingView(approvalsOf(outcome, waiting))}}
+		}
+		for _, id := range waiting {
+			a := outcome[id]
+			a.Status, a.Reason = store.ApprovalDenied, "denied automatically: the user sent a new message instead of answering; the tool never ran"
+			outcome[id] = a
+			settle = append(settle, store.Settlement{ApprovalID: id, Status: a.Status, Reason: a.Reason})
+		}
+	}
+	if refusal != nil {
+		// Expiries are settled even when the request is refused, so a late decision leaves the
+		// conversation usable.
+		settle = expiriesOf(settle)
+	}
+	if err := turn.Settle(ctx, settle, now); err != nil {
+		var conflict *store.ApprovalConflictError
+		if errors.As(err, &conflict) {
+			a := rows[conflict.ApprovalID]
+			a.Status = conflict.Status
+			return nil, decidedError(a)
+		}
+		return nil, err
+	}
+	if refusal != nil {
+		return nil, refusal
+	}
+	var waiting []store.Approval
+	plan.decisions = map[string]agent.Decision{}
+	for _, id := range held {
+		a := outcome[id]
+		switch a.Status {
+		case store.ApprovalPending:
+			waiting = append(waiting, a)
+		case store.ApprovalApproved:
+			plan.decisions[a.ToolCallID] = agent.Decision{Approved: true}
+		default:
+			plan.decisions[a.ToolCallID] = agent.Decision{Denial: a.Reason}
+		}
+	}
+	if len(waiting) > 0 {
+		plan.decisions, plan.waiting = nil, waiting
+	}
+	return plan, nil
+}
+
+// matches checks that a decision answers the call its approval was asked for.
+func matches(d decision, a store.Approval) error {
+	conflict := func(msg string) error {
+		return &Error{Status: http.StatusConflict, Message: msg, Extra: map[string]any{"approvalId": a.ID, "toolCallId": a.ToolCallID}}
+	}
+	if d.ToolCallID != "" && d.ToolCallID != a.ToolCallID {
+		return conflict(fmt.Sprintf("approval %s is for tool call %s, not %s", a.ID, a.ToolCallID, d.ToolCallID))
+	}
+	if len(d.Input) > 0 {
+		hash, err := approval.ArgsHash(d.Input)
+		if err != nil || hash != a.ArgsHash {
+			return conflict(fmt.Sprintf("approval %s was asked for other arguments of %s than the ones answered; the decision was not applied", a.ID, a.ToolName))
+		}
+	}
+	return nil
+}
+
+// staleDecision explains a decision for an approval the conversation does not wait for: the
+// same 404 for an id the account does not hold as for another account's, else 409.
+func (h *Handler) staleDecision(ctx context.Context, accountID, conversationID, approvalID string) error {
+	a, err := h.opts.Store.Approval(ctx, accountID, approvalID)
+	if errors.Is(err, store.ErrNotFound) {
+		return &Error{Status: http.StatusNotFound, Message: "approval " + approvalID + " not found"}
+	}
+	if err != nil {
+		return err
+	}
+	if a.ConversationID != conversationID {
+		return &Error{Status: http.StatusConflict, Message: fmt.Sprintf("approval %s belongs to conversation %s, not %s", a.ID, a.ConversationID, conversationID),
+			Extra: map[string]any{"approvalId": a.ID}}
+	}
+	return decidedError(a)
+}
+
+func decidedError(a store.Approval) error {
+	status := a.Status
+	if status == store.ApprovalPending {
+		status = store.ApprovalExpired
+	}
+	return &Error{Status: http.StatusConflict, Message: fmt.Sprintf("approval %s is already %s; a decision counts once", a.ID, status),
+		Extra: map[string]any{"approvalId": a.ID, "status": status}}
+}
+
+func expiriesOf(settle []store.Settlement) []store.Settlement {
+	var out []store.Settlement
+	for _, s := range settle {
+		if s.Status == store.ApprovalExpired {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func approvalsOf(m map[string]store.Approval, ids []string) []store.Approval {
+	out := make([]store.Approval, 0, len(ids))
+	for _, id := range ids {
+		out = append(out, m[id])
+	}
+	return out
+}
+
+// deniedText is what the model is told about a call the user denied.
+func deniedText(reason string) string {
+	if reason = strings.TrimSpace(reason); reason != "" {
+		return "denied by the user: " + reason + "; the tool did not run"
+	}
+	return "denied by the user; the tool did not run"
+}
+
+func expiredText(a store.Approval) string {
+	return fmt.Sprintf("the approval request expired after %s without an answer; the tool never ran", a.Deadline.Sub(a.CreatedAt).Round(time.Second))
+}
+
+// pendingApproval is how a waiting approval is shown to clients.
+type pendingApproval struct {
+	ApprovalID string `json:"approvalId"`
+	ToolCallID string `json:"toolCallId"`
+	ToolName   string `json:"toolName"`
+	Deadline   string `json:"expiresAt,omitempty"`
+}
+
+func pendingView(as []store.Approval) []pendingApproval {
+	out := make([]pendingApproval, 0, len(as))
+	for _, a := range as {
+		out = append(out, pendingApproval{ApprovalID: a.ID, ToolCallID: a.ToolCallID, ToolName: a.ToolName, Deadline: a.Deadline.UTC().Format(time.RFC3339)})
+	}
+	return out
+}
+
+func pendingFromLoop(ps []agent.Pending) []pendingApproval {
+	out := make([]pendingApproval, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, pendingApproval{ApprovalID: p.ApprovalID, ToolCallID: p.ToolCallID, ToolName: p.ToolName})
+	}
+	return out
+}
+
+// pauseFunc persists a step held for approval: its messages and one pending approval per held
+// call, bound to the call's exact arguments, with the configured deadline.
+func (h *Handler) pauseFunc(turn *store.Turn, agentID string) agent.PauseFunc {
+	return func(ctx context.Context, msgs []model.Message, pending []agent.Pending) error {
+		now := h.opts.Now()
+		rows := make([]store.Approval, 0, len(pending))
+		for _, p := range pending {
+			hash, err := approval.ArgsHash(p.Input)
+			if err != nil {
+				return fmt.Errorf("hashing the arguments of %s: %w", p.ToolCallID, err)
+			}
+			rows = append(rows, store.Approval{
+				ID: p.ApprovalID, AgentID: agentID, ToolCallID: p.ToolCallID, ToolName: p.ToolName,
+				Input: p.Input, ArgsHash: hash, RequestReason: p.Reason,
+				CreatedAt: now, Deadline: now.Add(h.opts.ApprovalTimeout),
+			})
+		}
+		return turn.Pause(ctx, msgs, rows)
+	}
+}
+
+// withOverrides applies a request's toolApproval overrides to the agent's tools.
+func withOverrides(tools *tool.Set, overrides map[string]approval.Status) (*tool.Set, error) {
+	if len(overrides) == 0 {
+		return tools, nil
+	}
+	if tools == nil {
+		tools, _ = tool.NewSet()
+	}
+	names := make([]string, 0, len(overrides))
+	for n := range overrides {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if _, err := tools.WithApprovals(map[string]approval.Status{n: overrides[n]}); err != nil {
+			return nil, &Error{Status: http.StatusBadRequest, Message: "toolApproval." + n + ": " + err.Error(), Extra: map[string]any{"field": "toolApproval." + n}}
+		}
+	}
+	return tools.WithApprovals(overrides)
+}

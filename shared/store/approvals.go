@@ -1,0 +1,259 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/agentharness/harness/shared/model"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Approval statuses. A pending approval whose deadline has passed counts as expired.
+const (
+	ApprovalPending  = "pending"
+	ApprovalApproved = "approved"
+	ApprovalDenied   = "denied"
+	ApprovalExpired  = "expired"
+)
+
+// approvalRetention keeps a settled approval readable (for a late or repeated decision) well
+// after its deadline; TTL removes it after that.
+const approvalRetention = 30 * 24 * time.Hour
+
+// Approval is a tool call held for the user's decision.
+type Approval struct {
+	ID             string
+	ConversationID string
+	AgentID        string
+	ToolCallID     string
+	ToolName       string
+	Input          json.RawMessage
+	// ArgsHash binds a decision to the exact arguments it was asked about.
+	ArgsHash string
+	// RequestReason is why the policy asked; often empty.
+	RequestReason string
+	Status        string
+	// Reason is the decision's reason, or why the approval was denied or expired for the user.
+	Reason    string
+	CreatedAt time.Time
+	Deadline  time.Time
+	DecidedAt time.Time
+}
+
+// Expired reports whether a pending approval's deadline has passed at now.
+func (a Approval) Expired(now time.Time) bool {
+	return a.Status == ApprovalPending && !now.Before(a.Deadline)
+}
+
+// Settlement is the outcome one approval receives.
+type Settlement struct {
+	ApprovalID string
+	// Status is ApprovalApproved or ApprovalDenied (before the deadline) or ApprovalExpired
+	// (after it).
+	Status string
+	Reason string
+}
+
+// ApprovalConflictError reports a settlement refused because the approval was no longer
+// pending (or, for a decision, its deadline had passed).
+type ApprovalConflictError struct {
+	ApprovalID string
+	Status     string
+	Deadline   time.Time
+}
+
+func (e *ApprovalConflictError) Error() string {
+	if e.Status == ApprovalPending {
+		return fmt.Sprintf("approval %s expired at %s", e.ApprovalID, e.Deadline.UTC().Format(time.RFC3339))
+	}
+	return fmt.Sprintf("approval %s is already %s", e.ApprovalID, e.Status)
+}
+
+func approvalKey(accountID, id string) string { return accountID + "#" + id }
+
+// Pending returns the approvals the conversation's last step waited for when the turn began.
+func (t *Turn) Pending() []string { return t.pending }
+
+// Pause appends a step that stopped for approval and records its held calls, in one
+// transaction: the messages, one pending item per approval, and the wait on the conversation.
+func (t *Turn) Pause(ctx context.Context, msgs []model.Message, approvals []Approval) error {
+	if len(approvals) == 0 {
+		return errors.New("pausing without approvals to wait for")
+	}
+	items := make([]types.TransactWriteItem, 0, len(approvals))
+	ids := make([]types.AttributeValue, 0, len(approvals))
+	for _, a := range approvals {
+		item := map[string]types.AttributeValue{
+			"approvalKey":    str(approvalKey(t.accountID, a.ID)),
+			"conversationId": str(t.conversationID),
+			"agentId":        str(a.AgentID),
+			"toolCallId":     str(a.ToolCallID),
+			"toolName":       str(a.ToolName),
+			"input":          str(string(a.Input)),
+			"argsHash":       str(a.ArgsHash),
+			"status":         str(ApprovalPending),
+			"createdAt":      num(a.CreatedAt.UnixMilli()),
+			"deadline":       num(a.Deadline.UnixMilli()),
+			"expiresAt":      num(a.Deadline.Add(approvalRetention).Unix()),
+		}
+		if a.RequestReason != "" {
+			item["requestReason"] = str(a.RequestReason)
+		}
+		items = append(items, types.TransactWriteItem{Put: &types.Put{
+			TableName:           &t.s.tables.Approvals,
+			Item:                item,
+			ConditionExpression: aws.String("attribute_not_exists(approvalKey)"),
+		}})
+		ids = append(ids, str(a.ID))
+	}
+	update := "SET nextSeq = :next, pendingApprovals = :pending"
+	if err := t.write(ctx, msgs, items, update, map[string]types.AttributeValue{":pending": &types.AttributeValueMemberL{Value: ids}}); err != nil {
+		return err
+	}
+	t.pending = nil
+	for _, a := range approvals {
+		t.pending = append(t.pending, a.ID)
+	}
+	return nil
+}
+
+// Settle records outcomes for pending approvals of the conversation, all or none, under the
+// lease. A decision (approved, denied) must come before the approval's deadline and an expiry
+// after it; an approval that is no longer pending fails the whole write with
+// *ApprovalConflictError.
+func (t *Turn) Settle(ctx context.Context, settlements []Settlement, now time.Time) error {
+	if len(settlements) == 0 {
+		return nil
+	}
+	if len(settlements) > maxTransactItems-1 {
+		return fmt.Errorf("settling %d approvals at once: at most %d fit one transaction", len(settlements), maxTransactItems-1)
+	}
+	items := make([]types.TransactWriteItem, 0, len(settlements)+1)
+	for _, st := range settlements {
+		cond := "#s = :pending AND conversationId = :conv AND deadline > :now"
+		if st.Status == ApprovalExpired {
+			cond = "#s = :pending AND conversationId = :conv AND deadline <= :now"
+		}
+		items = append(items, types.TransactWriteItem{Update: &types.Update{
+			TableName:                &t.s.tables.Approvals,
+			Key:                      map[string]types.AttributeValue{"approvalKey": str(approvalKey(t.accountID, st.ApprovalID))},
+			UpdateExpression:         aws.String("SET #s = :status, reason = :reason, decidedAt = :now"),
+			ConditionExpression:      aws.String(cond),
+			ExpressionAttributeNames: map[string]string{"#s": "status"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":pending": str(ApprovalPending), ":conv": str(t.conversationID), ":now": num(now.UnixMilli()),
+				":status": str(st.Status), ":reason": str(st.Reason),
+			},
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		}})
+	}
+	items = append(items, types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
+		TableName:                 &t.s.tables.Conversations,
+		Key:                       map[string]types.AttributeValue{"conversationKey": str(t.key), "seq": num(0)},
+		ConditionExpression:       aws.String("leaseOwner = :owner"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":owner": str(t.owner)},
+	}})
+	_, err := t.s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	var canceled *types.TransactionCanceledException
+	if errors.As(err, &canceled) {
+		for i, r := range canceled.CancellationReasons {
+			if aws.ToString(r.Code) != "ConditionalCheckFailed" {
+				continue
+			}
+			if i == len(settlements) {
+				return ErrLeaseLost
+			}
+			a, _ := decodeApproval(r.Item)
+			return &ApprovalConflictError{ApprovalID: settlements[i].ApprovalID, Status: a.Status, Deadline: a.Deadline}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("settling approvals: %w", err)
+	}
+	return nil
+}
+
+// Approval returns one approval of the account, or ErrNotFound.
+func (s *Store) Approval(ctx context.Context, accountID, id string) (Approval, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      &s.tables.Approvals,
+		Key:            map[string]types.AttributeValue{"approvalKey": str(approvalKey(accountID, id))},
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return Approval{}, fmt.Errorf("loading approval %s: %w", id, err)
+	}
+	if out.Item == nil {
+		return Approval{}, ErrNotFound
+	}
+	return decodeApproval(out.Item)
+}
+
+// Approvals returns the account's approvals with the given ids, keyed by id; ids it does not
+// hold are absent. Reads are strongly consistent.
+func (s *Store) Approvals(ctx context.Context, accountID string, ids []string) (map[string]Approval, error) {
+	out := make(map[string]Approval, len(ids))
+	const batch = 100 // BatchGetItem's limit
+	for start := 0; start < len(ids); start += batch {
+		keys := make([]map[string]types.AttributeValue, 0, batch)
+		for _, id := range ids[start:min(start+batch, len(ids))] {
+			keys = append(keys, map[string]types.AttributeValue{"approvalKey": str(approvalKey(accountID, id))})
+		}
+		req := map[string]types.KeysAndAttributes{s.tables.Approvals: {Keys: keys, ConsistentRead: aws.Bool(true)}}
+		for len(req) > 0 {
+			res, err := s.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
+			if err != nil {
+				return nil, fmt.Errorf("loading approvals: %w", err)
+			}
+			for _, item := range res.Responses[s.tables.Approvals] {
+				a, err := decodeApproval(item)
+				if err != nil {
+					return nil, err
+				}
+				out[a.ID] = a
+			}
+			req = res.UnprocessedKeys
+		}
+	}
+	return out, nil
+}
+
+func decodeApproval(item map[string]types.AttributeValue) (Approval, error) {
+	if item == nil {
+		return Approval{}, errors.New("empty approval item")
+	}
+	a := Approval{
+		ConversationID: getS(item, "conversationId"),
+		AgentID:        getS(item, "agentId"),
+		ToolCallID:     getS(item, "toolCallId"),
+		ToolName:       getS(item, "toolName"),
+		Input:          json.RawMessage(getS(item, "input")),
+		ArgsHash:       getS(item, "argsHash"),
+		RequestReason:  getS(item, "requestReason"),
+		Status:         getS(item, "status"),
+		Reason:         getS(item, "reason"),
+	}
+	key := getS(item, "approvalKey")
+	for i := len(key) - 1; i >= 0; i-- {
+		if key[i] == '#' {
+			a.ID = key[i+1:]
+			break
+		}
+	}
+	for name, dst := range map[string]*time.Time{"createdAt": &a.CreatedAt, "deadline": &a.Deadline, "decidedAt": &a.DecidedAt} {
+		if v, ok := item[name].(*types.AttributeValueMemberN); ok {
+			ms, err := strconv.ParseInt(v.Value, 10, 64)
+			if err != nil {
+				return a, fmt.Errorf("approval attribute %s: %w", name, err)
+			}
+			*dst = time.UnixMilli(ms)
+		}
+	}
+	return a, nil
+}
