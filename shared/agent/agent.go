@@ -134,13 +134,16 @@ func Resume(ctx context.Context, cfg Config, history []model.Message, decisions 
 			yield(Event{}, err)
 			return
 		}
-		results := make([]model.Part, 0, len(held))
+		// Every held call needs its decision before any of them runs.
 		for _, c := range held {
-			d, ok := decisions[c.ToolCallID]
-			if !ok {
+			if _, ok := decisions[c.ToolCallID]; !ok {
 				yield(Event{}, fmt.Errorf("resuming: call %s has no decision", c.ToolCallID))
 				return
 			}
+		}
+		results := make([]model.Part, 0, len(held))
+		for _, c := range held {
+			d := decisions[c.ToolCallID]
 			result := model.Part{Type: model.PartToolResult, ToolCallID: c.ToolCallID, ToolName: c.ToolName}
 			if !d.Approved {
 				if !yield(Event{Type: ToolOutputDenied, ToolCallID: c.ToolCallID, ToolName: c.ToolName, ErrorText: d.Denial}, nil) {

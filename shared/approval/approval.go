@@ -10,7 +10,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"math"
+	"math/big"
 	"strconv"
+	"strings"
 
 	"github.com/xeipuuv/gojsonschema"
 )
@@ -54,6 +58,10 @@ type Policy struct {
 	// overridable lets a request loosen the policy (approve or skip approval); a request may
 	// always make it stricter.
 	overridable bool
+	// base, when set, is the policy a request override applies to: the override decides,
+	// unless it only tightens and base is stricter still.
+	base    *Policy
+	loosens bool
 }
 
 type rule struct {
@@ -144,6 +152,13 @@ func (p *Policy) Decide(input json.RawMessage) Decision {
 	if p == nil {
 		return Decision{Status: NotApplicable}
 	}
+	if p.base != nil && !p.loosens {
+		// A tightening override never softens what the tool's own policy decides.
+		if d := p.base.Decide(input); strictness(d.Status) > strictness(p.otherwise.Status) {
+			return d
+		}
+		return p.otherwise
+	}
 	for _, r := range p.rules {
 		res, err := r.match.Validate(gojsonschema.NewBytesLoader(input))
 		if err == nil && res.Valid() {
@@ -153,16 +168,32 @@ func (p *Policy) Decide(input json.RawMessage) Decision {
 	return p.otherwise
 }
 
+// strictness orders statuses from running freely to never running.
+func strictness(s Status) int {
+	switch s {
+	case Approved:
+		return 1
+	case UserApproval:
+		return 2
+	case Denied:
+		return 3
+	}
+	return 0
+}
+
 // ErrOverrideRefused: a request asked to loosen a policy that does not allow it.
 var ErrOverrideRefused = errors.New("the tool's needsApproval does not allow a request to loosen it (set allowRequestOverride)")
 
-// Override returns the policy a request asks for: status for every call. Stricter statuses
-// (denied, user-approval) are always allowed; looser ones only where the policy allows it.
+// Override returns the policy a request asks for: status for every call. A stricter status
+// (denied, user-approval) is always allowed and never softens a call the tool's own policy
+// treats more strictly; a looser one (approved, not-applicable) replaces the policy, and only
+// where the policy allows it.
 func (p *Policy) Override(s Status, reason string) (*Policy, error) {
 	if !s.valid() {
 		return nil, errors.New(badStatus(s))
 	}
-	if !s.strict() {
+	loosens := !s.strict()
+	if loosens {
 		if p == nil {
 			return nil, nil // nothing to loosen
 		}
@@ -170,23 +201,60 @@ func (p *Policy) Override(s Status, reason string) (*Policy, error) {
 			return nil, ErrOverrideRefused
 		}
 	}
-	return &Policy{otherwise: Decision{Status: s, Reason: reason}, overridable: p != nil && p.overridable}, nil
+	return &Policy{otherwise: Decision{Status: s, Reason: reason}, overridable: p != nil && p.overridable, base: p, loosens: loosens}, nil
 }
 
 // ArgsHash identifies a call's arguments independently of how they were encoded: key order,
-// spacing and number spelling do not change it, any other difference does.
+// spacing and number spelling (1, 1.0, 1e0) do not change it, any other difference does, large
+// integers included.
 func ArgsHash(input json.RawMessage) (string, error) {
 	if len(bytes.TrimSpace(input)) == 0 {
 		input = json.RawMessage(`{}`)
 	}
+	dec := json.NewDecoder(bytes.NewReader(input))
+	dec.UseNumber()
 	var v any
-	if err := json.Unmarshal(input, &v); err != nil {
+	if err := dec.Decode(&v); err != nil {
 		return "", fmt.Errorf("arguments are not valid JSON: %w", err)
 	}
-	canon, err := json.Marshal(v) // maps marshal with sorted keys
+	if _, err := dec.Token(); err != io.EOF {
+		return "", errors.New("arguments are not valid JSON: data after the value")
+	}
+	canon, err := json.Marshal(canonical(v)) // maps marshal with sorted keys
 	if err != nil {
 		return "", err
 	}
 	sum := sha256.Sum256(canon)
 	return hex.EncodeToString(sum[:]), nil
+}
+
+// canonical rewrites every number of v in one spelling: integers exactly, others as the
+// shortest float64 form.
+func canonical(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			v[k] = canonical(e)
+		}
+	case []any:
+		for i, e := range v {
+			v[i] = canonical(e)
+		}
+	case json.Number:
+		s := string(v)
+		if !strings.ContainsAny(s, ".eE") {
+			if n, ok := new(big.Int).SetString(s, 10); ok {
+				return json.Number(n.String())
+			}
+		}
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return v // out of float64's range: keep the spelling
+		}
+		if f == math.Trunc(f) && math.Abs(f) < 1e21 {
+			return json.Number(strconv.FormatFloat(f, 'f', -1, 64))
+		}
+		return json.Number(strconv.FormatFloat(f, 'g', -1, 64))
+	}
+	return v
 }

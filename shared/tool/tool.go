@@ -131,7 +131,7 @@ func (s *Set) WithApprovals(overrides map[string]approval.Status) (*Set, error) 
 		if e.tool.ProviderTool != "" {
 			return nil, fmt.Errorf("tool %q %w, so its approval cannot be set", name, ErrProviderTool)
 		}
-		p, err := e.tool.Approval.Override(status, "set by the request")
+		p, err := e.tool.Approval.Override(status, "set by the request's toolApproval")
 		if err != nil {
 			return nil, fmt.Errorf("tool %q: %w", name, err)
 		}
