@@ -169,8 +169,19 @@ func (t *Turn) Settle(ctx context.Context, settlements []Settlement, now time.Ti
 			if i == len(settlements) {
 				return ErrLeaseLost
 			}
-			a, _ := decodeApproval(r.Item)
-			return &ApprovalConflictError{ApprovalID: settlements[i].ApprovalID, Status: a.Status, Deadline: a.Deadline}
+			st := settlements[i]
+			a, derr := decodeApproval(r.Item)
+			if derr != nil {
+				// No old item came back: read it to say why.
+				if a, derr = t.s.Approval(ctx, t.accountID, st.ApprovalID); derr != nil {
+					return fmt.Errorf("settling approvals: %w (and reading %s: %v)", err, st.ApprovalID, derr)
+				}
+			}
+			if a.Status == st.Status && a.Reason == st.Reason {
+				// An earlier attempt of this same transaction landed (the SDK retried it).
+				return nil
+			}
+			return &ApprovalConflictError{ApprovalID: st.ApprovalID, Status: a.Status, Deadline: a.Deadline}
 		}
 	}
 	if err != nil {

@@ -1,0 +1,115 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/agentharness/harness/shared/model"
+	"github.com/agentharness/harness/shared/store"
+	"github.com/google/go-cmp/cmp"
+)
+
+func held(id string, now time.Time) store.Approval {
+	return store.Approval{ID: id, AgentID: "agent", ToolCallID: "call-" + id, ToolName: "t", Input: []byte(`{}`),
+		ArgsHash: "h", CreatedAt: now, Deadline: now.Add(time.Hour)}
+}
+
+// A pause writes the step, the approvals and the wait together or not at all; settlements are
+// single use, bounded by the deadline, and fenced on the lease; the next append clears the wait.
+func TestPauseSettleAndResolve(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+
+	turn, err := s.BeginTurn(ctx, "acc", "c", "agent", t0, t0.Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := text(model.RoleAssistant, "calls")
+	if err := turn.Pause(ctx, []model.Message{step}, []store.Approval{held("a1", t0), held("a2", t0)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := turn.End(ctx, model.Usage{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// A second pause reusing an approval id writes nothing, not even its message.
+	turn, err = s.BeginTurn(ctx, "acc", "c", "agent", t0, t0.Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"a1", "a2"}, turn.Pending()); diff != "" {
+		t.Fatalf("Pending (-want +got):\n%s", diff)
+	}
+	if err := turn.Pause(ctx, []model.Message{text(model.RoleAssistant, "dup")}, []store.Approval{held("a1", t0)}); err == nil {
+		t.Fatal("a pause reusing approval a1 succeeded")
+	}
+	if msgs, _ := turn.History(ctx); len(msgs) != 1 {
+		t.Fatalf("history after the refused pause has %d messages, want 1", len(msgs))
+	}
+
+	// Expiring before the deadline, or deciding after it, is refused, all or none.
+	err = turn.Settle(ctx, []store.Settlement{{ApprovalID: "a1", Status: store.ApprovalApproved}, {ApprovalID: "a2", Status: store.ApprovalExpired}}, t0.Add(time.Minute))
+	var conflict *store.ApprovalConflictError
+	if !errors.As(err, &conflict) || conflict.ApprovalID != "a2" {
+		t.Fatalf("expiring a2 before its deadline = %v, want a conflict on a2", err)
+	}
+	if a, _ := s.Approval(ctx, "acc", "a1"); a.Status != store.ApprovalPending {
+		t.Fatalf("a1 is %s after a refused transaction, want pending", a.Status)
+	}
+	if err := turn.Settle(ctx, []store.Settlement{{ApprovalID: "a1", Status: store.ApprovalApproved}}, t0.Add(2*time.Hour)); !errors.As(err, &conflict) {
+		t.Fatalf("approving after the deadline = %v, want a conflict", err)
+	}
+	if err := turn.Settle(ctx, []store.Settlement{{ApprovalID: "a1", Status: store.ApprovalApproved, Reason: "ok"}}, t0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	err = turn.Settle(ctx, []store.Settlement{{ApprovalID: "a1", Status: store.ApprovalDenied}}, t0.Add(time.Minute))
+	if !errors.As(err, &conflict) || conflict.Status != store.ApprovalApproved {
+		t.Fatalf("deciding a1 twice = %v, want a conflict reporting approved", err)
+	}
+	if err := turn.Settle(ctx, []store.Settlement{{ApprovalID: "a2", Status: store.ApprovalExpired}}, t0.Add(2*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Approvals(ctx, "acc", []string{"a1", "a2", "missing"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["a1"].Status != store.ApprovalApproved || got["a1"].Reason != "ok" || got["a2"].Status != store.ApprovalExpired || len(got) != 2 {
+		t.Fatalf("Approvals = %+v, want a1 approved (ok), a2 expired, nothing for missing", got)
+	}
+	if _, err := s.Approval(ctx, "other-account", "a1"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("another account reading a1 = %v, want ErrNotFound", err)
+	}
+
+	// Appending the results clears the wait.
+	if err := turn.Append(ctx, text(model.RoleTool, "results")); err != nil {
+		t.Fatal(err)
+	}
+	if err := turn.End(ctx, model.Usage{}); err != nil {
+		t.Fatal(err)
+	}
+	turn, err = s.BeginTurn(ctx, "acc", "c", "agent", t0, t0.Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := turn.Pending(); len(p) != 0 {
+		t.Errorf("Pending after the results were appended = %v, want none", p)
+	}
+
+	// A settlement by a turn that lost its lease is refused.
+	late, err := s.BeginTurn(ctx, "acc", "c2", "agent", t0, t0.Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := late.Pause(ctx, []model.Message{step}, []store.Approval{held("b1", t0)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.BeginTurn(ctx, "acc", "c2", "agent", t0.Add(2*time.Minute), t0.Add(3*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if err := late.Settle(ctx, []store.Settlement{{ApprovalID: "b1", Status: store.ApprovalApproved}}, t0.Add(2*time.Minute)); !errors.Is(err, store.ErrLeaseLost) {
+		t.Errorf("settling with a lost lease = %v, want ErrLeaseLost", err)
+	}
+}
