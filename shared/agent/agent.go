@@ -118,7 +118,7 @@ type Event struct {
 // the stream: it comes from the model or from Save or Pause, never from a tool.
 func Run(ctx context.Context, cfg Config, history []model.Message) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
-		loop(ctx, cfg, validTranscript(history), yield)
+		loop(ctx, cfg, validTranscript(history), 1, yield)
 	}
 }
 
@@ -167,7 +167,13 @@ func Resume(ctx context.Context, cfg Config, history []model.Message, decisions 
 				return
 			}
 		}
-		loop(ctx, cfg, validTranscript(append(history, produced...)), yield)
+		// The resumed pass goes on numbering the turn's steps, so text part ids stay unique in
+		// the client's message and maxSteps bounds the whole turn; a new message starts a turn.
+		first := 1
+		if len(next) == 0 {
+			first = stepsSinceUser(history) + 1
+		}
+		loop(ctx, cfg, validTranscript(append(history, produced...)), first, yield)
 	}
 }
 
@@ -201,9 +207,20 @@ func HeldCalls(history []model.Message) ([]model.Part, error) {
 	return held, nil
 }
 
-// loop runs model steps over msgs, a valid transcript, until the model stops calling tools, the
-// step limit is reached or a step pauses for approval.
-func loop(ctx context.Context, cfg Config, msgs []model.Message, yield func(Event, error) bool) {
+// stepsSinceUser counts the model steps (assistant messages) after the last user message.
+func stepsSinceUser(history []model.Message) int {
+	n := 0
+	for i := len(history) - 1; i >= 0 && history[i].Role != model.RoleUser; i-- {
+		if history[i].Role == model.RoleAssistant {
+			n++
+		}
+	}
+	return n
+}
+
+// loop runs model steps over msgs, a valid transcript, numbering them from first, until the
+// model stops calling tools, the step limit is reached or a step pauses for approval.
+func loop(ctx context.Context, cfg Config, msgs []model.Message, first int, yield func(Event, error) bool) {
 	maxSteps := cfg.MaxSteps
 	if maxSteps <= 0 {
 		maxSteps = DefaultMaxSteps
@@ -213,7 +230,7 @@ func loop(ctx context.Context, cfg Config, msgs []model.Message, yield func(Even
 		specs = cfg.Tools.Specs()
 	}
 	var usage model.Usage
-	for step := 1; ; step++ {
+	for step := first; ; step++ {
 		if !yield(Event{Type: StepStart}, nil) {
 			return
 		}

@@ -243,6 +243,9 @@ func TestApproveThenContinue(t *testing.T) {
 	if diff := cmp.Diff(want, types(cs)[:4]); diff != "" {
 		t.Fatalf("resumed chunks (-want +got):\n%s", diff)
 	}
+	if got := cs[3]["id"]; got != "text-2-1" {
+		t.Errorf("resumed text part id = %v, want text-2-1: the resumed pass goes on numbering the turn's steps", got)
+	}
 	if got := cs[1]["output"].(map[string]any)["label"]; got != "deployed" {
 		t.Errorf("tool output label = %v, want deployed", got)
 	}
