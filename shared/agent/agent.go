@@ -394,11 +394,7 @@ func runTools(ctx context.Context, cfg Config, calls []model.Part, yield func(Ev
 	results := make([]model.Part, 0, len(calls))
 	var pending []Pending
 	for _, c := range calls {
-		input := c.Input
-		if len(input) == 0 {
-			input = json.RawMessage(`{}`)
-		}
-		call, err := prepare(cfg.Tools, c.ToolName, input)
+		call, err := prepare(cfg.Tools, c.ToolName, c.Input)
 		if err != nil {
 			r, ok := runCall(ctx, nil, err, c, true, yield)
 			if !ok {
@@ -416,11 +412,11 @@ func runTools(ctx context.Context, cfg Config, calls []model.Part, yield func(Ev
 			results = append(results, r)
 			continue
 		}
-		if !yield(Event{Type: ToolInputAvailable, ToolCallID: c.ToolCallID, ToolName: c.ToolName, Input: input}, nil) {
+		if !yield(Event{Type: ToolInputAvailable, ToolCallID: c.ToolCallID, ToolName: c.ToolName, Input: call.Input()}, nil) {
 			return nil, nil, false
 		}
 		if d.Status == approval.UserApproval && cfg.Pause != nil {
-			pending = append(pending, Pending{ApprovalID: newApprovalID(), ToolCallID: c.ToolCallID, ToolName: c.ToolName, Input: input, Reason: d.Reason})
+			pending = append(pending, Pending{ApprovalID: newApprovalID(), ToolCallID: c.ToolCallID, ToolName: c.ToolName, Input: call.Input(), Reason: d.Reason})
 			continue
 		}
 		denial := "denied by policy"

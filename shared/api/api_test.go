@@ -103,12 +103,18 @@ func types(cs []map[string]any) []string {
 
 func history(t *testing.T, f *fixture, conversationID string) []model.Message {
 	t.Helper()
+	return f.conversation(t, "demo", conversationID)
+}
+
+// conversation returns the stored messages of one of the fixture account's conversations.
+func (f *fixture) conversation(t *testing.T, agentID, conversationID string) []model.Message {
+	t.Helper()
 	ctx := context.Background()
-	turn, err := f.store.BeginTurn(ctx, f.acc.ID, conversationID, "demo", time.Now(), time.Now().Add(time.Minute))
+	turn, err := f.store.BeginTurn(ctx, f.acc.ID, conversationID, agentID, time.Now(), time.Now().Add(time.Minute))
 	if err != nil {
 		t.Fatalf("inspecting conversation: %v", err)
 	}
-	defer turn.End(ctx, model.Usage{})
+	defer turn.Release(ctx)
 	msgs, err := turn.History(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sort"
 	"strings"
 	"time"
 
@@ -275,15 +274,11 @@ func withOverrides(tools *tool.Set, overrides map[string]approval.Status) (*tool
 	if tools == nil {
 		tools, _ = tool.NewSet()
 	}
-	names := make([]string, 0, len(overrides))
-	for n := range overrides {
-		names = append(names, n)
+	out, err := tools.WithApprovals(overrides)
+	var oe *tool.OverrideError
+	if errors.As(err, &oe) {
+		field := "toolApproval." + oe.Tool
+		return nil, &Error{Status: http.StatusBadRequest, Message: field + ": " + oe.Err.Error(), Extra: map[string]any{"field": field}}
 	}
-	sort.Strings(names)
-	for _, n := range names {
-		if _, err := tools.WithApprovals(map[string]approval.Status{n: overrides[n]}); err != nil {
-			return nil, &Error{Status: http.StatusBadRequest, Message: "toolApproval." + n + ": " + err.Error(), Extra: map[string]any{"field": "toolApproval." + n}}
-		}
-	}
-	return tools.WithApprovals(overrides)
+	return out, err
 }

@@ -93,17 +93,7 @@ type approvalFixture struct {
 // history returns a conversation's stored messages.
 func (f *approvalFixture) history(t *testing.T, conversation string) []model.Message {
 	t.Helper()
-	ctx := context.Background()
-	turn, err := f.store.BeginTurn(ctx, f.acc.ID, conversation, agentOf(conversation), time.Now(), time.Now().Add(time.Minute))
-	if err != nil {
-		t.Fatalf("inspecting conversation: %v", err)
-	}
-	defer turn.Release(ctx)
-	msgs, err := turn.History(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return msgs
+	return f.conversation(t, agentOf(conversation), conversation)
 }
 
 // otherAccount creates a second account, with its own deployer agent, on the same tables.

@@ -112,9 +112,19 @@ func NewSet(tools ...Tool) (*Set, error) {
 // Specs returns the model-facing descriptions, sorted by name so prompts are stable.
 func (s *Set) Specs() []model.ToolSpec { return s.specs }
 
+// OverrideError names the tool whose requested approval status was refused.
+type OverrideError struct {
+	Tool string
+	Err  error
+}
+
+func (e *OverrideError) Error() string { return fmt.Sprintf("tool %q: %v", e.Tool, e.Err) }
+func (e *OverrideError) Unwrap() error { return e.Err }
+
 // WithApprovals returns a copy of the set whose named tools follow the requested approval
 // statuses instead of their own policies (a per-request override). Every name must be a tool of
-// the set the harness runs, and a status may loosen a policy only where the policy allows it.
+// the set the harness runs, and a status may loosen a policy only where the policy allows it;
+// the first refused name, in name order, comes back as *OverrideError.
 func (s *Set) WithApprovals(overrides map[string]approval.Status) (*Set, error) {
 	if len(overrides) == 0 {
 		return s, nil
@@ -123,17 +133,22 @@ func (s *Set) WithApprovals(overrides map[string]approval.Status) (*Set, error) 
 	for k, v := range s.byName {
 		out.byName[k] = v
 	}
-	for name, status := range overrides {
+	names := make([]string, 0, len(overrides))
+	for n := range overrides {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
 		e, ok := out.byName[name]
 		if !ok {
-			return nil, fmt.Errorf("%w %q", ErrUnknownTool, name)
+			return nil, &OverrideError{Tool: name, Err: ErrUnknownTool}
 		}
 		if e.tool.ProviderTool != "" {
-			return nil, fmt.Errorf("tool %q %w, so its approval cannot be set", name, ErrProviderTool)
+			return nil, &OverrideError{Tool: name, Err: fmt.Errorf("%w, so its approval cannot be set", ErrProviderTool)}
 		}
-		p, err := e.tool.Approval.Override(status, "set by the request's toolApproval")
+		p, err := e.tool.Approval.Override(overrides[name], "set by the request's toolApproval")
 		if err != nil {
-			return nil, fmt.Errorf("tool %q: %w", name, err)
+			return nil, &OverrideError{Tool: name, Err: err}
 		}
 		e.tool.Approval = p
 		out.byName[name] = e
