@@ -35,7 +35,7 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	h, err := api.NewAccountManage(awsclient.DynamoDB(cfg), box, os.Getenv, tools.ConfigChecks(), logger)
+	h, err := api.NewAccountManage(api.Deps{DB: awsclient.DynamoDB(cfg), Sealer: box, Getenv: os.Getenv, Checks: tools.ConfigChecks(), Logger: logger})
 	if err != nil {
 		return err
 	}

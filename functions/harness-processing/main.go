@@ -34,7 +34,10 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	h, err := api.NewHarness(awsclient.DynamoDB(cfg), box, os.Getenv, tools.Build, logger)
+	h, err := api.NewHarness(api.Deps{
+		DB: awsclient.DynamoDB(cfg), SQS: awsclient.SQS(cfg), S3: awsclient.S3(cfg),
+		Sealer: box, Getenv: os.Getenv, Tools: tools.Build, Logger: logger,
+	})
 	if err != nil {
 		return err
 	}

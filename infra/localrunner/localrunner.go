@@ -27,10 +27,10 @@ type constructor func(db *dynamodb.Client, sealer agents.Sealer, getenv func(str
 // functions maps template logical ids to the handlers their main packages run.
 var functions = map[string]constructor{
 	"HarnessProcessingFunction": func(db *dynamodb.Client, sealer agents.Sealer, getenv func(string) string, logger *slog.Logger) (http.Handler, error) {
-		return api.NewHarness(db, sealer, getenv, tools.Build, logger)
+		return api.NewHarness(api.Deps{DB: db, Sealer: sealer, Getenv: getenv, Tools: tools.Build, Logger: logger})
 	},
 	"AccountManageFunction": func(db *dynamodb.Client, sealer agents.Sealer, getenv func(string) string, logger *slog.Logger) (http.Handler, error) {
-		return api.NewAccountManage(db, sealer, getenv, tools.ConfigChecks(), logger)
+		return api.NewAccountManage(api.Deps{DB: db, Sealer: sealer, Getenv: getenv, Checks: tools.ConfigChecks(), Logger: logger})
 	},
 }
 

@@ -104,7 +104,7 @@ func newManageFixture(t *testing.T, adminSecret string, openSignup bool) *manage
 			f.mu.Lock()
 			f.toolConfigs = append(f.toolConfigs, c)
 			f.mu.Unlock()
-			return tools.Build(c, noenv)
+			return tools.Build(c, tool.Env{Getenv: noenv})
 		},
 		Model: func(block json.RawMessage) (agent.Model, error) {
 			m, err := provider.New(block, noenv)

@@ -63,7 +63,9 @@ func newFixture(t *testing.T, model agent.Model) *fixture {
 	if model != nil {
 		newModel = func(json.RawMessage) (agent.Model, error) { return model, nil }
 	}
-	h := api.New(api.Options{Store: st, Agents: svc, Tools: func(c map[string]json.RawMessage) (*tool.Set, error) { return tools.Build(c, os.Getenv) }, Model: newModel, MaxBodyBytes: 4096})
+	h := api.New(api.Options{Store: st, Agents: svc, Tools: func(c map[string]json.RawMessage) (*tool.Set, error) {
+		return tools.Build(c, tool.Env{Getenv: os.Getenv})
+	}, Model: newModel, MaxBodyBytes: 4096})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &fixture{srv: srv, store: st, acc: acc, secret: secret}

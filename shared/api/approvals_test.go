@@ -130,7 +130,9 @@ func newApprovalFixture(t *testing.T) *approvalFixture {
 	c := &clock{now: time.Now()}
 	h := api.New(api.Options{
 		Store: st, Agents: svc, Now: c.Now,
-		Tools: func(cfg map[string]json.RawMessage) (*tool.Set, error) { return tools.Build(cfg, os.Getenv) },
+		Tools: func(cfg map[string]json.RawMessage) (*tool.Set, error) {
+			return tools.Build(cfg, tool.Env{Getenv: os.Getenv})
+		},
 		Model: func(block json.RawMessage) (agent.Model, error) {
 			return provider.New(block, func(string) string { return "" })
 		},

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -13,12 +14,30 @@ import (
 	"github.com/agentharness/harness/shared/store"
 	"github.com/agentharness/harness/shared/tool"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 )
 
-// NewHarness wires harness-processing the way the deployed function runs it: table names and
-// fallback credentials from getenv, models from the provider registry, agent secrets opened
-// with sealer. Lambda's main and the local runner both call it, so they serve the same thing.
-func NewHarness(db *dynamodb.Client, sealer agents.Sealer, getenv func(string) string, tools func(config map[string]json.RawMessage, getenv func(string) string) (*tool.Set, error), logger *slog.Logger) (*Handler, error) {
+// Deps are what every function's handler is built from: AWS clients, the secrets sealer, the
+// environment the SAM template sets, the tool factories and the logger. Lambda mains and the
+// local runner build handlers from the same Deps, so they serve the same thing.
+type Deps struct {
+	DB     *dynamodb.Client
+	SQS    *sqs.Client
+	S3     *s3.Client
+	Sealer agents.Sealer
+	Getenv func(string) string
+	// Tools builds an agent's ToolSet from its config.tools.
+	Tools func(config map[string]json.RawMessage, env tool.Env) (*tool.Set, error)
+	// Checks validate agent configs when they are written (account-manage).
+	Checks agentconfig.Checks
+	Logger *slog.Logger
+}
+
+// NewHarness wires harness-processing: table names and fallback credentials from getenv,
+// models from the provider registry, agent secrets opened with the sealer.
+func NewHarness(d Deps) (*Handler, error) {
+	getenv := d.Getenv
 	tables, err := store.TablesFromEnv(getenv)
 	if err != nil {
 		return nil, err
@@ -29,20 +48,22 @@ func NewHarness(db *dynamodb.Client, sealer agents.Sealer, getenv func(string) s
 			return nil, fmt.Errorf("APPROVAL_TIMEOUT is %q, want a positive duration such as 24h or 90m", v)
 		}
 	}
-	st := store.New(db, tables)
+	st := store.New(d.DB, tables)
+	env := tool.Env{Getenv: getenv, Send: sqsSender(d.SQS)}
 	return New(Options{
 		ApprovalTimeout: timeout,
 		Store:           st,
-		Agents:          agents.New(st, sealer, agentconfig.Checks{}, nil),
-		Tools:           func(config map[string]json.RawMessage) (*tool.Set, error) { return tools(config, getenv) },
+		Agents:          agents.New(st, d.Sealer, agentconfig.Checks{}, nil),
+		Tools:           func(config map[string]json.RawMessage) (*tool.Set, error) { return d.Tools(config, env) },
 		Model:           func(block json.RawMessage) (agent.Model, error) { return provider.New(block, getenv) },
-		Logger:          logger,
+		Logger:          d.Logger,
 	}), nil
 }
 
 // NewAccountManage wires account-manage: tables, the admin secret and the signup mode from
-// getenv, agent configs checked by checks and their secrets sealed with sealer.
-func NewAccountManage(db *dynamodb.Client, sealer agents.Sealer, getenv func(string) string, checks agentconfig.Checks, logger *slog.Logger) (*AccountsHandler, error) {
+// getenv, agent configs checked by d.Checks and their secrets sealed with d.Sealer.
+func NewAccountManage(d Deps) (*AccountsHandler, error) {
+	getenv := d.Getenv
 	tables, err := store.AccountTablesFromEnv(getenv)
 	if err != nil {
 		return nil, err
@@ -55,12 +76,26 @@ func NewAccountManage(db *dynamodb.Client, sealer agents.Sealer, getenv func(str
 	default:
 		return nil, fmt.Errorf("ACCOUNT_SIGNUP is %q, want admin or open", mode)
 	}
-	st := store.New(db, tables)
+	st := store.New(d.DB, tables)
 	return NewAccounts(AccountsOptions{
 		Store:       st,
-		Agents:      agents.New(st, sealer, checks, nil),
+		Agents:      agents.New(st, d.Sealer, d.Checks, nil),
 		AdminSecret: getenv("ADMIN_SECRET"),
 		OpenSignup:  open,
-		Logger:      logger,
+		Logger:      d.Logger,
 	}), nil
+}
+
+// sqsSender sends message bodies with c; nil without a client.
+func sqsSender(c *sqs.Client) func(ctx context.Context, queueURL, body string) error {
+	if c == nil {
+		return nil
+	}
+	return func(ctx context.Context, queueURL, body string) error {
+		_, err := c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &queueURL, MessageBody: &body})
+		if err != nil {
+			return fmt.Errorf("sending to %s: %w", queueURL, err)
+		}
+		return nil
+	}
 }

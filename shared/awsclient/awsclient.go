@@ -12,6 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 )
 
 // Config loads the default configuration. When an endpoint variable (AWS_ENDPOINT_URL_DYNAMODB,
@@ -50,4 +52,14 @@ func isSet(names ...string) bool {
 		}
 	}
 	return false
+}
+
+// SQS returns an SQS client for cfg.
+func SQS(cfg aws.Config) *sqs.Client { return sqs.NewFromConfig(cfg) }
+
+// S3 returns an S3 client for cfg. Emulators serve buckets by path, not by host name.
+func S3(cfg aws.Config) *s3.Client {
+	return s3.NewFromConfig(cfg, func(o *s3.Options) {
+		o.UsePathStyle = isSet("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
+	})
 }

@@ -216,3 +216,11 @@ func (c *Call) Run(ctx context.Context) (out json.RawMessage, err error) {
 	}
 	return b, nil
 }
+
+// Env is what tool factories may use from the harness: its environment, for fallback
+// credentials, and a queue to hand outside work to.
+type Env struct {
+	Getenv func(string) string
+	// Send puts one message on an SQS queue; nil where no queue is wired.
+	Send func(ctx context.Context, queueURL, body string) error
+}

@@ -47,7 +47,7 @@ func envWith(base string, vars map[string]string) func(string) string {
 // runTool builds config, prepares one call of name with input and runs it.
 func runTool(t *testing.T, cfg string, getenv func(string) string, name, input string) (json.RawMessage, error) {
 	t.Helper()
-	set, err := tools.Build(config(t, cfg), getenv)
+	set, err := tools.Build(config(t, cfg), tool.Env{Getenv: getenv})
 	if err != nil {
 		t.Fatalf("Build: %v", err)
 	}
@@ -264,7 +264,7 @@ func TestTavilyFailures(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			set, err := tools.Build(config(t, tt.config), envWith(tt.base, nil))
+			set, err := tools.Build(config(t, tt.config), tool.Env{Getenv: envWith(tt.base, nil)})
 			if err != nil {
 				t.Fatalf("Build: %v", err)
 			}
@@ -307,7 +307,7 @@ func TestTavilyMissingKey(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.tool, func(t *testing.T) {
-			set, err := tools.Build(config(t, tt.config), noEnv)
+			set, err := tools.Build(config(t, tt.config), tool.Env{Getenv: noEnv})
 			var missing *tools.MissingVariableError
 			if !errors.As(err, &missing) {
 				t.Fatalf("Build() = %v, %v; want a *tools.MissingVariableError", set, err)
@@ -328,7 +328,7 @@ func TestTavilyBaseURL(t *testing.T) {
 	for _, base := range []string{"ftp://tavily.internal", "api.tavily.com", "http://"} {
 		t.Run(base, func(t *testing.T) {
 			env := envWith(base, map[string]string{"TAVILY_API_KEY": tavilyKey})
-			set, err := tools.Build(config(t, `{"tavilySearch":{}}`), env)
+			set, err := tools.Build(config(t, `{"tavilySearch":{}}`), tool.Env{Getenv: env})
 			if err == nil || !strings.Contains(err.Error(), "TAVILY_BASE_URL") {
 				t.Errorf("Build() = %v, %v; want an error naming TAVILY_BASE_URL", set, err)
 			}
@@ -337,7 +337,7 @@ func TestTavilyBaseURL(t *testing.T) {
 }
 
 func TestTavilyInputSchema(t *testing.T) {
-	set, err := tools.Build(config(t, `{"tavilySearch":{"apiKey":"k"},"tavilyExtract":{"apiKey":"k"}}`), noEnv)
+	set, err := tools.Build(config(t, `{"tavilySearch":{"apiKey":"k"},"tavilyExtract":{"apiKey":"k"}}`), tool.Env{Getenv: noEnv})
 	if err != nil {
 		t.Fatalf("Build: %v", err)
 	}

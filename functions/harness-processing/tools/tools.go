@@ -5,6 +5,7 @@ package tools
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -60,6 +61,9 @@ type Context struct {
 	// Vars holds each resolved variable by name; a missing optional variable is absent.
 	Vars   map[string]string
 	Getenv func(string) string
+	// Send puts a message on an SQS queue, for tools that dispatch outside work; nil where no
+	// queue is wired.
+	Send func(ctx context.Context, queueURL, body string) error
 }
 
 // Options is one tool's config entry without the keys every tool shares.
@@ -227,7 +231,11 @@ func Check(name string, raw json.RawMessage, m agentconfig.Model) (agentconfig.T
 // Build returns the ToolSet for an agent's config.tools. Omitting a tool or setting
 // "enabled": false disables it. A required variable that does not resolve fails the build with
 // *MissingVariableError, so the turn stops before its first model call.
-func Build(config map[string]json.RawMessage, getenv func(string) string) (*tool.Set, error) {
+func Build(config map[string]json.RawMessage, env tool.Env) (*tool.Set, error) {
+	getenv := env.Getenv
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
 	var all []tool.Tool
 	for _, name := range sortedKeys(config) {
 		spec, ok := specs[name]
@@ -248,7 +256,7 @@ func Build(config map[string]json.RawMessage, getenv func(string) string) (*tool
 			all = append(all, tool.Tool{Name: name, ProviderTool: spec.ProviderTool})
 			continue
 		}
-		c := Context{Options: Options{}, Vars: map[string]string{}, Getenv: getenv}
+		c := Context{Options: Options{}, Vars: map[string]string{}, Getenv: getenv, Send: env.Send}
 		for k, v := range e.Options {
 			c.Options[k] = v
 		}

@@ -41,7 +41,7 @@ func TestBuild(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			set, err := tools.Build(config(t, tt.config), noEnv)
+			set, err := tools.Build(config(t, tt.config), tool.Env{Getenv: noEnv})
 			if err != nil {
 				t.Fatalf("Build: %v", err)
 			}
@@ -60,7 +60,7 @@ func TestBuild(t *testing.T) {
 }
 
 func TestBuildNil(t *testing.T) {
-	set, err := tools.Build(nil, noEnv)
+	set, err := tools.Build(nil, tool.Env{Getenv: noEnv})
 	if err != nil {
 		t.Fatalf("Build(nil): %v", err)
 	}
@@ -108,7 +108,7 @@ func TestBuildRejects(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			set, err := tools.Build(config(t, tt.config), noEnv)
+			set, err := tools.Build(config(t, tt.config), tool.Env{Getenv: noEnv})
 			if err == nil {
 				t.Fatalf("Build() = %v, nil; want an error", set)
 			}
@@ -131,7 +131,7 @@ func TestNames(t *testing.T) {
 }
 
 func TestCurrentTime(t *testing.T) {
-	set, err := tools.Build(config(t, `{"current_time":{}}`), noEnv)
+	set, err := tools.Build(config(t, `{"current_time":{}}`), tool.Env{Getenv: noEnv})
 	if err != nil {
 		t.Fatalf("Build: %v", err)
 	}
@@ -172,7 +172,7 @@ func TestCurrentTime(t *testing.T) {
 }
 
 func TestGoogleSearchIsProviderDefined(t *testing.T) {
-	set, err := tools.Build(config(t, `{"googleSearch":{}}`), noEnv)
+	set, err := tools.Build(config(t, `{"googleSearch":{}}`), tool.Env{Getenv: noEnv})
 	if err != nil {
 		t.Fatalf("Build: %v", err)
 	}
@@ -197,7 +197,7 @@ func TestGoogleSearchIsProviderDefined(t *testing.T) {
 }
 
 func TestTestAsync(t *testing.T) {
-	set, err := tools.Build(config(t, `{"test_async":{"async":true,"maxSeconds":1}}`), noEnv)
+	set, err := tools.Build(config(t, `{"test_async":{"async":true,"maxSeconds":1}}`), tool.Env{Getenv: noEnv})
 	if err != nil {
 		t.Fatalf("Build: %v", err)
 	}
@@ -233,7 +233,7 @@ func TestTestAsync(t *testing.T) {
 // needsApproval reaches the built tool as its policy, rules included, and bad policies are
 // refused at the exact field.
 func TestNeedsApprovalPolicy(t *testing.T) {
-	set, err := tools.Build(config(t, `{"test_async":{"needsApproval":{"rules":[{"if":{"properties":{"seconds":{"maximum":1}}},"then":"approved"}],"otherwise":"user-approval"}}}`), noEnv)
+	set, err := tools.Build(config(t, `{"test_async":{"needsApproval":{"rules":[{"if":{"properties":{"seconds":{"maximum":1}}},"then":"approved"}],"otherwise":"user-approval"}}}`), tool.Env{Getenv: noEnv})
 	if err != nil {
 		t.Fatalf("Build: %v", err)
 	}
