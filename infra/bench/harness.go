@@ -39,12 +39,17 @@ func harnessTurn(ctx context.Context, root, mockURL string) (run turnRunner, sto
 	// A prefix of its own, so a run never meets another run's rows.
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
-	name, _, err := localrunner.Provision(ctx, db, tpl, "bench-"+hex.EncodeToString(b)+"-")
+	sqsc, s3c := awsclient.SQS(cfg), awsclient.S3(cfg)
+	res, err := localrunner.Provision(ctx, localrunner.Clients{DB: db, SQS: sqsc, S3: s3c}, tpl, "bench-"+hex.EncodeToString(b)+"-")
 	if err != nil {
 		return nil, nil, err
 	}
 	// The functions' own logger at its default level; the lines are formatted, then dropped.
-	runner, err := localrunner.New(localrunner.Options{Template: tpl, DB: db, Name: name, Getenv: func(string) string { return "" }, Logger: logging.New(io.Discard, "")})
+	// Only HTTP turns are measured: the runner's pollers and schedules are not started.
+	runner, err := localrunner.New(localrunner.Options{
+		Template: tpl, DB: db, SQS: sqsc, S3: s3c, Name: res.Name,
+		Getenv: func(string) string { return "" }, Logger: logging.New(io.Discard, ""),
+	})
 	if err != nil {
 		return nil, nil, err
 	}

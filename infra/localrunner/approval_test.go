@@ -21,7 +21,7 @@ import (
 const approver = `{
   "name": "approver",
   "model": {"provider": "scripted", "script": [
-    {"toolCalls": [{"name": "test_async", "input": {"seconds": 0, "label": "deployed"}}]},
+    {"toolCalls": [{"name": "test_async", "input": {"delayMs": 0, "echo": "deployed"}}]},
     {"text": "Result: {{toolResults}}"}
   ]},
   "tools": {"test_async": {"needsApproval": true}}
@@ -142,9 +142,9 @@ func TestApprovalWithAISDKClient(t *testing.T) {
 		t.Errorf("approve: parts after the approval (-want +got):\n%s", diff)
 	}
 	tool := partOf(a.Parts, "tool-test_async")
-	var output struct{ Label string }
-	if err := json.Unmarshal(tool.Output, &output); err != nil || output.Label != "deployed" {
-		t.Errorf("approve: tool output %s, want the label deployed", tool.Output)
+	var output struct{ Echo string }
+	if err := json.Unmarshal(tool.Output, &output); err != nil || output.Echo != "deployed" {
+		t.Errorf("approve: tool output %s, want the echo deployed", tool.Output)
 	}
 	if tool.Approval == nil || tool.Approval.Approved == nil || !*tool.Approval.Approved || tool.Approval.ID != got.Approve.ApprovalID {
 		t.Errorf("approve: tool part approval %+v, want %s approved", tool.Approval, got.Approve.ApprovalID)

@@ -1,6 +1,9 @@
-// Package localrunner serves every function of template.yaml on one HTTP server, at the routes
-// its HttpApi events declare, the way API Gateway and Function URLs would in AWS. Function
-// environments come from the template too, with table references resolved to local names.
+// Package localrunner runs every function of template.yaml in one process, the way AWS would
+// invoke them: HTTP functions are served on one HTTP server at the routes their HttpApi events
+// declare (as API Gateway and Function URLs would), SQS functions get batches from pollers that
+// behave like Lambda's event source mappings, and Schedule functions run on a timer like
+// EventBridge's. Function environments come from the template too, with resource references
+// resolved to the local names and queue URLs that Provision created.
 package localrunner
 
 import (
@@ -11,6 +14,8 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/agentharness/harness/functions/harness-processing/tools"
 	"github.com/agentharness/harness/infra/template"
@@ -18,19 +23,60 @@ import (
 	"github.com/agentharness/harness/shared/api"
 	"github.com/agentharness/harness/shared/secrets"
 	"github.com/agentharness/harness/shared/store"
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 )
 
-// constructor builds a function's handler from its environment.
-type constructor func(db *dynamodb.Client, sealer agents.Sealer, getenv func(string) string, logger *slog.Logger) (http.Handler, error)
+// Handlers are what a function's main package hands to Lambda: an HTTP handler for its HttpApi
+// routes, a batch handler for its SQS event sources, a run for its schedules. A function sets
+// the ones its template events need.
+type Handlers struct {
+	HTTP     http.Handler
+	SQS      func(context.Context, events.SQSEvent) (events.SQSEventResponse, error)
+	Schedule func(context.Context) error
+}
 
-// functions maps template logical ids to the handlers their main packages run.
-var functions = map[string]constructor{
-	"HarnessProcessingFunction": func(db *dynamodb.Client, sealer agents.Sealer, getenv func(string) string, logger *slog.Logger) (http.Handler, error) {
-		return api.NewHarness(api.Deps{DB: db, Sealer: sealer, Getenv: getenv, Tools: tools.Build, Logger: logger})
+// Constructor builds a function's handlers from the dependencies its main package builds.
+type Constructor func(api.Deps) (Handlers, error)
+
+// builtin maps template logical ids to what their main packages run.
+var builtin = map[string]Constructor{
+	"HarnessProcessingFunction": func(d api.Deps) (Handlers, error) {
+		h, err := api.NewHarness(d)
+		if err != nil {
+			return Handlers{}, err
+		}
+		return Handlers{HTTP: h}, nil
 	},
-	"AccountManageFunction": func(db *dynamodb.Client, sealer agents.Sealer, getenv func(string) string, logger *slog.Logger) (http.Handler, error) {
-		return api.NewAccountManage(api.Deps{DB: db, Sealer: sealer, Getenv: getenv, Checks: tools.ConfigChecks(), Logger: logger})
+	"AccountManageFunction": func(d api.Deps) (Handlers, error) {
+		h, err := api.NewAccountManage(d)
+		if err != nil {
+			return Handlers{}, err
+		}
+		return Handlers{HTTP: h}, nil
+	},
+	"AsyncToolCompleteFunction": func(d api.Deps) (Handlers, error) {
+		h, err := api.NewCompletion(d)
+		if err != nil {
+			return Handlers{}, err
+		}
+		return Handlers{HTTP: h}, nil
+	},
+	"AsyncWorkerFunction": func(d api.Deps) (Handlers, error) {
+		w, err := api.NewWorker(d)
+		if err != nil {
+			return Handlers{}, err
+		}
+		return Handlers{SQS: w.Handle}, nil
+	},
+	"SweeperFunction": func(d api.Deps) (Handlers, error) {
+		s, err := api.NewSweeper(d)
+		if err != nil {
+			return Handlers{}, err
+		}
+		return Handlers{Schedule: s.Run}, nil
 	},
 }
 
@@ -38,24 +84,58 @@ var functions = map[string]constructor{
 type Options struct {
 	Template *template.Template
 	DB       *dynamodb.Client
-	// Name maps a template logical id to the local physical name of its resource.
+	// SQS and S3 are given to every function; SQS also feeds the pollers of SQS events.
+	SQS *sqs.Client
+	S3  *s3.Client
+	// Name maps a template logical id to the value Ref has for it locally: a table's or a
+	// bucket's name, a queue's URL. Resources.Name, from Provision, is one.
 	Name func(logicalID string) string
 	// Getenv supplies what the template does not set (credentials such as OPENAI_API_KEY) and
 	// overrides its empty parameter defaults (ADMIN_SECRET). SECRETS_LOCAL_KEY, when set, is
 	// the key agent secrets are sealed with; otherwise the runner makes one for its lifetime.
 	Getenv func(string) string
 	Logger *slog.Logger
+	// BaseURL is where the runner is served (http://127.0.0.1:PORT). Functions whose template
+	// sets AGENT_SERVICE_URL to an empty value get it instead, so outside workers are told a
+	// completion URL they can reach.
+	BaseURL string
+	// Pollers is the number of pollers per SQS event source, each taking one batch at a time
+	// (default 1).
+	Pollers int
+	// ScheduleEvery, when set, replaces the rate of every Schedule event (tests and make dev
+	// sweep every few seconds, not every minute).
+	ScheduleEvery time.Duration
+	// Functions adds or replaces the handlers of template functions, by logical id: tests put
+	// fakes behind a template's event sources with it.
+	Functions map[string]Constructor
 }
 
-// Runner serves every HTTP route of the template.
+// Runner serves every HTTP route of the template (it is the http.Handler), and once started
+// polls the queues of its SQS events and runs its schedules.
 type Runner struct {
 	http.Handler
-	store  *store.Store
-	agents *agents.Service
+	store     *store.Store
+	agents    *agents.Service
+	sqs       *sqs.Client
+	logger    *slog.Logger
+	pollers   int
+	sources   []*sqsSource
+	schedules []*schedule
+
+	mu      sync.Mutex
+	stop    context.CancelFunc // set while started
+	running sync.WaitGroup
 }
 
-// New returns a runner for the template's functions.
+// New returns a runner for the template's functions, each built from an api.Deps as its main
+// package builds it.
 func New(opts Options) (*Runner, error) {
+	if opts.Getenv == nil {
+		opts.Getenv = func(string) string { return "" }
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
 	// KMS is not emulated: every function seals and opens agent secrets with one local key.
 	box := secrets.New(secrets.NewRandomLocal())
 	if key := opts.Getenv("SECRETS_LOCAL_KEY"); key != "" {
@@ -70,10 +150,13 @@ func New(opts Options) (*Runner, error) {
 			return nil, err
 		}
 	}
-	r := &Runner{}
+	r := &Runner{sqs: opts.SQS, logger: opts.Logger, pollers: max(opts.Pollers, 1)}
 	mux := http.NewServeMux()
 	for _, fn := range opts.Template.Functions() {
-		build, ok := functions[fn.LogicalID]
+		build, ok := opts.Functions[fn.LogicalID]
+		if !ok {
+			build, ok = builtin[fn.LogicalID]
+		}
 		if !ok {
 			return nil, fmt.Errorf("the local runner does not know function %s", fn.LogicalID)
 		}
@@ -82,13 +165,20 @@ func New(opts Options) (*Runner, error) {
 			return nil, err
 		}
 		delete(env, "SECRETS_KMS_KEY_ID")
+		if v, ok := env["AGENT_SERVICE_URL"]; ok && v == "" {
+			env["AGENT_SERVICE_URL"] = opts.BaseURL
+		}
 		getenv := func(k string) string {
 			if v := env[k]; v != "" {
 				return v
 			}
 			return opts.Getenv(k)
 		}
-		h, err := build(opts.DB, box, getenv, opts.Logger.With("function", fn.LogicalID))
+		logger := opts.Logger.With("function", fn.LogicalID)
+		h, err := build(api.Deps{
+			DB: opts.DB, SQS: opts.SQS, S3: opts.S3, Sealer: box, Getenv: getenv,
+			Tools: tools.Build, Checks: tools.ConfigChecks(), Logger: logger,
+		})
 		if err != nil {
 			return nil, fmt.Errorf("building %s: %w", fn.LogicalID, err)
 		}
@@ -100,19 +190,48 @@ func New(opts Options) (*Runner, error) {
 			r.store = store.New(opts.DB, tables)
 			r.agents = agents.New(r.store, box, tools.ConfigChecks(), nil)
 		}
+		// Lambda's default timeout is 3 s.
+		timeout := time.Duration(max(fn.Timeout, 3)) * time.Second
 		for _, ev := range fn.Events {
-			if ev.Type != "HttpApi" && ev.Type != "Api" {
-				continue
+			switch ev.Type {
+			case "HttpApi", "Api":
+				if h.HTTP == nil {
+					return nil, fmt.Errorf("%s has HTTP event %s but its handler serves no HTTP", fn.LogicalID, ev.Name)
+				}
+				path := ev.Path
+				if strings.HasSuffix(path, "/") {
+					path += "{$}" // an exact path, as in API Gateway
+				}
+				method := strings.ToUpper(ev.Method) + " "
+				if method == "ANY " {
+					method = ""
+				}
+				mux.Handle(method+path, h.HTTP)
+			case "SQS":
+				if h.SQS == nil {
+					return nil, fmt.Errorf("%s has SQS event %s but its handler takes no SQS batches", fn.LogicalID, ev.Name)
+				}
+				r.sources = append(r.sources, &sqsSource{
+					function: fn.LogicalID, event: ev, url: opts.Name(ev.Queue),
+					handle: h.SQS, timeout: timeout, logger: logger.With("event", ev.Name),
+				})
+			case "Schedule":
+				if h.Schedule == nil {
+					return nil, fmt.Errorf("%s has Schedule event %s but its handler has no scheduled run", fn.LogicalID, ev.Name)
+				}
+				every := opts.ScheduleEvery
+				if every <= 0 {
+					every = ev.Rate
+				}
+				if every <= 0 {
+					return nil, fmt.Errorf("%s: the local runner cannot time schedule %s (%s); set Options.ScheduleEvery", fn.LogicalID, ev.Name, ev.Schedule)
+				}
+				r.schedules = append(r.schedules, &schedule{
+					function: fn.LogicalID, every: every, run: h.Schedule, timeout: timeout, logger: logger.With("event", ev.Name),
+				})
+			default:
+				return nil, fmt.Errorf("%s: the local runner does not run %s events (%s)", fn.LogicalID, ev.Type, ev.Name)
 			}
-			path := ev.Path
-			if strings.HasSuffix(path, "/") {
-				path += "{$}" // an exact path, as in API Gateway
-			}
-			method := strings.ToUpper(ev.Method) + " "
-			if method == "ANY " {
-				method = ""
-			}
-			mux.Handle(method+path, h)
 		}
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -124,28 +243,49 @@ func New(opts Options) (*Runner, error) {
 	return r, nil
 }
 
-// Provision creates the template's tables named prefix + logical id and returns that naming
-// with the table names harness-processing gets from it.
-func Provision(ctx context.Context, db *dynamodb.Client, tpl *template.Template, prefix string) (func(string) string, store.Tables, error) {
-	name := func(logicalID string) string { return prefix + logicalID }
-	if err := template.Provision(ctx, db, tpl, name); err != nil {
-		return nil, store.Tables{}, fmt.Errorf("creating the tables: %w", err)
+// Start starts the pollers of the template's SQS events (Options.Pollers per event) and the
+// timers of its Schedule events. They run until ctx ends or Stop is called. Starting a runner
+// that is already started is an error.
+func (r *Runner) Start(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stop != nil {
+		return errors.New("the local runner is already started")
 	}
-	tables, err := StoreTables(tpl, name)
-	return name, tables, err
+	if len(r.sources) > 0 && r.sqs == nil {
+		return errors.New("the template has SQS events but the runner has no SQS client (Options.SQS)")
+	}
+	for _, s := range r.sources {
+		arn, err := template.QueueARN(ctx, r.sqs, s.url)
+		if err != nil {
+			return fmt.Errorf("%s: SQS event %s: %w", s.function, s.event.Name, err)
+		}
+		s.arn = arn
+	}
+	ctx, stop := context.WithCancel(ctx)
+	r.stop = stop
+	for _, s := range r.sources {
+		for range r.pollers {
+			r.running.Go(func() { r.poll(ctx, s) })
+		}
+	}
+	for _, s := range r.schedules {
+		r.running.Go(func() { s.loop(ctx) })
+	}
+	return nil
 }
 
-// StoreTables returns the table names harness-processing gets from the template.
-func StoreTables(tpl *template.Template, name func(logicalID string) string) (store.Tables, error) {
-	for _, fn := range tpl.Functions() {
-		if fn.LogicalID != "HarnessProcessingFunction" {
-			continue
-		}
-		env, err := tpl.FunctionEnv(fn, name)
-		if err != nil {
-			return store.Tables{}, err
-		}
-		return store.TablesFromEnv(func(k string) string { return env[k] })
+// Stop stops what Start started and waits for it to end. A batch being handled sees its context
+// canceled; unless its handler had already succeeded, its messages come back after their
+// visibility timeout, as after a Lambda timeout. Stopping a runner that is not started does
+// nothing; a stopped runner can be started again.
+func (r *Runner) Stop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stop == nil {
+		return
 	}
-	return store.Tables{}, errors.New("template has no HarnessProcessingFunction")
+	r.stop()
+	r.running.Wait()
+	r.stop = nil
 }

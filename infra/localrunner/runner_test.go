@@ -2,12 +2,8 @@ package localrunner_test
 
 import (
 	"bytes"
-	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -18,7 +14,6 @@ import (
 	"github.com/agentharness/harness/functions/harness-processing/tools"
 	"github.com/agentharness/harness/infra/faketavily"
 	"github.com/agentharness/harness/infra/localrunner"
-	"github.com/agentharness/harness/infra/template"
 	"github.com/agentharness/harness/infra/testenv"
 	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/provider"
@@ -26,34 +21,15 @@ import (
 
 const adminSecret = "hadm_test-admin-secret"
 
-// runner serves every function of template.yaml as make dev does, on its own tables, with
-// Tavily pointed at a local fake.
+// runner serves every function of template.yaml as make dev does, on its own tables, queues and
+// bucket, with its pollers and schedules running and Tavily pointed at a local fake.
 func runner(t *testing.T, tavily http.Handler) *httptest.Server {
 	t.Helper()
-	db := testenv.DynamoDB(t)
-	tpl, err := template.Load(filepath.Join(testenv.Root(t), "template.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	name, _, err := localrunner.Provision(context.Background(), db, tpl, "r"+hex.EncodeToString(b)+"-")
-	if err != nil {
-		t.Fatal(err)
-	}
+	stack := testenv.Stack(t)
 	tavilySrv := httptest.NewServer(tavily)
 	t.Cleanup(tavilySrv.Close)
 	env := map[string]string{"ADMIN_SECRET": adminSecret, "TAVILY_BASE_URL": tavilySrv.URL}
-	r, err := localrunner.New(localrunner.Options{
-		Template: tpl, DB: db, Name: name,
-		Getenv: func(k string) string { return env[k] },
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(r)
-	t.Cleanup(srv.Close)
+	_, srv := testenv.Serve(t, stack.Options(func(k string) string { return env[k] }))
 	return srv
 }
 
@@ -258,5 +234,30 @@ func TestExampleConfig(t *testing.T) {
 	}
 	if seed.Agents[0].AgentID != "demo" || !slices.Contains(tools.Names(), "current_time") {
 		t.Errorf("the first agent is %s, want the scripted demo that make dev prints a curl for", seed.Agents[0].AgentID)
+	}
+}
+
+// Every HttpApi route of the template reaches its function: none answers the runner's own
+// "no route" 404.
+func TestEveryRouteIsServed(t *testing.T) {
+	srv := runner(t, faketavily.New(nil))
+	for _, fn := range testenv.Template(t).Functions() {
+		for _, e := range fn.Events {
+			if e.Type != "HttpApi" {
+				continue
+			}
+			method := e.Method
+			if method == "ANY" {
+				method = http.MethodGet
+			}
+			path := strings.NewReplacer("{accountId}", "acc_x", "{agentId}", "agt_x", "{eventId}", "evt_x", "{resultId}", "res_x").Replace(e.Path)
+			if strings.Contains(path, "{") {
+				t.Fatalf("route %s %s has a parameter this test does not fill", e.Method, e.Path)
+			}
+			res := call(t, srv, method, path, "", "{}")
+			if strings.Contains(string(res.body), "no route for") {
+				t.Errorf("%s %s (%s of %s) = %d %s, want its function's answer", method, path, e.Name, fn.LogicalID, res.status, res.body)
+			}
+		}
 	}
 }

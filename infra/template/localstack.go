@@ -9,13 +9,16 @@ import (
 )
 
 // LocalstackInit returns the LocalStack init hook (localstack/init/ready.d/resources.sh) that
-// creates the template's tables and queues, each named by its logical id. It can run again on a
-// persisted LocalStack: existing tables are skipped and SQS's create-queue is idempotent.
+// creates the template's tables, queues (dead-letter queues first, with their redrive policies)
+// and buckets, each named by its logical id, buckets in lower case as S3 requires. It can run
+// again on a persisted LocalStack: existing tables and buckets are skipped and SQS's create-queue
+// is idempotent.
 func LocalstackInit(tpl *Template) string {
 	var b strings.Builder
 	b.WriteString(`#!/usr/bin/env bash
 # Generated from template.yaml by "go test ./infra/template -update"; do not edit.
-# LocalStack runs it once its services are ready. Resources are named by their logical ids.
+# LocalStack runs it once its services are ready. Resources are named by their logical ids
+# (buckets in lower case).
 set -euo pipefail
 `)
 	for _, t := range tpl.Tables() {
@@ -53,8 +56,16 @@ set -euo pipefail
 		}
 		b.WriteString(" >/dev/null\n")
 	}
+	for _, bucket := range tpl.Buckets() {
+		name := quote(LocalstackBucketName(bucket.LogicalID))
+		fmt.Fprintf(&b, "\nif ! awslocal s3api head-bucket --bucket %s >/dev/null 2>&1; then\n", name)
+		fmt.Fprintf(&b, "  awslocal s3api create-bucket --bucket %s >/dev/null\nfi\n", name)
+	}
 	return b.String()
 }
+
+// LocalstackBucketName is the name the init hook gives a bucket: its logical id in lower case.
+func LocalstackBucketName(logicalID string) string { return strings.ToLower(logicalID) }
 
 func boolOrder(b bool) int {
 	if b {

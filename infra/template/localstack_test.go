@@ -64,10 +64,15 @@ Resources:
       RedrivePolicy: {deadLetterTargetArn: !GetAtt B.Arn, maxReceiveCount: 3}
   B:
     Type: AWS::SQS::Queue
+  ResultsBucket:
+    Type: AWS::S3::Bucket
+    Properties:
+      LifecycleConfiguration: {Rules: [{Id: Expire, Status: Enabled, ExpirationInDays: 30}]}
 `)
 	want := `#!/usr/bin/env bash
 # Generated from template.yaml by "go test ./infra/template -update"; do not edit.
-# LocalStack runs it once its services are ready. Resources are named by their logical ids.
+# LocalStack runs it once its services are ready. Resources are named by their logical ids
+# (buckets in lower case).
 set -euo pipefail
 
 if ! awslocal dynamodb describe-table --table-name 'Events' >/dev/null 2>&1; then
@@ -85,6 +90,10 @@ awslocal sqs create-queue --queue-name 'B' >/dev/null
 
 awslocal sqs create-queue --queue-name 'A' \
   --attributes '{"RedrivePolicy":"{\"deadLetterTargetArn\":\"arn:aws:sqs:us-east-1:000000000000:B\",\"maxReceiveCount\":3}","VisibilityTimeout":"60"}' >/dev/null
+
+if ! awslocal s3api head-bucket --bucket 'resultsbucket' >/dev/null 2>&1; then
+  awslocal s3api create-bucket --bucket 'resultsbucket' >/dev/null
+fi
 `
 	if diff := cmp.Diff(want, LocalstackInit(tpl)); diff != "" {
 		t.Errorf("LocalstackInit (-want +got):\n%s", diff)

@@ -4,11 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 )
 
 // Provision creates the template's tables, each named name(logicalID), waits until they are ACTIVE
@@ -86,4 +91,100 @@ func keySchema(elems []KeyElement) []types.KeySchemaElement {
 		out = append(out, types.KeySchemaElement{AttributeName: aws.String(e.AttributeName), KeyType: types.KeyType(e.KeyType)})
 	}
 	return out
+}
+
+// ProvisionQueues creates the template's queues, each named name(logicalID) with the template's
+// attributes, dead-letter queues before the queues that redrive to them, and returns their URLs
+// by logical id. A queue that already exists keeps its URL and gets the template's attributes.
+func ProvisionQueues(ctx context.Context, c *sqs.Client, tpl *Template, name func(logicalID string) string) (map[string]string, error) {
+	urls := map[string]string{}
+	arns := map[string]string{}
+	declared := map[string]bool{}
+	for _, q := range tpl.Queues() {
+		declared[q.LogicalID] = true
+	}
+	pending := tpl.Queues()
+	for len(pending) > 0 {
+		var later []Queue
+		for _, q := range pending {
+			attrs := maps.Clone(q.Attributes)
+			if dl := q.DeadLetter; dl != nil {
+				if !declared[dl.QueueID] {
+					return nil, fmt.Errorf("provisioning %s: its dead-letter queue %s is not a queue of the template", q.LogicalID, dl.QueueID)
+				}
+				arn, ok := arns[dl.QueueID]
+				if !ok {
+					later = append(later, q)
+					continue
+				}
+				attrs["RedrivePolicy"] = string(mustJSON(map[string]any{"deadLetterTargetArn": arn, "maxReceiveCount": dl.MaxReceiveCount}))
+			}
+			url, arn, err := provisionQueue(ctx, c, name(q.LogicalID), attrs)
+			if err != nil {
+				return nil, fmt.Errorf("provisioning %s: %w", q.LogicalID, err)
+			}
+			urls[q.LogicalID], arns[q.LogicalID] = url, arn
+		}
+		if len(later) == len(pending) {
+			return nil, fmt.Errorf("provisioning queues: the dead-letter queues of %s redrive in a cycle", later[0].LogicalID)
+		}
+		pending = later
+	}
+	return urls, nil
+}
+
+func provisionQueue(ctx context.Context, c *sqs.Client, name string, attrs map[string]string) (url, arn string, err error) {
+	out, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: &name, Attributes: attrs})
+	if err == nil {
+		url = aws.ToString(out.QueueUrl)
+	} else {
+		// CreateQueue is idempotent only while the attributes are equal.
+		if _, exists := errors.AsType[*sqstypes.QueueNameExists](err); !exists {
+			return "", "", fmt.Errorf("creating queue %s: %w", name, err)
+		}
+		got, err := c.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: &name})
+		if err != nil {
+			return "", "", fmt.Errorf("finding queue %s: %w", name, err)
+		}
+		url = aws.ToString(got.QueueUrl)
+		if _, err := c.SetQueueAttributes(ctx, &sqs.SetQueueAttributesInput{QueueUrl: &url, Attributes: attrs}); err != nil {
+			return "", "", fmt.Errorf("updating queue %s: %w", name, err)
+		}
+	}
+	arn, err = QueueARN(ctx, c, url)
+	return url, arn, err
+}
+
+// QueueARN returns the ARN of the queue at url.
+func QueueARN(ctx context.Context, c *sqs.Client, url string) (string, error) {
+	out, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl: &url, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn},
+	})
+	if err != nil {
+		return "", fmt.Errorf("reading the arn of %s: %w", url, err)
+	}
+	arn := out.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]
+	if arn == "" {
+		return "", fmt.Errorf("queue %s has no QueueArn", url)
+	}
+	return arn, nil
+}
+
+// ProvisionBuckets creates the template's buckets, each named name(logicalID); S3 wants names in
+// lower case. Buckets that already exist are kept.
+func ProvisionBuckets(ctx context.Context, c *s3.Client, tpl *Template, name func(logicalID string) string) error {
+	for _, b := range tpl.Buckets() {
+		bucket := name(b.LogicalID)
+		in := &s3.CreateBucketInput{Bucket: &bucket}
+		// us-east-1 is the one region that takes no location constraint.
+		if region := c.Options().Region; region != "" && region != "us-east-1" {
+			in.CreateBucketConfiguration = &s3types.CreateBucketConfiguration{LocationConstraint: s3types.BucketLocationConstraint(region)}
+		}
+		if _, err := c.CreateBucket(ctx, in); err != nil {
+			if _, mine := errors.AsType[*s3types.BucketAlreadyOwnedByYou](err); !mine {
+				return fmt.Errorf("provisioning %s: creating bucket %s: %w", b.LogicalID, bucket, err)
+			}
+		}
+	}
+	return nil
 }

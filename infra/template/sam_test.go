@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -137,13 +138,42 @@ func problems(tpl *Template, root string) []string {
 		if _, err := tpl.FunctionEnv(fn, func(id string) string { return id }); err != nil {
 			out = append(out, err.Error())
 		}
+		granted := map[string]bool{}
 		for _, p := range fn.Policies {
 			out = append(out, policyProblems(tpl, fn.LogicalID, p)...)
+			for _, id := range policyResources(p) {
+				granted[id] = true
+			}
+		}
+		out = append(out, eventProblems(tpl, fn)...)
+		// Least privilege both ways: what the function is told about it may use, and it may
+		// use nothing it is not told about (a queue it reads through an event SAM grants).
+		named := map[string]bool{}
+		for _, id := range envResources(tpl, fn) {
+			named[id] = true
+			if !granted[id] {
+				out = append(out, fmt.Sprintf("%s: its environment refers to %s, which none of its policies grants", fn.LogicalID, id))
+			}
+		}
+		for _, e := range fn.Events {
+			if e.Queue != "" {
+				named[e.Queue] = true
+			}
+		}
+		for _, id := range slices.Sorted(maps.Keys(granted)) {
+			if !named[id] && tpl.resources[id] != "" {
+				out = append(out, fmt.Sprintf("%s: a policy grants %s, which neither its environment nor its events name", fn.LogicalID, id))
+			}
 		}
 	}
 	for _, table := range tpl.Tables() {
 		if table.BillingMode != "PAY_PER_REQUEST" {
 			out = append(out, fmt.Sprintf("%s: BillingMode is %q, want PAY_PER_REQUEST", table.LogicalID, table.BillingMode))
+		}
+	}
+	for _, q := range tpl.Queues() {
+		if dl := q.DeadLetter; dl != nil && tpl.resources[dl.QueueID] != "AWS::SQS::Queue" {
+			out = append(out, fmt.Sprintf("%s: its dead-letter queue %s is not a declared queue", q.LogicalID, dl.QueueID))
 		}
 	}
 	if i := slices.IndexFunc(tpl.Tables(), func(t Table) bool { return t.LogicalID == "EventsTable" }); i < 0 {
@@ -154,8 +184,74 @@ func problems(tpl *Template, root string) []string {
 	return out
 }
 
+// eventProblems checks a function's SQS events: the queue is declared, and its visibility
+// timeout is no shorter than the function's timeout, which CloudFormation refuses (a message
+// would come back while the function still works on it).
+func eventProblems(tpl *Template, fn Function) []string {
+	var out []string
+	for _, e := range fn.Events {
+		if e.Type != "SQS" {
+			continue
+		}
+		i := slices.IndexFunc(tpl.Queues(), func(q Queue) bool { return q.LogicalID == e.Queue })
+		if i < 0 {
+			out = append(out, fmt.Sprintf("%s: SQS event %s reads %s, which is not a declared queue", fn.LogicalID, e.Name, e.Queue))
+			continue
+		}
+		visibility, timeout := 30, fn.Timeout // SQS's and Lambda's defaults
+		if v, ok := tpl.Queues()[i].Attributes["VisibilityTimeout"]; ok {
+			visibility, _ = strconv.Atoi(v)
+		}
+		if timeout == 0 {
+			timeout = 3
+		}
+		if visibility < timeout {
+			out = append(out, fmt.Sprintf("%s: SQS event %s reads %s, whose VisibilityTimeout %d s is shorter than the function's Timeout %d s",
+				fn.LogicalID, e.Name, e.Queue, visibility, timeout))
+		}
+	}
+	return out
+}
+
+// envResources returns the resources a function's environment refers to with !Ref.
+func envResources(tpl *Template, fn Function) []string {
+	var ids []string
+	for _, key := range slices.Sorted(maps.Keys(fn.env)) {
+		n := fn.env[key]
+		if name, arg, ok := intrinsic(&n); ok && name == "Ref" && tpl.resources[arg.Value] != "" {
+			ids = append(ids, arg.Value)
+		}
+	}
+	return ids
+}
+
+// policyResources returns the resources a SAM policy template is scoped to.
+func policyResources(policy any) []string {
+	m, _ := policy.(map[string]any)
+	var ids []string
+	for _, params := range m {
+		args, _ := params.(map[string]any)
+		for _, v := range args {
+			if id, ok := reference(v); ok {
+				ids = append(ids, id)
+			}
+		}
+	}
+	return ids
+}
+
+// policyParams says, for the parameters of SAM's policy templates that name a resource, which
+// type of resource it must be and how to refer to it: Ref, or the attribute of a !GetAtt.
+var policyParams = map[string]struct{ Type, Attribute string }{
+	"TableName":  {"AWS::DynamoDB::Table", "Ref"},
+	"QueueName":  {"AWS::SQS::Queue", "QueueName"},
+	"BucketName": {"AWS::S3::Bucket", "Ref"},
+	"KeyId":      {"AWS::KMS::Key", "Ref"},
+}
+
 // policyProblems allows only SAM policy templates whose every parameter is a !Ref or !GetAtt of a
-// declared resource, and whose TableName is a declared table: least privilege by construction.
+// declared resource of the right type, referred to as the policy template expects (a queue by
+// !GetAtt Q.QueueName, not by its URL): least privilege by construction.
 func policyProblems(tpl *Template, fnID string, policy any) []string {
 	m, ok := policy.(map[string]any)
 	if !ok || len(m) != 1 {
@@ -172,15 +268,32 @@ func policyProblems(tpl *Template, fnID string, policy any) []string {
 		}
 		for _, param := range slices.Sorted(maps.Keys(args)) {
 			id, ok := reference(args[param])
-			switch {
-			case !ok || tpl.resources[id] == "":
+			if !ok || tpl.resources[id] == "" {
 				out = append(out, fmt.Sprintf("%s: %s %s is %v, want a !Ref or !GetAtt of a declared resource", fnID, name, param, args[param]))
-			case param == "TableName" && tpl.resources[id] != "AWS::DynamoDB::Table":
-				out = append(out, fmt.Sprintf("%s: %s TableName refers to %s, which is not a declared table", fnID, name, id))
+				continue
+			}
+			want, known := policyParams[param]
+			if !known {
+				continue
+			}
+			if tpl.resources[id] != want.Type {
+				out = append(out, fmt.Sprintf("%s: %s %s refers to %s, which is not a declared %s", fnID, name, param, id, want.Type))
+			} else if got := attribute(args[param]); got != want.Attribute {
+				out = append(out, fmt.Sprintf("%s: %s %s takes %s of %s, want %s", fnID, name, param, got, id, want.Attribute))
 			}
 		}
 	}
 	return out
+}
+
+// attribute is "Ref" for a {"Ref": id} and the attribute of a {"Fn::GetAtt": [id, attribute]}.
+func attribute(v any) string {
+	m, _ := v.(map[string]any)
+	if args, ok := m["Fn::GetAtt"].([]any); ok && len(args) == 2 {
+		a, _ := args[1].(string)
+		return a
+	}
+	return "Ref"
 }
 
 // reference returns the logical id a {"Ref": id} or {"Fn::GetAtt": [id, attribute]} points to.
@@ -226,12 +339,29 @@ func TestProblemsFound(t *testing.T) {
 		goodTable = `
       BillingMode: PAY_PER_REQUEST
       TimeToLiveSpecification: {AttributeName: expiresAt, Enabled: true}`
+		// A function that sends to Jobs, keeps results in Results and is the consumer of Work.
+		asyncFunction = `
+      CodeUri: functions/fn/
+      Timeout: 60
+      Environment: {Variables: {JOBS_QUEUE_URL: !Ref Jobs, RESULTS_BUCKET: !Ref Results}}
+      Events:
+        Work:
+          Type: SQS
+          Properties: {Queue: !GetAtt Work.Arn, FunctionResponseTypes: [ReportBatchItemFailures]}
+      Policies:
+        - SQSSendMessagePolicy: {QueueName: !GetAtt Jobs.QueueName}
+        - S3CrudPolicy: {BucketName: !Ref Results}`
+		goodQueues = `
+      VisibilityTimeout: 120
+      RedrivePolicy: {deadLetterTargetArn: !GetAtt Jobs.Arn, maxReceiveCount: 5}`
 	)
 	tests := []struct {
 		name, function, table string
+		work                  string // the properties of the queue Work
 		want                  []string
 	}{
 		{name: "good", function: goodFunction, table: goodTable},
+		{name: "good with queues and a bucket", function: asyncFunction, table: goodTable, work: goodQueues},
 		{
 			name:     "CodeUri without main.go",
 			function: strings.Replace(goodFunction, "functions/fn/", "functions/gone/", 1),
@@ -242,25 +372,34 @@ func TestProblemsFound(t *testing.T) {
 			name:     "environment refers to an undeclared table",
 			function: strings.Replace(goodFunction, "!Ref EventsTable}}", "!Ref GhostTable}}", 1),
 			table:    goodTable,
-			want:     []string{"environment of Fn: EVENTS_TABLE: unknown reference GhostTable"},
+			want: []string{
+				"environment of Fn: EVENTS_TABLE: unknown reference GhostTable",
+				"Fn: a policy grants EventsTable, which neither its environment nor its events name",
+			},
 		},
 		{
 			name:     "policy on an undeclared table",
 			function: strings.Replace(goodFunction, "{TableName: !Ref EventsTable}", "{TableName: !Ref GhostTable}", 1),
 			table:    goodTable,
-			want:     []string{"Fn: DynamoDBCrudPolicy TableName is map[Ref:GhostTable], want a !Ref or !GetAtt of a declared resource"},
+			want: []string{
+				"Fn: DynamoDBCrudPolicy TableName is map[Ref:GhostTable], want a !Ref or !GetAtt of a declared resource",
+				"Fn: its environment refers to EventsTable, which none of its policies grants",
+			},
 		},
 		{
 			name:     "policy on every table",
-			function: strings.Replace(goodFunction, "{TableName: !Ref EventsTable}", `{TableName: "*"}`, 1),
+			function: goodFunction + "\n        - DynamoDBReadPolicy: {TableName: \"*\"}",
 			table:    goodTable,
-			want:     []string{"Fn: DynamoDBCrudPolicy TableName is *, want a !Ref or !GetAtt of a declared resource"},
+			want:     []string{"Fn: DynamoDBReadPolicy TableName is *, want a !Ref or !GetAtt of a declared resource"},
 		},
 		{
 			name:     "TableName of something that is not a table",
-			function: strings.Replace(goodFunction, "{TableName: !Ref EventsTable}", "{TableName: !Ref Fn}", 1),
+			function: goodFunction + "\n        - DynamoDBReadPolicy: {TableName: !Ref Fn}",
 			table:    goodTable,
-			want:     []string{"Fn: DynamoDBCrudPolicy TableName refers to Fn, which is not a declared table"},
+			want: []string{
+				"Fn: DynamoDBReadPolicy TableName refers to Fn, which is not a declared AWS::DynamoDB::Table",
+				"Fn: a policy grants Fn, which neither its environment nor its events name",
+			},
 		},
 		{
 			name:     "managed policy",
@@ -273,6 +412,60 @@ func TestProblemsFound(t *testing.T) {
 			function: goodFunction + "\n        - Statement: [{Effect: Allow, Action: 'dynamodb:*', Resource: '*'}]",
 			table:    goodTable,
 			want:     []string{"Fn: policy Statement is not a SAM policy template scoped to a resource"},
+		},
+		{
+			name:     "queue policy given the queue's URL",
+			function: strings.Replace(asyncFunction, "!GetAtt Jobs.QueueName", "!Ref Jobs", 1),
+			table:    goodTable, work: goodQueues,
+			want: []string{"Fn: SQSSendMessagePolicy QueueName takes Ref of Jobs, want QueueName"},
+		},
+		{
+			name:     "queue policy on an undeclared queue",
+			function: strings.Replace(asyncFunction, "!GetAtt Jobs.QueueName", "!GetAtt Ghost.QueueName", 1),
+			table:    goodTable, work: goodQueues,
+			want: []string{
+				"Fn: SQSSendMessagePolicy QueueName is map[Fn::GetAtt:[Ghost QueueName]], want a !Ref or !GetAtt of a declared resource",
+				"Fn: its environment refers to Jobs, which none of its policies grants",
+			},
+		},
+		{
+			name:     "bucket policy on a table",
+			function: asyncFunction + "\n        - S3ReadPolicy: {BucketName: !Ref EventsTable}",
+			table:    goodTable, work: goodQueues,
+			want: []string{
+				"Fn: S3ReadPolicy BucketName refers to EventsTable, which is not a declared AWS::S3::Bucket",
+				"Fn: a policy grants EventsTable, which neither its environment nor its events name",
+			},
+		},
+		{
+			name:     "environment names a bucket no policy grants",
+			function: strings.Replace(asyncFunction, "\n        - S3CrudPolicy: {BucketName: !Ref Results}", "", 1),
+			table:    goodTable, work: goodQueues,
+			want: []string{"Fn: its environment refers to Results, which none of its policies grants"},
+		},
+		{
+			name:     "SQS event on an undeclared queue",
+			function: strings.Replace(asyncFunction, "!GetAtt Work.Arn", "!GetAtt Ghost.Arn", 1),
+			table:    goodTable, work: goodQueues,
+			want: []string{"Fn: SQS event Work reads Ghost, which is not a declared queue"},
+		},
+		{
+			name:     "visibility timeout shorter than the consumer's timeout",
+			function: asyncFunction,
+			table:    goodTable, work: "\n      VisibilityTimeout: 30",
+			want: []string{"Fn: SQS event Work reads Work, whose VisibilityTimeout 30 s is shorter than the function's Timeout 60 s"},
+		},
+		{
+			name:     "default visibility timeout shorter than the consumer's timeout",
+			function: asyncFunction,
+			table:    goodTable,
+			want:     []string{"Fn: SQS event Work reads Work, whose VisibilityTimeout 30 s is shorter than the function's Timeout 60 s"},
+		},
+		{
+			name:     "dead-letter queue undeclared",
+			function: asyncFunction,
+			table:    goodTable, work: strings.Replace(goodQueues, "Jobs.Arn", "Ghost.Arn", 1),
+			want: []string{"Work: its dead-letter queue Ghost is not a declared queue"},
 		},
 		{
 			name:     "provisioned table",
@@ -289,6 +482,10 @@ func TestProblemsFound(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			work := tt.work
+			if work == "" {
+				work = " {}"
+			}
 			src := fmt.Sprintf(`
 Resources:
   Fn:
@@ -299,7 +496,14 @@ Resources:
     Properties:%s
       AttributeDefinitions: [{AttributeName: eventKey, AttributeType: S}]
       KeySchema: [{AttributeName: eventKey, KeyType: HASH}]
-`, tt.function, tt.table)
+  Jobs:
+    Type: AWS::SQS::Queue
+  Work:
+    Type: AWS::SQS::Queue
+    Properties:%s
+  Results:
+    Type: AWS::S3::Bucket
+`, tt.function, tt.table, work)
 			got := problems(parse(t, src), root)
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("problems (-want +got):\n%s", diff)

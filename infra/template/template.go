@@ -1,6 +1,6 @@
 // Package template reads the project's AWS SAM template (template.yaml), so that the local runner,
-// the tests and the LocalStack hook build tables, queues and function environments from the same
-// definition that deploys them.
+// the tests and the LocalStack hook build tables, queues, buckets, event sources and function
+// environments from the same definition that deploys them.
 package template
 
 import (
@@ -9,7 +9,10 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
+	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -20,6 +23,7 @@ type Template struct {
 	resources  map[string]string    // logical id → resource type
 	tables     []Table
 	queues     []Queue
+	buckets    []Bucket
 	functions  []Function
 }
 
@@ -77,6 +81,12 @@ type DeadLetter struct {
 	MaxReceiveCount int
 }
 
+// Bucket is an AWS::S3::Bucket. Its properties (lifecycle rules, encryption) mean nothing locally;
+// the caller names buckets, so BucketName is ignored like a queue's QueueName.
+type Bucket struct {
+	LogicalID string
+}
+
 // Function is an AWS::Serverless::Function with the template's Globals applied.
 type Function struct {
 	LogicalID string
@@ -106,8 +116,25 @@ type Event struct {
 	// Path and Method are set for HttpApi and Api events.
 	Path   string
 	Method string
+	// Queue, BatchSize and FunctionResponseTypes are set for SQS events: Queue is the logical
+	// id of the queue that `Queue: !GetAtt <queue>.Arn` names, BatchSize the most messages one
+	// invocation gets (Lambda's default, 10, when the template sets none).
+	Queue                 string
+	BatchSize             int
+	FunctionResponseTypes []string
+	// Schedule is a Schedule event's expression as written; Rate is its period when it is a
+	// rate() expression, 0 for cron().
+	Schedule string
+	Rate     time.Duration
 	// Properties are as written, intrinsics as maps ({"Queue": {"Fn::GetAtt": ["Q", "Arn"]}}).
 	Properties map[string]any
+}
+
+// ReportsBatchItemFailures tells whether an SQS event lists ReportBatchItemFailures, so that
+// Lambda deletes only the messages its handler did not report as failed; without it a batch is
+// deleted whole or not at all.
+func (e Event) ReportsBatchItemFailures() bool {
+	return slices.Contains(e.FunctionResponseTypes, "ReportBatchItemFailures")
 }
 
 // Load reads and parses the template at path.
@@ -190,6 +217,8 @@ func Parse(data []byte) (*Template, error) {
 				return nil, fmt.Errorf("queue %s: %w", id, err)
 			}
 			t.queues = append(t.queues, queue)
+		case "AWS::S3::Bucket":
+			t.buckets = append(t.buckets, Bucket{LogicalID: id})
 		case "AWS::Serverless::Function":
 			fn, err := parseFunction(id, merge(&doc.Globals.Function, props))
 			if err != nil {
@@ -249,14 +278,11 @@ func parseRedrive(n *yaml.Node) (*DeadLetter, error) {
 	if err := n.Decode(&p); err != nil {
 		return nil, err
 	}
-	var target []string
-	if name, arg, ok := intrinsic(&p.Target); ok && name == "Fn::GetAtt" {
-		_ = arg.Decode(&target) // a malformed argument fails the check below
-	}
-	if len(target) != 2 || target[1] != "Arn" {
+	queue, ok := getAtt(&p.Target, "Arn")
+	if !ok {
 		return nil, errors.New("deadLetterTargetArn is not !GetAtt <queue>.Arn")
 	}
-	return &DeadLetter{QueueID: target[0], MaxReceiveCount: p.MaxReceiveCount}, nil
+	return &DeadLetter{QueueID: queue, MaxReceiveCount: p.MaxReceiveCount}, nil
 }
 
 func parseFunction(id string, props *yaml.Node) (Function, error) {
@@ -271,8 +297,8 @@ func parseFunction(id string, props *yaml.Node) (Function, error) {
 			Variables map[string]yaml.Node `yaml:"Variables"`
 		} `yaml:"Environment"`
 		Events map[string]struct {
-			Type       string         `yaml:"Type"`
-			Properties map[string]any `yaml:"Properties"`
+			Type       string    `yaml:"Type"`
+			Properties yaml.Node `yaml:"Properties"`
 		} `yaml:"Events"`
 	}
 	if err := props.Decode(&p); err != nil {
@@ -284,11 +310,88 @@ func parseFunction(id string, props *yaml.Node) (Function, error) {
 	}
 	for _, name := range slices.Sorted(maps.Keys(p.Events)) {
 		e := p.Events[name]
-		path, _ := e.Properties["Path"].(string)
-		method, _ := e.Properties["Method"].(string)
-		fn.Events = append(fn.Events, Event{Name: name, Type: e.Type, Path: path, Method: method, Properties: e.Properties})
+		ev, err := parseEvent(name, e.Type, &e.Properties)
+		if err != nil {
+			return Function{}, fmt.Errorf("event %s: %w", name, err)
+		}
+		fn.Events = append(fn.Events, ev)
 	}
 	return fn, nil
+}
+
+func parseEvent(name, typ string, props *yaml.Node) (Event, error) {
+	ev := Event{Name: name, Type: typ}
+	if props.Kind != 0 {
+		if err := props.Decode(&ev.Properties); err != nil {
+			return Event{}, err
+		}
+	}
+	ev.Path, _ = ev.Properties["Path"].(string)
+	ev.Method, _ = ev.Properties["Method"].(string)
+	switch typ {
+	case "SQS":
+		var p struct {
+			Queue                 yaml.Node `yaml:"Queue"`
+			BatchSize             int       `yaml:"BatchSize"`
+			FunctionResponseTypes []string  `yaml:"FunctionResponseTypes"`
+		}
+		if err := props.Decode(&p); err != nil {
+			return Event{}, err
+		}
+		queue, ok := getAtt(&p.Queue, "Arn")
+		if !ok {
+			return Event{}, errors.New("Queue is not !GetAtt <queue>.Arn")
+		}
+		ev.Queue, ev.BatchSize, ev.FunctionResponseTypes = queue, p.BatchSize, p.FunctionResponseTypes
+		if ev.BatchSize == 0 {
+			ev.BatchSize = 10
+		}
+	case "Schedule":
+		var p struct {
+			Schedule string `yaml:"Schedule"`
+		}
+		if err := props.Decode(&p); err != nil {
+			return Event{}, err
+		}
+		rate, err := parseSchedule(p.Schedule)
+		if err != nil {
+			return Event{}, err
+		}
+		ev.Schedule, ev.Rate = p.Schedule, rate
+	}
+	return ev, nil
+}
+
+// getAtt returns the logical id of a node that is !GetAtt <id>.<attribute>.
+func getAtt(n *yaml.Node, attribute string) (string, bool) {
+	var target []string
+	if name, arg, ok := intrinsic(n); ok && name == "Fn::GetAtt" {
+		_ = arg.Decode(&target) // a malformed argument fails the check below
+	}
+	if len(target) != 2 || target[0] == "" || target[1] != attribute {
+		return "", false
+	}
+	return target[0], true
+}
+
+var rateExpr = regexp.MustCompile(`^rate\((\d+) (minutes?|hours?|days?)\)$`)
+
+// parseSchedule reads an EventBridge schedule expression: rate(N unit) gives its period,
+// cron(...) 0.
+func parseSchedule(expr string) (time.Duration, error) {
+	if len(expr) > 5 && expr[:5] == "cron(" && expr[len(expr)-1] == ')' {
+		return 0, nil
+	}
+	m := rateExpr.FindStringSubmatch(expr)
+	if m == nil {
+		return 0, fmt.Errorf("Schedule %q is neither rate(N minutes|hours|days) nor cron(...)", expr)
+	}
+	n, err := strconv.Atoi(m[1])
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("Schedule %q: the rate must be a positive number", expr)
+	}
+	unit := map[byte]time.Duration{'m': time.Minute, 'h': time.Hour, 'd': 24 * time.Hour}[m[2][0]]
+	return time.Duration(n) * unit, nil
 }
 
 // Tables returns the template's tables, by logical id.
@@ -297,18 +400,22 @@ func (t *Template) Tables() []Table { return slices.Clone(t.tables) }
 // Queues returns the template's queues, by logical id.
 func (t *Template) Queues() []Queue { return slices.Clone(t.queues) }
 
+// Buckets returns the template's S3 buckets, by logical id.
+func (t *Template) Buckets() []Bucket { return slices.Clone(t.buckets) }
+
 // Functions returns the template's functions, by logical id.
 func (t *Template) Functions() []Function { return slices.Clone(t.functions) }
 
 // FunctionEnv returns fn's environment variables (Globals merged with its own). A `!Ref` to a
-// parameter becomes the parameter's Default; a `!Ref` to a resource becomes name(logicalID), the
-// value Ref has in AWS: a table's name, a queue's URL. Unknown references and other intrinsics are
-// an error that names them.
-func (t *Template) FunctionEnv(fn Function, name func(logicalID string) string) (map[string]string, error) {
+// parameter becomes the parameter's Default; a `!Ref` to a resource becomes ref(logicalID), which
+// must give the value Ref has in AWS: a table's or a bucket's name, but a queue's URL (the local
+// runner's naming looks queues up among the URLs it provisioned). Unknown references and other
+// intrinsics are an error that names them.
+func (t *Template) FunctionEnv(fn Function, ref func(logicalID string) string) (map[string]string, error) {
 	env := map[string]string{}
 	var errs []error
 	for _, key := range slices.Sorted(maps.Keys(fn.env)) {
-		value, err := t.resolve(fn.env[key], name)
+		value, err := t.resolve(fn.env[key], ref)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", key, err))
 			continue
@@ -321,7 +428,7 @@ func (t *Template) FunctionEnv(fn Function, name func(logicalID string) string) 
 	return env, nil
 }
 
-func (t *Template) resolve(n yaml.Node, name func(string) string) (string, error) {
+func (t *Template) resolve(n yaml.Node, ref func(string) string) (string, error) {
 	if n.Kind == yaml.ScalarNode {
 		return n.Value, nil
 	}
@@ -340,7 +447,7 @@ func (t *Template) resolve(n yaml.Node, name func(string) string) (string, error
 		return def.Value, nil
 	}
 	if _, ok := t.resources[id]; ok {
-		return name(id), nil
+		return ref(id), nil
 	}
 	return "", fmt.Errorf("unknown reference %s", id)
 }

@@ -1,10 +1,13 @@
 package template
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -72,6 +75,17 @@ func TestProjectTables(t *testing.T) {
 			TTLAttribute:         "expiresAt",
 		},
 		{
+			LogicalID: "AsyncToolResultsTable", BillingMode: "PAY_PER_REQUEST",
+			AttributeDefinitions: []AttributeDefinition{{"pk", "S"}, {"sk", "S"}, {"dueShard", "S"}, {"dueAt", "N"}},
+			KeySchema:            []KeyElement{{"pk", "HASH"}, {"sk", "RANGE"}},
+			GlobalSecondaryIndexes: []Index{{
+				IndexName:  "Due",
+				KeySchema:  []KeyElement{{"dueShard", "HASH"}, {"dueAt", "RANGE"}},
+				Projection: Projection{ProjectionType: "KEYS_ONLY"},
+			}},
+			TTLAttribute: "expiresAt",
+		},
+		{
 			LogicalID: "ConversationsTable", BillingMode: "PAY_PER_REQUEST",
 			AttributeDefinitions: []AttributeDefinition{{"conversationKey", "S"}, {"seq", "N"}},
 			KeySchema:            []KeyElement{{"conversationKey", "HASH"}, {"seq", "RANGE"}},
@@ -90,47 +104,89 @@ func TestProjectTables(t *testing.T) {
 
 func TestProjectFunctions(t *testing.T) {
 	tpl := load(t)
-	var ids []string
+	got := map[string][]string{}
 	for _, fn := range tpl.Functions() {
-		ids = append(ids, fn.LogicalID)
+		got[fn.LogicalID] = []string{fn.CodeURI, fn.Handler, fn.Runtime}
+		for _, e := range fn.Events {
+			switch e.Type {
+			case "HttpApi":
+				got[fn.LogicalID] = append(got[fn.LogicalID], e.Type+" "+e.Method+" "+e.Path)
+			case "SQS":
+				got[fn.LogicalID] = append(got[fn.LogicalID], fmt.Sprintf("SQS %s batch %d %v", e.Queue, e.BatchSize, e.FunctionResponseTypes))
+			case "Schedule":
+				got[fn.LogicalID] = append(got[fn.LogicalID], fmt.Sprintf("Schedule %s every %s", e.Schedule, e.Rate))
+			default:
+				got[fn.LogicalID] = append(got[fn.LogicalID], e.Type)
+			}
+		}
 	}
-	if diff := cmp.Diff([]string{"AccountManageFunction", "HarnessProcessingFunction"}, ids); diff != "" {
-		t.Fatalf("Functions() (-want +got):\n%s", diff)
+	want := map[string][]string{
+		"AccountManageFunction": {"functions/account-manage/", "bootstrap", "provided.al2023",
+			"HttpApi ANY /accounts/{accountId}", "HttpApi ANY /accounts/me/agents/{agentId}", "HttpApi ANY /accounts/me/agents",
+			"HttpApi POST /accounts", "HttpApi GET /accounts", "HttpApi POST /accounts/{accountId}/rotate-secret"},
+		"AsyncToolCompleteFunction": {"functions/async-tool-complete/", "bootstrap", "provided.al2023",
+			"HttpApi POST /async-tools/{resultId}/complete"},
+		"AsyncWorkerFunction": {"functions/async-worker/", "bootstrap", "provided.al2023",
+			"SQS AsyncWorkQueue batch 10 [ReportBatchItemFailures]"},
+		"HarnessProcessingFunction": {"functions/harness-processing/", "bootstrap", "provided.al2023",
+			"HttpApi POST /async", "HttpApi GET /", "HttpApi GET /status/{eventId}", "HttpApi POST /"},
+		"SweeperFunction": {"functions/sweeper/", "bootstrap", "provided.al2023",
+			"Schedule rate(1 minute) every 1m0s"},
 	}
-	fn := tpl.Functions()[1]
-	got := struct {
-		CodeURI, Handler, Runtime string
-		URL                       *FunctionURL
-		Routes                    []string
-	}{fn.CodeURI, fn.Handler, fn.Runtime, fn.URL, nil}
-	for _, e := range fn.Events {
-		got.Routes = append(got.Routes, e.Type+" "+e.Method+" "+e.Path)
-	}
-	want := got
-	want.CodeURI, want.Handler, want.Runtime = "functions/harness-processing/", "bootstrap", "provided.al2023"
-	want.URL = &FunctionURL{AuthType: "NONE", InvokeMode: "RESPONSE_STREAM"}
-	want.Routes = []string{"HttpApi GET /", "HttpApi POST /"}
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("HarnessProcessingFunction (-want +got):\n%s", diff)
+		t.Errorf("Functions() (-want +got):\n%s", diff)
 	}
 
-	env, err := tpl.FunctionEnv(fn, prefixed)
+	i := slices.IndexFunc(tpl.Functions(), func(fn Function) bool { return fn.LogicalID == "HarnessProcessingFunction" })
+	fn := tpl.Functions()[i]
+	if want := (&FunctionURL{AuthType: "NONE", InvokeMode: "RESPONSE_STREAM"}); !cmp.Equal(want, fn.URL) {
+		t.Errorf("HarnessProcessingFunction URL = %+v, want %+v", fn.URL, want)
+	}
+	// Ref gives a queue's URL, which the caller's naming looks up.
+	ref := func(id string) string {
+		if id == "AsyncWorkQueue" || id == "ExternalJobsQueue" {
+			return "http://sqs.local/000000000000/test-" + id
+		}
+		return prefixed(id)
+	}
+	env, err := tpl.FunctionEnv(fn, ref)
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantEnv := map[string]string{
-		"LOG_LEVEL":           "INFO",
-		"ACCOUNTS_TABLE":      "test-AccountsTable",
-		"AGENTS_TABLE":        "test-AgentsTable",
-		"CONVERSATIONS_TABLE": "test-ConversationsTable",
-		"EVENTS_TABLE":        "test-EventsTable",
-		"APPROVALS_TABLE":     "test-ApprovalsTable",
-		"APPROVAL_TIMEOUT":    "24h",
-		"SECRETS_KMS_KEY_ID":  "test-AgentSecretsKey",
-		"TAVILY_API_KEY":      "",
+		"LOG_LEVEL":               "INFO",
+		"ACCOUNTS_TABLE":          "test-AccountsTable",
+		"AGENTS_TABLE":            "test-AgentsTable",
+		"CONVERSATIONS_TABLE":     "test-ConversationsTable",
+		"EVENTS_TABLE":            "test-EventsTable",
+		"APPROVALS_TABLE":         "test-ApprovalsTable",
+		"APPROVAL_TIMEOUT":        "24h",
+		"ASYNC_RESULTS_TABLE":     "test-AsyncToolResultsTable",
+		"ASYNC_RESULTS_BUCKET":    "test-AsyncResultsBucket",
+		"ASYNC_TOOL_TIMEOUT":      "1h",
+		"ASYNC_WORK_QUEUE_URL":    "http://sqs.local/000000000000/test-AsyncWorkQueue",
+		"EXTERNAL_JOBS_QUEUE_URL": "http://sqs.local/000000000000/test-ExternalJobsQueue",
+		"AGENT_SERVICE_URL":       "",
+		"SECRETS_KMS_KEY_ID":      "test-AgentSecretsKey",
+		"TAVILY_API_KEY":          "",
 	}
 	if diff := cmp.Diff(wantEnv, env); diff != "" {
 		t.Errorf("FunctionEnv (-want +got):\n%s", diff)
+	}
+}
+
+func TestProjectQueuesAndBuckets(t *testing.T) {
+	tpl := load(t)
+	wantQueues := []Queue{
+		{LogicalID: "AsyncWorkDeadLetterQueue", Attributes: map[string]string{"MessageRetentionPeriod": "1209600"}},
+		{LogicalID: "AsyncWorkQueue", Attributes: map[string]string{"VisibilityTimeout": "960"}, DeadLetter: &DeadLetter{QueueID: "AsyncWorkDeadLetterQueue", MaxReceiveCount: 5}},
+		{LogicalID: "ExternalJobsQueue", Attributes: map[string]string{"VisibilityTimeout": "60"}},
+	}
+	if diff := cmp.Diff(wantQueues, tpl.Queues()); diff != "" {
+		t.Errorf("Queues() (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]Bucket{{LogicalID: "AsyncResultsBucket"}}, tpl.Buckets()); diff != "" {
+		t.Errorf("Buckets() (-want +got):\n%s", diff)
 	}
 }
 
@@ -209,7 +265,7 @@ Resources:
           Type: SQS
           Properties:
             Queue: !GetAtt Jobs.Arn
-            BatchSize: 10
+            BatchSize: 5
         Status:
           Type: HttpApi
           Properties: {Path: "/status/{id}", Method: GET}
@@ -235,7 +291,10 @@ func TestFunctions(t *testing.T) {
 	want := Function{
 		LogicalID: "Worker", CodeURI: "functions/worker/", Handler: "bootstrap", Runtime: "provided.al2023", Timeout: 900,
 		Events: []Event{
-			{Name: "Jobs", Type: "SQS", Properties: map[string]any{"Queue": map[string]any{"Fn::GetAtt": []any{"Jobs", "Arn"}}, "BatchSize": 10}},
+			{
+				Name: "Jobs", Type: "SQS", Queue: "Jobs", BatchSize: 5,
+				Properties: map[string]any{"Queue": map[string]any{"Fn::GetAtt": []any{"Jobs", "Arn"}}, "BatchSize": 5},
+			},
 			{Name: "Status", Type: "HttpApi", Path: "/status/{id}", Method: "GET", Properties: map[string]any{"Path": "/status/{id}", "Method": "GET"}},
 		},
 	}
@@ -285,6 +344,86 @@ Resources:
 	}
 }
 
+func TestEvents(t *testing.T) {
+	tpl := parse(t, `
+Resources:
+  Jobs:
+    Type: AWS::SQS::Queue
+  Fn:
+    Type: AWS::Serverless::Function
+    Properties:
+      CodeUri: functions/fn/
+      Events:
+        Defaults:
+          Type: SQS
+          Properties: {Queue: !GetAtt Jobs.Arn}
+        Reporting:
+          Type: SQS
+          Properties:
+            Queue: !GetAtt [Jobs, Arn]
+            BatchSize: 3
+            FunctionResponseTypes: [ReportBatchItemFailures]
+        Minutes:
+          Type: Schedule
+          Properties: {Schedule: rate(5 minutes)}
+        Hour:
+          Type: Schedule
+          Properties: {Schedule: rate(1 hour)}
+        Days:
+          Type: Schedule
+          Properties: {Schedule: rate(2 days)}
+        Cron:
+          Type: Schedule
+          Properties: {Schedule: "cron(0 12 * * ? *)"}
+`)
+	type event struct {
+		Type, Queue string
+		BatchSize   int
+		Reports     bool
+		Schedule    string
+		Rate        time.Duration
+	}
+	got := map[string]event{}
+	for _, e := range tpl.Functions()[0].Events {
+		got[e.Name] = event{e.Type, e.Queue, e.BatchSize, e.ReportsBatchItemFailures(), e.Schedule, e.Rate}
+	}
+	want := map[string]event{
+		"Defaults":  {Type: "SQS", Queue: "Jobs", BatchSize: 10},
+		"Reporting": {Type: "SQS", Queue: "Jobs", BatchSize: 3, Reports: true},
+		"Minutes":   {Type: "Schedule", Schedule: "rate(5 minutes)", Rate: 5 * time.Minute},
+		"Hour":      {Type: "Schedule", Schedule: "rate(1 hour)", Rate: time.Hour},
+		"Days":      {Type: "Schedule", Schedule: "rate(2 days)", Rate: 48 * time.Hour},
+		"Cron":      {Type: "Schedule", Schedule: "cron(0 12 * * ? *)"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+}
+
+func TestBuckets(t *testing.T) {
+	tpl := parse(t, `
+Resources:
+  Results:
+    Type: AWS::S3::Bucket
+    Properties:
+      BucketName: ignored
+      LifecycleConfiguration: {Rules: [{Id: Expire, Status: Enabled, ExpirationInDays: 30}]}
+  Plain:
+    Type: AWS::S3::Bucket
+  Fn:
+    Type: AWS::Serverless::Function
+    Properties:
+      Environment: {Variables: {BUCKET: !Ref Results}}
+`)
+	if diff := cmp.Diff([]Bucket{{LogicalID: "Plain"}, {LogicalID: "Results"}}, tpl.Buckets()); diff != "" {
+		t.Errorf("Buckets() (-want +got):\n%s", diff)
+	}
+	env, err := tpl.FunctionEnv(tpl.Functions()[0], strings.ToLower)
+	if err != nil || env["BUCKET"] != "results" {
+		t.Errorf("FunctionEnv = %v, %v, want BUCKET=results", env, err)
+	}
+}
+
 func TestParseErrors(t *testing.T) {
 	tests := []struct {
 		name, src, want string
@@ -305,6 +444,21 @@ func TestParseErrors(t *testing.T) {
 			"unsupported queue property",
 			"Resources:\n  Q:\n    Type: AWS::SQS::Queue\n    Properties:\n      RedriveAllowPolicy: {redrivePermission: denyAll}\n",
 			"queue Q: unsupported property RedriveAllowPolicy",
+		},
+		{
+			"SQS event queue given by name",
+			"Resources:\n  F:\n    Type: AWS::Serverless::Function\n    Properties:\n      Events:\n        Jobs: {Type: SQS, Properties: {Queue: !GetAtt Q.QueueName}}\n",
+			"function F: event Jobs: Queue is not !GetAtt <queue>.Arn",
+		},
+		{
+			"schedule in seconds",
+			"Resources:\n  F:\n    Type: AWS::Serverless::Function\n    Properties:\n      Events:\n        Tick: {Type: Schedule, Properties: {Schedule: rate(30 seconds)}}\n",
+			`function F: event Tick: Schedule "rate(30 seconds)" is neither`,
+		},
+		{
+			"schedule rate of zero",
+			"Resources:\n  F:\n    Type: AWS::Serverless::Function\n    Properties:\n      Events:\n        Tick: {Type: Schedule, Properties: {Schedule: rate(0 minutes)}}\n",
+			"the rate must be a positive number",
 		},
 		{
 			"function property of the wrong shape",

@@ -1,5 +1,6 @@
 // Package testenv connects integration tests to the local AWS stand-ins that `make test`
-// starts, and gives each test its own tables created from template.yaml. A missing stand-in
+// starts (DynamoDB Local, and fauxqs for SQS and S3), and gives each test its own tables,
+// queues and bucket created from template.yaml, and a local runner on them. A missing stand-in
 // fails the test: it is never skipped.
 package testenv
 
@@ -10,17 +11,23 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"io"
+	"log/slog"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentharness/harness/infra/localrunner"
 	"github.com/agentharness/harness/infra/template"
 	"github.com/agentharness/harness/shared/awsclient"
 	"github.com/agentharness/harness/shared/store"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 )
 
 // Root returns the repository root.
@@ -30,17 +37,36 @@ func Root(t testing.TB) string {
 	return filepath.Dir(filepath.Dir(filepath.Dir(file)))
 }
 
-// DynamoDB returns a client for DynamoDB Local.
-func DynamoDB(t testing.TB) *dynamodb.Client {
+// config returns the AWS configuration of the stand-ins, failing the test when variable (or
+// AWS_ENDPOINT_URL) does not point at one.
+func config(t testing.TB, variable, standIn string) aws.Config {
 	t.Helper()
-	if os.Getenv("AWS_ENDPOINT_URL_DYNAMODB") == "" && os.Getenv("AWS_ENDPOINT_URL") == "" {
-		t.Fatal("AWS_ENDPOINT_URL_DYNAMODB is not set: run the tests with `make test`, which starts DynamoDB Local")
+	if os.Getenv(variable) == "" && os.Getenv("AWS_ENDPOINT_URL") == "" {
+		t.Fatalf("%s is not set: run the tests with `make test`, which starts %s", variable, standIn)
 	}
 	cfg, err := awsclient.Config(context.Background())
 	if err != nil {
 		t.Fatalf("aws config: %v", err)
 	}
-	return awsclient.DynamoDB(cfg)
+	return cfg
+}
+
+// DynamoDB returns a client for DynamoDB Local.
+func DynamoDB(t testing.TB) *dynamodb.Client {
+	t.Helper()
+	return awsclient.DynamoDB(config(t, "AWS_ENDPOINT_URL_DYNAMODB", "DynamoDB Local"))
+}
+
+// SQS returns a client for fauxqs's SQS.
+func SQS(t testing.TB) *sqs.Client {
+	t.Helper()
+	return awsclient.SQS(config(t, "AWS_ENDPOINT_URL_SQS", "fauxqs"))
+}
+
+// S3 returns a client for fauxqs's S3.
+func S3(t testing.TB) *s3.Client {
+	t.Helper()
+	return awsclient.S3(config(t, "AWS_ENDPOINT_URL_S3", "fauxqs"))
 }
 
 // Node returns the Node 22 binary that `make test` installed (or HARNESS_NODE).
@@ -56,20 +82,105 @@ func Node(t testing.TB) string {
 	return node
 }
 
-// Tables creates every table of template.yaml under a prefix unique to this test.
-func Tables(t testing.TB, db *dynamodb.Client) store.Tables {
+// Template returns the parsed template.yaml.
+func Template(t testing.TB) *template.Template {
 	t.Helper()
 	tpl, err := template.Load(filepath.Join(Root(t), "template.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return tpl
+}
+
+// prefix returns a resource prefix unique to this test: a letter, eight hex digits, a hyphen,
+// all valid in bucket names.
+func prefix(letter string) string {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
-	_, tables, err := localrunner.Provision(context.Background(), db, tpl, "t"+hex.EncodeToString(b)+"-")
+	return letter + hex.EncodeToString(b) + "-"
+}
+
+// Tables creates every table of template.yaml under a prefix unique to this test.
+func Tables(t testing.TB, db *dynamodb.Client) store.Tables {
+	t.Helper()
+	res, err := localrunner.Provision(context.Background(), localrunner.Clients{DB: db}, Template(t), prefix("t"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tables
+	return res.Tables
+}
+
+// Resources are the tables, queues and bucket of template.yaml created for one test, with the
+// clients of the stand-ins they live in.
+type Resources struct {
+	Template *template.Template
+	DB       *dynamodb.Client
+	SQS      *sqs.Client
+	S3       *s3.Client
+	// Tables are the table names harness-processing gets; AsyncResultsTable is the name of
+	// AsyncToolResultsTable and Bucket that of AsyncResultsBucket.
+	Tables            store.Tables
+	AsyncResultsTable string
+	Bucket            string
+	// Queues are the queue URLs by logical id (AsyncWorkQueue, AsyncWorkDeadLetterQueue,
+	// ExternalJobsQueue).
+	Queues map[string]string
+	// Name gives the value Ref has for a logical id (a queue's URL, a table's or a bucket's
+	// name), for localrunner.Options.Name and template.FunctionEnv.
+	Name func(logicalID string) string
+}
+
+// Stack creates every table, queue and bucket of template.yaml under a prefix unique to this
+// test.
+func Stack(t testing.TB) *Resources {
+	t.Helper()
+	tpl := Template(t)
+	s := &Resources{Template: tpl, DB: DynamoDB(t), SQS: SQS(t), S3: S3(t)}
+	res, err := localrunner.Provision(context.Background(), localrunner.Clients{DB: s.DB, SQS: s.SQS, S3: s.S3}, tpl, prefix("s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Tables, s.Queues, s.Name = res.Tables, res.QueueURLs, res.Name
+	s.AsyncResultsTable = res.TableNames["AsyncToolResultsTable"]
+	s.Bucket = res.BucketNames["AsyncResultsBucket"]
+	if s.AsyncResultsTable == "" || s.Bucket == "" {
+		t.Fatal("template.yaml has no AsyncToolResultsTable or no AsyncResultsBucket")
+	}
+	return s
+}
+
+// Options returns local runner options on s: its template, clients and naming, getenv for
+// what the template does not set (nil for nothing), logs dropped, schedules every second.
+func (s *Resources) Options(getenv func(string) string) localrunner.Options {
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	return localrunner.Options{
+		Template: s.Template, DB: s.DB, SQS: s.SQS, S3: s.S3, Name: s.Name, Getenv: getenv,
+		Logger: slog.New(slog.DiscardHandler), ScheduleEvery: time.Second,
+	}
+}
+
+// Serve builds a local runner from opts, with BaseURL set to the loopback server it is served
+// on, and starts its pollers and schedules. The runner stops and the server closes when the
+// test ends.
+func Serve(t testing.TB, opts localrunner.Options) (*localrunner.Runner, *httptest.Server) {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(nil)
+	opts.BaseURL = "http://" + srv.Listener.Addr().String()
+	r, err := localrunner.New(opts)
+	if err != nil {
+		srv.Close()
+		t.Fatal(err)
+	}
+	srv.Config.Handler = r
+	srv.Start()
+	t.Cleanup(srv.Close)
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Stop) // before srv.Close: cleanups run last first
+	return r, srv
 }
 
 // Chunks reads a UI message stream (SSE) to its end and returns its data chunks. It fails the

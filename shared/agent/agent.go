@@ -64,7 +64,14 @@ type Config struct {
 	Pause PauseFunc
 	// NewID returns a fresh message id; nil leaves assistant and tool messages without one.
 	NewID func() string
+	// Async runs calls of tools wrapped as async (tool.Call.Async not empty): it starts or
+	// dispatches the work and returns the placeholder result the model sees now. Without it
+	// such calls run inline like any other.
+	Async AsyncFunc
 }
+
+// AsyncFunc starts an async call; toolCallID is the model's id for it.
+type AsyncFunc func(ctx context.Context, toolCallID string, call *tool.Call) (json.RawMessage, error)
 
 // EventType says what an Event reports.
 type EventType int
@@ -122,6 +129,15 @@ func Run(ctx context.Context, cfg Config, history []model.Message) iter.Seq2[Eve
 	}
 }
 
+// Continue runs the model again over history within the same turn, as after async results
+// were added to it: the steps go on being numbered from those the turn already took, and
+// MaxSteps bounds the whole turn.
+func Continue(ctx context.Context, cfg Config, history []model.Message) iter.Seq2[Event, error] {
+	return func(yield func(Event, error) bool) {
+		loop(ctx, cfg, validTranscript(history), stepsSinceUser(history)+1, yield)
+	}
+}
+
 // Resume continues a pass that paused for approval. history ends with the paused step: the
 // assistant's calls and the results of those that ran. Every held call must have a decision,
 // keyed by tool call id: approved calls run, in the order the model made them, and the others
@@ -154,7 +170,7 @@ func Resume(ctx context.Context, cfg Config, history []model.Message, decisions 
 				continue
 			}
 			call, err := prepare(cfg.Tools, c.ToolName, c.Input)
-			r, ok := runCall(ctx, call, err, c, false, yield)
+			r, ok := runCall(ctx, cfg, call, err, c, false, yield)
 			if !ok {
 				return
 			}
@@ -207,10 +223,10 @@ func HeldCalls(history []model.Message) ([]model.Part, error) {
 	return held, nil
 }
 
-// stepsSinceUser counts the model steps (assistant messages) after the last user message.
+// stepsSinceUser counts the model steps (assistant messages) since the turn began.
 func stepsSinceUser(history []model.Message) int {
 	n := 0
-	for i := len(history) - 1; i >= 0 && history[i].Role != model.RoleUser; i-- {
+	for i := len(history) - 1; i >= 0 && !history[i].StartsTurn(); i-- {
 		if history[i].Role == model.RoleAssistant {
 			n++
 		}
@@ -396,7 +412,7 @@ func runTools(ctx context.Context, cfg Config, calls []model.Part, yield func(Ev
 	for _, c := range calls {
 		call, err := prepare(cfg.Tools, c.ToolName, c.Input)
 		if err != nil {
-			r, ok := runCall(ctx, nil, err, c, true, yield)
+			r, ok := runCall(ctx, cfg, nil, err, c, true, yield)
 			if !ok {
 				return nil, nil, false
 			}
@@ -405,7 +421,7 @@ func runTools(ctx context.Context, cfg Config, calls []model.Part, yield func(Ev
 		}
 		d := call.Approval()
 		if d.Status != approval.UserApproval && d.Status != approval.Denied {
-			r, ok := runCall(ctx, call, nil, c, true, yield)
+			r, ok := runCall(ctx, cfg, call, nil, c, true, yield)
 			if !ok {
 				return nil, nil, false
 			}
@@ -449,7 +465,7 @@ func prepare(tools *tool.Set, name string, input json.RawMessage) (*tool.Call, e
 // runCall runs one prepared call, or reports why it could not be prepared, and returns its
 // result. announce sends the tool-input-available event first (a resumed call was announced
 // when it was held).
-func runCall(ctx context.Context, call *tool.Call, prepErr error, c model.Part, announce bool, yield func(Event, error) bool) (model.Part, bool) {
+func runCall(ctx context.Context, cfg Config, call *tool.Call, prepErr error, c model.Part, announce bool, yield func(Event, error) bool) (model.Part, bool) {
 	result := model.Part{Type: model.PartToolResult, ToolCallID: c.ToolCallID, ToolName: c.ToolName}
 	input := c.Input
 	if len(input) == 0 {
@@ -466,7 +482,13 @@ func runCall(ctx context.Context, call *tool.Call, prepErr error, c model.Part, 
 	if announce && !yield(Event{Type: ToolInputAvailable, ToolCallID: c.ToolCallID, ToolName: c.ToolName, Input: input}, nil) {
 		return result, false
 	}
-	out, err := call.Run(ctx)
+	var out json.RawMessage
+	var err error
+	if call.Async() != "" && cfg.Async != nil {
+		out, err = cfg.Async(ctx, c.ToolCallID, call)
+	} else {
+		out, err = call.Run(ctx)
+	}
 	if err != nil {
 		if !yield(Event{Type: ToolOutputError, ToolCallID: c.ToolCallID, ToolName: c.ToolName, ErrorText: err.Error()}, nil) {
 			return result, false

@@ -5,6 +5,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/agents"
+	"github.com/agentharness/harness/shared/asynctools"
 	"github.com/agentharness/harness/shared/store"
 	"github.com/agentharness/harness/shared/tool"
 )
@@ -28,6 +30,10 @@ const (
 	DefaultEventTTL = 7 * 24 * time.Hour
 	// DefaultApprovalTimeout is how long a held call waits for the user's decision.
 	DefaultApprovalTimeout = 24 * time.Hour
+	// DefaultAsyncToolTimeout is how long an outside worker has to complete a call.
+	DefaultAsyncToolTimeout = time.Hour
+	DefaultHeartbeat        = 10 * time.Second
+	DefaultWaitMargin       = 30 * time.Second
 )
 
 // Options wires the handler's dependencies.
@@ -47,6 +53,20 @@ type Options struct {
 	EventTTL     time.Duration
 	// ApprovalTimeout: a held call not decided within it is denied as expired.
 	ApprovalTimeout time.Duration
+
+	// Async keeps async tool rows and dispatch groups; nil runs async tools inline.
+	Async *asynctools.Store
+	// Redriver seals groups and re-drives settled ones.
+	Redriver *asynctools.Redriver
+	// AsyncToolTimeout is an external-dispatch call's deadline.
+	AsyncToolTimeout time.Duration
+	// Heartbeat is how often a stream waiting for async work sends a keep-alive comment.
+	Heartbeat time.Duration
+	// WaitMargin is how long before the invocation's deadline the parent stops waiting for
+	// same-invocation work, leaving time to record the outcome.
+	WaitMargin time.Duration
+	// Enqueue puts work for async-worker on its queue (/async turns); nil disables /async.
+	Enqueue func(ctx context.Context, body string) error
 }
 
 // Handler serves harness-processing's routes.
@@ -76,8 +96,19 @@ func New(opts Options) *Handler {
 	if opts.ApprovalTimeout <= 0 {
 		opts.ApprovalTimeout = DefaultApprovalTimeout
 	}
+	if opts.AsyncToolTimeout <= 0 {
+		opts.AsyncToolTimeout = DefaultAsyncToolTimeout
+	}
+	if opts.Heartbeat <= 0 {
+		opts.Heartbeat = DefaultHeartbeat
+	}
+	if opts.WaitMargin <= 0 {
+		opts.WaitMargin = DefaultWaitMargin
+	}
 	h := &Handler{opts: opts, mux: http.NewServeMux(), errs: errorWriter{opts.Logger}}
 	h.mux.HandleFunc("/{$}", h.root)
+	h.mux.HandleFunc("POST /async", h.asyncTurn)
+	h.mux.HandleFunc("GET /status/{eventId}", h.status)
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &Error{Status: http.StatusNotFound, Message: "no route for " + r.Method + " " + r.URL.Path})
 	})
@@ -104,9 +135,12 @@ type Error struct {
 	Message string
 	// Extra fields merged into the JSON body.
 	Extra map[string]any
+	// cause is the condition behind the refusal, for callers that branch on it.
+	cause error
 }
 
 func (e *Error) Error() string { return e.Message }
+func (e *Error) Unwrap() error { return e.cause }
 
 func writeError(w http.ResponseWriter, e *Error) {
 	body := map[string]any{"error": e.Message}

@@ -26,6 +26,9 @@ type turnPlan struct {
 	// the decisions it took (taken) and ends.
 	waiting []store.Approval
 	taken   []decision
+	// resume: the message was already saved by an earlier attempt of this turn; the pass picks
+	// the conversation up where it stopped.
+	resume bool
 }
 
 // plan checks the request against the approvals the conversation waits for and records its

@@ -28,7 +28,7 @@ import (
 const deployer = `{
   "name": "deployer",
   "model": {"provider":"scripted","script":[
-    {"toolCalls":[{"name":"test_async","input":{"seconds":0,"label":"deployed"}}]},
+    {"toolCalls":[{"name":"test_async","input":{"delayMs":0,"echo":"deployed"}}]},
     {"text":"Result: {{toolResults}}"}
   ]},
   "tools": {"test_async": {"needsApproval": true}}
@@ -39,9 +39,9 @@ const parallel = `{
   "name": "parallel",
   "model": {"provider":"scripted","script":[
     {"toolCalls":[
-      {"name":"test_async","input":{"seconds":0,"label":"first"}},
+      {"name":"test_async","input":{"delayMs":0,"echo":"first"}},
       {"name":"current_time","input":{}},
-      {"name":"test_async","input":{"seconds":0,"label":"second"}}
+      {"name":"test_async","input":{"delayMs":0,"echo":"second"}}
     ]},
     {"text":"Results: {{toolResults}}"}
   ]},
@@ -53,15 +53,15 @@ const guarded = `{
   "name": "guarded",
   "model": {"provider":"scripted","script":[
     {"toolCalls":[
-      {"name":"test_async","input":{"seconds":0,"label":"quick"}},
-      {"name":"test_async","input":{"seconds":60,"label":"slow"}}
+      {"name":"test_async","input":{"delayMs":0,"echo":"quick"}},
+      {"name":"test_async","input":{"delayMs":60000,"echo":"slow"}}
     ]},
     {"text":"Results: {{toolResults}}"}
   ]},
-  "tools": {"test_async": {"maxSeconds": 120, "needsApproval": {
+  "tools": {"test_async": {"maxDelayMs": 120000, "needsApproval": {
     "rules": [
-      {"if": {"properties": {"seconds": {"maximum": 1}}}, "then": "approved"},
-      {"if": {"properties": {"seconds": {"minimum": 30}}}, "then": "denied", "reason": "waits longer than 30 s are not allowed"}
+      {"if": {"properties": {"delayMs": {"maximum": 1000}}}, "then": "approved"},
+      {"if": {"properties": {"delayMs": {"minimum": 30000}}}, "then": "denied", "reason": "waits longer than 30 s are not allowed"}
     ]
   }}}
 }`
@@ -238,10 +238,10 @@ func TestApproveThenContinue(t *testing.T) {
 	if got := cs[3]["id"]; got != "text-2-1" {
 		t.Errorf("resumed text part id = %v, want text-2-1: the resumed pass goes on numbering the turn's steps", got)
 	}
-	if got := cs[1]["output"].(map[string]any)["label"]; got != "deployed" {
-		t.Errorf("tool output label = %v, want deployed", got)
+	if got := cs[1]["output"].(map[string]any)["echo"]; got != "deployed" {
+		t.Errorf("tool output echo = %v, want deployed", got)
 	}
-	if got := text(cs); !strings.Contains(got, `"label":"deployed"`) {
+	if got := text(cs); !strings.Contains(got, `"echo":"deployed"`) {
 		t.Errorf("final text %q does not carry the tool's output", got)
 	}
 	if fin := last(cs); fin["finishReason"] != "stop" {
@@ -335,7 +335,7 @@ func TestParallelApprovals(t *testing.T) {
 			}
 			first, _ := results[0].(map[string]any)
 			denied, _ := results[len(results)-1].(map[string]any)
-			if len(results) != 3 || first["label"] != "first" || denied["error"] != "denied by the user: no; the tool did not run" {
+			if len(results) != 3 || first["echo"] != "first" || denied["error"] != "denied by the user: no; the tool did not run" {
 				t.Errorf("results the model saw = %v, want first's output, the time, then the denial", results)
 			}
 		})
@@ -366,15 +366,15 @@ func TestBadDecisionsAreRefused(t *testing.T) {
 		  {"id":"m1","role":"assistant","parts":[{"type":"step-start"},{"type":"tool-test_async","toolCallId":"` + callID + `",
 		    "state":"approval-responded","input":` + input + `,"approval":{"id":"` + id + `","approved":true}}]}]}`
 	}
-	wrongArgs := f.refused(t, f.secret, uiDecision(call, `{"seconds":0,"label":"something else"}`), http.StatusConflict)
+	wrongArgs := f.refused(t, f.secret, uiDecision(call, `{"delayMs":0,"echo":"something else"}`), http.StatusConflict)
 	if !strings.Contains(wrongArgs["error"].(string), "other arguments") {
 		t.Errorf("wrong arguments answered %v, want it to say the arguments differ", wrongArgs)
 	}
-	f.refused(t, f.secret, uiDecision("call_other", `{"seconds":0,"label":"deployed"}`), http.StatusConflict)
+	f.refused(t, f.secret, uiDecision("call_other", `{"delayMs":0,"echo":"deployed"}`), http.StatusConflict)
 
 	// Still pending after all that: the right decision, with the arguments spelled another
 	// way, goes through once.
-	cs := f.turn(t, uiDecision(call, `{"label":"deployed","seconds":0.0}`))
+	cs := f.turn(t, uiDecision(call, `{"echo":"deployed","delayMs":0.0}`))
 	if got := cs[1]["type"]; got != "tool-output-available" {
 		t.Fatalf("the matching decision got %v, want the tool to run", types(cs))
 	}

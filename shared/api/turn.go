@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"iter"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/approval"
+	"github.com/agentharness/harness/shared/asynctools"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/store"
 	"github.com/agentharness/harness/shared/stream"
@@ -68,7 +68,7 @@ type decision struct {
 	Approved   *bool           `json:"approved"`
 	Reason     string          `json:"reason"`
 	ToolCallID string          `json:"toolCallId"`
-	Input      json.RawMessage `json:"-"`
+	Input      json.RawMessage `json:"input,omitempty"`
 }
 
 const maxIDLength = 256
@@ -218,24 +218,14 @@ func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 		h.errs.fail(w, r, err)
 		return
 	}
-	cfg, err := h.loadAgent(ctx, acc.ID, req.AgentID)
+	cfg, err := h.agentFor(ctx, acc.ID, req, true)
 	if err != nil {
-		h.errs.fail(w, r, err)
-		return
-	}
-	if cfg.Tools, err = withOverrides(cfg.Tools, req.ToolApproval); err != nil {
 		h.errs.fail(w, r, err)
 		return
 	}
 	now := h.opts.Now()
 	if req.EventID != "" {
-		err := h.opts.Store.ClaimEvent(ctx, acc.ID, req.EventID, req.ID, now, h.opts.EventTTL)
-		var dup *store.DuplicateEventError
-		if errors.As(err, &dup) {
-			h.errs.fail(w, r, &Error{Status: http.StatusConflict, Message: dup.Error(), Extra: map[string]any{"eventId": dup.EventID, "status": dup.Status}})
-			return
-		}
-		if err != nil {
+		if err := h.claimEvent(ctx, acc.ID, req, now); err != nil {
 			h.errs.fail(w, r, err)
 			return
 		}
@@ -248,23 +238,8 @@ func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 			h.opts.Logger.ErrorContext(ctx, "releasing event", "eventId", req.EventID, "err", err)
 		}
 	}
-	turn, err := h.opts.Store.BeginTurn(ctx, acc.ID, req.ID, req.AgentID, now, now.Add(h.opts.Lease))
+	turn, plan, err := h.begin(ctx, acc.ID, req, in, now)
 	if err != nil {
-		releaseEvent()
-		switch {
-		case errors.Is(err, store.ErrBusy):
-			err = &Error{Status: http.StatusConflict, Message: "conversation " + req.ID + " is busy with another turn; retry when it ends"}
-		case errors.Is(err, store.ErrAgentMismatch):
-			err = &Error{Status: http.StatusConflict, Message: "conversation " + req.ID + " belongs to another agent"}
-		}
-		h.errs.fail(w, r, err)
-		return
-	}
-	plan, err := h.plan(ctx, acc.ID, req, in, turn, now)
-	if err != nil {
-		if rerr := turn.Release(context.WithoutCancel(ctx)); rerr != nil {
-			h.opts.Logger.ErrorContext(ctx, "releasing conversation", "conversationId", req.ID, "err", rerr)
-		}
 		releaseEvent()
 		h.errs.fail(w, r, err)
 		return
@@ -283,7 +258,12 @@ func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 		messageID = newMessageID()
 	}
 	send(stream.Start(messageID))
-	res := h.run(ctx, log, send, req.ID, cfg, turn, plan)
+	d := &drive{
+		h: h, log: log, accountID: acc.ID, agentID: req.AgentID, conversationID: req.ID,
+		turnID: req.EventID, nonce: store.NewID(""), delivery: asynctools.Delivery{Kind: "stream"},
+		cfg: cfg, turn: turn, send: send, heartbeat: func() { _ = out.Comment("keep-alive") },
+	}
+	res := d.run(ctx, plan)
 
 	// The turn's bookkeeping lands before the client sees the end, so its next request finds
 	// the conversation free; it must land even when the client has gone.
@@ -294,17 +274,76 @@ func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 			log.ErrorContext(ctx, "finishing event", "eventId", req.EventID, "err", err)
 		}
 	}
-	end := turn.End
-	if plan.waiting != nil {
-		end = func(ctx context.Context, _ model.Usage) error { return turn.Release(ctx) }
-	}
-	if err := end(done, res.usage); err != nil {
-		log.ErrorContext(ctx, "ending turn", "err", err)
-	}
+	d.end(done, plan, res)
 	if res.finish != nil {
 		send(res.finish)
 	}
 	_ = out.Done()
+}
+
+// claimEvent records a request's event id, refusing one already used with 409.
+func (h *Handler) claimEvent(ctx context.Context, accountID string, req *turnRequest, now time.Time) error {
+	err := h.opts.Store.ClaimEvent(ctx, accountID, req.EventID, req.ID, now, h.opts.EventTTL)
+	var dup *store.DuplicateEventError
+	if errors.As(err, &dup) {
+		return &Error{Status: http.StatusConflict, Message: dup.Error(), Extra: map[string]any{"eventId": dup.EventID, "status": dup.Status}}
+	}
+	return err
+}
+
+// agentFor loads the request's agent with its per-request approval overrides. A stream
+// cannot wait for an outside worker, so it refuses agents with external-dispatch tools.
+func (h *Handler) agentFor(ctx context.Context, accountID string, req *turnRequest, stream bool) (agent.Config, error) {
+	cfg, err := h.loadAgent(ctx, accountID, req.AgentID)
+	if err != nil {
+		return cfg, err
+	}
+	if stream && cfg.Tools != nil {
+		for _, name := range cfg.Tools.Names() {
+			if cfg.Tools.AsyncMode(name) == asynctools.ExternalDispatch {
+				return cfg, &Error{Status: http.StatusBadRequest, Message: fmt.Sprintf(
+					"agent %s cannot run over SSE: its tool %s uses execution %q, whose results arrive after this response has ended; use POST /async",
+					req.AgentID, name, asynctools.ExternalDispatch)}
+			}
+		}
+	}
+	if cfg.Tools, err = withOverrides(cfg.Tools, req.ToolApproval); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+// begin takes the conversation's lease and plans the request against what the conversation
+// waits for. Its refusals are *Error, and on any error the lease is given back.
+func (h *Handler) begin(ctx context.Context, accountID string, req *turnRequest, in turnInput, now time.Time) (*store.Turn, *turnPlan, error) {
+	turn, err := h.opts.Store.BeginTurn(ctx, accountID, req.ID, req.AgentID, now, now.Add(h.opts.Lease))
+	switch {
+	case errors.Is(err, store.ErrBusy):
+		return nil, nil, &Error{Status: http.StatusConflict, Message: "conversation " + req.ID + " is busy with another turn; retry when it ends", cause: err}
+	case errors.Is(err, store.ErrAgentMismatch):
+		return nil, nil, &Error{Status: http.StatusConflict, Message: "conversation " + req.ID + " belongs to another agent"}
+	case err != nil:
+		return nil, nil, err
+	}
+	plan, err := h.planTurn(ctx, accountID, req, in, turn, now)
+	if err != nil {
+		if rerr := turn.Release(context.WithoutCancel(ctx)); rerr != nil {
+			h.opts.Logger.ErrorContext(ctx, "releasing conversation", "conversationId", req.ID, "err", rerr)
+		}
+		return nil, nil, err
+	}
+	return turn, plan, nil
+}
+
+// planTurn refuses a request on a conversation that waits for async tools, then plans it
+// against pending approvals.
+func (h *Handler) planTurn(ctx context.Context, accountID string, req *turnRequest, in turnInput, turn *store.Turn, now time.Time) (*turnPlan, error) {
+	if group, ids := turn.AsyncGroup(); group != "" {
+		return nil, &Error{Status: http.StatusConflict, Message: fmt.Sprintf(
+			"conversation %s is waiting for %d async tool call(s) to complete; it continues by itself when they do",
+			req.ID, len(ids)), Extra: map[string]any{"pendingAsyncTools": ids}}
+	}
+	return h.plan(ctx, accountID, req, in, turn, now)
 }
 
 // loadAgent loads the agent and builds its model and tools, before anything is written. A
@@ -335,87 +374,19 @@ func (h *Handler) loadAgent(ctx context.Context, accountID, agentID string) (age
 	return agent.Config{Model: m, Tools: tools, System: cfg.System, MaxSteps: cfg.MaxSteps, NewID: newMessageID}, nil
 }
 
-// runResult is how a pass ended: the event status, the tokens it used and the finish chunk to
-// send once the bookkeeping has landed.
+// runResult is how a turn (or the part of it this invocation ran) ended: the event status, the
+// tokens it used, the finish chunk to send once the bookkeeping has landed, and what it waits
+// for.
 type runResult struct {
 	status string
 	usage  model.Usage
 	finish any
-}
-
-// run carries out the plan, streaming every chunk but the finish through send.
-func (h *Handler) run(ctx context.Context, log *slog.Logger, send func(any), conversationID string, cfg agent.Config, turn *store.Turn, plan *turnPlan) runResult {
-	var usage model.Usage
-	failTurn := func(err error, public string) runResult {
-		log.ErrorContext(ctx, "turn failed", "err", err)
-		send(stream.Error(public))
-		return runResult{status: store.EventFailed, usage: usage, finish: stream.Finish(string(model.FinishError), nil)}
-	}
-	if plan.waiting != nil {
-		// Some held calls still wait: report the decisions taken and what is left.
-		for _, d := range plan.taken {
-			send(stream.ToolApprovalResponse(d.ApprovalID, *d.Approved, d.Reason))
-		}
-		return runResult{status: store.EventWaiting, finish: stream.Finish(string(model.FinishToolCalls), map[string]any{
-			"conversationId": conversationID, "pendingApprovals": pendingView(plan.waiting),
-		})}
-	}
-	history, err := turn.History(ctx)
-	if err != nil {
-		return failTurn(err, "internal error: the conversation could not be loaded")
-	}
-	cfg.Save = func(ctx context.Context, msgs []model.Message) error { return turn.Append(ctx, msgs...) }
-	var events iter.Seq2[agent.Event, error]
-	switch {
-	case plan.decisions != nil && plan.message != nil:
-		events = agent.Resume(ctx, cfg, history, plan.decisions, *plan.message)
-	case plan.decisions != nil:
-		events = agent.Resume(ctx, cfg, history, plan.decisions)
-	default:
-		if err := turn.Append(ctx, *plan.message); err != nil {
-			return failTurn(err, "internal error: the message could not be saved")
-		}
-		events = agent.Run(ctx, cfg, append(history, *plan.message))
-	}
-
-	started := time.Now()
-	tools := toolLog{log: log, started: map[string]toolStart{}}
-	for ev, err := range events {
-		if err != nil {
-			if ctx.Err() != nil {
-				log.InfoContext(ctx, "turn canceled by the client", "err", err)
-				return runResult{status: store.EventFailed, usage: usage}
-			}
-			if errors.Is(err, store.ErrLeaseLost) {
-				return failTurn(err, "the conversation was taken over by another turn")
-			}
-			var pe *model.ProviderError
-			if errors.As(err, &pe) {
-				return failTurn(err, pe.Public()+"; the turn was stopped and the conversation keeps every step finished before it")
-			}
-			return failTurn(err, "the model failed to answer; the turn was stopped and the conversation keeps every step finished before it")
-		}
-		tools.observe(ctx, ev)
-		switch ev.Type {
-		case agent.StepFinish:
-			usage = ev.Usage
-		case agent.Finish:
-			usage = ev.Usage
-			log.InfoContext(ctx, "turn finished", "finishReason", ev.Finish, "inputTokens", ev.Usage.InputTokens,
-				"outputTokens", ev.Usage.OutputTokens, "pendingApprovals", len(ev.Pending), "ms", time.Since(started).Milliseconds())
-			meta := map[string]any{"conversationId": conversationID, "usage": ev.Usage}
-			status := store.EventCompleted
-			if len(ev.Pending) > 0 {
-				meta["pendingApprovals"] = pendingFromLoop(ev.Pending)
-				status = store.EventWaiting
-			}
-			return runResult{status: status, usage: usage, finish: stream.Finish(string(ev.Finish), meta)}
-		}
-		for _, c := range chunksFor(ev) {
-			send(c)
-		}
-	}
-	return runResult{status: store.EventCompleted, usage: usage}
+	// errText is the client-safe reason of a failed turn.
+	errText string
+	// pendingApprovals and asyncGroup/pendingAsync say what a waiting turn waits for.
+	pendingApprovals []pendingApproval
+	asyncGroup       string
+	pendingAsync     []asyncView
 }
 
 // toolLog writes the structured tool start, finish and failure logs, with durations.

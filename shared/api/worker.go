@@ -2,22 +2,257 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"iter"
+	"sync"
 
+	"github.com/agentharness/harness/shared/agent"
+	"github.com/agentharness/harness/shared/asynctools"
+	"github.com/agentharness/harness/shared/model"
+	"github.com/agentharness/harness/shared/store"
 	"github.com/aws/aws-lambda-go/events"
 )
 
 // Worker is async-worker: it runs /async turns and continues parents whose async tools have
-// settled, one SQS message at a time, reporting failed messages back to SQS individually.
-type Worker struct{}
-
-// NewWorker wires async-worker from d.
-func NewWorker(d Deps) (*Worker, error) {
-	return nil, errors.New("async-worker is not built yet")
+// settled. Each message is idempotent: a turn is keyed by its event, a continuation fenced on
+// the conversation, so a duplicate delivery does nothing.
+type Worker struct {
+	h *Handler
+	// retrySoon shortens the wait before a message that found its conversation busy comes
+	// back; nil leaves the queue's visibility timeout.
+	retrySoon func(ctx context.Context, receiptHandle string)
 }
 
-// Handle processes one batch; the messages it could not process come back as batch item
-// failures, so SQS redelivers only those.
+// errBusy: the conversation is running another turn; the message comes back later.
+var errBusy = errors.New("conversation busy")
+
+// Handle processes one batch, its messages concurrently; those that must be retried come
+// back as batch item failures, so SQS redelivers only them.
 func (w *Worker) Handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-	return events.SQSEventResponse{}, errors.New("not built yet")
+	var resp events.SQSEventResponse
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, rec := range ev.Records {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := w.process(ctx, rec.Body)
+			if err == nil {
+				return
+			}
+			log := w.h.opts.Logger.With("messageId", rec.MessageId)
+			if errors.Is(err, errBusy) {
+				log.InfoContext(ctx, "conversation busy; the message will be retried")
+				if w.retrySoon != nil {
+					w.retrySoon(ctx, rec.ReceiptHandle)
+				}
+			} else {
+				log.ErrorContext(ctx, "async work failed; the message will be retried", "err", err)
+			}
+			mu.Lock()
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: rec.MessageId})
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return resp, nil
+}
+
+// process handles one message. Errors mean "retry"; a message that can never succeed is
+// logged and dropped.
+func (w *Worker) process(ctx context.Context, body string) error {
+	var msg workMessage
+	if err := json.Unmarshal([]byte(body), &msg); err != nil || msg.AccountID == "" {
+		w.h.opts.Logger.ErrorContext(ctx, "dropping a malformed work message", "err", err)
+		return nil
+	}
+	switch msg.Type {
+	case "turn":
+		return w.turn(ctx, msg)
+	case "continue":
+		return w.continueGroup(ctx, msg)
+	}
+	w.h.opts.Logger.ErrorContext(ctx, "dropping a work message of unknown type", "type", msg.Type)
+	return nil
+}
+
+// turn runs an /async turn. A turn whose event is no longer processing already ran.
+func (w *Worker) turn(ctx context.Context, msg workMessage) error {
+	h := w.h
+	req := msg.Request
+	if req == nil || msg.EventID == "" {
+		h.opts.Logger.ErrorContext(ctx, "dropping a turn message without its request")
+		return nil
+	}
+	ev, err := h.opts.Store.Event(ctx, msg.AccountID, msg.EventID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if ev.Status != store.EventProcessing {
+		return nil
+	}
+	log := h.opts.Logger.With("accountId", msg.AccountID, "agentId", req.AgentID, "conversationId", req.ID, "eventId", msg.EventID)
+	report := func(res runResult, from, to int64) error {
+		return w.report(ctx, msg.AccountID, msg.EventID, res, from, to)
+	}
+	cfg, err := h.agentFor(ctx, msg.AccountID, req, false)
+	var refused *Error
+	if errors.As(err, &refused) {
+		return report(runResult{status: store.EventFailed, errText: refused.Message}, 0, 0)
+	}
+	if err != nil {
+		return err
+	}
+	in := turnInput{message: msg.Message, decisions: msg.Decisions, respondsTo: msg.RespondsTo}
+	turn, plan, err := h.begin(ctx, msg.AccountID, req, in, h.opts.Now())
+	if errors.As(err, &refused) {
+		if errors.Is(err, store.ErrBusy) {
+			return errBusy
+		}
+		return report(runResult{status: store.EventFailed, errText: refused.Message}, 0, 0)
+	}
+	if err != nil {
+		return err
+	}
+	cfg.Pause = h.pauseFunc(turn, req.AgentID)
+	from := turn.NextSeq()
+	d := &drive{
+		h: h, log: log, accountID: msg.AccountID, agentID: req.AgentID, conversationID: req.ID,
+		turnID: msg.EventID, nonce: msg.Seed, delivery: asynctools.Delivery{Kind: "async", EventID: msg.EventID, Seed: msg.Seed},
+		cfg: cfg, turn: turn, send: func(any) {}, heartbeat: func() {},
+	}
+	res := d.run(ctx, plan)
+	done := context.WithoutCancel(ctx)
+	d.end(done, plan, res)
+	return report(res, from, turn.NextSeq())
+}
+
+// continueGroup brings a settled group's results back to its parent turn and runs the model
+// again. The conversation records the group it waits for, under its lease: a continuation for
+// any other group is a duplicate and does nothing.
+func (w *Worker) continueGroup(ctx context.Context, msg workMessage) error {
+	h := w.h
+	st, err := h.opts.Async.Load(ctx, msg.GroupID)
+	if err != nil {
+		return err
+	}
+	g := st.Group
+	if g == nil || g.AccountID != msg.AccountID || !g.ConsumedAt.IsZero() {
+		return nil
+	}
+	if !st.Settled() {
+		h.opts.Logger.ErrorContext(ctx, "continuation of a group that is not settled", "groupId", g.ID)
+		return nil
+	}
+	log := h.opts.Logger.With("accountId", g.AccountID, "agentId", g.AgentID, "conversationId", g.ConversationID, "groupId", g.ID)
+	now := h.opts.Now()
+	turn, err := h.opts.Store.BeginTurn(ctx, g.AccountID, g.ConversationID, g.AgentID, now, now.Add(h.opts.Lease))
+	switch {
+	case errors.Is(err, store.ErrBusy):
+		return errBusy
+	case errors.Is(err, store.ErrAgentMismatch):
+		return h.opts.Async.Consume(ctx, g.ID, now)
+	case err != nil:
+		return err
+	}
+	history, err := turn.History(ctx)
+	if err != nil {
+		_ = turn.Release(context.WithoutCancel(ctx))
+		return err
+	}
+	waiting, _ := turn.AsyncGroup()
+	msgID := resultsMessageID(g.ID)
+	switch {
+	case waiting == g.ID:
+		results := make([]asynctools.Result, 0, len(g.Expected))
+		for _, id := range g.Expected {
+			if r, ok := st.Row(id); ok {
+				results = append(results, r)
+			}
+		}
+		m := asynctools.ResultsMessage(msgID, results)
+		if err := turn.Append(ctx, m); err != nil {
+			_ = turn.Release(context.WithoutCancel(ctx))
+			return err
+		}
+		history = append(history, m)
+	case hasMessage(history, msgID) && !continued(history, msgID):
+		// An earlier attempt brought the results back and stopped before the model answered.
+	default:
+		log.InfoContext(ctx, "duplicate continuation ignored")
+		if err := turn.Release(ctx); err != nil {
+			return err
+		}
+		return h.opts.Async.Consume(ctx, g.ID, now)
+	}
+	d := &drive{
+		h: h, log: log, accountID: g.AccountID, agentID: g.AgentID, conversationID: g.ConversationID,
+		turnID: g.Delivery.EventID, nonce: asynctools.NewGroupID(g.Delivery.Seed+"/"+g.ID, 0), delivery: g.Delivery,
+		turn: turn, send: func(any) {}, heartbeat: func() {},
+	}
+	res := w.resume(ctx, d, history)
+	done := context.WithoutCancel(ctx)
+	d.end(done, &turnPlan{}, res)
+	if g.Delivery.Kind == "async" && g.Delivery.EventID != "" {
+		if err := w.report(done, g.AccountID, g.Delivery.EventID, res, 0, turn.NextSeq()); err != nil {
+			return err
+		}
+	}
+	return h.opts.Async.Consume(done, g.ID, h.opts.Now())
+}
+
+// resume loads the agent and runs the model again over history.
+func (w *Worker) resume(ctx context.Context, d *drive, history []model.Message) runResult {
+	cfg, err := w.h.loadAgent(ctx, d.accountID, d.agentID)
+	if err != nil {
+		return d.fail(ctx, err, "the agent could not continue: "+err.Error(), model.Usage{})
+	}
+	cfg.Pause = w.h.pauseFunc(d.turn, d.agentID)
+	d.cfg = cfg
+	return d.passes(ctx, 0, func(cfg agent.Config) iter.Seq2[agent.Event, error] { return agent.Continue(ctx, cfg, history) })
+}
+
+// continued reports whether the model already answered after the message with id msgID.
+func continued(history []model.Message, msgID string) bool {
+	for i, m := range history {
+		if m.ID == msgID {
+			return i < len(history)-1
+		}
+	}
+	return false
+}
+
+// report records an /async turn's progress on its status row.
+func (w *Worker) report(ctx context.Context, accountID, eventID string, res runResult, from, to int64) error {
+	detail := map[string]any{}
+	switch {
+	case res.errText != "":
+		detail["error"] = res.errText
+	case res.status == store.EventWaitingAsync:
+		detail["pendingAsyncTools"], detail["groupId"] = res.pendingAsync, res.asyncGroup
+	case res.status == store.EventWaiting:
+		detail["pendingApprovals"] = res.pendingApprovals
+	}
+	if res.status == store.EventFailed && res.errText == "" {
+		detail["error"] = "the turn failed"
+	}
+	b, err := json.Marshal(detail)
+	if err != nil {
+		return err
+	}
+	err = w.h.opts.Store.UpdateEvent(ctx, accountID, eventID, store.EventUpdate{
+		Status: res.status, Usage: res.usage, FromSeq: from, ToSeq: to, Detail: b, At: w.h.opts.Now(),
+	})
+	if errors.Is(err, store.ErrEventFinal) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reporting event %s: %w", eventID, err)
+	}
+	return nil
 }

@@ -12,6 +12,7 @@
 package asynctools
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -48,6 +49,9 @@ type Delivery struct {
 	Kind string `json:"kind"`
 	// EventID is the /async status row the outcome settles.
 	EventID string `json:"eventId,omitempty"`
+	// Seed is the turn's secret from which its continuations derive their group ids, so a
+	// retried continuation registers the same rows.
+	Seed string `json:"seed,omitempty"`
 }
 
 // Result is one AsyncToolResult row.
@@ -205,4 +209,27 @@ func randomToken(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b) // crypto/rand never fails on Linux
 	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// Ticket is what an external-dispatch tool hands its outside worker: which call the result is
+// for, where to send it, and the token that authorizes that one completion.
+type Ticket struct {
+	ResultID     string
+	CompletePath string
+	// Token is the per-call completion token (Authorization: Bearer <token>); only its hash is
+	// stored.
+	Token string
+}
+
+type ticketKey struct{}
+
+// WithTicket returns ctx carrying t, for the tool's execute.
+func WithTicket(ctx context.Context, t Ticket) context.Context {
+	return context.WithValue(ctx, ticketKey{}, t)
+}
+
+// TicketFrom returns the ticket of the external-dispatch call ctx runs, if any.
+func TicketFrom(ctx context.Context) (Ticket, bool) {
+	t, ok := ctx.Value(ticketKey{}).(Ticket)
+	return t, ok
 }

@@ -34,7 +34,17 @@ type Message struct {
 	Parts []Part `json:"parts"`
 	// Usage is the token usage of the model call that wrote an assistant message.
 	Usage *Usage `json:"usage,omitempty"`
+	// Kind marks a message the harness wrote rather than a person or the model; empty for
+	// ordinary messages.
+	Kind string `json:"kind,omitempty"`
 }
+
+// KindAsyncResults marks the user-role message that brings async tool results back to the
+// model: providers accept it anywhere, and it does not start a new turn.
+const KindAsyncResults = "async-results"
+
+// StartsTurn reports whether m is a message a user wrote, which begins a turn.
+func (m Message) StartsTurn() bool { return m.Role == RoleUser && m.Kind == "" }
 
 // Part is one piece of a message: text, a tool call (assistant) or a tool result (tool).
 type Part struct {

@@ -110,11 +110,12 @@ func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.
 }
 
 // sinceLastUser counts the assistant messages after the latest user message and collects the
-// outputs of the tool results given since then, as a JSON array.
+// outputs of the tool results given since then, as a JSON array. Async results the harness
+// brought back (model.KindAsyncResults) count as tool results, not as a user message.
 func sinceLastUser(msgs []model.Message) (int, json.RawMessage) {
 	start := 0
 	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Role == model.RoleUser {
+		if msgs[i].StartsTurn() {
 			start = i + 1
 			break
 		}
@@ -131,10 +132,37 @@ func sinceLastUser(msgs []model.Message) (int, json.RawMessage) {
 					results = append(results, p.Output)
 				}
 			}
+		case model.RoleUser:
+			results = append(results, asyncOutputs(m.Text())...)
 		}
 	}
 	b, _ := json.Marshal(results)
 	return n, b
+}
+
+// asyncOutputs reads the outputs out of an async results message: {"asyncToolResults":[{
+// "status", "response" or "error", …}]}.
+func asyncOutputs(text string) []json.RawMessage {
+	var msg struct {
+		Results []struct {
+			Status   string          `json:"status"`
+			Response json.RawMessage `json:"response"`
+			Error    string          `json:"error"`
+		} `json:"asyncToolResults"`
+	}
+	if json.Unmarshal([]byte(text), &msg) != nil {
+		return nil
+	}
+	out := make([]json.RawMessage, 0, len(msg.Results))
+	for _, r := range msg.Results {
+		if r.Status == "completed" {
+			out = append(out, r.Response)
+			continue
+		}
+		b, _ := json.Marshal(map[string]string{"error": r.Error})
+		out = append(out, b)
+	}
+	return out
 }
 
 // chunks splits text into word-sized pieces so it streams like a real model.

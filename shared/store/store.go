@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/agentharness/harness/shared/model"
@@ -113,11 +114,13 @@ func randomToken(n int) string {
 
 // Event statuses.
 const (
-	EventRunning   = "running"
-	EventCompleted = "completed"
-	EventFailed    = "failed"
+	EventProcessing = "processing"
+	EventCompleted  = "completed"
+	EventFailed     = "failed"
 	// EventWaiting: the turn paused until the user decides on its held tool calls.
 	EventWaiting = "waiting_for_approval"
+	// EventWaitingAsync: the turn waits for async tool calls that outside workers complete.
+	EventWaitingAsync = "waiting_for_async_tools"
 )
 
 // ClaimEvent records that a turn request with this event id is being handled. A second claim
@@ -128,7 +131,7 @@ func (s *Store) ClaimEvent(ctx context.Context, accountID, eventID, conversation
 		Item: map[string]types.AttributeValue{
 			"eventKey":       str(accountID + "#" + eventID),
 			"conversationId": str(conversationID),
-			"status":         str(EventRunning),
+			"status":         str(EventProcessing),
 			"createdAt":      str(now.UTC().Format(time.RFC3339)),
 			"expiresAt":      num(now.Add(ttl).Unix()),
 		},
@@ -186,6 +189,10 @@ type Turn struct {
 	// pending are the approvals the conversation's last step waits for; the first append
 	// after them clears them (it carries their results).
 	pending []string
+	// asyncGroup is the dispatch group the conversation waits for, and asyncPending its calls;
+	// the first append after them (the continuation's results) clears the wait.
+	asyncGroup   string
+	asyncPending []string
 }
 
 // BeginTurn takes the lease on a conversation (creating it for agentID if new) until
@@ -223,13 +230,9 @@ func (s *Store) BeginTurn(ctx context.Context, accountID, conversationID, agentI
 		return nil, err
 	}
 	t := &Turn{s: s, accountID: accountID, conversationID: conversationID, key: key, owner: owner, nextSeq: next}
-	if l, ok := out.Attributes["pendingApprovals"].(*types.AttributeValueMemberL); ok {
-		for _, v := range l.Value {
-			if id, ok := v.(*types.AttributeValueMemberS); ok {
-				t.pending = append(t.pending, id.Value)
-			}
-		}
-	}
+	t.pending = getStrings(out.Attributes, "pendingApprovals")
+	t.asyncGroup = getS(out.Attributes, "asyncGroup")
+	t.asyncPending = getStrings(out.Attributes, "pendingAsync")
 	return t, nil
 }
 
@@ -262,17 +265,22 @@ func (s *Store) ConversationUsage(ctx context.Context, accountID, conversationID
 
 // History returns the conversation's messages in order.
 func (t *Turn) History(ctx context.Context) ([]model.Message, error) {
+	if t.nextSeq <= 1 {
+		return nil, nil
+	}
+	return t.query(ctx, 1, t.nextSeq-1)
+}
+
+// query returns the messages with first <= seq <= last.
+func (t *Turn) query(ctx context.Context, first, last int64) ([]model.Message, error) {
 	var msgs []model.Message
 	in := &dynamodb.QueryInput{
 		TableName:              &t.s.tables.Conversations,
 		KeyConditionExpression: aws.String("conversationKey = :k AND seq BETWEEN :first AND :last"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":k": str(t.key), ":first": num(1), ":last": num(t.nextSeq - 1),
+			":k": str(t.key), ":first": num(first), ":last": num(last),
 		},
 		ConsistentRead: aws.Bool(true),
-	}
-	if t.nextSeq <= 1 {
-		return nil, nil
 	}
 	for p := dynamodb.NewQueryPaginator(t.s.db, in); p.HasMorePages(); {
 		page, err := p.NextPage(ctx)
@@ -301,13 +309,54 @@ func (t *Turn) Append(ctx context.Context, msgs ...model.Message) error {
 		return nil
 	}
 	update := "SET nextSeq = :next"
+	var remove []string
 	if len(t.pending) > 0 {
-		update += " REMOVE pendingApprovals"
+		remove = append(remove, "pendingApprovals")
+	}
+	if t.asyncGroup != "" {
+		remove = append(remove, "asyncGroup", "pendingAsync")
+	}
+	if len(remove) > 0 {
+		update += " REMOVE " + strings.Join(remove, ", ")
 	}
 	if err := t.write(ctx, msgs, nil, update, nil); err != nil {
 		return err
 	}
-	t.pending = nil
+	t.pending, t.asyncGroup, t.asyncPending = nil, "", nil
+	return nil
+}
+
+// AsyncGroup is the dispatch group the conversation waited for when the turn began, and the
+// resultIds of its calls; empty when it waits for none.
+func (t *Turn) AsyncGroup() (string, []string) { return t.asyncGroup, t.asyncPending }
+
+// NextSeq is the sequence number the next appended message gets.
+func (t *Turn) NextSeq() int64 { return t.nextSeq }
+
+// WaitForAsync records, under the lease, that the conversation waits for the dispatch group
+// groupID: until its continuation appends the results, new turns are refused.
+func (t *Turn) WaitForAsync(ctx context.Context, groupID string, resultIDs []string) error {
+	ids := make([]types.AttributeValue, 0, len(resultIDs))
+	for _, id := range resultIDs {
+		ids = append(ids, str(id))
+	}
+	_, err := t.s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:           &t.s.tables.Conversations,
+		Key:                 map[string]types.AttributeValue{"conversationKey": str(t.key), "seq": num(0)},
+		UpdateExpression:    aws.String("SET asyncGroup = :g, pendingAsync = :ids"),
+		ConditionExpression: aws.String("leaseOwner = :owner"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":g": str(groupID), ":ids": &types.AttributeValueMemberL{Value: ids}, ":owner": str(t.owner),
+		},
+	})
+	var failed *types.ConditionalCheckFailedException
+	if errors.As(err, &failed) {
+		return ErrLeaseLost
+	}
+	if err != nil {
+		return fmt.Errorf("marking the conversation as waiting for async tools: %w", err)
+	}
+	t.asyncGroup, t.asyncPending = groupID, resultIDs
 	return nil
 }
 
@@ -425,6 +474,20 @@ func getS(item map[string]types.AttributeValue, k string) string {
 		return v.Value
 	}
 	return ""
+}
+
+func getStrings(item map[string]types.AttributeValue, k string) []string {
+	l, ok := item[k].(*types.AttributeValueMemberL)
+	if !ok {
+		return nil
+	}
+	var out []string
+	for _, v := range l.Value {
+		if s, ok := v.(*types.AttributeValueMemberS); ok {
+			out = append(out, s.Value)
+		}
+	}
+	return out
 }
 
 func getN(item map[string]types.AttributeValue, k string) (int64, error) {

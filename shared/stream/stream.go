@@ -53,6 +53,16 @@ func (s *Writer) Send(chunk any) error {
 	return s.write()
 }
 
+// Comment writes an SSE comment line, which clients ignore: a heartbeat that keeps proxies and
+// clients from timing out a quiet stream.
+func (s *Writer) Comment(text string) error {
+	s.buf.Reset()
+	s.buf.WriteString(": ")
+	s.buf.WriteString(text)
+	s.buf.WriteString("\n\n")
+	return s.write()
+}
+
 // Done writes the stream's terminator.
 func (s *Writer) Done() error {
 	s.buf.Reset()

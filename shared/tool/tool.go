@@ -30,6 +30,9 @@ type Tool struct {
 	// Approval is the tool's needsApproval policy, enforced by the loop before Execute is ever
 	// reached; nil means calls run without approval.
 	Approval *approval.Policy
+	// Async is the execution mode of a tool wrapped as async ("same-invocation" or
+	// "external-dispatch"); empty for a tool that runs inline.
+	Async string
 }
 
 // ErrUnknownTool is returned by Prepare for a name the set does not hold.
@@ -156,6 +159,19 @@ func (s *Set) WithApprovals(overrides map[string]approval.Status) (*Set, error) 
 	return out, nil
 }
 
+// Names lists the set's tool names, sorted.
+func (s *Set) Names() []string {
+	names := make([]string, 0, len(s.byName))
+	for n := range s.byName {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// AsyncMode is the async execution mode of the named tool, empty when it runs inline.
+func (s *Set) AsyncMode(name string) string { return s.byName[name].tool.Async }
+
 // Len reports how many tools the set holds.
 func (s *Set) Len() int { return len(s.byName) }
 
@@ -194,6 +210,12 @@ func (s *Set) Prepare(name string, input json.RawMessage) (*Call, error) {
 
 // Approval is the tool's approval decision for this call's input.
 func (c *Call) Approval() approval.Decision { return c.tool.Approval.Decide(c.input) }
+
+// Async is the call's async execution mode, empty when it runs inline.
+func (c *Call) Async() string { return c.tool.Async }
+
+// Name is the called tool's name.
+func (c *Call) Name() string { return c.tool.Name }
 
 // Input is the call's arguments as validated.
 func (c *Call) Input() json.RawMessage { return c.input }

@@ -1,8 +1,9 @@
 package tools
 
-// test_async: a local execute tool that sleeps and returns, to exercise async wrapping
-// (config.tools.test_async.async: true) without an outside service. Its maxSeconds option caps
-// how long a model may make it sleep.
+// test_async: a local execute tool that waits delayMs milliseconds and returns the echo it was
+// given, to exercise async wrapping (config.tools.test_async.async: true) without an outside
+// service. The wrapping is the harness's: the tool itself only waits. Its maxDelayMs option caps
+// how long a model may make it wait.
 
 import (
 	"context"
@@ -13,42 +14,48 @@ import (
 	"github.com/agentharness/harness/shared/tool"
 )
 
+const testAsyncDefaultMaxDelayMs = 30000
+
 var testAsyncSpec = Spec{
 	New:     testAsync,
-	Options: json.RawMessage(`{"type":"object","properties":{"maxSeconds":{"type":"number","exclusiveMinimum":0,"maximum":900}},"additionalProperties":false}`),
+	Options: json.RawMessage(`{"type":"object","properties":{"maxDelayMs":{"type":"integer","minimum":0,"maximum":900000}},"additionalProperties":false}`),
 }
 
 func testAsync(c Context) ([]tool.Tool, error) {
-	var opts struct {
-		MaxSeconds float64 `json:"maxSeconds"`
-	}
+	opts := struct {
+		MaxDelayMs *int64 `json:"maxDelayMs"`
+	}{}
 	if err := c.Options.Decode(&opts); err != nil {
 		return nil, err
 	}
-	if opts.MaxSeconds == 0 {
-		opts.MaxSeconds = 30
+	maxDelay := int64(testAsyncDefaultMaxDelayMs)
+	if opts.MaxDelayMs != nil {
+		maxDelay = *opts.MaxDelayMs
 	}
 	return []tool.Tool{{
 		Name:        "test_async",
-		Description: "Waits the given number of seconds, then returns the label it was given. For testing slow tools.",
-		InputSchema: json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{"seconds":{"type":"number","minimum":0,"maximum":%g},"label":{"type":"string","maxLength":200}},"required":["seconds"],"additionalProperties":false}`, opts.MaxSeconds)),
+		Description: "Waits delayMs milliseconds, then returns the echo it was given. For testing slow tools.",
+		InputSchema: json.RawMessage(fmt.Sprintf(`{"type":"object","properties":{
+			"echo":{"type":"string","maxLength":1000,"description":"Text to return."},
+			"delayMs":{"type":"number","minimum":0,"maximum":%d,"description":"How long to wait first, in milliseconds."}
+		},"required":["echo"],"additionalProperties":false}`, maxDelay)),
 		Execute: func(ctx context.Context, input json.RawMessage) (any, error) {
 			var args struct {
-				Seconds float64 `json:"seconds"`
-				Label   string  `json:"label"`
+				Echo    string  `json:"echo"`
+				DelayMs float64 `json:"delayMs"`
 			}
 			if err := json.Unmarshal(input, &args); err != nil {
 				return nil, err
 			}
-			d := time.Duration(args.Seconds * float64(time.Second))
+			d := time.Duration(args.DelayMs * float64(time.Millisecond))
 			timer := time.NewTimer(d)
 			defer timer.Stop()
 			select {
 			case <-ctx.Done():
-				return nil, fmt.Errorf("stopped before %s had passed: %w", d, ctx.Err())
+				return nil, fmt.Errorf("stopped before its %s delay had passed: %w", d, ctx.Err())
 			case <-timer.C:
 			}
-			return map[string]any{"label": args.Label, "sleptMs": d.Milliseconds()}, nil
+			return map[string]string{"echo": args.Echo}, nil
 		},
 	}}, nil
 }

@@ -84,11 +84,12 @@ type Factory func(c Context) ([]tool.Tool, error)
 
 // specs maps exact model-facing names to their specs.
 var specs = map[string]Spec{
-	"current_time":  {New: currentTime},
-	"googleSearch":  googleSearchSpec,
-	"tavilyExtract": tavilyExtractSpec,
-	"tavilySearch":  tavilySearchSpec,
-	"test_async":    testAsyncSpec,
+	"current_time":        {New: currentTime},
+	"googleSearch":        googleSearchSpec,
+	"tavilyExtract":       tavilyExtractSpec,
+	"tavilySearch":        tavilySearchSpec,
+	"test_async":          testAsyncSpec,
+	"test_external_async": testExternalAsyncSpec,
 }
 
 // Names lists the tool names an agent may enable.
@@ -285,6 +286,7 @@ func Build(config map[string]json.RawMessage, env tool.Env) (*tool.Set, error) {
 		}
 		for i := range ts {
 			ts[i].Approval = e.Approval
+			ts[i].Async = e.Execution // empty unless async: true
 		}
 		all = append(all, ts...)
 	}

@@ -125,7 +125,7 @@ func TestBuildRejects(t *testing.T) {
 }
 
 func TestNames(t *testing.T) {
-	if diff := cmp.Diff([]string{"current_time", "googleSearch", "tavilyExtract", "tavilySearch", "test_async"}, tools.Names()); diff != "" {
+	if diff := cmp.Diff([]string{"current_time", "googleSearch", "tavilyExtract", "tavilySearch", "test_async", "test_external_async"}, tools.Names()); diff != "" {
 		t.Errorf("Names() (-want +got):\n%s", diff)
 	}
 }
@@ -197,14 +197,16 @@ func TestGoogleSearchIsProviderDefined(t *testing.T) {
 }
 
 func TestTestAsync(t *testing.T) {
-	set, err := tools.Build(config(t, `{"test_async":{"async":true,"maxSeconds":1}}`), tool.Env{Getenv: noEnv})
+	set, err := tools.Build(config(t, `{"test_async":{"async":true,"maxDelayMs":1000}}`), tool.Env{Getenv: noEnv})
 	if err != nil {
 		t.Fatalf("Build: %v", err)
 	}
-	if _, err := set.Prepare("test_async", json.RawMessage(`{"seconds":2}`)); err == nil {
-		t.Error("Prepare with seconds over maxSeconds succeeded, want the schema to refuse it")
+	for _, in := range []string{`{"echo":"x","delayMs":1001}`, `{"echo":"x","delayMs":-1}`, `{"delayMs":10}`, `{"seconds":1,"label":"old shape"}`} {
+		if _, err := set.Prepare("test_async", json.RawMessage(in)); err == nil {
+			t.Errorf("Prepare(%s) succeeded, want the schema to refuse it", in)
+		}
 	}
-	call, err := set.Prepare("test_async", json.RawMessage(`{"seconds":0.01,"label":"done"}`))
+	call, err := set.Prepare("test_async", json.RawMessage(`{"echo":"done","delayMs":10}`))
 	if err != nil {
 		t.Fatalf("Prepare: %v", err)
 	}
@@ -212,28 +214,53 @@ func TestTestAsync(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	if diff := cmp.Diff(`{"label":"done","sleptMs":10}`, string(out)); diff != "" {
+	if diff := cmp.Diff(`{"echo":"done"}`, string(out)); diff != "" {
 		t.Errorf("result (-want +got):\n%s", diff)
 	}
 
-	call, err = set.Prepare("test_async", json.RawMessage(`{"seconds":1}`))
+	call, err = set.Prepare("test_async", json.RawMessage(`{"echo":"late","delayMs":1000}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := call.Run(ctx); !errors.Is(err, context.Canceled) {
-		t.Errorf("Run on a canceled context = %v, want context.Canceled", err)
+	if _, err := call.Run(ctx); !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "stopped before its 1s delay had passed") {
+		t.Errorf("Run on a canceled context = %v, want context.Canceled saying the delay had not passed", err)
 	}
-	if _, err := tools.Check("test_async", json.RawMessage(`{"async":true,"execution":"external-dispatch"}`), agentconfig.Model{}); err == nil {
-		t.Error("Check accepted external-dispatch on test_async, whose execute does the work itself")
+}
+
+// Without maxDelayMs a call may wait up to 30 s; the option is bounded and the old maxSeconds is
+// refused by name.
+func TestTestAsyncOptions(t *testing.T) {
+	set, err := tools.Build(config(t, `{"test_async":{}}`), tool.Env{Getenv: noEnv})
+	if err != nil {
+		t.Fatalf("Build: %v", err)
+	}
+	if _, err := set.Prepare("test_async", json.RawMessage(`{"echo":"x","delayMs":30000}`)); err != nil {
+		t.Errorf("Prepare(delayMs 30000) = %v, want the default cap to allow it", err)
+	}
+	if _, err := set.Prepare("test_async", json.RawMessage(`{"echo":"x","delayMs":30001}`)); err == nil {
+		t.Error("Prepare(delayMs 30001) succeeded, want the default cap of 30000 to refuse it")
+	}
+	for _, tt := range []struct{ raw, field string }{
+		{`{"maxDelayMs":900001}`, "tools.test_async.maxDelayMs"},
+		{`{"maxDelayMs":"long"}`, "tools.test_async.maxDelayMs"},
+		{`{"maxSeconds":10}`, "tools.test_async.maxSeconds"},
+	} {
+		var fe *tools.FieldError
+		if _, err := tools.Check("test_async", json.RawMessage(tt.raw), agentconfig.Model{}); !errors.As(err, &fe) || fe.Field != tt.field {
+			t.Errorf("Check(%s) = %v, want a field error at %s", tt.raw, err, tt.field)
+		}
+	}
+	if _, err := tools.Check("test_async", json.RawMessage(`{"async":true,"maxDelayMs":900000}`), agentconfig.Model{}); err != nil {
+		t.Errorf("Check(maxDelayMs 900000) = %v, want it accepted", err)
 	}
 }
 
 // needsApproval reaches the built tool as its policy, rules included, and bad policies are
 // refused at the exact field.
 func TestNeedsApprovalPolicy(t *testing.T) {
-	set, err := tools.Build(config(t, `{"test_async":{"needsApproval":{"rules":[{"if":{"properties":{"seconds":{"maximum":1}}},"then":"approved"}],"otherwise":"user-approval"}}}`), tool.Env{Getenv: noEnv})
+	set, err := tools.Build(config(t, `{"test_async":{"needsApproval":{"rules":[{"if":{"properties":{"delayMs":{"maximum":1000}}},"then":"approved"}],"otherwise":"user-approval"}}}`), tool.Env{Getenv: noEnv})
 	if err != nil {
 		t.Fatalf("Build: %v", err)
 	}
@@ -241,8 +268,8 @@ func TestNeedsApprovalPolicy(t *testing.T) {
 		input string
 		want  approval.Status
 	}{
-		{`{"seconds":1,"label":"short"}`, approval.Approved},
-		{`{"seconds":5,"label":"long"}`, approval.UserApproval},
+		{`{"echo":"short","delayMs":1000}`, approval.Approved},
+		{`{"echo":"long","delayMs":5000}`, approval.UserApproval},
 	} {
 		call, err := set.Prepare("test_async", json.RawMessage(tt.input))
 		if err != nil {

@@ -16,11 +16,15 @@ import (
 
 	"github.com/agentharness/harness/infra/mockopenai"
 	"github.com/agentharness/harness/infra/testenv"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 )
 
 // TestDevServesThePrintedCurl runs what `make dev` runs, as a process: it must start its own
-// stand-ins, print a curl that streams a turn when pasted into a shell, and stop everything
-// it started on Ctrl-C.
+// stand-ins, print a curl that streams a turn when pasted into a shell, write an env file a
+// second shell can source to reach the same stack, and stop everything it started (and remove
+// the file) on Ctrl-C.
 func TestDevServesThePrintedCurl(t *testing.T) {
 	root := testenv.Root(t)
 	bin := filepath.Join(t.TempDir(), "dev")
@@ -40,7 +44,9 @@ func TestDevServesThePrintedCurl(t *testing.T) {
 }
 
 func runDev(t *testing.T, root, bin string, env []string, model string) {
-	cmd := exec.Command(bin, "-port", "0")
+	// Not the default .dev.env at the root, which a developer's make dev may be using.
+	envFile := filepath.Join(t.TempDir(), "dev.env")
+	cmd := exec.Command(bin, "-port", "0", "-env-file", envFile)
 	cmd.Dir = root
 	// The stand-ins dev starts are its own, not the ones of `make test`.
 	cmd.Env = append(withoutEndpoints(os.Environ()), env...)
@@ -86,6 +92,11 @@ func runDev(t *testing.T, root, bin string, env []string, model string) {
 		t.Fatalf("dev did not print its stand-ins:\n%s", out)
 	}
 
+	if !strings.Contains(out, "wrote "+envFile) {
+		t.Errorf("dev did not say it wrote %s:\n%s", envFile, out)
+	}
+	checkEnvFile(t, envFile, out, endpoints[1:])
+
 	turn, err := exec.Command("sh", "-c", curl[1]+" -sS --fail-with-body").Output()
 	if err != nil {
 		t.Fatalf("the printed curl failed: %v\n%s", err, turn)
@@ -113,6 +124,52 @@ func runDev(t *testing.T, root, bin string, env []string, model string) {
 		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
 			c.Close()
 			t.Errorf("a stand-in still listens on %s after dev stopped", addr)
+		}
+	}
+	if _, err := os.Stat(envFile); !os.IsNotExist(err) {
+		t.Errorf("%s is still there after dev stopped (stat: %v)", envFile, err)
+	}
+}
+
+// checkEnvFile sources the env file in a shell and checks what it exports: the harness URL and
+// the account secret dev printed, the stand-ins' endpoints, and the URLs of queues that exist.
+func checkEnvFile(t *testing.T, path, printed string, endpoints []string) {
+	t.Helper()
+	sourced, err := exec.Command("sh", "-c", `set -e; . "$1"; env`, "sh", path).Output()
+	if err != nil {
+		t.Fatalf("sourcing %s: %v", path, err)
+	}
+	env := map[string]string{}
+	for line := range strings.Lines(string(sourced)) {
+		k, v, _ := strings.Cut(strings.TrimSuffix(line, "\n"), "=")
+		env[k] = v
+	}
+	for _, k := range []string{"HARNESS_URL", "HARNESS_SECRET", "AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL_SQS", "AWS_ENDPOINT_URL_S3",
+		"AWS_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "EXTERNAL_JOBS_QUEUE_URL", "ASYNC_WORK_QUEUE_URL"} {
+		if env[k] == "" {
+			t.Errorf("%s exports no %s", path, k)
+		}
+	}
+	if !strings.Contains(printed, "Harness is running at "+env["HARNESS_URL"]+"\n") {
+		t.Errorf("HARNESS_URL is %q, not the URL dev printed:\n%s", env["HARNESS_URL"], printed)
+	}
+	if !strings.Contains(printed, "account secret (shown once): "+env["HARNESS_SECRET"]+"\n") {
+		t.Errorf("HARNESS_SECRET is %q, not the account secret dev printed", env["HARNESS_SECRET"])
+	}
+	if env["AWS_ENDPOINT_URL_DYNAMODB"] != "http://"+endpoints[0] || env["AWS_ENDPOINT_URL_SQS"] != "http://"+endpoints[1] ||
+		env["AWS_ENDPOINT_URL_S3"] != "http://"+endpoints[1] {
+		t.Errorf("the endpoints are %q, %q and %q, want the stand-ins dev printed, %v", env["AWS_ENDPOINT_URL_DYNAMODB"],
+			env["AWS_ENDPOINT_URL_SQS"], env["AWS_ENDPOINT_URL_S3"], endpoints)
+	}
+	// An outside worker with these variables reaches the queues.
+	client := sqs.New(sqs.Options{
+		Region:       env["AWS_REGION"],
+		BaseEndpoint: aws.String(env["AWS_ENDPOINT_URL_SQS"]),
+		Credentials:  credentials.NewStaticCredentialsProvider(env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"], ""),
+	})
+	for _, k := range []string{"EXTERNAL_JOBS_QUEUE_URL", "ASYNC_WORK_QUEUE_URL"} {
+		if _, err := client.GetQueueAttributes(t.Context(), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(env[k])}); err != nil {
+			t.Errorf("%s=%s: %v", k, env[k], err)
 		}
 	}
 }

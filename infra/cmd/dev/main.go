@@ -1,7 +1,9 @@
-// Command dev is `make dev`: it starts the local AWS stand-ins, creates the tables of
-// template.yaml, serves every function on one local HTTP server, seeds a demo account and
-// agent, and prints the account's one-time secret with a ready-to-paste curl. Ctrl-C stops
-// everything it started.
+// Command dev is `make dev`: it starts the local AWS stand-ins, creates the tables, queues and
+// bucket of template.yaml, serves every HTTP function on one local HTTP server, polls the queues
+// of the SQS functions and runs the scheduled ones every few seconds, seeds a demo account and
+// agent, and prints the account's one-time secret with a ready-to-paste curl. It also writes
+// .dev.env, the variables a second shell sources to reach the same stack (an outside worker of
+// external-dispatch tools, say). Ctrl-C stops everything it started and removes the file.
 package main
 
 import (
@@ -38,6 +40,8 @@ func main() {
 func run() error {
 	port := flag.Int("port", envInt("HARNESS_PORT", 3000), "port of the local runner on 127.0.0.1 (0 picks a free one); or set HARNESS_PORT")
 	seedPath := flag.String("seed", "examples/account.config.example.json", "account and agents to seed")
+	envPath := flag.String("env-file", ".dev.env", "file of export lines for a second shell, removed on exit")
+	sweepEvery := flag.Duration("schedule-every", 5*time.Second, "period of the scheduled functions (the sweeper) instead of their template rate")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -88,8 +92,8 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	db := awsclient.DynamoDB(cfg)
-	name, _, err := localrunner.Provision(ctx, db, tpl, "harness-")
+	clients := localrunner.Clients{DB: awsclient.DynamoDB(cfg), SQS: awsclient.SQS(cfg), S3: awsclient.S3(cfg)}
+	res, err := localrunner.Provision(ctx, clients, tpl, "harness-")
 	if err != nil {
 		return err
 	}
@@ -99,7 +103,11 @@ func run() error {
 		adminSecret = "hadm_" + rand.Text()
 		os.Setenv("ADMIN_SECRET", adminSecret)
 	}
-	h, err := localrunner.New(localrunner.Options{Template: tpl, DB: db, Name: name, Getenv: os.Getenv, Logger: logger})
+	url := "http://" + ln.Addr().String()
+	h, err := localrunner.New(localrunner.Options{
+		Template: tpl, DB: clients.DB, SQS: clients.SQS, S3: clients.S3, Name: res.Name,
+		Getenv: os.Getenv, Logger: logger, BaseURL: url, ScheduleEvery: *sweepEvery,
+	})
 	if err != nil {
 		return err
 	}
@@ -111,9 +119,24 @@ func run() error {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
+	if err := h.Start(ctx); err != nil {
+		return err
+	}
+	defer h.Stop()
 
-	url := "http://" + ln.Addr().String()
+	env := append(stack.Env(),
+		"HARNESS_URL="+url,
+		"HARNESS_SECRET="+secret,
+		"EXTERNAL_JOBS_QUEUE_URL="+res.QueueURLs["ExternalJobsQueue"],
+		"ASYNC_WORK_QUEUE_URL="+res.QueueURLs["AsyncWorkQueue"],
+	)
+	if err := writeEnvFile(*envPath, env); err != nil {
+		return err
+	}
+	defer os.Remove(*envPath)
+
 	agentID := seed.Agents[0].AgentID
+	fmt.Printf("wrote %s: `source %s` in another shell for HARNESS_URL, HARNESS_SECRET, the AWS endpoints and the queue URLs\n", *envPath, *envPath)
 	fmt.Printf(`
 Harness is running at %s
   stand-ins: DynamoDB Local at %s, fauxqs (SQS, S3) at %s
@@ -144,6 +167,38 @@ Ctrl-C stops everything.
 		return err
 	}
 	return nil
+}
+
+// envKeys are the variables .dev.env exports, in order.
+var envKeys = []string{
+	"HARNESS_URL", "HARNESS_SECRET",
+	"AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL_SQS", "AWS_ENDPOINT_URL_S3",
+	"AWS_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+	"EXTERNAL_JOBS_QUEUE_URL", "ASYNC_WORK_QUEUE_URL",
+}
+
+// writeEnvFile writes the envKeys of env (KEY=value lines) as export lines a shell can source.
+// The file holds the account secret, so only its owner may read it.
+func writeEnvFile(path string, env []string) error {
+	values := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		values[k] = v
+	}
+	var b strings.Builder
+	b.WriteString("# Written by make dev for a second shell: source this file. Removed when make dev stops.\n")
+	for _, k := range envKeys {
+		fmt.Fprintf(&b, "export %s=%s\n", k, shellQuote(values[k]))
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}
+
+// shellQuote single-quotes s for the shell.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // useRealModel points the seeded scripted agents (the demo) at an OpenAI-compatible model when

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Generated from template.yaml by "go test ./infra/template -update"; do not edit.
-# LocalStack runs it once its services are ready. Resources are named by their logical ids.
+# LocalStack runs it once its services are ready. Resources are named by their logical ids
+# (buckets in lower case).
 set -euo pipefail
 
 if ! awslocal dynamodb describe-table --table-name 'AccountsTable' >/dev/null 2>&1; then
@@ -30,6 +31,17 @@ if ! awslocal dynamodb describe-table --table-name 'ApprovalsTable' >/dev/null 2
     --time-to-live-specification '{"AttributeName":"expiresAt","Enabled":true}' >/dev/null
 fi
 
+if ! awslocal dynamodb describe-table --table-name 'AsyncToolResultsTable' >/dev/null 2>&1; then
+  awslocal dynamodb create-table --table-name 'AsyncToolResultsTable' \
+    --billing-mode 'PAY_PER_REQUEST' \
+    --attribute-definitions '[{"AttributeName":"pk","AttributeType":"S"},{"AttributeName":"sk","AttributeType":"S"},{"AttributeName":"dueShard","AttributeType":"S"},{"AttributeName":"dueAt","AttributeType":"N"}]' \
+    --key-schema '[{"AttributeName":"pk","KeyType":"HASH"},{"AttributeName":"sk","KeyType":"RANGE"}]' \
+    --global-secondary-indexes '[{"IndexName":"Due","KeySchema":[{"AttributeName":"dueShard","KeyType":"HASH"},{"AttributeName":"dueAt","KeyType":"RANGE"}],"Projection":{"ProjectionType":"KEYS_ONLY"}}]' >/dev/null
+  awslocal dynamodb wait table-exists --table-name 'AsyncToolResultsTable'
+  awslocal dynamodb update-time-to-live --table-name 'AsyncToolResultsTable' \
+    --time-to-live-specification '{"AttributeName":"expiresAt","Enabled":true}' >/dev/null
+fi
+
 if ! awslocal dynamodb describe-table --table-name 'ConversationsTable' >/dev/null 2>&1; then
   awslocal dynamodb create-table --table-name 'ConversationsTable' \
     --billing-mode 'PAY_PER_REQUEST' \
@@ -46,4 +58,17 @@ if ! awslocal dynamodb describe-table --table-name 'EventsTable' >/dev/null 2>&1
   awslocal dynamodb wait table-exists --table-name 'EventsTable'
   awslocal dynamodb update-time-to-live --table-name 'EventsTable' \
     --time-to-live-specification '{"AttributeName":"expiresAt","Enabled":true}' >/dev/null
+fi
+
+awslocal sqs create-queue --queue-name 'AsyncWorkDeadLetterQueue' \
+  --attributes '{"MessageRetentionPeriod":"1209600"}' >/dev/null
+
+awslocal sqs create-queue --queue-name 'ExternalJobsQueue' \
+  --attributes '{"VisibilityTimeout":"60"}' >/dev/null
+
+awslocal sqs create-queue --queue-name 'AsyncWorkQueue' \
+  --attributes '{"RedrivePolicy":"{\"deadLetterTargetArn\":\"arn:aws:sqs:us-east-1:000000000000:AsyncWorkDeadLetterQueue\",\"maxReceiveCount\":5}","VisibilityTimeout":"960"}' >/dev/null
+
+if ! awslocal s3api head-bucket --bucket 'asyncresultsbucket' >/dev/null 2>&1; then
+  awslocal s3api create-bucket --bucket 'asyncresultsbucket' >/dev/null
 fi

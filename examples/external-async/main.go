@@ -1,0 +1,257 @@
+// Command external-async is a mock outside worker for the test_external_async tool: it runs an
+// /async turn whose tool calls are dispatched to a queue, does the jobs, completes them through
+// the harness API, and waits for the turn to finish.
+//
+// With `make dev` running, in a second shell from the repository root:
+//
+//	source .dev.env
+//	go run ./examples/external-async
+//
+// It creates (or replaces) the agent external-async-example, a scripted model that calls
+// test_external_async twice in one step ("alpha" and "beta") with async: true and execution
+// external-dispatch, then answers with the tool results; posts "run the external jobs" to
+// POST /async; takes each job from EXTERNAL_JOBS_QUEUE_URL, answers it with the echo upper-cased
+// at its completionUrl (else HARNESS_URL + completePath) with the job's own token, and deletes
+// it; and polls GET /status/{eventId} until the turn is completed or failed, printing each
+// change and the final text. It exits non-zero on a failed turn or a timeout.
+//
+// Flags override the environment: -url (HARNESS_URL), -secret (HARNESS_SECRET, the account
+// secret), -queue (EXTERNAL_JOBS_QUEUE_URL), -timeout. The SQS client follows the usual AWS
+// variables (AWS_ENDPOINT_URL_SQS, AWS_REGION, credentials), as .dev.env sets them.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	"github.com/agentharness/harness/shared/awsclient"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+)
+
+// config is what run needs; main fills it from flags over the environment.
+type config struct {
+	HarnessURL string
+	Secret     string
+	QueueURL   string
+	Timeout    time.Duration
+}
+
+const agentID = "external-async-example"
+
+// agentConfig is the scripted agent the example runs.
+const agentConfig = `{
+  "name": "External worker example",
+  "model": {"provider": "scripted", "script": [
+    {"text": "Handing two jobs to the worker. ", "toolCalls": [
+      {"name": "test_external_async", "input": {"echo": "alpha"}},
+      {"name": "test_external_async", "input": {"echo": "beta"}}
+    ]},
+    {"text": "The worker answered {{toolResults}}"}
+  ]},
+  "tools": {"test_external_async": {"async": true, "execution": "external-dispatch"}}
+}`
+
+// job is the message test_external_async puts on the queue.
+type job struct {
+	ResultID      string `json:"resultId"`
+	Echo          string `json:"echo"`
+	CompletePath  string `json:"completePath"`
+	CompletionURL string `json:"completionUrl"`
+	Token         string `json:"token"`
+}
+
+// status is the answer of GET /status/{eventId}.
+type status struct {
+	Status            string `json:"status"`
+	PendingAsyncTools []struct {
+		ResultID string `json:"resultId"`
+		ToolName string `json:"toolName"`
+	} `json:"pendingAsyncTools"`
+	Text  string `json:"text"`
+	Error string `json:"error"`
+}
+
+func main() {
+	var cfg config
+	flag.StringVar(&cfg.HarnessURL, "url", os.Getenv("HARNESS_URL"), "harness base URL (HARNESS_URL)")
+	flag.StringVar(&cfg.Secret, "secret", os.Getenv("HARNESS_SECRET"), "account secret (HARNESS_SECRET)")
+	flag.StringVar(&cfg.QueueURL, "queue", os.Getenv("EXTERNAL_JOBS_QUEUE_URL"), "queue the jobs arrive on (EXTERNAL_JOBS_QUEUE_URL)")
+	flag.DurationVar(&cfg.Timeout, "timeout", 60*time.Second, "how long to wait for the turn to end")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, cfg, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "external-async:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, cfg config, stdout io.Writer) error {
+	if cfg.HarnessURL == "" || cfg.Secret == "" || cfg.QueueURL == "" {
+		return errors.New("set HARNESS_URL, HARNESS_SECRET and EXTERNAL_JOBS_QUEUE_URL (source .dev.env) or pass -url, -secret and -queue")
+	}
+	base := strings.TrimRight(cfg.HarnessURL, "/")
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	awsCfg, err := awsclient.Config(ctx)
+	if err != nil {
+		return err
+	}
+	queue := awsclient.SQS(awsCfg)
+
+	if err := putAgent(ctx, base, cfg.Secret); err != nil {
+		return err
+	}
+	var started struct {
+		EventID        string `json:"eventId"`
+		ConversationID string `json:"conversationId"`
+	}
+	code, body, err := call(ctx, http.MethodPost, base+"/async", cfg.Secret, map[string]string{"agentId": agentID, "message": "run the external jobs"}, &started)
+	if err != nil {
+		return err
+	}
+	if code != http.StatusAccepted || started.EventID == "" {
+		return fmt.Errorf("POST /async = %d %s, want 202 with an eventId", code, body)
+	}
+	fmt.Fprintf(stdout, "turn %s started (conversation %s)\n", started.EventID, started.ConversationID)
+
+	completed, last := 0, ""
+	for {
+		n, err := work(ctx, queue, cfg.QueueURL, base, stdout)
+		completed += n
+		var st status
+		if err == nil {
+			code, body, err = call(ctx, http.MethodGet, base+"/status/"+started.EventID, cfg.Secret, nil, &st)
+		}
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return fmt.Errorf("timed out after %s waiting for the turn to end (last status: %q)", cfg.Timeout, last)
+		}
+		if err != nil {
+			return err
+		}
+		if code != http.StatusOK {
+			return fmt.Errorf("GET /status/%s = %d %s", started.EventID, code, body)
+		}
+		line := st.Status
+		for _, p := range st.PendingAsyncTools {
+			line += fmt.Sprintf(" [%s %s]", p.ToolName, p.ResultID)
+		}
+		if line != last {
+			last = line
+			fmt.Fprintln(stdout, "status:", line)
+		}
+		switch st.Status {
+		case "completed":
+			fmt.Fprintf(stdout, "final text: %s\n", st.Text)
+			if completed == 0 {
+				return errors.New("the turn completed but the worker completed no job: was test_external_async dispatched?")
+			}
+			return nil
+		case "failed":
+			return fmt.Errorf("the turn failed: %s", st.Error)
+		}
+	}
+}
+
+// putAgent creates the example agent, or replaces its config when it already exists.
+func putAgent(ctx context.Context, base, secret string) error {
+	var fields map[string]any
+	if err := json.Unmarshal([]byte(agentConfig), &fields); err != nil {
+		return err
+	}
+	fields["agentId"] = agentID
+	code, body, err := call(ctx, http.MethodPost, base+"/accounts/me/agents", secret, fields, nil)
+	if err == nil && code == http.StatusConflict {
+		delete(fields, "agentId")
+		code, body, err = call(ctx, http.MethodPatch, base+"/accounts/me/agents/"+agentID, secret, fields, nil)
+	}
+	if err != nil {
+		return err
+	}
+	if code != http.StatusCreated && code != http.StatusOK {
+		return fmt.Errorf("writing agent %s = %d %s", agentID, code, body)
+	}
+	return nil
+}
+
+// work takes the jobs waiting on the queue (waiting a second for some), completes each and
+// deletes it. A job whose completion got no answer or a 5xx stays on the queue for a retry.
+func work(ctx context.Context, queue *sqs.Client, queueURL, base string, stdout io.Writer) (int, error) {
+	out, err := queue.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(queueURL), MaxNumberOfMessages: 10, WaitTimeSeconds: 1})
+	if err != nil {
+		return 0, fmt.Errorf("receiving jobs: %w", err)
+	}
+	done := 0
+	for _, m := range out.Messages {
+		var j job
+		if err := json.Unmarshal([]byte(aws.ToString(m.Body)), &j); err != nil || j.Token == "" || (j.CompletePath == "" && j.CompletionURL == "") {
+			fmt.Fprintf(stdout, "dropping a message that is not a job: %s\n", aws.ToString(m.Body))
+		} else {
+			url := j.CompletionURL
+			if url == "" {
+				url = base + j.CompletePath
+			}
+			answer := map[string]any{"status": "completed", "response": map[string]string{"echo": strings.ToUpper(j.Echo)}}
+			code, body, err := call(ctx, http.MethodPost, url, j.Token, answer, nil)
+			if err != nil {
+				return done, fmt.Errorf("completing %s: %w", j.ResultID, err)
+			}
+			fmt.Fprintf(stdout, "job %s (echo %q): completion answered %d %s\n", j.ResultID, j.Echo, code, bytes.TrimSpace(body))
+			if code >= 500 {
+				continue
+			}
+			if code < 300 {
+				done++
+			}
+		}
+		if _, err := queue.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(queueURL), ReceiptHandle: m.ReceiptHandle}); err != nil {
+			return done, fmt.Errorf("deleting a job: %w", err)
+		}
+	}
+	return done, nil
+}
+
+// call sends a JSON request with a bearer token and returns the status and body; a 2xx body is
+// decoded into out when out is not nil.
+func call(ctx context.Context, method, url, token string, in, out any) (int, []byte, error) {
+	var reader io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return 0, nil, err
+		}
+		reader = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, reader)
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return resp.StatusCode, nil, err
+	}
+	if out != nil && resp.StatusCode/100 == 2 {
+		if err := json.Unmarshal(body, out); err != nil {
+			return resp.StatusCode, body, fmt.Errorf("%s %s: decoding %s: %w", method, url, body, err)
+		}
+	}
+	return resp.StatusCode, body, nil
+}

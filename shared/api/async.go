@@ -1,0 +1,172 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/agentharness/harness/shared/model"
+	"github.com/agentharness/harness/shared/store"
+)
+
+// maxWorkMessage keeps an /async request inside SQS's 256 KiB message limit.
+const maxWorkMessage = 250 << 10
+
+// workMessage is what async-worker takes from its queue: an /async turn to run, or the
+// continuation of a settled dispatch group.
+type workMessage struct {
+	Type      string `json:"type"` // "turn" or "continue"
+	AccountID string `json:"accountId"`
+
+	// A turn: its event, the secret seed of its group ids, the request and what it brings.
+	EventID    string         `json:"eventId,omitempty"`
+	Seed       string         `json:"seed,omitempty"`
+	Request    *turnRequest   `json:"request,omitempty"`
+	Message    *model.Message `json:"message,omitempty"`
+	Decisions  []decision     `json:"decisions,omitempty"`
+	RespondsTo string         `json:"respondsTo,omitempty"`
+
+	// A continuation: the group whose results it brings back.
+	GroupID string `json:"groupId,omitempty"`
+}
+
+// asyncTurn runs POST /async: the request is checked as POST / checks it, recorded under its
+// event id, and queued for async-worker; the answer is 202 with the event id to poll.
+func (h *Handler) asyncTurn(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	if h.opts.Enqueue == nil {
+		writeError(w, &Error{Status: http.StatusServiceUnavailable, Message: "async turns are not configured here (no work queue)"})
+		return
+	}
+	acc, err := authenticate(r, h.opts.Store)
+	if err != nil {
+		h.errs.fail(w, r, err)
+		return
+	}
+	req, in, err := h.readTurn(w, r)
+	if err != nil {
+		h.errs.fail(w, r, err)
+		return
+	}
+	if _, err := h.agentFor(ctx, acc.ID, req, false); err != nil {
+		h.errs.fail(w, r, err)
+		return
+	}
+	if req.EventID == "" {
+		req.EventID = store.NewID("evt_")
+	}
+	body, err := json.Marshal(workMessage{
+		Type: "turn", AccountID: acc.ID, EventID: req.EventID, Seed: store.NewID(""),
+		Request: req, Message: in.message, Decisions: in.decisions, RespondsTo: in.respondsTo,
+	})
+	if err != nil {
+		h.errs.fail(w, r, err)
+		return
+	}
+	if len(body) > maxWorkMessage {
+		writeError(w, &Error{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("an /async request must encode to at most %d bytes; send only the new message", maxWorkMessage)})
+		return
+	}
+	if err := h.claimEvent(ctx, acc.ID, req, h.opts.Now()); err != nil {
+		h.errs.fail(w, r, err)
+		return
+	}
+	if err := h.opts.Enqueue(ctx, string(body)); err != nil {
+		if rerr := h.opts.Store.ReleaseEvent(context.WithoutCancel(ctx), acc.ID, req.EventID); rerr != nil {
+			h.opts.Logger.ErrorContext(ctx, "releasing event", "eventId", req.EventID, "err", rerr)
+		}
+		h.errs.fail(w, r, fmt.Errorf("queueing the turn: %w", err))
+		return
+	}
+	writeJSON(w, http.StatusAccepted, map[string]string{
+		"eventId": req.EventID, "conversationId": req.ID, "status": store.EventProcessing, "statusUrl": "/status/" + req.EventID,
+	})
+}
+
+// status runs GET /status/{eventId}: where an /async turn is, what it waits for, and once it
+// has ended its answer's text and messages.
+func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	acc, err := authenticate(r, h.opts.Store)
+	if err != nil {
+		h.errs.fail(w, r, err)
+		return
+	}
+	id := r.PathValue("eventId")
+	ev, err := h.opts.Store.Event(ctx, acc.ID, id)
+	if errors.Is(err, store.ErrNotFound) {
+		writeError(w, &Error{Status: http.StatusNotFound, Message: "event " + id + " not found"})
+		return
+	}
+	if err != nil {
+		h.errs.fail(w, r, err)
+		return
+	}
+	out := map[string]any{}
+	if len(ev.Detail) > 0 {
+		_ = json.Unmarshal(ev.Detail, &out)
+	}
+	out["eventId"], out["conversationId"], out["status"] = ev.ID, ev.ConversationID, ev.Status
+	out["usage"] = ev.Usage
+	if !ev.UpdatedAt.IsZero() {
+		out["updatedAt"] = ev.UpdatedAt
+	}
+	if ev.Status == store.EventWaitingAsync {
+		if err := h.livePending(ctx, out); err != nil {
+			h.errs.fail(w, r, err)
+			return
+		}
+	}
+	if ev.Status == store.EventCompleted || ev.Status == store.EventFailed {
+		msgs, err := h.opts.Store.Messages(ctx, acc.ID, ev.ConversationID, ev.FromSeq, ev.ToSeq)
+		if err != nil {
+			h.errs.fail(w, r, err)
+			return
+		}
+		if msgs == nil {
+			msgs = []model.Message{}
+		}
+		out["messages"] = msgs
+		out["text"] = answer(msgs)
+	}
+	delete(out, "groupId")
+	writeJSON(w, http.StatusOK, out)
+}
+
+// answer is the text of a turn's last assistant message that has any: its final answer.
+func answer(msgs []model.Message) string {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == model.RoleAssistant && strings.TrimSpace(msgs[i].Text()) != "" {
+			return msgs[i].Text()
+		}
+	}
+	return ""
+}
+
+// livePending narrows a waiting turn's pendingAsyncTools to the calls still running now.
+func (h *Handler) livePending(ctx context.Context, out map[string]any) error {
+	groupID, _ := out["groupId"].(string)
+	if groupID == "" || h.opts.Async == nil {
+		return nil
+	}
+	st, err := h.opts.Async.Load(ctx, groupID)
+	if err != nil || st.Group == nil {
+		return err // not sealed yet: every call is still pending
+	}
+	running := map[string]bool{}
+	for _, id := range st.Pending() {
+		running[id] = true
+	}
+	calls, _ := out["pendingAsyncTools"].([]any)
+	pending := []any{}
+	for _, c := range calls {
+		if m, ok := c.(map[string]any); ok && running[fmt.Sprint(m["resultId"])] {
+			pending = append(pending, c)
+		}
+	}
+	out["pendingAsyncTools"] = pending
+	return nil
+}

@@ -1,0 +1,263 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"iter"
+	"log/slog"
+	"time"
+
+	"github.com/agentharness/harness/shared/agent"
+	"github.com/agentharness/harness/shared/asynctools"
+	"github.com/agentharness/harness/shared/model"
+	"github.com/agentharness/harness/shared/store"
+	"github.com/agentharness/harness/shared/stream"
+)
+
+// asyncView is an async call as clients see it while the turn waits for it.
+type asyncView = asynctools.Call
+
+// drive carries one invocation's part of a turn: a model pass, then the async work the pass
+// started, whose results go back to the model for another pass, until the turn ends or waits
+// for outside workers.
+type drive struct {
+	h              *Handler
+	log            *slog.Logger
+	accountID      string
+	agentID        string
+	conversationID string
+	// turnID names the turn on its async rows (its event id, when it has one).
+	turnID string
+	// nonce is the turn's secret seed of group ids: the same for a retried invocation.
+	nonce    string
+	delivery asynctools.Delivery
+	cfg      agent.Config
+	turn     *store.Turn
+	// send streams a UI message chunk; heartbeat keeps a quiet stream alive. Both may be no-ops.
+	send      func(any)
+	heartbeat func()
+	// ended: the lease was already given back (a turn that waits for outside work).
+	ended bool
+}
+
+// run carries out the plan of a request.
+func (d *drive) run(ctx context.Context, plan *turnPlan) runResult {
+	if plan.waiting != nil {
+		// Some held calls still wait: report the decisions taken and what is left.
+		for _, dec := range plan.taken {
+			d.send(stream.ToolApprovalResponse(dec.ApprovalID, *dec.Approved, dec.Reason))
+		}
+		pending := pendingView(plan.waiting)
+		return runResult{status: store.EventWaiting, pendingApprovals: pending, finish: stream.Finish(string(model.FinishToolCalls), map[string]any{
+			"conversationId": d.conversationID, "pendingApprovals": pending,
+		})}
+	}
+	history, err := d.turn.History(ctx)
+	if err != nil {
+		return d.fail(ctx, err, "internal error: the conversation could not be loaded", model.Usage{})
+	}
+	if plan.message != nil && plan.decisions == nil && hasMessage(history, plan.message.ID) {
+		plan.resume = true
+	}
+	var first func(agent.Config) iter.Seq2[agent.Event, error]
+	switch {
+	case plan.decisions != nil && plan.message != nil:
+		first = func(cfg agent.Config) iter.Seq2[agent.Event, error] {
+			return agent.Resume(ctx, cfg, history, plan.decisions, *plan.message)
+		}
+	case plan.decisions != nil:
+		first = func(cfg agent.Config) iter.Seq2[agent.Event, error] { return agent.Resume(ctx, cfg, history, plan.decisions) }
+	case plan.resume:
+		// A retried invocation whose message is already in the conversation picks it up.
+		first = func(cfg agent.Config) iter.Seq2[agent.Event, error] { return agent.Continue(ctx, cfg, history) }
+	default:
+		if err := d.turn.Append(ctx, *plan.message); err != nil {
+			return d.fail(ctx, err, "internal error: the message could not be saved", model.Usage{})
+		}
+		msgs := append(history, *plan.message)
+		first = func(cfg agent.Config) iter.Seq2[agent.Event, error] { return agent.Run(ctx, cfg, msgs) }
+	}
+	return d.passes(ctx, 0, first)
+}
+
+// passes runs model passes from pass number n, starting with events, for as long as each pass
+// leaves same-invocation results to bring back to the model.
+func (d *drive) passes(ctx context.Context, n int, events func(agent.Config) iter.Seq2[agent.Event, error]) runResult {
+	d.cfg.Save = func(ctx context.Context, msgs []model.Message) error { return d.turn.Append(ctx, msgs...) }
+	var total model.Usage
+	for ; ; n++ {
+		cfg := d.cfg
+		p := d.newPass(ctx, n)
+		if p != nil {
+			cfg.Async = p.Run
+		}
+		res, fin := d.consume(ctx, events(cfg), total)
+		total = res.usage
+		if p == nil || !p.HasWork() {
+			return res
+		}
+		if fin == nil {
+			p.Abort()
+			return res
+		}
+		landed := p.Wait(ctx, d.h.opts.Heartbeat, func(r asynctools.Result) {
+			d.send(stream.Data("async-result", asyncResultView(r), false))
+		}, d.heartbeat)
+		if len(fin.Pending) > 0 {
+			// The pass also paused for approval; its async results stay on their rows.
+			return res
+		}
+		if ctx.Err() != nil {
+			return runResult{status: store.EventFailed, usage: total}
+		}
+		if len(p.External()) > 0 {
+			return d.waitForGroup(ctx, p, total)
+		}
+		msg := asynctools.ResultsMessage(resultsMessageID(p.GroupID()), landed)
+		if err := d.turn.Append(ctx, msg); err != nil {
+			return d.fail(ctx, err, "internal error: the async tool results could not be saved", total)
+		}
+		history, err := d.turn.History(ctx)
+		if err != nil {
+			return d.fail(ctx, err, "internal error: the conversation could not be loaded", total)
+		}
+		events = func(cfg agent.Config) iter.Seq2[agent.Event, error] { return agent.Continue(ctx, cfg, history) }
+	}
+}
+
+// hasMessage reports whether history holds a message with this id.
+func hasMessage(history []model.Message, id string) bool {
+	for _, m := range history {
+		if m.ID == id && id != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// resultsMessageID is the id of the message that brings a group's results to the model, so a
+// retried continuation can tell whether it was already written.
+func resultsMessageID(groupID string) string { return "msg_" + groupID }
+
+// newPass returns the coordinator of pass n's async calls; nil where async tools are not wired.
+func (d *drive) newPass(ctx context.Context, n int) *asynctools.Pass {
+	if d.h.opts.Async == nil {
+		return nil
+	}
+	now := d.h.opts.Now()
+	until := now.Add(d.h.opts.Lease)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(until) {
+		until = dl
+	}
+	return asynctools.NewPass(asynctools.PassConfig{
+		Store: d.h.opts.Async, GroupID: asynctools.NewGroupID(d.nonce, n),
+		AccountID: d.accountID, AgentID: d.agentID, ConversationID: d.conversationID, TurnID: d.turnID,
+		Delivery: d.delivery, WaitUntil: until.Add(-d.h.opts.WaitMargin),
+		ExternalTimeout: d.h.opts.AsyncToolTimeout, Now: d.h.opts.Now,
+	})
+}
+
+// waitForGroup ends this invocation's part of the turn: the conversation records the group it
+// waits for, the lease is given back, and the group is sealed with the exact set of calls. The
+// seal runs the group check itself, so results that all arrived already re-drive at once.
+func (d *drive) waitForGroup(ctx context.Context, p *asynctools.Pass, usage model.Usage) runResult {
+	g := p.Group()
+	if err := d.turn.WaitForAsync(ctx, g.ID, g.Expected); err != nil {
+		return d.fail(ctx, err, "internal error: the turn could not wait for its async tools", usage)
+	}
+	d.ended = true
+	if err := d.turn.End(ctx, usage); err != nil {
+		d.log.ErrorContext(ctx, "ending turn", "err", err)
+	}
+	if _, err := d.h.opts.Redriver.Seal(ctx, g); err != nil {
+		// The sweeper seals a group whose parent stopped before sealing it.
+		d.log.ErrorContext(ctx, "sealing dispatch group", "groupId", g.ID, "err", err)
+	}
+	calls := p.Calls()
+	d.log.InfoContext(ctx, "turn waits for async tools", "groupId", g.ID, "calls", len(calls))
+	return runResult{status: store.EventWaitingAsync, usage: usage, asyncGroup: g.ID, pendingAsync: calls,
+		finish: stream.Finish(string(model.FinishToolCalls), map[string]any{
+			"conversationId": d.conversationID, "pendingAsyncTools": calls,
+		})}
+}
+
+// asyncResultView is the data-async-result part streamed when a same-invocation call lands.
+func asyncResultView(r asynctools.Result) map[string]any {
+	v := map[string]any{"resultId": r.ID, "toolCallId": r.ToolCallID, "toolName": r.ToolName, "status": r.Status}
+	if r.Status == asynctools.Completed {
+		v["response"] = r.Response
+	} else {
+		v["error"] = r.Error
+	}
+	return v
+}
+
+// end gives the conversation back after the invocation's part of the turn: counted as a turn,
+// or only released when the request just recorded decisions while others still wait.
+func (d *drive) end(ctx context.Context, plan *turnPlan, res runResult) {
+	if d.ended {
+		return
+	}
+	var err error
+	if plan.waiting != nil {
+		err = d.turn.Release(ctx)
+	} else {
+		err = d.turn.End(ctx, res.usage)
+	}
+	if err != nil {
+		d.log.ErrorContext(ctx, "ending turn", "err", err)
+	}
+}
+
+// fail reports a failed turn to the client.
+func (d *drive) fail(ctx context.Context, err error, public string, usage model.Usage) runResult {
+	d.log.ErrorContext(ctx, "turn failed", "err", err)
+	d.send(stream.Error(public))
+	return runResult{status: store.EventFailed, usage: usage, errText: public, finish: stream.Finish(string(model.FinishError), nil)}
+}
+
+// consume streams one pass's events through send and returns how the pass ended, with its
+// Finish event (nil when it ended otherwise). prior is the turn's usage before the pass.
+func (d *drive) consume(ctx context.Context, events iter.Seq2[agent.Event, error], prior model.Usage) (runResult, *agent.Event) {
+	usage := prior
+	started := time.Now()
+	tools := toolLog{log: d.log, started: map[string]toolStart{}}
+	for ev, err := range events {
+		if err != nil {
+			if ctx.Err() != nil {
+				d.log.InfoContext(ctx, "turn canceled by the client", "err", err)
+				return runResult{status: store.EventFailed, usage: usage, errText: "the turn was canceled"}, nil
+			}
+			if errors.Is(err, store.ErrLeaseLost) {
+				return d.fail(ctx, err, "the conversation was taken over by another turn", usage), nil
+			}
+			var pe *model.ProviderError
+			if errors.As(err, &pe) {
+				return d.fail(ctx, err, pe.Public()+"; the turn was stopped and the conversation keeps every step finished before it", usage), nil
+			}
+			return d.fail(ctx, err, "the model failed to answer; the turn was stopped and the conversation keeps every step finished before it", usage), nil
+		}
+		tools.observe(ctx, ev)
+		switch ev.Type {
+		case agent.StepFinish:
+			usage = prior.Add(ev.Usage)
+		case agent.Finish:
+			usage = prior.Add(ev.Usage)
+			d.log.InfoContext(ctx, "pass finished", "finishReason", ev.Finish, "inputTokens", usage.InputTokens,
+				"outputTokens", usage.OutputTokens, "pendingApprovals", len(ev.Pending), "ms", time.Since(started).Milliseconds())
+			meta := map[string]any{"conversationId": d.conversationID, "usage": usage}
+			res := runResult{status: store.EventCompleted, usage: usage}
+			if len(ev.Pending) > 0 {
+				res.pendingApprovals = pendingFromLoop(ev.Pending)
+				meta["pendingApprovals"] = res.pendingApprovals
+				res.status = store.EventWaiting
+			}
+			res.finish = stream.Finish(string(ev.Finish), meta)
+			return res, &ev
+		}
+		for _, c := range chunksFor(ev) {
+			d.send(c)
+		}
+	}
+	return runResult{status: store.EventCompleted, usage: usage}, nil
+}

@@ -1,0 +1,290 @@
+package asynctools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/agentharness/harness/shared/tool"
+)
+
+// PassConfig describes the model pass whose async calls a Pass coordinates.
+type PassConfig struct {
+	Store          *Store
+	GroupID        string
+	AccountID      string
+	AgentID        string
+	ConversationID string
+	TurnID         string
+	Delivery       Delivery
+	// WaitUntil is when the parent stops waiting for same-invocation work (a margin before the
+	// invocation's deadline): work still running then is settled as failed. It is also those
+	// rows' deadline and every row's ParentUntil.
+	WaitUntil time.Time
+	// ExternalTimeout is how long an outside worker has to complete a dispatched call.
+	ExternalTimeout time.Duration
+	Now             func() time.Time
+}
+
+// Pass coordinates the async calls of one model pass: it registers each call's row before the
+// work starts, runs same-invocation work in goroutines that persist their results as they land,
+// dispatches external work with a per-call ticket, and gives the model a placeholder at once.
+type Pass struct {
+	cfg PassConfig
+
+	mu       sync.Mutex
+	ids      []string          // the group's calls, in the order the model made them
+	calls    map[string]Call   // by resultId
+	external map[string]bool   // dispatched to an outside worker
+	done     map[string]Result // settled same-invocation results
+	running  int
+	changed  chan struct{} // signalled when a same-invocation call lands
+
+	workCtx context.Context
+	stop    context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// NewPass starts coordinating a pass.
+func NewPass(cfg PassConfig) *Pass {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	// Same-invocation work outlives the request that started it only until WaitUntil.
+	ctx, stop := context.WithDeadline(context.Background(), cfg.WaitUntil)
+	return &Pass{
+		cfg: cfg, external: map[string]bool{}, done: map[string]Result{}, calls: map[string]Call{},
+		changed: make(chan struct{}, 1), workCtx: ctx, stop: stop,
+	}
+}
+
+// GroupID is the pass's dispatch group.
+func (p *Pass) GroupID() string { return p.cfg.GroupID }
+
+// placeholder is the result the model gets at once for an async call.
+func placeholder(id string) json.RawMessage {
+	b, _ := json.Marshal(map[string]string{"resultId": id, "status": Running})
+	return b
+}
+
+// Run starts one async call and returns its placeholder; it is the loop's agent.AsyncFunc.
+// The row is written before any work starts. A call a retried pass already registered is not
+// dispatched again; same-invocation work that died with an earlier invocation runs again.
+func (p *Pass) Run(ctx context.Context, toolCallID string, call *tool.Call) (json.RawMessage, error) {
+	id := ResultID(p.cfg.GroupID, toolCallID)
+	mode := call.Async()
+	now := p.cfg.Now()
+	row := Result{
+		ID: id, AccountID: p.cfg.AccountID, AgentID: p.cfg.AgentID, ConversationID: p.cfg.ConversationID,
+		TurnID: p.cfg.TurnID, ToolCallID: toolCallID, ToolName: call.Name(), Mode: mode, Status: Running,
+		Deadline: p.cfg.WaitUntil, ParentUntil: p.cfg.WaitUntil, Delivery: p.cfg.Delivery, CreatedAt: now,
+	}
+	var token string
+	if mode == ExternalDispatch {
+		token, row.TokenHash = NewToken()
+		row.Deadline = now.Add(p.cfg.ExternalTimeout)
+	}
+	existing, created, err := p.cfg.Store.Register(ctx, row)
+	if err != nil {
+		return nil, fmt.Errorf("registering the async call: %w", err)
+	}
+	p.mu.Lock()
+	p.calls[id] = Call{ResultID: id, ToolCallID: toolCallID, ToolName: call.Name()}
+	p.mu.Unlock()
+	if !created {
+		p.resume(existing, call)
+		return placeholder(id), nil
+	}
+	if mode == ExternalDispatch {
+		if _, err := call.Run(WithTicket(ctx, Ticket{ResultID: id, CompletePath: CompletePath(id), Token: token})); err != nil {
+			// Nobody was asked to do the work, so nobody will complete it: settle it now.
+			if _, _, serr := p.cfg.Store.Settle(context.WithoutCancel(ctx), id, Outcome{Status: Failed, Error: "dispatch failed: " + err.Error()}, p.cfg.Now()); serr != nil {
+				return nil, errors.Join(err, serr)
+			}
+			return nil, err
+		}
+		p.mu.Lock()
+		p.ids = append(p.ids, id)
+		p.external[id] = true
+		p.mu.Unlock()
+		return placeholder(id), nil
+	}
+	p.start(id, call)
+	return placeholder(id), nil
+}
+
+// resume takes over a call an earlier attempt of this pass registered.
+func (p *Pass) resume(r Result, call *tool.Call) {
+	if r.Mode == SameInvocation && r.Status == Running {
+		p.start(r.ID, call) // its work died with the earlier invocation
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ids = append(p.ids, r.ID)
+	if r.Mode == ExternalDispatch {
+		p.external[r.ID] = true
+	} else {
+		p.done[r.ID] = r
+	}
+}
+
+// start runs same-invocation work in a goroutine that settles its row when it lands.
+func (p *Pass) start(id string, call *tool.Call) {
+	p.mu.Lock()
+	p.ids = append(p.ids, id)
+	p.running++
+	p.mu.Unlock()
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		out, err := call.Run(p.workCtx)
+		o := Outcome{Status: Completed, Response: out}
+		if err != nil {
+			o = Outcome{Status: Failed, Error: err.Error()}
+		}
+		switch err := p.workCtx.Err(); {
+		case errors.Is(err, context.DeadlineExceeded):
+			o = Outcome{Status: Failed, Error: "the tool did not finish before the invocation had to stop waiting for it", Timeout: true}
+		case err != nil:
+			o = Outcome{Status: Failed, Error: "the turn was stopped before the tool finished"}
+		}
+		p.land(id, o)
+	}()
+}
+
+// land persists an outcome; the first settle wins, so a result that lost the race to a timeout
+// is reported as the recorded timeout.
+func (p *Pass) land(id string, o Outcome) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, _, err := p.cfg.Store.Settle(ctx, id, o, p.cfg.Now())
+	var conflict *ConflictError
+	switch {
+	case errors.As(err, &conflict):
+		r = conflict.Recorded
+	case err != nil:
+		// The row stays running; the sweeper will time it out. The model still gets the outcome.
+		r = Result{ID: id, Status: o.Status, Response: o.Response, Error: o.Error}
+	}
+	p.mu.Lock()
+	p.done[id] = r
+	p.running--
+	p.mu.Unlock()
+	select {
+	case p.changed <- struct{}{}:
+	default:
+	}
+}
+
+// HasWork reports whether the pass made any async call.
+func (p *Pass) HasWork() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.ids) > 0
+}
+
+// External lists the calls handed to outside workers.
+func (p *Pass) External() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []string
+	for _, id := range p.ids {
+		if p.external[id] {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// Wait waits for the pass's same-invocation work. onLand sees each result as it lands (rows are
+// already persisted by then); heartbeat is called every interval while work is running. At
+// WaitUntil, work still running is stopped and settled as failed. It returns the settled
+// same-invocation results in call order.
+func (p *Pass) Wait(ctx context.Context, interval time.Duration, onLand func(Result), heartbeat func()) []Result {
+	seen := map[string]bool{}
+	report := func() int {
+		p.mu.Lock()
+		var fresh []Result
+		for _, id := range p.ids {
+			if r, ok := p.done[id]; ok && !seen[id] {
+				seen[id] = true
+				fresh = append(fresh, r)
+			}
+		}
+		running := p.running
+		p.mu.Unlock()
+		for _, r := range fresh {
+			if onLand != nil {
+				onLand(r)
+			}
+		}
+		return running
+	}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for report() > 0 {
+		select {
+		case <-p.changed:
+		case <-tick.C:
+			if heartbeat != nil {
+				heartbeat()
+			}
+		case <-p.workCtx.Done():
+			// The goroutines settle their rows as timed out as they return.
+			p.wg.Wait()
+		case <-ctx.Done():
+			p.stop()
+			p.wg.Wait()
+		}
+	}
+	p.wg.Wait()
+	p.stop()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []Result
+	for _, id := range p.ids {
+		if r, ok := p.done[id]; ok {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Call names one async call.
+type Call struct {
+	ResultID   string `json:"resultId"`
+	ToolCallID string `json:"toolCallId"`
+	ToolName   string `json:"toolName"`
+}
+
+// Calls lists the pass's async calls in the order the model made them.
+func (p *Pass) Calls() []Call {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]Call, 0, len(p.ids))
+	for _, id := range p.ids {
+		out = append(out, p.calls[id])
+	}
+	return out
+}
+
+// Abort stops same-invocation work still running (its rows are settled as failed) and waits
+// for it: for a pass that ends in an error.
+func (p *Pass) Abort() {
+	p.stop()
+	p.wg.Wait()
+}
+
+// Group returns the dispatch group to seal for this pass: every async call it made.
+func (p *Pass) Group() Group {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return Group{
+		ID: p.cfg.GroupID, AccountID: p.cfg.AccountID, AgentID: p.cfg.AgentID, ConversationID: p.cfg.ConversationID,
+		Expected: append([]string(nil), p.ids...), Delivery: p.cfg.Delivery, SealedBy: "parent",
+	}
+}

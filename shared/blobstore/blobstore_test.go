@@ -1,0 +1,65 @@
+package blobstore_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"os"
+	"testing"
+
+	"github.com/agentharness/harness/shared/awsclient"
+	"github.com/agentharness/harness/shared/blobstore"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+)
+
+// bucket returns an S3 client for the emulator and a new bucket of its own.
+func bucket(t *testing.T) (*s3.Client, string) {
+	t.Helper()
+	if os.Getenv("AWS_ENDPOINT_URL_S3") == "" && os.Getenv("AWS_ENDPOINT_URL") == "" {
+		t.Fatal("AWS_ENDPOINT_URL_S3 is not set: run the tests with `make test`, which starts the S3 emulator")
+	}
+	cfg, err := awsclient.Config(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := awsclient.S3(cfg)
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	name := "blobs-" + hex.EncodeToString(b)
+	if _, err := c.CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: &name}); err != nil {
+		t.Fatalf("creating bucket %s: %v", name, err)
+	}
+	return c, name
+}
+
+func TestPutGet(t *testing.T) {
+	c, name := bucket(t)
+	ctx := context.Background()
+	bs := blobstore.NewS3(c, name)
+
+	body := bytes.Repeat([]byte(`{"k":"välue"}`), 10000)
+	if err := bs.Put(ctx, "results/ag_x.y/h.json", body); err != nil {
+		t.Fatal(err)
+	}
+	got, err := bs.Get(ctx, "results/ag_x.y/h.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, body) {
+		t.Fatalf("Get returned %d bytes, want the %d put", len(got), len(body))
+	}
+
+	// Put replaces; an empty blob is a blob.
+	if err := bs.Put(ctx, "results/ag_x.y/h.json", nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := bs.Get(ctx, "results/ag_x.y/h.json"); err != nil || len(got) != 0 {
+		t.Fatalf("Get after putting an empty blob = %q, %v; want empty", got, err)
+	}
+
+	if _, err := bs.Get(ctx, "results/missing.json"); !errors.Is(err, blobstore.ErrNotFound) {
+		t.Fatalf("Get of a missing key = %v, want ErrNotFound", err)
+	}
+}

@@ -1,0 +1,123 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/agentharness/harness/shared/model"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Event is a turn request received with an event id: an /async turn's status row.
+type Event struct {
+	ID             string
+	ConversationID string
+	Status         string
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	Usage          model.Usage
+	// FromSeq and ToSeq bound the turn's messages in the conversation ([FromSeq, ToSeq)).
+	FromSeq, ToSeq int64
+	// Detail is what the status route shows besides: the answer's text, the error, or what
+	// the turn waits for.
+	Detail json.RawMessage
+}
+
+// EventUpdate is one step of an event's progress.
+type EventUpdate struct {
+	Status string
+	// Usage is added to the event's totals (a continuation adds its own).
+	Usage model.Usage
+	// FromSeq is kept from the first update that sets it; ToSeq is replaced.
+	FromSeq, ToSeq int64
+	Detail         json.RawMessage
+	At             time.Time
+}
+
+// UpdateEvent records an event's progress. While the event is final (completed, failed), a
+// late update is refused with ErrEventFinal, so a stray duplicate never reopens it.
+func (s *Store) UpdateEvent(ctx context.Context, accountID, eventID string, u EventUpdate) error {
+	values := map[string]types.AttributeValue{
+		":s": str(u.Status), ":i": num(int64(u.Usage.InputTokens)), ":o": num(int64(u.Usage.OutputTokens)),
+		":at": num(u.At.UnixMilli()), ":done": str(EventCompleted), ":failed": str(EventFailed),
+	}
+	set := "#s = :s, updatedAt = :at"
+	if u.FromSeq > 0 {
+		set += ", fromSeq = if_not_exists(fromSeq, :from)"
+		values[":from"] = num(u.FromSeq)
+	}
+	if u.ToSeq > 0 {
+		set += ", toSeq = :to"
+		values[":to"] = num(u.ToSeq)
+	}
+	if len(u.Detail) > 0 {
+		set += ", detail = :d"
+		values[":d"] = str(string(u.Detail))
+	}
+	update := "SET " + set + " ADD inputTokens :i, outputTokens :o"
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &s.tables.Events,
+		Key:                       map[string]types.AttributeValue{"eventKey": str(accountID + "#" + eventID)},
+		UpdateExpression:          aws.String(update),
+		ConditionExpression:       aws.String("attribute_exists(eventKey) AND #s <> :done AND #s <> :failed"),
+		ExpressionAttributeNames:  map[string]string{"#s": "status"},
+		ExpressionAttributeValues: values,
+	})
+	var failed *types.ConditionalCheckFailedException
+	if errors.As(err, &failed) {
+		return ErrEventFinal
+	}
+	if err != nil {
+		return fmt.Errorf("updating event %s: %w", eventID, err)
+	}
+	return nil
+}
+
+// ErrEventFinal: the event already completed or failed.
+var ErrEventFinal = errors.New("event already finished")
+
+// Event reads an event row (consistent), or ErrNotFound.
+func (s *Store) Event(ctx context.Context, accountID, eventID string) (Event, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      &s.tables.Events,
+		Key:            map[string]types.AttributeValue{"eventKey": str(accountID + "#" + eventID)},
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return Event{}, fmt.Errorf("loading event %s: %w", eventID, err)
+	}
+	if out.Item == nil {
+		return Event{}, ErrNotFound
+	}
+	it := out.Item
+	e := Event{ID: eventID, ConversationID: getS(it, "conversationId"), Status: getS(it, "status")}
+	if t, err := time.Parse(time.RFC3339, getS(it, "createdAt")); err == nil {
+		e.CreatedAt = t
+	}
+	if ms, err := getN(it, "updatedAt"); err == nil {
+		e.UpdatedAt = time.UnixMilli(ms).UTC()
+	}
+	in, _ := getN(it, "inputTokens")
+	o, _ := getN(it, "outputTokens")
+	e.Usage = model.Usage{InputTokens: int(in), OutputTokens: int(o)}
+	e.FromSeq, _ = getN(it, "fromSeq")
+	e.ToSeq, _ = getN(it, "toSeq")
+	if d := getS(it, "detail"); d != "" {
+		e.Detail = json.RawMessage(d)
+	}
+	return e, nil
+}
+
+// Messages returns the messages of a conversation with from <= seq < to, in order.
+func (s *Store) Messages(ctx context.Context, accountID, conversationID string, from, to int64) ([]model.Message, error) {
+	if to <= from {
+		return nil, nil
+	}
+	t := &Turn{s: s, key: accountID + "#" + conversationID}
+	return t.query(ctx, from, to-1)
+}
