@@ -70,7 +70,7 @@ func (h *Handler) asyncTurn(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &Error{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("an /async request must encode to at most %d bytes; send only the new message", maxWorkMessage)})
 		return
 	}
-	if err := h.claimEvent(ctx, acc.ID, req, h.opts.Now()); err != nil {
+	if err := h.claimOrReopen(ctx, acc.ID, req, in); err != nil {
 		h.errs.fail(w, r, err)
 		return
 	}
@@ -84,6 +84,22 @@ func (h *Handler) asyncTurn(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, map[string]string{
 		"eventId": req.EventID, "conversationId": req.ID, "status": store.EventProcessing, "statusUrl": "/status/" + req.EventID,
 	})
+}
+
+// claimOrReopen records the request's event. Approvals may answer under the event id of the
+// turn that waits for them: that event goes back to processing and settles with the answer.
+func (h *Handler) claimOrReopen(ctx context.Context, accountID string, req *turnRequest, in turnInput) error {
+	if in.decisions != nil {
+		err := h.opts.Store.ReopenEvent(ctx, accountID, req.EventID, req.ID, h.opts.Now())
+		if !errors.Is(err, store.ErrNotFound) {
+			var dup *store.DuplicateEventError
+			if errors.As(err, &dup) {
+				return &Error{Status: http.StatusConflict, Message: fmt.Sprintf("event %s is %s, not waiting for approval", dup.EventID, dup.Status), Extra: map[string]any{"eventId": dup.EventID, "status": dup.Status}}
+			}
+			return err
+		}
+	}
+	return h.claimEvent(ctx, accountID, req, h.opts.Now())
 }
 
 // status runs GET /status/{eventId}: where an /async turn is, what it waits for, and once it

@@ -66,7 +66,9 @@ func (d *drive) run(ctx context.Context, plan *turnPlan) runResult {
 			return agent.Resume(ctx, cfg, history, plan.decisions, *plan.message)
 		}
 	case plan.decisions != nil:
-		first = func(cfg agent.Config) iter.Seq2[agent.Event, error] { return agent.Resume(ctx, cfg, history, plan.decisions) }
+		first = func(cfg agent.Config) iter.Seq2[agent.Event, error] {
+			return agent.Resume(ctx, cfg, history, plan.decisions)
+		}
 	case plan.resume:
 		// A retried invocation whose message is already in the conversation picks it up.
 		first = func(cfg agent.Config) iter.Seq2[agent.Event, error] { return agent.Continue(ctx, cfg, history) }

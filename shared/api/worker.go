@@ -190,6 +190,7 @@ func (w *Worker) continueGroup(ctx context.Context, msg workMessage) error {
 		}
 		return h.opts.Async.Consume(ctx, g.ID, now)
 	}
+	log.InfoContext(ctx, "continuation started", "results", len(g.Expected))
 	d := &drive{
 		h: h, log: log, accountID: g.AccountID, agentID: g.AgentID, conversationID: g.ConversationID,
 		turnID: g.Delivery.EventID, nonce: asynctools.NewGroupID(g.Delivery.Seed+"/"+g.ID, 0), delivery: g.Delivery,

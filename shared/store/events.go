@@ -121,3 +121,29 @@ func (s *Store) Messages(ctx context.Context, accountID, conversationID string, 
 	t := &Turn{s: s, key: accountID + "#" + conversationID}
 	return t.query(ctx, from, to-1)
 }
+
+// ReopenEvent moves an event that waits for approvals back to processing, for the request
+// that answers them under the same event id. It returns *DuplicateEventError when the event
+// is in any other state, and ErrNotFound when there is none.
+func (s *Store) ReopenEvent(ctx context.Context, accountID, eventID, conversationID string, now time.Time) error {
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           &s.tables.Events,
+		Key:                                 map[string]types.AttributeValue{"eventKey": str(accountID + "#" + eventID)},
+		UpdateExpression:                    aws.String("SET #s = :processing, updatedAt = :at REMOVE detail"),
+		ConditionExpression:                 aws.String("#s = :waiting AND conversationId = :conv"),
+		ExpressionAttributeNames:            map[string]string{"#s": "status"},
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":processing": str(EventProcessing), ":waiting": str(EventWaiting), ":conv": str(conversationID), ":at": num(now.UnixMilli())},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	var failed *types.ConditionalCheckFailedException
+	if errors.As(err, &failed) {
+		if failed.Item == nil {
+			return ErrNotFound
+		}
+		return &DuplicateEventError{EventID: eventID, Status: getS(failed.Item, "status")}
+	}
+	if err != nil {
+		return fmt.Errorf("reopening event %s: %w", eventID, err)
+	}
+	return nil
+}

@@ -72,10 +72,10 @@ func TestTestExternalAsyncQueuesAJob(t *testing.T) {
 			},
 		},
 		{
-			name:    "the agent's options win over the environment",
-			entry:   `{"async":true,"execution":"external-dispatch","queueUrl":"https://sqs.eu-west-1.amazonaws.com/1/mine","completionBaseUrl":"https://api.example.com/v1"}`,
+			name:    "the agent's completion base wins over the environment",
+			entry:   `{"async":true,"execution":"external-dispatch","completionBaseUrl":"https://api.example.com/v1"}`,
 			env:     map[string]string{"EXTERNAL_JOBS_QUEUE_URL": "http://sqs.local/000000000000/jobs", "AGENT_SERVICE_URL": "http://127.0.0.1:3000"},
-			wantURL: "https://sqs.eu-west-1.amazonaws.com/1/mine",
+			wantURL: "http://sqs.local/000000000000/jobs",
 			want: map[string]any{
 				"resultId": tk.ResultID, "echo": "alpha", "completePath": tk.CompletePath,
 				"completionUrl": "https://api.example.com/v1" + tk.CompletePath, "token": tk.Token,
@@ -83,7 +83,8 @@ func TestTestExternalAsyncQueuesAJob(t *testing.T) {
 		},
 		{
 			name:    "no completion base: completionUrl is left out",
-			entry:   `{"async":true,"execution":"external-dispatch","queueUrl":"http://sqs.local/000000000000/jobs"}`,
+			entry:   `{"async":true,"execution":"external-dispatch"}`,
+			env:     map[string]string{"EXTERNAL_JOBS_QUEUE_URL": "http://sqs.local/000000000000/jobs"},
 			wantURL: "http://sqs.local/000000000000/jobs",
 			want:    map[string]any{"resultId": tk.ResultID, "echo": "alpha", "completePath": tk.CompletePath, "token": tk.Token},
 		},
@@ -168,7 +169,7 @@ func TestTestExternalAsyncNeedsAQueue(t *testing.T) {
 	if me.Tool != "test_external_async" || me.Variable.Name != "EXTERNAL_JOBS_QUEUE_URL" {
 		t.Errorf("missing %s of %s, want EXTERNAL_JOBS_QUEUE_URL of test_external_async", me.Variable.Name, me.Tool)
 	}
-	if !strings.Contains(err.Error(), "config.tools.test_external_async.queueUrl or the harness environment variable EXTERNAL_JOBS_QUEUE_URL") {
+	if !strings.Contains(err.Error(), "set the harness environment variable EXTERNAL_JOBS_QUEUE_URL") {
 		t.Errorf("error = %q, want it to say where to set the queue", err)
 	}
 }

@@ -1,8 +1,9 @@
 package tools
 
 // test_external_async: an external-dispatch tool for trying async tools with an outside worker.
-// Its execute does no work: it puts one job on the queue EXTERNAL_JOBS_QUEUE_URL (the account's
-// queueUrl, else the harness environment) and returns {"queued": true}. The job carries the
+// Its execute does no work: it puts one job on the queue EXTERNAL_JOBS_QUEUE_URL and returns
+// {"queued": true}. The queue comes from the harness environment only, never from an agent's
+// config, so an account cannot aim the harness's queue access at another queue. The job carries the
 // call's ticket (resultId, completePath, the per-call token) and, when a base is known
 // (completionBaseUrl, else AGENT_SERVICE_URL), the full completionUrl; the worker answers with
 // POST <completionUrl> {"status":"completed","response":…}, Authorization: Bearer <token>.
@@ -21,14 +22,13 @@ import (
 )
 
 var (
-	externalJobsQueue = Variable{Name: "EXTERNAL_JOBS_QUEUE_URL", Option: "queueUrl", Type: Text, Required: true, Description: "URL of the SQS queue the outside worker takes jobs from"}
+	externalJobsQueue = Variable{Name: "EXTERNAL_JOBS_QUEUE_URL", Type: Text, Required: true, Description: "URL of the SQS queue the outside worker takes jobs from"}
 	agentServiceURL   = Variable{Name: "AGENT_SERVICE_URL", Option: "completionBaseUrl", Type: Text, Description: "base URL of the harness API, to give the worker a full completionUrl"}
 )
 
 var testExternalAsyncSpec = Spec{
 	New: testExternalAsync,
 	Options: json.RawMessage(`{"type":"object","properties":{
-		"queueUrl":{"type":"string","pattern":"^https?://"},
 		"completionBaseUrl":{"type":"string","pattern":"^https?://"}
 	},"additionalProperties":false}`),
 	Variables:  []Variable{externalJobsQueue, agentServiceURL},
