@@ -102,22 +102,23 @@ func (d *drive) passes(ctx context.Context, n int, events func(agent.Config) ite
 			p.Abort()
 			return res
 		}
-		landed := p.Wait(ctx, d.h.opts.Heartbeat, func(r asynctools.Result) {
+		// The work finishes and its results are kept even if the client has gone.
+		landed := p.Wait(context.WithoutCancel(ctx), d.h.opts.Heartbeat, func(r asynctools.Result) {
 			d.send(stream.Data("async-result", asyncResultView(r), false))
 		}, d.heartbeat)
 		if len(fin.Pending) > 0 {
 			// The pass also paused for approval; its async results stay on their rows.
 			return res
 		}
-		if ctx.Err() != nil {
-			return runResult{status: store.EventFailed, usage: total}
-		}
 		if len(p.External()) > 0 {
-			return d.waitForGroup(ctx, p, total)
+			return d.waitForGroup(context.WithoutCancel(ctx), p, total)
 		}
 		msg := asynctools.ResultsMessage(resultsMessageID(p.GroupID()), landed)
-		if err := d.turn.Append(ctx, msg); err != nil {
+		if err := d.turn.Append(context.WithoutCancel(ctx), msg); err != nil {
 			return d.fail(ctx, err, "internal error: the async tool results could not be saved", total)
+		}
+		if ctx.Err() != nil {
+			return runResult{status: store.EventFailed, usage: total, errText: "the turn was canceled"}
 		}
 		history, err := d.turn.History(ctx)
 		if err != nil {
