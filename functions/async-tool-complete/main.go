@@ -6,37 +6,18 @@
 package main
 
 import (
-	"context"
-	"fmt"
-	"log/slog"
-	"os"
-
 	"github.com/agentharness/harness/shared/api"
-	"github.com/agentharness/harness/shared/awsclient"
+	"github.com/agentharness/harness/shared/lambdadeps"
 	"github.com/agentharness/harness/shared/lambdahttp"
-	"github.com/agentharness/harness/shared/logging"
 )
 
 func main() {
-	if err := run(context.Background()); err != nil {
-		slog.Error("async-tool-complete failed to start", "err", err)
-		os.Exit(1)
-	}
-}
-
-func run(ctx context.Context) error {
-	logger := logging.New(os.Stderr, os.Getenv("LOG_LEVEL"))
-	cfg, err := awsclient.Config(ctx)
-	if err != nil {
-		return fmt.Errorf("loading AWS config: %w", err)
-	}
-	h, err := api.NewCompletion(api.Deps{
-		DB: awsclient.DynamoDB(cfg), SQS: awsclient.SQS(cfg), S3: awsclient.S3(cfg),
-		Getenv: os.Getenv, Logger: logger,
+	lambdadeps.Main("async-tool-complete", false, func(d api.Deps) error {
+		h, err := api.NewCompletion(d)
+		if err != nil {
+			return err
+		}
+		lambdahttp.Start(h)
+		return nil
 	})
-	if err != nil {
-		return err
-	}
-	lambdahttp.Start(h)
-	return nil
 }

@@ -3,44 +3,20 @@
 package main
 
 import (
-	"context"
-	"fmt"
-	"log/slog"
-	"os"
-
 	"github.com/agentharness/harness/functions/harness-processing/tools"
 	"github.com/agentharness/harness/shared/api"
-	"github.com/agentharness/harness/shared/awsclient"
+	"github.com/agentharness/harness/shared/lambdadeps"
 	"github.com/agentharness/harness/shared/lambdahttp"
-	"github.com/agentharness/harness/shared/logging"
-	"github.com/agentharness/harness/shared/secrets"
-	"github.com/aws/aws-sdk-go-v2/service/kms"
 )
 
 func main() {
-	if err := run(context.Background()); err != nil {
-		slog.Error("harness-processing failed to start", "err", err)
-		os.Exit(1)
-	}
-}
-
-func run(ctx context.Context) error {
-	logger := logging.New(os.Stderr, os.Getenv("LOG_LEVEL"))
-	cfg, err := awsclient.Config(ctx)
-	if err != nil {
-		return fmt.Errorf("loading AWS config: %w", err)
-	}
-	box, err := secrets.FromEnv(ctx, os.Getenv, func() secrets.KMSAPI { return kms.NewFromConfig(cfg) })
-	if err != nil {
-		return err
-	}
-	h, err := api.NewHarness(api.Deps{
-		DB: awsclient.DynamoDB(cfg), SQS: awsclient.SQS(cfg), S3: awsclient.S3(cfg),
-		Sealer: box, Getenv: os.Getenv, Tools: tools.Build, Logger: logger,
+	lambdadeps.Main("harness-processing", true, func(d api.Deps) error {
+		d.Tools = tools.Build
+		h, err := api.NewHarness(d)
+		if err != nil {
+			return err
+		}
+		lambdahttp.Start(h)
+		return nil
 	})
-	if err != nil {
-		return err
-	}
-	lambdahttp.Start(h)
-	return nil
 }

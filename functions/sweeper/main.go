@@ -6,36 +6,19 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"log/slog"
-	"os"
 
 	"github.com/agentharness/harness/shared/api"
-	"github.com/agentharness/harness/shared/awsclient"
-	"github.com/agentharness/harness/shared/logging"
+	"github.com/agentharness/harness/shared/lambdadeps"
 	"github.com/aws/aws-lambda-go/lambda"
 )
 
 func main() {
-	if err := run(context.Background()); err != nil {
-		slog.Error("sweeper failed to start", "err", err)
-		os.Exit(1)
-	}
-}
-
-func run(ctx context.Context) error {
-	logger := logging.New(os.Stderr, os.Getenv("LOG_LEVEL"))
-	cfg, err := awsclient.Config(ctx)
-	if err != nil {
-		return fmt.Errorf("loading AWS config: %w", err)
-	}
-	s, err := api.NewSweeper(api.Deps{
-		DB: awsclient.DynamoDB(cfg), SQS: awsclient.SQS(cfg), S3: awsclient.S3(cfg),
-		Getenv: os.Getenv, Logger: logger,
+	lambdadeps.Main("sweeper", false, func(d api.Deps) error {
+		s, err := api.NewSweeper(d)
+		if err != nil {
+			return err
+		}
+		lambda.Start(func(ctx context.Context) error { return s.Run(ctx) })
+		return nil
 	})
-	if err != nil {
-		return err
-	}
-	lambda.Start(func(ctx context.Context) error { return s.Run(ctx) })
-	return nil
 }
