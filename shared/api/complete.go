@@ -115,8 +115,7 @@ func (h *CompletionHandler) complete(w http.ResponseWriter, r *http.Request, id 
 	}
 	// The settle (or the identical one before it) landed: run the group check, which a
 	// duplicate runs too in case the first attempt stopped before it.
-	groupID, _, _ := asynctools.SplitResultID(id)
-	check, err := h.redriver.Check(ctx, groupID)
+	check, err := h.redriver.Settled(ctx, id)
 	if err != nil {
 		// A retry of this request settles as a duplicate and checks again.
 		return err

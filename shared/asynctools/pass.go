@@ -40,12 +40,12 @@ type Pass struct {
 	calls    map[string]Call   // by resultId
 	external map[string]bool   // dispatched to an outside worker
 	done     map[string]Result // settled same-invocation results
-	running  int
-	changed  chan struct{} // signalled when a same-invocation call lands
+	running  map[string]bool   // same-invocation work started and not landed yet
+	landing  map[string]bool   // its outcome is being recorded
+	changed  chan struct{}     // signalled when a same-invocation call lands
 
 	workCtx context.Context
 	stop    context.CancelFunc
-	wg      sync.WaitGroup
 }
 
 // NewPass starts coordinating a pass.
@@ -56,7 +56,7 @@ func NewPass(cfg PassConfig) *Pass {
 	// Same-invocation work outlives the request that started it only until WaitUntil.
 	ctx, stop := context.WithDeadline(context.Background(), cfg.WaitUntil)
 	return &Pass{
-		cfg: cfg, external: map[string]bool{}, done: map[string]Result{}, calls: map[string]Call{},
+		cfg: cfg, external: map[string]bool{}, done: map[string]Result{}, calls: map[string]Call{}, running: map[string]bool{}, landing: map[string]bool{},
 		changed: make(chan struct{}, 1), workCtx: ctx, stop: stop,
 	}
 }
@@ -136,29 +136,55 @@ func (p *Pass) resume(r Result, call *tool.Call) {
 func (p *Pass) start(id string, call *tool.Call) {
 	p.mu.Lock()
 	p.ids = append(p.ids, id)
-	p.running++
+	p.running[id] = true
 	p.mu.Unlock()
-	p.wg.Add(1)
 	go func() {
-		defer p.wg.Done()
 		out, err := call.Run(p.workCtx)
 		o := Outcome{Status: Completed, Response: out}
 		if err != nil {
 			o = Outcome{Status: Failed, Error: err.Error()}
 		}
-		switch err := p.workCtx.Err(); {
-		case errors.Is(err, context.DeadlineExceeded):
-			o = Outcome{Status: Failed, Error: "the tool did not finish before the invocation had to stop waiting for it", Timeout: true}
-		case err != nil:
-			o = Outcome{Status: Failed, Error: "the turn was stopped before the tool finished"}
+		if p.workCtx.Err() != nil {
+			o = p.stopped()
 		}
 		p.land(id, o)
 	}()
 }
 
-// land persists an outcome; the first settle wins, so a result that lost the race to a timeout
-// is reported as the recorded timeout.
+// stopped is the outcome of work the pass stopped waiting for.
+func (p *Pass) stopped() Outcome {
+	if errors.Is(p.workCtx.Err(), context.DeadlineExceeded) {
+		return Outcome{Status: Failed, Error: "the tool did not finish before the invocation had to stop waiting for it", Timeout: true}
+	}
+	return Outcome{Status: Failed, Error: "the turn was stopped before the tool finished"}
+}
+
+// halt stops the work still running and settles it as stopped, without waiting for tools
+// that ignore cancellation (their late results lose to the recorded outcome).
+func (p *Pass) halt() {
+	p.stop()
+	p.mu.Lock()
+	var ids []string
+	for id := range p.running {
+		ids = append(ids, id)
+	}
+	p.mu.Unlock()
+	for _, id := range ids {
+		p.land(id, p.stopped())
+	}
+}
+
+// land persists an outcome once per call; the first settle wins, so a result that lost the
+// race to a timeout is reported as the recorded timeout. The call counts as running until its
+// result is recorded here, so Wait never returns before it.
 func (p *Pass) land(id string, o Outcome) {
+	p.mu.Lock()
+	if !p.running[id] || p.landing[id] {
+		p.mu.Unlock()
+		return // landed already, or landing: the pass stopped waiting for it
+	}
+	p.landing[id] = true
+	p.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	r, _, err := p.cfg.Store.Settle(ctx, id, o, p.cfg.Now())
@@ -172,7 +198,7 @@ func (p *Pass) land(id string, o Outcome) {
 	}
 	p.mu.Lock()
 	p.done[id] = r
-	p.running--
+	delete(p.running, id)
 	p.mu.Unlock()
 	select {
 	case p.changed <- struct{}{}:
@@ -215,7 +241,7 @@ func (p *Pass) Wait(ctx context.Context, interval time.Duration, onLand func(Res
 				fresh = append(fresh, r)
 			}
 		}
-		running := p.running
+		running := len(p.running)
 		p.mu.Unlock()
 		for _, r := range fresh {
 			if onLand != nil {
@@ -234,14 +260,11 @@ func (p *Pass) Wait(ctx context.Context, interval time.Duration, onLand func(Res
 				heartbeat()
 			}
 		case <-p.workCtx.Done():
-			// The goroutines settle their rows as timed out as they return.
-			p.wg.Wait()
+			p.halt()
 		case <-ctx.Done():
-			p.stop()
-			p.wg.Wait()
+			p.halt()
 		}
 	}
-	p.wg.Wait()
 	p.stop()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -272,12 +295,9 @@ func (p *Pass) Calls() []Call {
 	return out
 }
 
-// Abort stops same-invocation work still running (its rows are settled as failed) and waits
-// for it: for a pass that ends in an error.
-func (p *Pass) Abort() {
-	p.stop()
-	p.wg.Wait()
-}
+// Abort stops same-invocation work still running and settles it as failed: for a pass that
+// ends in an error.
+func (p *Pass) Abort() { p.halt() }
 
 // Group returns the dispatch group to seal for this pass: every async call it made.
 func (p *Pass) Group() Group {

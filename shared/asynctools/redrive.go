@@ -79,6 +79,24 @@ func (r *Redriver) Check(ctx context.Context, groupID string) (CheckResult, erro
 	return CheckResult{State: st, Redriven: true}, nil
 }
 
+// Settled runs the group check after resultID was settled. A result that arrived before its
+// group was sealed goes back on the Due index until its parent's invocation is over, so that if
+// the parent dies before sealing, the sweeper still finds the group and seals it.
+func (r *Redriver) Settled(ctx context.Context, resultID string) (CheckResult, error) {
+	groupID, _, ok := SplitResultID(resultID)
+	if !ok {
+		return CheckResult{}, ErrNotFound
+	}
+	res, err := r.Check(ctx, groupID)
+	if err != nil || res.State.Group != nil {
+		return res, err
+	}
+	if row, ok := res.State.Row(resultID); ok {
+		err = r.Store.ScheduleRow(ctx, resultID, later(row.ParentUntil, r.now()))
+	}
+	return res, err
+}
+
 // Seal seals a pass's group and runs the group check, which re-drives at once when every call
 // was settled before the seal.
 func (r *Redriver) Seal(ctx context.Context, g Group) (CheckResult, error) {
@@ -109,17 +127,20 @@ func (r *Redriver) Sweep(ctx context.Context, limit int) (SweepStats, error) {
 	if err != nil {
 		return stats, err
 	}
-	var groups []string
+	var groups, settledEarly []string
 	seen := map[string]bool{}
 	var errs []error
 	for _, it := range due {
 		if it.ResultID != "" {
-			_, _, err := r.Store.Settle(ctx, it.ResultID, Outcome{Status: Failed, Error: TimeoutError, Timeout: true}, now)
+			_, dup, err := r.Store.Settle(ctx, it.ResultID, Outcome{Status: Failed, Error: TimeoutError, Timeout: true}, now)
 			var conflict *ConflictError
 			switch {
-			case err == nil:
+			case err == nil && !dup:
 				stats.TimedOut++
-			case errors.As(err, &conflict), errors.Is(err, ErrNotDue), errors.Is(err, ErrNotFound):
+			case err == nil, errors.Is(err, ErrNotDue), errors.Is(err, ErrNotFound):
+			case errors.As(err, &conflict):
+				// Settled before its group was sealed: off the index once the group is.
+				settledEarly = append(settledEarly, it.ResultID)
 			default:
 				errs = append(errs, err)
 			}
@@ -131,6 +152,16 @@ func (r *Redriver) Sweep(ctx context.Context, limit int) (SweepStats, error) {
 	}
 	for _, id := range groups {
 		if err := r.sweepGroup(ctx, id, now, &stats); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, id := range settledEarly {
+		groupID, _, _ := SplitResultID(id)
+		st, err := r.Store.Load(ctx, groupID)
+		if err == nil && st.Group != nil {
+			err = r.Store.UnscheduleRow(ctx, id)
+		}
+		if err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -150,10 +181,19 @@ func (r *Redriver) sweepGroup(ctx context.Context, id string, now time.Time, sta
 			return nil
 		}
 		first := st.Rows[0]
+		var parentUntil time.Time
+		running := false
 		for _, row := range st.Rows {
-			if now.Before(row.ParentUntil) {
+			parentUntil = later(parentUntil, row.ParentUntil)
+			running = running || row.Status == Running
+		}
+		if now.Before(parentUntil) {
+			// The parent may still seal it. Keep the group findable: a running row is on the
+			// index by its deadline; otherwise put one settled row back until the parent is over.
+			if running {
 				return nil
 			}
+			return r.Store.ScheduleRow(ctx, first.ID, parentUntil)
 		}
 		orphan := Group{
 			ID: id, AccountID: first.AccountID, AgentID: first.AgentID, ConversationID: first.ConversationID,

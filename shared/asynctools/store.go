@@ -821,3 +821,40 @@ func getS(item map[string]types.AttributeValue, k string) string {
 	}
 	return ""
 }
+
+// ScheduleRow puts a row back on the Due index at dueAt (nil-op for a missing row): a result that
+// arrived before its group was sealed stays findable, so a parent that dies before sealing still
+// has its group sealed by the sweeper.
+func (s *Store) ScheduleRow(ctx context.Context, resultID string, dueAt time.Time) error {
+	return s.rowDue(ctx, resultID, "SET dueShard = :shard, dueAt = :due", map[string]types.AttributeValue{
+		":shard": str(dueShard(strings.SplitN(resultID, ".", 2)[0])), ":due": ms(dueAt),
+	})
+}
+
+// UnscheduleRow takes a settled row off the Due index.
+func (s *Store) UnscheduleRow(ctx context.Context, resultID string) error {
+	return s.rowDue(ctx, resultID, "REMOVE dueShard, dueAt", nil)
+}
+
+func (s *Store) rowDue(ctx context.Context, resultID, update string, values map[string]types.AttributeValue) error {
+	groupID, callKey, ok := SplitResultID(resultID)
+	if !ok {
+		return ErrNotFound
+	}
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &s.table,
+		Key:                       key(groupID, callKey),
+		UpdateExpression:          aws.String(update),
+		ConditionExpression:       aws.String("attribute_exists(pk)"),
+		ExpressionAttributeValues: values,
+		ReturnConsumedCapacity:    s.capacity(),
+	})
+	if _, ok := errors.AsType[*types.ConditionalCheckFailedException](err); ok {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("scheduling async tool result %s: %w", resultID, err)
+	}
+	s.meter.add(out.ConsumedCapacity)
+	return nil
+}

@@ -21,7 +21,8 @@ func held(id string, now time.Time) store.Approval {
 func TestPauseSettleAndResolve(t *testing.T) {
 	s := newStore(t)
 	ctx := context.Background()
-	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	// Now, not a fixed date: DynamoDB Local deletes items whose TTL has passed.
+	t0 := time.Now().UTC().Truncate(time.Second)
 
 	turn, err := s.BeginTurn(ctx, "acc", "c", "agent", t0, t0.Add(time.Minute))
 	if err != nil {
