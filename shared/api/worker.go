@@ -114,7 +114,7 @@ func (w *Worker) turn(ctx context.Context, msg workMessage) error {
 		if errors.Is(err, store.ErrBusy) {
 			return errBusy
 		}
-		return report(runResult{status: store.EventFailed, errText: refused.Message}, 0, 0)
+		return report(runResult{status: store.EventFailed, errText: refused.Message, errExtra: refused.Extra}, 0, 0)
 	}
 	if err != nil {
 		return err
@@ -231,6 +231,9 @@ func continued(history []model.Message, msgID string) bool {
 // report records an /async turn's progress on its status row.
 func (w *Worker) report(ctx context.Context, accountID, eventID string, res runResult, from, to int64) error {
 	detail := map[string]any{}
+	for k, v := range res.errExtra {
+		detail[k] = v
+	}
 	switch {
 	case res.errText != "":
 		detail["error"] = res.errText

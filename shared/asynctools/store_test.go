@@ -25,6 +25,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
+// t0 is now, not a fixed date: DynamoDB Local runs TTL deletion, and rows of a date long past
+// (expiresAt = deadline + 30 days) would vanish in the middle of a test.
 var t0 = time.Now().UTC().Truncate(time.Millisecond)
 
 func random(n int) string {

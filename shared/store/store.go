@@ -263,6 +263,35 @@ func (s *Store) ConversationUsage(ctx context.Context, accountID, conversationID
 	return u, nil
 }
 
+// Head is what a conversation waits for, read without taking its lease.
+type Head struct {
+	AgentID string
+	// AsyncGroup and PendingAsync: the dispatch group it waits for and its calls.
+	AsyncGroup   string
+	PendingAsync []string
+	// PendingApprovals: the approvals its last step waits for.
+	PendingApprovals []string
+}
+
+// ConversationHead reads a conversation's head (consistent), or ErrNotFound for a new one.
+func (s *Store) ConversationHead(ctx context.Context, accountID, conversationID string) (Head, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      &s.tables.Conversations,
+		Key:            map[string]types.AttributeValue{"conversationKey": str(accountID + "#" + conversationID), "seq": num(0)},
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return Head{}, fmt.Errorf("loading conversation %s: %w", conversationID, err)
+	}
+	if out.Item == nil {
+		return Head{}, ErrNotFound
+	}
+	return Head{
+		AgentID: getS(out.Item, "agentId"), AsyncGroup: getS(out.Item, "asyncGroup"),
+		PendingAsync: getStrings(out.Item, "pendingAsync"), PendingApprovals: getStrings(out.Item, "pendingApprovals"),
+	}, nil
+}
+
 // History returns the conversation's messages in order.
 func (t *Turn) History(ctx context.Context) ([]model.Message, error) {
 	if t.nextSeq <= 1 {
