@@ -1,6 +1,6 @@
 # The two commands of the quick start. Everything else they need, they install themselves.
 
-.PHONY: dev test bench build
+.PHONY: dev test bench bench-async build
 
 # Start the local stack and runner, seed a demo account and agent, print a curl to try.
 dev:
@@ -16,6 +16,10 @@ test:
 # Benchmark: harness turns vs the AI SDK on Node against the same local mock model.
 bench:
 	go run ./infra/cmd/stack -- go run ./infra/bench -turns 300
+
+# Benchmark: external-dispatch completions, re-drive latency and write units on the local stack.
+bench-async:
+	go run ./infra/cmd/stack -- go run ./infra/bench -async
 
 # Lambda bootstrap binaries for linux/arm64 (what `sam build` produces too).
 build:
