@@ -98,7 +98,7 @@ func (h *CompletionHandler) complete(w http.ResponseWriter, r *http.Request, id 
 	if row.Mode != asynctools.ExternalDispatch {
 		return &Error{Status: http.StatusConflict, Message: "this call runs inside the harness (" + row.Mode + ") and is not completed from outside", Extra: map[string]any{"resultId": id, "status": row.Status}}
 	}
-	settled, _, err := h.async.Settle(ctx, id, outcome, h.now())
+	settled, duplicate, err := h.async.Settle(ctx, id, outcome, h.now())
 	var conflict *asynctools.ConflictError
 	switch {
 	case errors.As(err, &conflict):
@@ -115,7 +115,7 @@ func (h *CompletionHandler) complete(w http.ResponseWriter, r *http.Request, id 
 	}
 	// The settle (or the identical one before it) landed: run the group check, which a
 	// duplicate runs too in case the first attempt stopped before it.
-	check, err := h.redriver.Settled(ctx, id)
+	check, err := h.redriver.Settled(ctx, id, duplicate)
 	if err != nil {
 		// A retry of this request settles as a duplicate and checks again.
 		return err

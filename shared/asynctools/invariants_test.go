@@ -142,7 +142,7 @@ func (e *invEnv) check(t *testing.T, groupID string) asynctools.CheckResult {
 // the completion route does).
 func (e *invEnv) settled(t *testing.T, id string) asynctools.CheckResult {
 	t.Helper()
-	res, err := e.rd.Settled(context.Background(), id)
+	res, err := e.rd.Settled(context.Background(), id, false)
 	if err != nil {
 		t.Fatalf("Settled(%s): %v", id, err)
 	}
@@ -482,7 +482,7 @@ func TestInvariantTimeoutRacesLateSuccess(t *testing.T) {
 				mu.Lock()
 				won[id] = true
 				mu.Unlock()
-				_, err = e.rd.Settled(ctx, id)
+				_, err = e.rd.Settled(ctx, id, false)
 			}
 			if err != nil {
 				mu.Lock()

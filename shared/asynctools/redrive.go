@@ -79,22 +79,33 @@ func (r *Redriver) Check(ctx context.Context, groupID string) (CheckResult, erro
 	return CheckResult{State: st, Redriven: true}, nil
 }
 
-// Settled runs the group check after resultID was settled. A result that arrived before its
-// group was sealed goes back on the Due index until its parent's invocation is over, so that if
-// the parent dies before sealing, the sweeper still finds the group and seals it.
-func (r *Redriver) Settled(ctx context.Context, resultID string) (CheckResult, error) {
+// Settled runs the group check after resultID was settled. When the last running row of a group
+// not yet sealed settles, it goes back on the Due index until its parent's invocation is over, so
+// that if the parent dies before sealing, the sweeper still finds the group and seals it: one
+// marker per group (running rows are on the index by their deadline), none for a duplicate (its
+// first attempt placed it).
+func (r *Redriver) Settled(ctx context.Context, resultID string, duplicate bool) (CheckResult, error) {
 	groupID, _, ok := SplitResultID(resultID)
 	if !ok {
 		return CheckResult{}, ErrNotFound
 	}
 	res, err := r.Check(ctx, groupID)
-	if err != nil || res.State.Group != nil {
+	if err != nil || res.State.Group != nil || duplicate {
 		return res, err
 	}
-	if row, ok := res.State.Row(resultID); ok {
-		err = r.Store.ScheduleRow(ctx, resultID, later(row.ParentUntil, r.now()))
+	row, ok := res.State.Row(resultID)
+	if !ok {
+		return res, nil
 	}
-	return res, err
+	for _, other := range res.State.Rows {
+		if other.ID == resultID {
+			continue
+		}
+		if other.Status == Running || other.SettledAt.After(row.SettledAt) {
+			return res, nil // a running row keeps the group findable, or a later result marks it
+		}
+	}
+	return res, r.Store.ScheduleRow(ctx, resultID, later(row.ParentUntil, r.now()))
 }
 
 // Seal seals a pass's group and runs the group check, which re-drives at once when every call
