@@ -120,8 +120,13 @@ func (h *CompletionHandler) complete(w http.ResponseWriter, r *http.Request, id 
 		// A retry of this request settles as a duplicate and checks again.
 		return err
 	}
-	if !check.State.Settled() {
-		writeJSON(w, http.StatusAccepted, map[string]any{"resultId": id, "status": store.EventWaitingAsync, "result": settled.Status, "pending": len(check.State.Pending())})
+	switch {
+	case check.State.Group == nil:
+		// The parent has not sealed the group yet; its seal re-drives if this was the last.
+		writeJSON(w, http.StatusAccepted, map[string]any{"resultId": id, "status": store.EventWaitingAsync, "result": settled.Status, "group": "open"})
+		return nil
+	case !check.State.Settled():
+		writeJSON(w, http.StatusAccepted, map[string]any{"resultId": id, "status": store.EventWaitingAsync, "result": settled.Status, "group": "sealed", "pending": len(check.State.Pending())})
 		return nil
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"resultId": id, "status": settled.Status, "group": "complete"})

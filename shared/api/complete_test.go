@@ -236,7 +236,7 @@ func TestCompleteRedrivesSealedGroupOnce(t *testing.T) {
 	}
 	var waiting map[string]any
 	_ = json.Unmarshal(firstA, &waiting)
-	if want := map[string]any{"resultId": a.id, "status": store.EventWaitingAsync, "result": "completed", "pending": 1.0}; !cmp.Equal(want, waiting) {
+	if want := map[string]any{"resultId": a.id, "status": store.EventWaitingAsync, "result": "completed", "group": "sealed", "pending": 1.0}; !cmp.Equal(want, waiting) {
 		t.Fatalf("202 body (-want +got):\n%s", cmp.Diff(want, waiting))
 	}
 	if waiting["status"] != "waiting_for_async_tools" {
