@@ -95,7 +95,11 @@ func (d *drive) passes(ctx context.Context, n int, events func(agent.Config) ite
 		}
 		res, fin := d.consume(ctx, events(cfg), total)
 		total = res.usage
-		if p == nil || !p.HasWork() {
+		if p == nil {
+			return res
+		}
+		if !p.HasWork() {
+			p.Close()
 			return res
 		}
 		if fin == nil {

@@ -206,6 +206,10 @@ func (p *Pass) land(id string, o Outcome) {
 	}
 }
 
+// Close releases the pass's timer; for a pass that made no async call (Wait and Abort release
+// it themselves).
+func (p *Pass) Close() { p.stop() }
+
 // HasWork reports whether the pass made any async call.
 func (p *Pass) HasWork() bool {
 	p.mu.Lock()
