@@ -104,9 +104,7 @@ func (h *Handler) plan(ctx context.Context, accountID string, req *turnRequest, 
 			}
 		}
 		if len(waiting) > 0 && req.OnPendingApprovals != "deny" {
-			refusal = &Error{Status: http.StatusConflict,
-				Message: fmt.Sprintf("conversation %s is waiting for approval of %s: answer them, or send the message with \"onPendingApprovals\": \"deny\" to deny them first", req.ID, strings.Join(waiting, ", ")),
-				Extra:   map[string]any{"pendingApprovals": pendingView(approvalsOf(outcome, waiting))}}
+			refusal = pendingApprovalsError(req.ID, approvalsOf(outcome, waiting))
 		}
 		for _, id := range waiting {
 			a := outcome[id]
@@ -183,6 +181,17 @@ func (h *Handler) staleDecision(ctx context.Context, accountID, conversationID, 
 			Extra: map[string]any{"approvalId": a.ID}}
 	}
 	return decidedError(a)
+}
+
+// pendingApprovalsError refuses a new message that would skip pending approvals.
+func pendingApprovalsError(conversationID string, waiting []store.Approval) error {
+	ids := make([]string, 0, len(waiting))
+	for _, a := range waiting {
+		ids = append(ids, a.ID)
+	}
+	return &Error{Status: http.StatusConflict,
+		Message: fmt.Sprintf("conversation %s is waiting for approval of %s: answer them, or send the message with \"onPendingApprovals\": \"deny\" to deny them first", conversationID, strings.Join(ids, ", ")),
+		Extra:   map[string]any{"pendingApprovals": pendingView(waiting)}}
 }
 
 func decidedError(a store.Approval) error {

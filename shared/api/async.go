@@ -109,9 +109,7 @@ func (h *Handler) precheck(ctx context.Context, accountID string, req *turnReque
 	case head.AgentID != "" && head.AgentID != req.AgentID:
 		return &Error{Status: http.StatusConflict, Message: "conversation " + req.ID + " belongs to another agent"}
 	case head.AsyncGroup != "":
-		return &Error{Status: http.StatusConflict, Message: fmt.Sprintf(
-			"conversation %s is waiting for %d async tool call(s) to complete; it continues by itself when they do",
-			req.ID, len(head.PendingAsync)), Extra: map[string]any{"pendingAsyncTools": head.PendingAsync}}
+		return waitingForAsyncError(req.ID, head.PendingAsync)
 	}
 	if in.decisions == nil && (len(head.PendingApprovals) == 0 || req.OnPendingApprovals == "deny") {
 		return nil
@@ -141,9 +139,7 @@ func (h *Handler) precheck(ctx context.Context, accountID string, req *turnReque
 			}
 		}
 		if len(waiting) > 0 {
-			return &Error{Status: http.StatusConflict,
-				Message: fmt.Sprintf("conversation %s is waiting for approval: answer the pending approvals, or send the message with \"onPendingApprovals\": \"deny\" to deny them first", req.ID),
-				Extra:   map[string]any{"pendingApprovals": pendingView(waiting)}}
+			return pendingApprovalsError(req.ID, waiting)
 		}
 	}
 	return nil

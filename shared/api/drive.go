@@ -5,6 +5,7 @@ import (
 	"errors"
 	"iter"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/agentharness/harness/shared/agent"
@@ -38,6 +39,9 @@ type drive struct {
 	heartbeat func()
 	// ended: the lease was already given back (a turn that waits for outside work).
 	ended bool
+	// history is the conversation as stored, kept up to date by every save, so a pass after
+	// async results needs no reload.
+	history []model.Message
 }
 
 // run carries out the plan of a request.
@@ -56,6 +60,7 @@ func (d *drive) run(ctx context.Context, plan *turnPlan) runResult {
 	if err != nil {
 		return d.fail(ctx, err, "internal error: the conversation could not be loaded", model.Usage{})
 	}
+	d.history = slices.Clone(history)
 	if plan.message != nil && plan.decisions == nil && hasMessage(history, plan.message.ID) {
 		plan.resume = true
 	}
@@ -76,16 +81,23 @@ func (d *drive) run(ctx context.Context, plan *turnPlan) runResult {
 		if err := d.turn.Append(ctx, *plan.message); err != nil {
 			return d.fail(ctx, err, "internal error: the message could not be saved", model.Usage{})
 		}
-		msgs := append(history, *plan.message)
+		d.history = append(d.history, *plan.message)
+		msgs := slices.Clone(d.history)
 		first = func(cfg agent.Config) iter.Seq2[agent.Event, error] { return agent.Run(ctx, cfg, msgs) }
 	}
 	return d.passes(ctx, 0, first)
 }
 
-// passes runs model passes from pass number n, starting with events, for as long as each pass
-// leaves same-invocation results to bring back to the model.
+// passes runs model passes from pass number n, starting with events over d.history, for as long
+// as each pass leaves same-invocation results to bring back to the model.
 func (d *drive) passes(ctx context.Context, n int, events func(agent.Config) iter.Seq2[agent.Event, error]) runResult {
-	d.cfg.Save = func(ctx context.Context, msgs []model.Message) error { return d.turn.Append(ctx, msgs...) }
+	d.cfg.Save = func(ctx context.Context, msgs []model.Message) error {
+		if err := d.turn.Append(ctx, msgs...); err != nil {
+			return err
+		}
+		d.history = append(d.history, msgs...)
+		return nil
+	}
 	var total model.Usage
 	for ; ; n++ {
 		cfg := d.cfg
@@ -121,13 +133,11 @@ func (d *drive) passes(ctx context.Context, n int, events func(agent.Config) ite
 		if err := d.turn.Append(context.WithoutCancel(ctx), msg); err != nil {
 			return d.fail(ctx, err, "internal error: the async tool results could not be saved", total)
 		}
+		d.history = append(d.history, msg)
 		if ctx.Err() != nil {
 			return runResult{status: store.EventFailed, usage: total, errText: "the turn was canceled"}
 		}
-		history, err := d.turn.History(ctx)
-		if err != nil {
-			return d.fail(ctx, err, "internal error: the conversation could not be loaded", total)
-		}
+		history := slices.Clone(d.history)
 		events = func(cfg agent.Config) iter.Seq2[agent.Event, error] { return agent.Continue(ctx, cfg, history) }
 	}
 }

@@ -339,11 +339,16 @@ func (h *Handler) begin(ctx context.Context, accountID string, req *turnRequest,
 // against pending approvals.
 func (h *Handler) planTurn(ctx context.Context, accountID string, req *turnRequest, in turnInput, turn *store.Turn, now time.Time) (*turnPlan, error) {
 	if group, ids := turn.AsyncGroup(); group != "" {
-		return nil, &Error{Status: http.StatusConflict, Message: fmt.Sprintf(
-			"conversation %s is waiting for %d async tool call(s) to complete; it continues by itself when they do",
-			req.ID, len(ids)), Extra: map[string]any{"pendingAsyncTools": ids}}
+		return nil, waitingForAsyncError(req.ID, ids)
 	}
 	return h.plan(ctx, accountID, req, in, turn, now)
+}
+
+// waitingForAsyncError refuses a request on a conversation that waits for async tool calls.
+func waitingForAsyncError(conversationID string, resultIDs []string) error {
+	return &Error{Status: http.StatusConflict, Message: fmt.Sprintf(
+		"conversation %s is waiting for %d async tool call(s) to complete; it continues by itself when they do",
+		conversationID, len(resultIDs)), Extra: map[string]any{"pendingAsyncTools": resultIDs}}
 }
 
 // loadAgent loads the agent and builds its model and tools, before anything is written. A

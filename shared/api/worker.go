@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 	"sync"
 
 	"github.com/agentharness/harness/shared/agent"
@@ -214,7 +215,7 @@ func (w *Worker) resume(ctx context.Context, d *drive, history []model.Message) 
 		return d.fail(ctx, err, "the agent could not continue: "+err.Error(), model.Usage{})
 	}
 	cfg.Pause = w.h.pauseFunc(d.turn, d.agentID)
-	d.cfg = cfg
+	d.cfg, d.history = cfg, slices.Clone(history)
 	return d.passes(ctx, 0, func(cfg agent.Config) iter.Seq2[agent.Event, error] { return agent.Continue(ctx, cfg, history) })
 }
 

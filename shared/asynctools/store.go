@@ -165,31 +165,17 @@ func (s *Store) Register(ctx context.Context, r Result) (existing Result, create
 	putS(item, "tokenHash", r.TokenHash)
 	putT(item, "parentUntil", r.ParentUntil)
 	putT(item, "createdAt", r.CreatedAt)
-	out, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:                           &s.table,
-		Item:                                item,
-		ConditionExpression:                 aws.String("attribute_not_exists(pk)"),
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		ReturnConsumedCapacity:              s.capacity(),
-	})
-	if failed, ok := errors.AsType[*types.ConditionalCheckFailedException](err); ok {
-		old, err := s.oldItem(ctx, failed, groupID, callKey)
-		if err != nil {
-			return Result{}, false, fmt.Errorf("registering async tool result %s: reading the existing item: %w", r.ID, err)
-		}
-		if old == nil { // it expired between the write and the read
-			return Result{}, false, fmt.Errorf("registering async tool result %s: the existing item is gone", r.ID)
-		}
+	old, created, err := s.putNew(ctx, item, w)
+	if err != nil {
+		return Result{}, false, fmt.Errorf("registering async tool result %s: %w", r.ID, err)
+	}
+	if !created {
 		rec, err := decodeResult(old)
 		if err != nil {
 			return Result{}, false, fmt.Errorf("registering async tool result %s: %w", r.ID, err)
 		}
-		return rec, getS(old, "writeId") == w, nil
+		return rec, false, nil
 	}
-	if err != nil {
-		return Result{}, false, fmt.Errorf("registering async tool result %s: %w", r.ID, err)
-	}
-	s.meter.add(out.ConsumedCapacity)
 	return normalize(r), true, nil
 }
 
@@ -407,6 +393,23 @@ func (s *Store) Seal(ctx context.Context, g Group, now, dueAt time.Time) (existi
 	putS(item, "agentId", g.AgentID)
 	putS(item, "conversationId", g.ConversationID)
 	putS(item, "sealedBy", g.SealedBy)
+	old, sealed, err := s.putNew(ctx, item, w)
+	if err != nil {
+		return Group{}, false, fmt.Errorf("sealing dispatch group %s: %w", g.ID, err)
+	}
+	if !sealed {
+		rec, err := decodeGroup(old)
+		if err != nil {
+			return Group{}, false, fmt.Errorf("sealing dispatch group %s: %w", g.ID, err)
+		}
+		return rec, false, nil
+	}
+	return g, true, nil
+}
+
+// putNew writes item unless an item with its key exists. created is true when this write (or an
+// SDK retry of it, told by writeID) made the item; otherwise old is the existing item.
+func (s *Store) putNew(ctx context.Context, item map[string]types.AttributeValue, writeID string) (old map[string]types.AttributeValue, created bool, err error) {
 	out, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:                           &s.table,
 		Item:                                item,
@@ -415,24 +418,21 @@ func (s *Store) Seal(ctx context.Context, g Group, now, dueAt time.Time) (existi
 		ReturnConsumedCapacity:              s.capacity(),
 	})
 	if failed, ok := errors.AsType[*types.ConditionalCheckFailedException](err); ok {
-		old, err := s.oldItem(ctx, failed, g.ID, groupSK)
+		pk, sk := getS(item, "pk"), getS(item, "sk")
+		old, err := s.oldItem(ctx, failed, pk, sk)
 		if err != nil {
-			return Group{}, false, fmt.Errorf("sealing dispatch group %s: reading the existing item: %w", g.ID, err)
+			return nil, false, fmt.Errorf("reading the existing item: %w", err)
 		}
 		if old == nil { // it expired between the write and the read
-			return Group{}, false, fmt.Errorf("sealing dispatch group %s: the existing item is gone", g.ID)
+			return nil, false, errors.New("the existing item is gone")
 		}
-		rec, err := decodeGroup(old)
-		if err != nil {
-			return Group{}, false, fmt.Errorf("sealing dispatch group %s: %w", g.ID, err)
-		}
-		return rec, getS(old, "writeId") == w, nil
+		return old, getS(old, "writeId") == writeID, nil
 	}
 	if err != nil {
-		return Group{}, false, fmt.Errorf("sealing dispatch group %s: %w", g.ID, err)
+		return nil, false, err
 	}
 	s.meter.add(out.ConsumedCapacity)
-	return g, true, nil
+	return nil, true, nil
 }
 
 func later(a, b time.Time) time.Time {
