@@ -5,9 +5,14 @@
 package devstack
 
 import (
+	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/sha256"
+	"crypto/sha512"
+	"crypto/subtle"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -16,6 +21,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -47,7 +53,8 @@ func (s *Stack) Env() []string {
 }
 
 // Install makes sure infra/node's pinned packages are installed, running `npm ci` when the
-// lock file changed since the last install.
+// lock file changed since the last install, and then that the Letta App Server client is
+// extracted into node_modules (npm ci wipes it, so this is checked on every call).
 func Install(ctx context.Context, root string, log io.Writer) error {
 	dir := filepath.Join(root, "infra", "node")
 	lock, err := os.ReadFile(filepath.Join(dir, "package-lock.json"))
@@ -57,20 +64,261 @@ func Install(ctx context.Context, root string, log io.Writer) error {
 	sum := sha256.Sum256(lock)
 	want := hex.EncodeToString(sum[:])
 	marker := filepath.Join(dir, "node_modules", ".harness-installed")
-	if got, err := os.ReadFile(marker); err == nil && string(got) == want {
-		return nil
+	if got, err := os.ReadFile(marker); err != nil || string(got) != want {
+		if err := lookNpm(); err != nil {
+			return err
+		}
+		fmt.Fprintln(log, "installing the local AWS stand-ins and Node 22 (npm ci in infra/node)...")
+		cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund", "--loglevel=error")
+		cmd.Dir = dir
+		cmd.Stdout, cmd.Stderr = log, log
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("npm ci in infra/node: %w", err)
+		}
+		if err := os.WriteFile(marker, []byte(want), 0o644); err != nil {
+			return err
+		}
 	}
+	return installLettaClient(ctx, filepath.Join(dir, "node_modules"), log)
+}
+
+func lookNpm() error {
 	if _, err := exec.LookPath("npm"); err != nil {
 		return errors.New("npm is not on PATH: install Node.js and npm, which fetch the local AWS stand-ins")
 	}
-	fmt.Fprintln(log, "installing the local AWS stand-ins and Node 22 (npm ci in infra/node)...")
-	cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund", "--loglevel=error")
-	cmd.Dir = dir
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("npm ci in infra/node: %w", err)
+	return nil
+}
+
+// The Letta App Server client (the "./app-server-client" export of @letta-ai/letta-code) is
+// not in infra/node/package.json: npm cannot install @letta-ai/letta-code, because one of its
+// dependencies is missing from the registry. The client itself is self-contained, so Install
+// fetches the package's tarball with `npm pack`, checks it against this pinned integrity (the
+// registry's dist.integrity: base64 of the SHA-512 of the .tgz), and extracts only the files
+// in lettaFiles into node_modules/@letta-ai/letta-code.
+const (
+	lettaPackage   = "@letta-ai/letta-code"
+	lettaVersion   = "0.32.18"
+	lettaIntegrity = "sha512-PkpJewqQAQq5faHW4wIfmbKyIMCapiIVbsYhXs9CalB1oyUzV8Gg7+ZhhjK52PdSNgP20juc2KP2pQEPfmA6SQ=="
+	// lettaMarker, written last into the extracted package, records the integrity it came from.
+	lettaMarker = ".harness-integrity"
+)
+
+// lettaFiles are the tarball entries extracted, relative to the tarball's package/ folder.
+var lettaFiles = []string{
+	"package.json",
+	"dist/app-server-client.js",
+	"dist/app-server-client.cjs",
+	"LICENSE",
+}
+
+// installLettaClient extracts the Letta App Server client into modules unless it is already
+// there. It extracts into a temporary folder next to the package and renames it into place,
+// so an interrupted install leaves either no package or a whole one.
+func installLettaClient(ctx context.Context, modules string, log io.Writer) error {
+	scope := filepath.Join(modules, "@letta-ai")
+	target := filepath.Join(scope, "letta-code")
+	if lettaClientInstalled(target) {
+		return nil
 	}
-	return os.WriteFile(marker, []byte(want), 0o644)
+	if err := lookNpm(); err != nil {
+		return err
+	}
+	fmt.Fprintf(log, "installing the Letta App Server client (npm pack %s@%s)...\n", lettaPackage, lettaVersion)
+	tgz, err := packLetta(ctx, log)
+	if err != nil {
+		return err
+	}
+	if err := verifyIntegrity(tgz, lettaIntegrity); err != nil {
+		return fmt.Errorf("%s@%s: %w", lettaPackage, lettaVersion, err)
+	}
+
+	if err := os.MkdirAll(scope, 0o755); err != nil {
+		return err
+	}
+	// Leftovers of an interrupted install.
+	if old, _ := filepath.Glob(filepath.Join(scope, ".letta-code-*")); len(old) > 0 {
+		for _, o := range old {
+			_ = os.RemoveAll(o)
+		}
+	}
+	tmp, err := os.MkdirTemp(scope, ".letta-code-*")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp) // a no-op once renamed
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return err
+	}
+	if err := extractPackage(bytes.NewReader(tgz), tmp, lettaFiles); err != nil {
+		return fmt.Errorf("extracting %s@%s: %w", lettaPackage, lettaVersion, err)
+	}
+	if err := os.WriteFile(filepath.Join(tmp, lettaMarker), []byte(lettaIntegrity), 0o644); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(target); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, target); err != nil {
+		return fmt.Errorf("moving %s into node_modules: %w", lettaPackage, err)
+	}
+	return nil
+}
+
+// lettaClientInstalled reports whether target holds a whole extraction of the pinned tarball.
+func lettaClientInstalled(target string) bool {
+	got, err := os.ReadFile(filepath.Join(target, lettaMarker))
+	if err != nil || string(got) != lettaIntegrity {
+		return false
+	}
+	for _, f := range lettaFiles {
+		if _, err := os.Stat(filepath.Join(target, filepath.FromSlash(f))); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// packLetta downloads the pinned tarball with `npm pack` into a temporary folder and returns
+// its contents.
+func packLetta(ctx context.Context, log io.Writer) ([]byte, error) {
+	tmp, err := os.MkdirTemp("", "harness-npm-pack-*")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, "npm", "pack", lettaPackage+"@"+lettaVersion,
+		"--pack-destination", tmp, "--ignore-scripts", "--loglevel=error")
+	cmd.Dir = tmp
+	cmd.Stdout, cmd.Stderr = &out, log
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("npm pack %s@%s: %w", lettaPackage, lettaVersion, err)
+	}
+	// npm pack prints the file name it wrote as its last line.
+	lines := strings.Fields(out.String())
+	if len(lines) == 0 {
+		return nil, fmt.Errorf("npm pack %s@%s printed no file name", lettaPackage, lettaVersion)
+	}
+	name := lines[len(lines)-1]
+	if name != filepath.Base(name) || !strings.HasSuffix(name, ".tgz") {
+		return nil, fmt.Errorf("npm pack %s@%s printed an unexpected file name %q", lettaPackage, lettaVersion, name)
+	}
+	return os.ReadFile(filepath.Join(tmp, name))
+}
+
+// verifyIntegrity checks data against a Subresource Integrity string of the form
+// "sha512-<base64 digest>", the form npm records.
+func verifyIntegrity(data []byte, integrity string) error {
+	b64, ok := strings.CutPrefix(integrity, "sha512-")
+	if !ok {
+		return fmt.Errorf("unsupported integrity %q: want sha512-<base64>", integrity)
+	}
+	want, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil || len(want) != sha512.Size {
+		return fmt.Errorf("malformed integrity %q", integrity)
+	}
+	got := sha512.Sum512(data)
+	if subtle.ConstantTimeCompare(got[:], want) != 1 {
+		return fmt.Errorf("integrity mismatch: the tarball is sha512-%s, the pinned value is %s; refusing to install it",
+			base64.StdEncoding.EncodeToString(got[:]), integrity)
+	}
+	return nil
+}
+
+// maxEntrySize bounds each extracted file, against a corrupt or hostile archive.
+const maxEntrySize = 64 << 20
+
+// extractPackage reads an npm tarball (gzip-compressed tar, files under package/) and writes
+// the entries package/<f> for each f in files to dest/<f>. Every entry name must be a plain
+// relative path: an absolute name or one with ".." refuses the whole archive, as do a wanted
+// entry that is not a regular file and a wanted entry that is missing.
+func extractPackage(r io.Reader, dest string, files []string) error {
+	zr, err := gzip.NewReader(r)
+	if err != nil {
+		return err
+	}
+	defer zr.Close()
+	wanted := make(map[string]bool, len(files))
+	for _, f := range files {
+		wanted[f] = false
+	}
+	tr := tar.NewReader(zr)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		name := strings.TrimPrefix(h.Name, "./")
+		if !safeEntryName(name) {
+			return fmt.Errorf("refusing unsafe path %q in the archive", h.Name)
+		}
+		rel, ok := strings.CutPrefix(path.Clean(name), "package/")
+		if !ok {
+			continue
+		}
+		done, want := wanted[rel]
+		if !want {
+			continue
+		}
+		if h.Typeflag != tar.TypeReg {
+			return fmt.Errorf("archive entry %q is not a regular file", h.Name)
+		}
+		if done {
+			return fmt.Errorf("archive entry %q appears twice", h.Name)
+		}
+		if h.Size < 0 || h.Size > maxEntrySize {
+			return fmt.Errorf("archive entry %q is too large (%d bytes)", h.Name, h.Size)
+		}
+		if !filepath.IsLocal(filepath.FromSlash(rel)) {
+			return fmt.Errorf("refusing unsafe path %q in the archive", h.Name)
+		}
+		out := filepath.Join(dest, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+			return err
+		}
+		if err := writeEntry(out, tr, h.Size); err != nil {
+			return err
+		}
+		wanted[rel] = true
+	}
+	for _, f := range files {
+		if !wanted[f] {
+			return fmt.Errorf("archive has no entry package/%s", f)
+		}
+	}
+	return nil
+}
+
+// safeEntryName reports whether a tar entry name is a relative path that stays inside the
+// folder it is extracted into.
+func safeEntryName(name string) bool {
+	if name == "" || strings.HasPrefix(name, "/") {
+		return false
+	}
+	for _, part := range strings.Split(name, "/") {
+		if part == ".." {
+			return false
+		}
+	}
+	return true
+}
+
+func writeEntry(out string, r io.Reader, size int64) error {
+	f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	n, err := io.Copy(f, io.LimitReader(r, size))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && n != size {
+		err = fmt.Errorf("%s: short archive entry", out)
+	}
+	return err
 }
 
 // Start installs what is missing and starts DynamoDB Local and fauxqs. Their output goes to

@@ -33,9 +33,10 @@ import (
 // routes, a batch handler for its SQS event sources, a run for its schedules. A function sets
 // the ones its template events need.
 type Handlers struct {
-	HTTP     http.Handler
-	SQS      func(context.Context, events.SQSEvent) (events.SQSEventResponse, error)
-	Schedule func(context.Context) error
+	HTTP      http.Handler
+	WebSocket WebSocket
+	SQS       func(context.Context, events.SQSEvent) (events.SQSEventResponse, error)
+	Schedule  func(context.Context) error
 }
 
 // Constructor builds a function's handlers from the dependencies its main package builds.
@@ -70,6 +71,13 @@ var builtin = map[string]Constructor{
 			return Handlers{}, err
 		}
 		return Handlers{SQS: w.Handle}, nil
+	},
+	"WsGatewayFunction": func(d api.Deps) (Handlers, error) {
+		g, err := api.NewGateway(d)
+		if err != nil {
+			return Handlers{}, err
+		}
+		return Handlers{WebSocket: g}, nil
 	},
 	"SweeperFunction": func(d api.Deps) (Handlers, error) {
 		s, err := api.NewSweeper(d)
@@ -152,6 +160,7 @@ func New(opts Options) (*Runner, error) {
 	}
 	r := &Runner{sqs: opts.SQS, logger: opts.Logger, pollers: max(opts.Pollers, 1)}
 	mux := http.NewServeMux()
+	socks := newSockets()
 	for _, fn := range opts.Template.Functions() {
 		build, ok := opts.Functions[fn.LogicalID]
 		if !ok {
@@ -177,7 +186,7 @@ func New(opts Options) (*Runner, error) {
 		logger := opts.Logger.With("function", fn.LogicalID)
 		h, err := build(api.Deps{
 			DB: opts.DB, SQS: opts.SQS, S3: opts.S3, Sealer: box, Getenv: getenv,
-			Tools: tools.Build, Checks: tools.ConfigChecks(), Logger: logger,
+			Tools: tools.Build, Checks: tools.ConfigChecks(), Logger: logger, Poster: socks,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("building %s: %w", fn.LogicalID, err)
@@ -192,6 +201,10 @@ func New(opts Options) (*Runner, error) {
 		}
 		// Lambda's default timeout is 3 s.
 		timeout := time.Duration(max(fn.Timeout, 3)) * time.Second
+		if h.WebSocket != nil {
+			// The WebSocket API's routes are resources of their own, not function events.
+			mux.Handle("GET /ws", serveWebSocket(h.WebSocket, socks, timeout, logger))
+		}
 		for _, ev := range fn.Events {
 			switch ev.Type {
 			case "HttpApi", "Api":

@@ -97,6 +97,7 @@ func TestProvision(t *testing.T) {
 		"ConversationsTable": {Billing: "PAY_PER_REQUEST", Key: []string{"conversationKey", "seq"}},
 		"EventsTable":        {Billing: "PAY_PER_REQUEST", Key: []string{"eventKey"}, TTL: "expiresAt"},
 		"ApprovalsTable":     {Billing: "PAY_PER_REQUEST", Key: []string{"approvalKey"}, TTL: "expiresAt"},
+		"ConnectionsTable":   {Billing: "PAY_PER_REQUEST", Key: []string{"pk", "sk"}, TTL: "expiresAt"},
 		"AsyncToolResultsTable": {Billing: "PAY_PER_REQUEST", Key: []string{"pk", "sk"}, TTL: "expiresAt",
 			Indexes: map[string][]string{"Due": {"dueShard", "dueAt"}}},
 	}

@@ -261,6 +261,14 @@ func policyProblems(tpl *Template, fnID string, policy any) []string {
 		return []string{fmt.Sprintf("%s: policy %v is not a SAM policy template", fnID, policy)}
 	}
 	var out []string
+	if stmts, ok := m["Statement"].([]any); ok {
+		for _, st := range stmts {
+			if !manageConnections(tpl, st) {
+				out = append(out, fmt.Sprintf("%s: policy statement %v: the only inline statement allowed is execute-api:ManageConnections on POST @connections of a declared WebSocket API", fnID, st))
+			}
+		}
+		return out
+	}
 	for name, params := range m {
 		args, ok := params.(map[string]any)
 		if !ok || len(args) == 0 {
@@ -284,6 +292,24 @@ func policyProblems(tpl *Template, fnID string, policy any) []string {
 		}
 	}
 	return out
+}
+
+// manageConnections reports whether an inline statement grants exactly what posting to
+// WebSocket clients needs (SAM has no policy template for it): execute-api:ManageConnections
+// on POST @connections of one declared AWS::ApiGatewayV2::Api.
+func manageConnections(tpl *Template, st any) bool {
+	m, _ := st.(map[string]any)
+	if len(m) != 3 || m["Effect"] != "Allow" || m["Action"] != "execute-api:ManageConnections" {
+		return false
+	}
+	res, _ := m["Resource"].(map[string]any)
+	sub, _ := res["Fn::Sub"].(string)
+	rest, ok := strings.CutPrefix(sub, "arn:${AWS::Partition}:execute-api:${AWS::Region}:${AWS::AccountId}:${")
+	if !ok {
+		return false
+	}
+	api, rest, ok := strings.Cut(rest, "}/")
+	return ok && tpl.resources[api] == "AWS::ApiGatewayV2::Api" && strings.HasSuffix(rest, "/POST/@connections/*") && !strings.Contains(strings.TrimSuffix(rest, "/POST/@connections/*"), "*")
 }
 
 // attribute is "Ref" for a {"Ref": id} and the attribute of a {"Fn::GetAtt": [id, attribute]}.
@@ -411,7 +437,7 @@ func TestProblemsFound(t *testing.T) {
 			name:     "inline statement",
 			function: goodFunction + "\n        - Statement: [{Effect: Allow, Action: 'dynamodb:*', Resource: '*'}]",
 			table:    goodTable,
-			want:     []string{"Fn: policy Statement is not a SAM policy template scoped to a resource"},
+			want:     []string{"Fn: policy statement map[Action:dynamodb:* Effect:Allow Resource:*]: the only inline statement allowed is execute-api:ManageConnections on POST @connections of a declared WebSocket API"},
 		},
 		{
 			name:     "queue policy given the queue's URL",

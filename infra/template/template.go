@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -436,10 +437,51 @@ func (t *Template) resolve(n yaml.Node, ref func(string) string) (string, error)
 	if !ok {
 		return "", errors.New("not a string")
 	}
+	if fn == "Fn::Sub" && arg.Kind == yaml.ScalarNode {
+		return t.sub(arg.Value, ref)
+	}
 	if fn != "Ref" {
 		return "", fmt.Errorf("unsupported intrinsic %s", fn)
 	}
-	id := arg.Value
+	return t.ref(arg.Value, ref)
+}
+
+// localPseudo are the values pseudo parameters take locally.
+var localPseudo = map[string]string{
+	"AWS::Region": "us-east-1", "AWS::Partition": "aws", "AWS::AccountId": "000000000000",
+	"AWS::StackName": "harness", "AWS::URLSuffix": "amazonaws.com",
+}
+
+// sub resolves a !Sub string whose ${…} are parameters, resources or pseudo parameters.
+func (t *Template) sub(s string, ref func(string) string) (string, error) {
+	var b strings.Builder
+	for {
+		start := strings.Index(s, "${")
+		if start < 0 {
+			b.WriteString(s)
+			return b.String(), nil
+		}
+		end := strings.Index(s[start:], "}")
+		if end < 0 {
+			return "", fmt.Errorf("unterminated ${ in !Sub %q", s)
+		}
+		b.WriteString(s[:start])
+		name := s[start+2 : start+end]
+		if v, ok := localPseudo[name]; ok {
+			b.WriteString(v)
+		} else {
+			v, err := t.ref(name, ref)
+			if err != nil {
+				return "", err
+			}
+			b.WriteString(v)
+		}
+		s = s[start+end+1:]
+	}
+}
+
+// ref resolves a Ref: a parameter's Default, or ref(logicalID) for a resource.
+func (t *Template) ref(id string, ref func(string) string) (string, error) {
 	if def, ok := t.parameters[id]; ok {
 		if def.Kind != yaml.ScalarNode {
 			return "", fmt.Errorf("parameter %s has no scalar Default", id)

@@ -86,6 +86,12 @@ func TestProjectTables(t *testing.T) {
 			TTLAttribute: "expiresAt",
 		},
 		{
+			LogicalID: "ConnectionsTable", BillingMode: "PAY_PER_REQUEST",
+			AttributeDefinitions: []AttributeDefinition{{"pk", "S"}, {"sk", "S"}},
+			KeySchema:            []KeyElement{{"pk", "HASH"}, {"sk", "RANGE"}},
+			TTLAttribute:         "expiresAt",
+		},
+		{
 			LogicalID: "ConversationsTable", BillingMode: "PAY_PER_REQUEST",
 			AttributeDefinitions: []AttributeDefinition{{"conversationKey", "S"}, {"seq", "N"}},
 			KeySchema:            []KeyElement{{"conversationKey", "HASH"}, {"seq", "RANGE"}},
@@ -129,9 +135,10 @@ func TestProjectFunctions(t *testing.T) {
 		"AsyncWorkerFunction": {"functions/async-worker/", "bootstrap", "provided.al2023",
 			"SQS AsyncWorkQueue batch 10 [ReportBatchItemFailures]"},
 		"HarnessProcessingFunction": {"functions/harness-processing/", "bootstrap", "provided.al2023",
-			"HttpApi POST /async", "HttpApi GET /", "HttpApi GET /status/{eventId}", "HttpApi POST /"},
+			"HttpApi POST /async", "HttpApi GET /", "HttpApi GET /healthz", "HttpApi GET /readyz", "HttpApi GET /status/{eventId}", "HttpApi POST /"},
 		"SweeperFunction": {"functions/sweeper/", "bootstrap", "provided.al2023",
 			"Schedule rate(1 minute) every 1m0s"},
+		"WsGatewayFunction": {"functions/ws-gateway/", "bootstrap", "provided.al2023"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Functions() (-want +got):\n%s", diff)

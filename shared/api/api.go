@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agentharness/harness/shared/connections"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -34,6 +35,8 @@ const (
 	DefaultAsyncToolTimeout = time.Hour
 	DefaultHeartbeat        = 10 * time.Second
 	DefaultWaitMargin       = 30 * time.Second
+	// DefaultAbortPoll: an aborted WebSocket turn stops within about this long.
+	DefaultAbortPoll = 250 * time.Millisecond
 )
 
 // Options wires the handler's dependencies.
@@ -67,6 +70,13 @@ type Options struct {
 	WaitMargin time.Duration
 	// Enqueue puts work for async-worker on its queue (/async turns); nil disables /async.
 	Enqueue func(ctx context.Context, body string) error
+
+	// Connections and Poster are the WebSocket side: the registry of connections and runtimes,
+	// and the way to send them frames. Both nil where no WebSocket API is wired.
+	Connections *connections.Registry
+	Poster      Poster
+	// AbortPoll is how often a WebSocket turn looks for an abort_message.
+	AbortPoll time.Duration
 }
 
 // Handler serves harness-processing's routes.
@@ -102,17 +112,27 @@ func New(opts Options) *Handler {
 	if opts.Heartbeat <= 0 {
 		opts.Heartbeat = DefaultHeartbeat
 	}
+	if opts.AbortPoll <= 0 {
+		opts.AbortPoll = DefaultAbortPoll
+	}
 	if opts.WaitMargin <= 0 {
 		opts.WaitMargin = DefaultWaitMargin
 	}
 	h := &Handler{opts: opts, mux: http.NewServeMux(), errs: errorWriter{opts.Logger}}
 	h.mux.HandleFunc("/{$}", h.root)
+	h.mux.HandleFunc("GET /readyz", probe)
+	h.mux.HandleFunc("GET /healthz", probe)
 	h.mux.HandleFunc("POST /async", h.asyncTurn)
 	h.mux.HandleFunc("GET /status/{eventId}", h.status)
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &Error{Status: http.StatusNotFound, Message: "no route for " + r.Method + " " + r.URL.Path})
 	})
 	return h
+}
+
+// probe answers the App Server's health probes: the listener is up.
+func probe(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }

@@ -28,6 +28,8 @@ type workMessage struct {
 	Message    *model.Message `json:"message,omitempty"`
 	Decisions  []decision     `json:"decisions,omitempty"`
 	RespondsTo string         `json:"respondsTo,omitempty"`
+	// WS is set for a WebSocket turn: its output goes to the runtime's connections.
+	WS *wsTurn `json:"ws,omitempty"`
 
 	// A continuation: the group whose results it brings back.
 	GroupID string `json:"groupId,omitempty"`

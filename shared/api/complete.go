@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -95,10 +96,38 @@ func (h *CompletionHandler) complete(w http.ResponseWriter, r *http.Request, id 
 	if err := h.authorize(r, secret, row); err != nil {
 		return err
 	}
-	if row.Mode != asynctools.ExternalDispatch {
-		return &Error{Status: http.StatusConflict, Message: "this call runs inside the harness (" + row.Mode + ") and is not completed from outside", Extra: map[string]any{"resultId": id, "status": row.Status}}
+	check, err := settleCall(ctx, h.async, h.redriver, row, outcome, h.now())
+	if err != nil {
+		return err
 	}
-	settled, duplicate, err := h.async.Settle(ctx, id, outcome, h.now())
+	switch {
+	case check.State.Group == nil:
+		// The parent has not sealed the group yet; its seal re-drives if this was the last.
+		writeJSON(w, http.StatusAccepted, map[string]any{"resultId": id, "status": store.EventWaitingAsync, "result": check.result.Status, "group": "open"})
+		return nil
+	case !check.State.Settled():
+		writeJSON(w, http.StatusAccepted, map[string]any{"resultId": id, "status": store.EventWaitingAsync, "result": check.result.Status, "group": "sealed", "pending": len(check.State.Pending())})
+		return nil
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"resultId": id, "status": check.result.Status, "group": "complete"})
+	return nil
+}
+
+// settlement is a settled call and the group check that followed it.
+type settlement struct {
+	result asynctools.Result
+	asynctools.CheckResult
+}
+
+// settleCall settles an external-dispatch call its caller may complete, then runs the group
+// check (which a duplicate runs too, in case the first attempt stopped before it). A call
+// settled otherwise already is a 409 that says how.
+func settleCall(ctx context.Context, async *asynctools.Store, redriver *asynctools.Redriver, row asynctools.Result, outcome asynctools.Outcome, now time.Time) (settlement, error) {
+	id := row.ID
+	if row.Mode != asynctools.ExternalDispatch {
+		return settlement{}, &Error{Status: http.StatusConflict, Message: "this call runs inside the harness (" + row.Mode + ") and is not completed from outside", Extra: map[string]any{"resultId": id, "status": row.Status}}
+	}
+	res, duplicate, err := async.Settle(ctx, id, outcome, now)
 	var conflict *asynctools.ConflictError
 	switch {
 	case errors.As(err, &conflict):
@@ -107,30 +136,18 @@ func (h *CompletionHandler) complete(w http.ResponseWriter, r *http.Request, id 
 		if rec.Error == asynctools.TimeoutError {
 			msg += ": it timed out before this result arrived"
 		}
-		return &Error{Status: http.StatusConflict, Message: msg, Extra: map[string]any{"resultId": id, "status": rec.Status}}
+		return settlement{}, &Error{Status: http.StatusConflict, Message: msg, Extra: map[string]any{"resultId": id, "status": rec.Status}}
 	case errors.Is(err, asynctools.ErrNotFound):
-		return resultNotFound
+		return settlement{}, resultNotFound
 	case err != nil:
-		return err
+		return settlement{}, err
 	}
-	// The settle (or the identical one before it) landed: run the group check, which a
-	// duplicate runs too in case the first attempt stopped before it.
-	check, err := h.redriver.Settled(ctx, id, duplicate)
+	// A retry settles as a duplicate and checks again.
+	check, err := redriver.Settled(ctx, id, duplicate)
 	if err != nil {
-		// A retry of this request settles as a duplicate and checks again.
-		return err
+		return settlement{}, err
 	}
-	switch {
-	case check.State.Group == nil:
-		// The parent has not sealed the group yet; its seal re-drives if this was the last.
-		writeJSON(w, http.StatusAccepted, map[string]any{"resultId": id, "status": store.EventWaitingAsync, "result": settled.Status, "group": "open"})
-		return nil
-	case !check.State.Settled():
-		writeJSON(w, http.StatusAccepted, map[string]any{"resultId": id, "status": store.EventWaitingAsync, "result": settled.Status, "group": "sealed", "pending": len(check.State.Pending())})
-		return nil
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"resultId": id, "status": settled.Status, "group": "complete"})
-	return nil
+	return settlement{result: res, CheckResult: check}, nil
 }
 
 // authorize accepts the call's own completion token or the secret of the account that owns it.

@@ -13,6 +13,7 @@ import (
 	"github.com/agentharness/harness/shared/agents"
 	"github.com/agentharness/harness/shared/asynctools"
 	"github.com/agentharness/harness/shared/blobstore"
+	"github.com/agentharness/harness/shared/connections"
 	"github.com/agentharness/harness/shared/provider"
 	"github.com/agentharness/harness/shared/store"
 	"github.com/agentharness/harness/shared/tool"
@@ -35,6 +36,9 @@ type Deps struct {
 	// Checks validate agent configs when they are written (account-manage).
 	Checks agentconfig.Checks
 	Logger *slog.Logger
+	// Poster sends frames to WebSocket connections (API Gateway's @connections, or the local
+	// runner's sockets); nil where none can be reached.
+	Poster Poster
 }
 
 // NewHarness wires harness-processing: table names and fallback credentials from getenv,
@@ -60,6 +64,10 @@ func NewHarness(d Deps) (*Handler, error) {
 		return nil, err
 	}
 	st := store.New(d.DB, tables)
+	var conns *connections.Registry
+	if table := getenv("CONNECTIONS_TABLE"); table != "" && d.Poster != nil {
+		conns = connections.New(d.DB, table)
+	}
 	env := tool.Env{Getenv: getenv, Send: sqsSender(d.SQS)}
 	send := sqsSender(d.SQS)
 	queue := getenv("ASYNC_WORK_QUEUE_URL")
@@ -74,6 +82,8 @@ func NewHarness(d Deps) (*Handler, error) {
 		Redriver:         redriver,
 		AsyncToolTimeout: asyncTimeout,
 		Enqueue:          func(ctx context.Context, body string) error { return send(ctx, queue, body) },
+		Connections:      conns,
+		Poster:           d.Poster,
 	}), nil
 }
 

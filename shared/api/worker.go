@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"net/http"
 	"slices"
 	"sync"
 
@@ -101,10 +102,21 @@ func (w *Worker) turn(ctx context.Context, msg workMessage) error {
 	report := func(res runResult, from, to int64) error {
 		return w.report(ctx, msg.AccountID, msg.EventID, res, from, to)
 	}
+	refuse := func(res runResult) error {
+		if msg.WS != nil {
+			h.newOut(msg.AccountID, msg.WS.Runtime, msg.EventID).end(ctx, res, false)
+		}
+		return report(res, 0, 0)
+	}
 	cfg, err := h.agentFor(ctx, msg.AccountID, req, false)
+	if err == nil && msg.WS != nil {
+		if cfg.Tools, err = h.wsToolSet(cfg.Tools, msg.AccountID, msg.WS); err != nil {
+			err = &Error{Status: http.StatusBadRequest, Message: err.Error()}
+		}
+	}
 	var refused *Error
 	if errors.As(err, &refused) {
-		return report(runResult{status: store.EventFailed, errText: refused.Message}, 0, 0)
+		return refuse(runResult{status: store.EventFailed, errText: refused.Message})
 	}
 	if err != nil {
 		return err
@@ -115,7 +127,7 @@ func (w *Worker) turn(ctx context.Context, msg workMessage) error {
 		if errors.Is(err, store.ErrBusy) {
 			return errBusy
 		}
-		return report(runResult{status: store.EventFailed, errText: refused.Message, errExtra: refused.Extra}, 0, 0)
+		return refuse(runResult{status: store.EventFailed, errText: refused.Message, errExtra: refused.Extra})
 	}
 	if err != nil {
 		return err
@@ -127,9 +139,17 @@ func (w *Worker) turn(ctx context.Context, msg workMessage) error {
 		turnID: msg.EventID, nonce: msg.Seed, delivery: asynctools.Delivery{Kind: "async", EventID: msg.EventID, Seed: msg.Seed},
 		cfg: cfg, turn: turn, send: func(any) {}, heartbeat: func() {},
 	}
-	res := d.run(ctx, plan)
 	done := context.WithoutCancel(ctx)
+	if msg.WS == nil {
+		res := d.run(ctx, plan)
+		d.end(done, plan, res)
+		return report(res, from, turn.NextSeq())
+	}
+	d.delivery.Kind = "ws"
+	ws := w.wsStart(ctx, d, msg.WS, from)
+	res, aborted := ws.run(ctx, func(ctx context.Context) runResult { return d.run(ctx, plan) })
 	d.end(done, plan, res)
+	ws.finish(done, res, aborted)
 	return report(res, from, turn.NextSeq())
 }
 
@@ -197,10 +217,15 @@ func (w *Worker) continueGroup(ctx context.Context, msg workMessage) error {
 		turnID: g.Delivery.EventID, nonce: asynctools.NewGroupID(g.Delivery.Seed+"/"+g.ID, 0), delivery: g.Delivery,
 		turn: turn, send: func(any) {}, heartbeat: func() {},
 	}
-	res := w.resume(ctx, d, history)
 	done := context.WithoutCancel(ctx)
-	d.end(done, &turnPlan{}, res)
-	if g.Delivery.Kind == "async" && g.Delivery.EventID != "" {
+	var res runResult
+	if g.Delivery.Kind == "ws" {
+		res = w.continueWS(ctx, d, st, history)
+	} else {
+		res = w.resume(ctx, d, history, nil)
+		d.end(done, &turnPlan{}, res)
+	}
+	if (g.Delivery.Kind == "async" || g.Delivery.Kind == "ws") && g.Delivery.EventID != "" {
 		if err := w.report(done, g.AccountID, g.Delivery.EventID, res, 0, turn.NextSeq()); err != nil {
 			return err
 		}
@@ -208,9 +233,13 @@ func (w *Worker) continueGroup(ctx context.Context, msg workMessage) error {
 	return h.opts.Async.Consume(done, g.ID, h.opts.Now())
 }
 
-// resume loads the agent and runs the model again over history.
-func (w *Worker) resume(ctx context.Context, d *drive, history []model.Message) runResult {
+// resume loads the agent and runs the model again over history; ws, when set, gives a
+// WebSocket turn its tools back.
+func (w *Worker) resume(ctx context.Context, d *drive, history []model.Message, ws *wsTurn) runResult {
 	cfg, err := w.h.loadAgent(ctx, d.accountID, d.agentID)
+	if err == nil && ws != nil {
+		cfg.Tools, err = w.h.wsToolSet(cfg.Tools, d.accountID, ws)
+	}
 	if err != nil {
 		return d.fail(ctx, err, "the agent could not continue: "+err.Error(), model.Usage{})
 	}

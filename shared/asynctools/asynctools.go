@@ -214,7 +214,9 @@ func randomToken(n int) string {
 // Ticket is what an external-dispatch tool hands its outside worker: which call the result is
 // for, where to send it, and the token that authorizes that one completion.
 type Ticket struct {
-	ResultID     string
+	ResultID string
+	// ToolCallID is the model's id of the call, for workers that report it back to a UI.
+	ToolCallID   string
 	CompletePath string
 	// Token is the per-call completion token (Authorization: Bearer <token>); only its hash is
 	// stored.

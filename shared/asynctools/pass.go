@@ -99,7 +99,7 @@ func (p *Pass) Run(ctx context.Context, toolCallID string, call *tool.Call) (jso
 		return placeholder(id), nil
 	}
 	if mode == ExternalDispatch {
-		if _, err := call.Run(WithTicket(ctx, Ticket{ResultID: id, CompletePath: CompletePath(id), Token: token})); err != nil {
+		if _, err := call.Run(WithTicket(ctx, Ticket{ResultID: id, ToolCallID: toolCallID, CompletePath: CompletePath(id), Token: token})); err != nil {
 			// Nobody was asked to do the work, so nobody will complete it: settle it now.
 			if _, _, serr := p.cfg.Store.Settle(context.WithoutCancel(ctx), id, Outcome{Status: Failed, Error: "dispatch failed: " + err.Error()}, p.cfg.Now()); serr != nil {
 				return nil, errors.Join(err, serr)

@@ -14,6 +14,7 @@ import (
 	"github.com/agentharness/harness/shared/awsclient"
 	"github.com/agentharness/harness/shared/logging"
 	"github.com/agentharness/harness/shared/secrets"
+	"github.com/agentharness/harness/shared/wsconn"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 )
 
@@ -27,6 +28,10 @@ func Load(ctx context.Context, openSecrets bool) (api.Deps, error) {
 	d := api.Deps{
 		DB: awsclient.DynamoDB(cfg), SQS: awsclient.SQS(cfg), S3: awsclient.S3(cfg),
 		Getenv: os.Getenv, Logger: logger,
+	}
+	if endpoint := os.Getenv("WEBSOCKET_ENDPOINT"); endpoint != "" {
+		// Output for WebSocket clients goes through API Gateway's @connections endpoint.
+		d.Poster = &wsconn.Poster{Endpoint: endpoint, Region: cfg.Region, Credentials: cfg.Credentials}
 	}
 	if openSecrets {
 		d.Sealer, err = secrets.FromEnv(ctx, os.Getenv, func() secrets.KMSAPI { return kms.NewFromConfig(cfg) })

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"iter"
 	"strings"
+	"time"
 
 	"github.com/agentharness/harness/shared/model"
 )
@@ -25,6 +26,8 @@ type Step struct {
 	ToolCalls []ToolCall `json:"toolCalls,omitempty"`
 	// Error makes the call fail with this message, to script provider failures.
 	Error string `json:"error,omitempty"`
+	// DelayMs makes the model think this long before it answers, to script slow models.
+	DelayMs int `json:"delayMs,omitempty"`
 }
 
 // ToolCall is one scripted tool call.
@@ -38,6 +41,9 @@ type Config struct {
 	Provider string `json:"provider"`
 	Script   []Step `json:"script"`
 }
+
+// maxDelayMs bounds a step's delay: a scripted model is for tests and demos.
+const maxDelayMs = 600_000
 
 // Model plays a script.
 type Model struct {
@@ -58,6 +64,9 @@ func New(script []Step) (*Model, error) {
 				return nil, fmt.Errorf("script[%d].toolCalls[%d].input is not valid JSON", i, j)
 			}
 		}
+		if s.DelayMs < 0 || s.DelayMs > maxDelayMs {
+			return nil, fmt.Errorf("script[%d].delayMs must be between 0 and %d", i, maxDelayMs)
+		}
 	}
 	return &Model{script: script}, nil
 }
@@ -71,6 +80,14 @@ func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.
 			step = m.script[n]
 		} else {
 			step = Step{Text: step.Text}
+		}
+		if step.DelayMs > 0 {
+			t := time.NewTimer(time.Duration(step.DelayMs) * time.Millisecond)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+			case <-t.C:
+			}
 		}
 		if err := ctx.Err(); err != nil {
 			yield(model.Event{}, err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/scriptedmodel"
@@ -278,6 +279,7 @@ func TestNewRejects(t *testing.T) {
 			script: []scriptedmodel.Step{{ToolCalls: []scriptedmodel.ToolCall{{Name: "a", Input: json.RawMessage(`{"x":`)}}}},
 			want:   "script[0].toolCalls[0].input is not valid JSON",
 		},
+		{name: "negative delay", script: []scriptedmodel.Step{{Text: "ok"}, {DelayMs: -1}}, want: "script[1].delayMs must be between 0 and"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -316,5 +318,38 @@ func TestConfigContract(t *testing.T) {
 	}
 	if _, err := scriptedmodel.New(cfg.Script); err != nil {
 		t.Errorf("New(config script): %v", err)
+	}
+}
+
+// A step's delayMs holds the answer back, and a canceled context cuts the wait short.
+func TestStreamDelay(t *testing.T) {
+	m := mustNew(t, `[{"text":"late","delayMs":60000}]`)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	done := make(chan error, 1)
+	go func() {
+		var gotErr error
+		for _, err := range m.Stream(ctx, &model.Request{Messages: []model.Message{user("hi")}}) {
+			if err != nil {
+				gotErr = err
+				break
+			}
+			t.Error("an event arrived before the delay ended")
+		}
+		done <- gotErr
+	}()
+	select {
+	case err := <-done:
+		if err != context.Canceled {
+			t.Errorf("Stream error = %v, want %v", err, context.Canceled)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a canceled context did not cut the delay short")
+	}
+
+	fast := mustNew(t, `[{"text":"soon","delayMs":30}]`)
+	events, err := collect(t, fast, []model.Message{user("hi")})
+	if err != nil || len(events) == 0 || events[0].Text != "soon" {
+		t.Errorf("after the delay: events %v, err %v; want the text", events, err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -171,6 +172,47 @@ func (s *Set) Names() []string {
 
 // AsyncMode is the async execution mode of the named tool, empty when it runs inline.
 func (s *Set) AsyncMode(name string) string { return s.byName[name].tool.Async }
+
+// Only returns the set narrowed to the named tools that it holds (a per-turn allowlist); a
+// name it does not hold is ignored.
+func (s *Set) Only(names []string) *Set {
+	out := &Set{byName: make(map[string]entry, len(names))}
+	for _, n := range names {
+		if e, ok := s.byName[n]; ok {
+			out.byName[n] = e
+		}
+	}
+	for _, sp := range s.specs {
+		if _, ok := out.byName[sp.Name]; ok {
+			out.specs = append(out.specs, sp)
+		}
+	}
+	return out
+}
+
+// With returns a set holding s's tools and more, with the checks of NewSet; a nil s is empty.
+func (s *Set) With(more ...Tool) (*Set, error) {
+	extra, err := NewSet(more...)
+	if err != nil {
+		return nil, err
+	}
+	if s == nil {
+		return extra, nil
+	}
+	out := &Set{byName: make(map[string]entry, len(s.byName)+len(extra.byName))}
+	for k, v := range s.byName {
+		out.byName[k] = v
+	}
+	for k, v := range extra.byName {
+		if _, dup := out.byName[k]; dup {
+			return nil, fmt.Errorf("duplicate tool name %q", k)
+		}
+		out.byName[k] = v
+	}
+	out.specs = append(slices.Clone(s.specs), extra.specs...)
+	sort.Slice(out.specs, func(i, j int) bool { return out.specs[i].Name < out.specs[j].Name })
+	return out, nil
+}
 
 // Len reports how many tools the set holds.
 func (s *Set) Len() int { return len(s.byName) }

@@ -369,3 +369,49 @@ func TestRunFailures(t *testing.T) {
 		})
 	}
 }
+
+// Only narrows a set to an allowlist; With adds tools with NewSet's checks.
+func TestOnlyAndWith(t *testing.T) {
+	set, err := tool.NewSet(
+		tool.Tool{Name: "a", Execute: echo},
+		tool.Tool{Name: "b", Execute: echo},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	only := set.Only([]string{"b", "missing"})
+	if diff := cmp.Diff([]string{"b"}, only.Names()); diff != "" {
+		t.Errorf("Only names (-want +got):\n%s", diff)
+	}
+	if len(only.Specs()) != 1 || only.Specs()[0].Name != "b" {
+		t.Errorf("Only specs = %v, want b alone", only.Specs())
+	}
+	if _, err := only.Prepare("a", nil); !errors.Is(err, tool.ErrUnknownTool) {
+		t.Errorf("Prepare(a) on the narrowed set = %v, want ErrUnknownTool", err)
+	}
+	if n := len(set.Only([]string{}).Names()); n != 0 {
+		t.Errorf("Only(empty) kept %d tools, want none", n)
+	}
+
+	more, err := set.With(tool.Tool{Name: "c", Execute: echo, Async: "external-dispatch"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"a", "b", "c"}, more.Names()); diff != "" {
+		t.Errorf("With names (-want +got):\n%s", diff)
+	}
+	if more.AsyncMode("c") != "external-dispatch" || len(more.Specs()) != 3 {
+		t.Errorf("With: async mode %q, %d specs", more.AsyncMode("c"), len(more.Specs()))
+	}
+	if set.Len() != 2 {
+		t.Errorf("With changed the original set: %d tools", set.Len())
+	}
+	if _, err := set.With(tool.Tool{Name: "a", Execute: echo}); err == nil || !strings.Contains(err.Error(), `duplicate tool name "a"`) {
+		t.Errorf("With a duplicate = %v, want a duplicate-name error", err)
+	}
+	var none *tool.Set
+	fromNil, err := none.With(tool.Tool{Name: "x", Execute: echo})
+	if err != nil || fromNil.Len() != 1 {
+		t.Errorf("nil.With = %v, %v; want one tool", fromNil, err)
+	}
+}

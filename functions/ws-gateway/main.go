@@ -1,0 +1,24 @@
+// Command ws-gateway is the Lambda behind the API Gateway WebSocket API: it speaks the Letta App
+// Server v2 protocol. $connect checks the account secret on the upgrade, $default handles one
+// command frame, $disconnect forgets the connection. Answers and turn output reach clients
+// through the @connections endpoint (WEBSOCKET_ENDPOINT); turns themselves run on async-worker.
+package main
+
+import (
+	"github.com/agentharness/harness/functions/harness-processing/tools"
+	"github.com/agentharness/harness/shared/api"
+	"github.com/agentharness/harness/shared/lambdadeps"
+	"github.com/aws/aws-lambda-go/lambda"
+)
+
+func main() {
+	lambdadeps.Main("ws-gateway", true, func(d api.Deps) error {
+		d.Tools, d.Checks = tools.Build, tools.ConfigChecks()
+		g, err := api.NewGateway(d)
+		if err != nil {
+			return err
+		}
+		lambda.Start(g.HandleLambda)
+		return nil
+	})
+}

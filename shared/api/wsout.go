@@ -1,0 +1,336 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentharness/harness/shared/asynctools"
+	"github.com/agentharness/harness/shared/connections"
+	"github.com/agentharness/harness/shared/model"
+	"github.com/agentharness/harness/shared/store"
+	"github.com/agentharness/harness/shared/stream"
+	"github.com/agentharness/harness/shared/wsconn"
+)
+
+// Poster delivers one frame to a WebSocket connection: API Gateway's @connections endpoint in
+// AWS, the socket itself in the local runner. An error wrapping wsconn.ErrGone means the
+// connection has closed.
+type Poster interface {
+	Post(ctx context.Context, connectionID string, data []byte) error
+}
+
+// runtimeScope is the App Server's name for a runtime: an agent and a conversation.
+type runtimeScope struct {
+	AgentID        string `json:"agent_id"`
+	ConversationID string `json:"conversation_id"`
+}
+
+// subscriberTTL is how long a runtime's subscriber list is reused before it is read again, so
+// a controller that reconnects mid-turn gets the rest of it.
+const subscriberTTL = time.Second
+
+// wsOut sends a runtime's events to the connections subscribed to it, each on the channel it
+// belongs to: stream_delta and runtime updates on the stream channel, requests for the
+// controller on the control channel. It turns the UI chunks a turn produces into the App
+// Server's stream deltas.
+type wsOut struct {
+	reg     *connections.Registry
+	poster  Poster
+	log     *slog.Logger
+	now     func() time.Time
+	account string
+	rt      runtimeScope
+	runID   string
+	// only, when set, narrows the output to one connection (and the account's stream-channel
+	// connections): a replay is for the connection that asked.
+	only string
+
+	mu      sync.Mutex
+	subs    []connections.Subscriber
+	fetched time.Time
+	seq     int64
+	// calls remembers each tool call's name and input, which an approval request repeats.
+	calls map[string]toolCallView
+}
+
+type toolCallView struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+	ID        string `json:"tool_call_id"`
+}
+
+func (h *Handler) newOut(accountID string, rt runtimeScope, runID string) *wsOut {
+	return &wsOut{
+		reg: h.opts.Connections, poster: h.opts.Poster, log: h.opts.Logger.With("conversationId", rt.ConversationID),
+		now: h.opts.Now, account: accountID, rt: rt, runID: runID, calls: map[string]toolCallView{},
+	}
+}
+
+// send posts msg to every subscriber of the runtime that listens on channel. Runtime events
+// get the envelope (runtime, event_seq, emitted_at, idempotency_key). A connection found gone
+// is forgotten.
+func (o *wsOut) send(ctx context.Context, channel string, msg map[string]any, envelope bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	now := o.now()
+	if o.subs == nil || now.Sub(o.fetched) > subscriberTTL {
+		subs, err := o.reg.Subscribers(ctx, o.account, o.rt.ConversationID)
+		if err != nil {
+			o.log.ErrorContext(ctx, "listing the runtime's connections", "err", err)
+		} else {
+			o.subs, o.fetched = subs, now
+		}
+	}
+	if envelope {
+		o.seq++
+		// Sequence numbers grow across invocations too: a continuation runs elsewhere.
+		msg["runtime"], msg["event_seq"] = o.rt, now.UnixMicro()*1000+o.seq%1000
+		msg["emitted_at"] = now.UTC().Format(time.RFC3339Nano)
+		msg["idempotency_key"] = fmt.Sprintf("%s:%d:%d", o.runID, now.UnixMicro(), o.seq)
+	}
+	b, err := json.Marshal(msg)
+	if err != nil {
+		o.log.ErrorContext(ctx, "encoding a websocket event", "err", err)
+		return
+	}
+	kept := o.subs[:0]
+	for _, s := range o.subs {
+		if (s.Channel != connections.Both && s.Channel != channel) || (o.only != "" && s.ConnectionID != o.only && s.Channel != connections.Stream) {
+			kept = append(kept, s)
+			continue
+		}
+		err := o.poster.Post(ctx, s.ConnectionID, b)
+		if errors.Is(err, wsconn.ErrGone) {
+			if derr := o.reg.Disconnect(context.WithoutCancel(ctx), s.ConnectionID); derr != nil {
+				o.log.WarnContext(ctx, "forgetting a closed connection", "connectionId", s.ConnectionID, "err", derr)
+			}
+			continue
+		}
+		if err != nil {
+			o.log.WarnContext(ctx, "posting to a connection", "connectionId", s.ConnectionID, "err", err)
+		}
+		kept = append(kept, s)
+	}
+	o.subs = kept
+}
+
+// delta sends one stream_delta. Letta message deltas carry type "message"; lifecycle deltas
+// (loop_error, status) do not.
+func (o *wsOut) delta(ctx context.Context, d map[string]any) {
+	if d["id"] == nil {
+		d["id"] = store.NewID("msg_")
+	}
+	d["date"], d["run_id"] = o.now().UTC().Format(time.RFC3339Nano), o.runID
+	o.send(ctx, connections.Stream, map[string]any{"type": "stream_delta", "delta": d}, true)
+}
+
+func message(kind string, fields map[string]any) map[string]any {
+	fields["type"], fields["message_type"] = "message", kind
+	return fields
+}
+
+// loopStatus sends update_loop_status.
+func (o *wsOut) loopStatus(ctx context.Context, status string, runs []string, executing []string) {
+	if runs == nil {
+		runs = []string{}
+	}
+	if executing == nil {
+		executing = []string{}
+	}
+	o.send(ctx, connections.Stream, map[string]any{"type": "update_loop_status", "loop_status": map[string]any{
+		"status": status, "active_run_ids": runs, "executing_tool_call_ids": executing,
+	}}, true)
+}
+
+// queue sends update_queue: the harness runs a conversation's turns one at a time from the work
+// queue, and keeps no per-runtime queue of its own to show.
+func (o *wsOut) queue(ctx context.Context) {
+	o.send(ctx, connections.Stream, map[string]any{"type": "update_queue", "queue": []any{}, "removed": []any{}}, true)
+}
+
+// chunk turns one UI message chunk of a turn into stream deltas.
+func (o *wsOut) chunk(ctx context.Context, c any) {
+	switch c := c.(type) {
+	case stream.TextDeltaChunk:
+		o.delta(ctx, message("assistant_message", map[string]any{"id": c.ID, "content": c.Delta}))
+	case stream.ToolInputAvailableChunk:
+		call := toolCallView{Name: c.ToolName, Arguments: string(c.Input), ID: c.ToolCallID}
+		o.mu.Lock()
+		o.calls[c.ToolCallID] = call
+		o.mu.Unlock()
+		o.delta(ctx, message("tool_call_message", map[string]any{"tool_call": call, "tool_calls": []toolCallView{call}}))
+	case stream.ToolInputErrorChunk:
+		o.toolReturn(ctx, c.ToolCallID, c.ErrorText, false)
+	case stream.ToolOutputAvailableChunk:
+		if isPlaceholder(c.Output) {
+			return // the async call's result comes later
+		}
+		o.toolReturn(ctx, c.ToolCallID, outputText(c.Output), true)
+	case stream.ToolOutputErrorChunk:
+		o.toolReturn(ctx, c.ToolCallID, c.ErrorText, false)
+	case stream.ToolOutputDeniedChunk:
+		o.toolReturn(ctx, c.ToolCallID, "the tool call was denied", false)
+	case stream.DataChunk:
+		if r, ok := c.Data.(map[string]any); ok && c.Type == "data-async-result" {
+			id, _ := r["toolCallId"].(string)
+			if r["status"] == asynctools.Completed {
+				b, _ := json.Marshal(r["response"])
+				o.toolReturn(ctx, id, outputText(b), true)
+			} else {
+				o.toolReturn(ctx, id, fmt.Sprint(r["error"]), false)
+			}
+		}
+	case stream.ErrorChunk:
+		o.delta(ctx, map[string]any{"message_type": "loop_error", "message": c.ErrorText, "stop_reason": "error", "is_terminal": true})
+	}
+}
+
+// toolReturn sends a tool's result as the model got it.
+func (o *wsOut) toolReturn(ctx context.Context, toolCallID, text string, ok bool) {
+	status := "success"
+	if !ok {
+		status = "error"
+	}
+	o.delta(ctx, message("tool_return_message", map[string]any{
+		"tool_call_id": toolCallID, "tool_return": text, "status": status,
+		"tool_returns": []map[string]any{{"tool_call_id": toolCallID, "tool_return": text, "status": status}},
+	}))
+}
+
+// results sends the results of a settled group as they go back to the model.
+func (o *wsOut) results(ctx context.Context, rs []asynctools.Result) {
+	for _, r := range rs {
+		if r.Status == asynctools.Completed {
+			o.toolReturn(ctx, r.ToolCallID, outputText(r.Response), true)
+		} else {
+			o.toolReturn(ctx, r.ToolCallID, r.Error, false)
+		}
+	}
+}
+
+// approvals asks the controller about held calls: a control_request per call, which
+// approval_response answers by its request_id, and the approval request as a stream delta.
+func (o *wsOut) approvals(ctx context.Context, as []approvalAsk) {
+	for _, a := range as {
+		var input map[string]any
+		_ = json.Unmarshal([]byte(a.call.Arguments), &input)
+		if input == nil {
+			input = map[string]any{}
+		}
+		o.send(ctx, connections.Control, map[string]any{
+			"type": "control_request", "request_id": a.approvalID,
+			"request": map[string]any{
+				"subtype": "can_use_tool", "tool_name": a.call.Name, "input": input, "tool_call_id": a.call.ID,
+				"permission_suggestions": []any{}, "blocked_path": nil,
+			},
+			"agent_id": o.rt.AgentID, "conversation_id": o.rt.ConversationID,
+		}, false)
+		o.delta(ctx, message("approval_request_message", map[string]any{
+			"id": a.approvalID, "tool_call": a.call, "tool_calls": []toolCallView{a.call},
+		}))
+	}
+}
+
+// approvalAsk is one held call to put to the controller.
+type approvalAsk struct {
+	approvalID string
+	call       toolCallView
+}
+
+// end reports how this invocation's part of the turn ended: a stop_reason when the turn is
+// over or waits for approval, the executing calls when it waits for the controller's tools.
+func (o *wsOut) end(ctx context.Context, res runResult, aborted bool) {
+	switch res.status {
+	case store.EventWaitingAsync:
+		ids := make([]string, 0, len(res.pendingAsync))
+		for _, c := range res.pendingAsync {
+			ids = append(ids, c.ToolCallID)
+		}
+		o.loopStatus(ctx, "EXECUTING_CLIENT_SIDE_TOOL", []string{o.runID}, ids)
+		return
+	case store.EventWaiting:
+		asks := make([]approvalAsk, 0, len(res.pendingApprovals))
+		o.mu.Lock()
+		for _, p := range res.pendingApprovals {
+			call, ok := o.calls[p.ToolCallID]
+			if !ok {
+				call = toolCallView{Name: p.ToolName, Arguments: "{}", ID: p.ToolCallID}
+			}
+			asks = append(asks, approvalAsk{approvalID: p.ApprovalID, call: call})
+		}
+		o.mu.Unlock()
+		o.approvals(ctx, asks)
+		o.usage(ctx, res.usage)
+		o.stop(ctx, "requires_approval")
+		o.loopStatus(ctx, "WAITING_ON_APPROVAL", []string{o.runID}, nil)
+		return
+	}
+	reason := "end_turn"
+	fin, _ := res.finish.(stream.FinishChunk)
+	switch {
+	case aborted:
+		reason = "cancelled"
+	case res.status == store.EventFailed:
+		if res.errText != "" {
+			o.delta(ctx, map[string]any{"message_type": "loop_error", "message": res.errText, "stop_reason": "error", "is_terminal": true})
+		}
+		reason = "error"
+	case fin.FinishReason == string(model.FinishLength):
+		reason = "max_tokens_exceeded"
+	case fin.FinishReason == string(model.FinishToolCalls):
+		reason = "max_steps"
+	}
+	o.usage(ctx, res.usage)
+	o.stop(ctx, reason)
+	o.loopStatus(ctx, "WAITING_ON_INPUT", nil, nil)
+}
+
+func (o *wsOut) usage(ctx context.Context, u model.Usage) {
+	o.delta(ctx, message("usage_statistics", map[string]any{
+		"prompt_tokens": u.InputTokens, "completion_tokens": u.OutputTokens, "total_tokens": u.InputTokens + u.OutputTokens,
+	}))
+}
+
+func (o *wsOut) stop(ctx context.Context, reason string) {
+	o.delta(ctx, message("stop_reason", map[string]any{"stop_reason": reason}))
+}
+
+// replay sends stored messages as the deltas they were streamed as, for sync.
+func (o *wsOut) replay(ctx context.Context, msgs []model.Message) {
+	for _, m := range msgs {
+		for _, p := range m.Parts {
+			switch {
+			case m.Role == model.RoleAssistant && p.Type == model.PartText && p.Text != "":
+				o.delta(ctx, message("assistant_message", map[string]any{"id": m.ID, "content": p.Text}))
+			case p.Type == model.PartToolCall:
+				o.chunk(ctx, stream.ToolInputAvailable(p.ToolCallID, p.ToolName, p.Input))
+			case p.Type == model.PartToolResult && !isPlaceholder(p.Output):
+				o.toolReturn(ctx, p.ToolCallID, outputText(p.Output), !p.IsError)
+			}
+		}
+	}
+}
+
+// isPlaceholder reports whether a tool output is the placeholder of an async call.
+func isPlaceholder(out json.RawMessage) bool {
+	var p struct {
+		ResultID string `json:"resultId"`
+		Status   string `json:"status"`
+	}
+	return json.Unmarshal(out, &p) == nil && p.ResultID != "" && p.Status == asynctools.Running
+}
+
+// outputText is a tool output as text: a JSON string unquoted, anything else as JSON.
+func outputText(out json.RawMessage) string {
+	var s string
+	if json.Unmarshal(out, &s) == nil {
+		return s
+	}
+	return strings.TrimSpace(string(out))
+}

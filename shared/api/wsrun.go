@@ -1,0 +1,115 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"time"
+
+	"github.com/agentharness/harness/shared/asynctools"
+	"github.com/agentharness/harness/shared/connections"
+	"github.com/agentharness/harness/shared/model"
+	"github.com/agentharness/harness/shared/store"
+)
+
+// wsRun is the part of a WebSocket turn one worker invocation runs: its output goes to the
+// runtime's connections, and the runtime's run record says what it is doing, for sync and
+// abort_message.
+type wsRun struct {
+	w    *Worker
+	d    *drive
+	turn *wsTurn
+	out  *wsOut
+	from int64
+}
+
+// wsStart records the run and tells the runtime it is processing.
+func (w *Worker) wsStart(ctx context.Context, d *drive, t *wsTurn, from int64) *wsRun {
+	r := &wsRun{w: w, d: d, turn: t, from: from, out: w.h.newOut(d.accountID, t.Runtime, d.turnID)}
+	d.send = func(c any) { r.out.chunk(ctx, c) }
+	r.record(ctx, store.EventProcessing)
+	r.out.loopStatus(ctx, "PROCESSING_API_RESPONSE", []string{d.turnID}, nil)
+	return r
+}
+
+// record writes the runtime's run record.
+func (r *wsRun) record(ctx context.Context, status string) {
+	b, _ := json.Marshal(r.turn)
+	err := r.w.h.opts.Connections.SetRun(ctx, r.d.accountID, r.d.conversationID, connections.Run{
+		EventID: r.d.turnID, FromSeq: r.from, Status: status, Turn: b, UpdatedAt: r.w.h.opts.Now(),
+	})
+	if err != nil {
+		r.d.log.ErrorContext(ctx, "recording the websocket run", "err", err)
+	}
+}
+
+// run runs the turn under a context that an abort_message cancels; aborted says whether one
+// did.
+func (r *wsRun) run(ctx context.Context, turn func(context.Context) runResult) (runResult, bool) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	aborted := make(chan struct{})
+	stop := make(chan struct{})
+	go func() {
+		t := time.NewTicker(r.w.h.opts.AbortPoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				ok, err := r.w.h.opts.Connections.Aborted(ctx, r.d.accountID, r.d.conversationID, r.d.turnID)
+				if err == nil && ok {
+					close(aborted)
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	res := turn(ctx)
+	close(stop)
+	select {
+	case <-aborted:
+		r.d.log.InfoContext(ctx, "turn aborted by the controller")
+		res.errText = "the turn was aborted"
+		return res, true
+	default:
+		return res, false
+	}
+}
+
+// finish records how the run ended and tells the runtime.
+func (r *wsRun) finish(ctx context.Context, res runResult, aborted bool) {
+	r.record(ctx, res.status)
+	r.out.end(ctx, res, aborted)
+}
+
+// continueWS continues a WebSocket turn whose controller-owned (or other external) calls have
+// settled: their results go to the runtime as tool returns, then the model runs again with the
+// turn's tools.
+func (w *Worker) continueWS(ctx context.Context, d *drive, st asynctools.GroupState, history []model.Message) runResult {
+	t := &wsTurn{}
+	run, ok, err := w.h.opts.Connections.Run(ctx, d.accountID, d.conversationID)
+	if err == nil && ok && run.EventID == d.turnID && len(run.Turn) > 0 {
+		_ = json.Unmarshal(run.Turn, t)
+	}
+	from := run.FromSeq
+	if t.Runtime.ConversationID == "" {
+		t.Runtime = runtimeScope{AgentID: d.agentID, ConversationID: d.conversationID}
+	}
+	r := w.wsStart(ctx, d, t, from)
+	results := make([]asynctools.Result, 0, len(st.Group.Expected))
+	for _, id := range st.Group.Expected {
+		if row, ok := st.Row(id); ok {
+			results = append(results, row)
+		}
+	}
+	r.out.results(ctx, results)
+	res, aborted := r.run(ctx, func(ctx context.Context) runResult {
+		return w.resume(ctx, d, slices.Clone(history), t)
+	})
+	d.end(context.WithoutCancel(ctx), &turnPlan{}, res)
+	r.finish(context.WithoutCancel(ctx), res, aborted)
+	return res
+}

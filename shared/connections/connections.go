@@ -1,0 +1,305 @@
+// Package connections keeps the WebSocket side of the harness in DynamoDB: the open
+// connections, the runtimes (account + conversation) each one drives with the external tools it
+// registered for them, and the run a runtime is busy with. It is shared state because in AWS
+// every frame is its own Lambda invocation, and a turn runs in yet another one.
+//
+// One table, keys pk/sk:
+//
+//	conn#<id>               #                  the connection: account, channel
+//	conn#<id>               rt#<conversation>  back-reference, to clean up on disconnect
+//	rt#<account>#<conv>     conn#<id>          a subscription: agent, channel, external tools
+//	rt#<account>#<conv>     #run               the runtime's latest run
+//	acct#<account>          conn#<id>          a stream-channel connection of the account
+//
+// Every item expires (TTL) a little after API Gateway's two-hour connection limit, so a
+// connection whose $disconnect never ran cleans itself up.
+package connections
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Lifetime is how long a connection's items live: API Gateway closes a connection after two
+// hours.
+const Lifetime = 3 * time.Hour
+
+// Channels a connection can be opened on: both (the default), or one half of a split pair.
+const (
+	Both    = ""
+	Control = "control"
+	Stream  = "stream"
+)
+
+// ErrNotFound: no such connection (it closed, or never opened).
+var ErrNotFound = errors.New("connection not found")
+
+// Registry reads and writes the connections table.
+type Registry struct {
+	db    *dynamodb.Client
+	table string
+}
+
+// New returns a registry on table.
+func New(db *dynamodb.Client, table string) *Registry { return &Registry{db: db, table: table} }
+
+// Connection is an open WebSocket connection of an account.
+type Connection struct {
+	ID        string
+	AccountID string
+	Channel   string
+}
+
+// ToolGroup is a set of controller-owned tools, visible on every turn (no ScopeID) or only on
+// turns that select its scope.
+type ToolGroup struct {
+	ScopeID string    `json:"scope_id,omitempty"`
+	Tools   []ToolDef `json:"tools"`
+}
+
+// ToolDef is one controller-owned tool as the controller registered it.
+type ToolDef struct {
+	Name        string          `json:"name"`
+	Label       string          `json:"label,omitempty"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+// Subscriber is a connection that drives or watches a runtime.
+type Subscriber struct {
+	ConnectionID string
+	Channel      string
+	AgentID      string
+	Tools        []ToolGroup
+}
+
+// Run is the latest turn of a runtime, for sync to replay.
+type Run struct {
+	EventID string `json:"eventId"`
+	// FromSeq is the first conversation message the run wrote.
+	FromSeq int64 `json:"fromSeq"`
+	// Status is the run's event status (processing, waiting_for_approval, …).
+	Status string `json:"status"`
+	// Turn holds what a continuation of the run needs again (its tools and scopes), opaque here.
+	Turn      json.RawMessage `json:"turn,omitempty"`
+	UpdatedAt time.Time       `json:"updatedAt"`
+}
+
+func connKey(id string) string { return "conn#" + id }
+func runtimeKey(accountID, conversationID string) string {
+	return "rt#" + accountID + "#" + conversationID
+}
+func accountKey(accountID string) string { return "acct#" + accountID }
+
+func s(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+func n(v int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
+}
+
+func key(pk, sk string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{"pk": s(pk), "sk": s(sk)}
+}
+
+func getS(item map[string]types.AttributeValue, k string) string {
+	if v, ok := item[k].(*types.AttributeValueMemberS); ok {
+		return v.Value
+	}
+	return ""
+}
+
+func expiry(now time.Time) types.AttributeValue { return n(now.Add(Lifetime).Unix()) }
+
+// Connect records a new connection.
+func (r *Registry) Connect(ctx context.Context, c Connection, now time.Time) error {
+	item := key(connKey(c.ID), "#")
+	item["accountId"], item["channel"], item["expiresAt"] = s(c.AccountID), s(c.Channel), expiry(now)
+	item["connectedAt"] = s(now.UTC().Format(time.RFC3339Nano))
+	if _, err := r.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &r.table, Item: item}); err != nil {
+		return fmt.Errorf("recording connection %s: %w", c.ID, err)
+	}
+	if c.Channel != Stream {
+		return nil
+	}
+	sub := key(accountKey(c.AccountID), connKey(c.ID))
+	sub["channel"], sub["expiresAt"] = s(Stream), expiry(now)
+	if _, err := r.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &r.table, Item: sub}); err != nil {
+		return fmt.Errorf("recording stream connection %s: %w", c.ID, err)
+	}
+	return nil
+}
+
+// Connection reads an open connection, or ErrNotFound.
+func (r *Registry) Connection(ctx context.Context, id string) (Connection, error) {
+	out, err := r.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &r.table, Key: key(connKey(id), "#"), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return Connection{}, fmt.Errorf("loading connection %s: %w", id, err)
+	}
+	if out.Item == nil {
+		return Connection{}, ErrNotFound
+	}
+	return Connection{ID: id, AccountID: getS(out.Item, "accountId"), Channel: getS(out.Item, "channel")}, nil
+}
+
+// Disconnect forgets a connection with its subscriptions and the tools it registered. Calls
+// already dispatched to it stay on their rows and time out unless another connection answers.
+func (r *Registry) Disconnect(ctx context.Context, id string) error {
+	out, err := r.db.Query(ctx, &dynamodb.QueryInput{
+		TableName: &r.table, KeyConditionExpression: aws.String("pk = :pk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(connKey(id))}, ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return fmt.Errorf("loading connection %s: %w", id, err)
+	}
+	var keys []map[string]types.AttributeValue
+	for _, it := range out.Items {
+		sk := getS(it, "sk")
+		keys = append(keys, key(connKey(id), sk))
+		if sk == "#" {
+			if acc := getS(it, "accountId"); acc != "" && getS(it, "channel") == Stream {
+				keys = append(keys, key(accountKey(acc), connKey(id)))
+			}
+		} else if rt, ok := strings.CutPrefix(sk, "rt#"); ok {
+			keys = append(keys, key("rt#"+rt, connKey(id)))
+		}
+	}
+	for _, k := range keys {
+		if _, err := r.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &r.table, Key: k}); err != nil {
+			return fmt.Errorf("forgetting connection %s: %w", id, err)
+		}
+	}
+	return nil
+}
+
+// Subscribe makes connection c a subscriber of the runtime (accountID, conversationID) of
+// agentID. tools replaces the tools c registered for it; nil keeps them.
+func (r *Registry) Subscribe(ctx context.Context, c Connection, agentID, conversationID string, tools []ToolGroup, now time.Time) error {
+	rk := runtimeKey(c.AccountID, conversationID)
+	update := "SET agentId = :agent, channel = :channel, expiresAt = :exp"
+	values := map[string]types.AttributeValue{":agent": s(agentID), ":channel": s(c.Channel), ":exp": expiry(now)}
+	if tools != nil {
+		b, err := json.Marshal(tools)
+		if err != nil {
+			return err
+		}
+		update += ", tools = :tools"
+		values[":tools"] = s(string(b))
+	}
+	if _, err := r.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &r.table, Key: key(rk, connKey(c.ID)), UpdateExpression: &update, ExpressionAttributeValues: values,
+	}); err != nil {
+		return fmt.Errorf("subscribing connection %s: %w", c.ID, err)
+	}
+	back := key(connKey(c.ID), "rt#"+c.AccountID+"#"+conversationID)
+	back["expiresAt"] = expiry(now)
+	if _, err := r.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &r.table, Item: back}); err != nil {
+		return fmt.Errorf("subscribing connection %s: %w", c.ID, err)
+	}
+	return nil
+}
+
+// Subscribers lists the connections that receive a runtime's events: its subscribers, then the
+// account's stream-channel connections that are not subscribers themselves.
+func (r *Registry) Subscribers(ctx context.Context, accountID, conversationID string) ([]Subscriber, error) {
+	var subs []Subscriber
+	seen := map[string]bool{}
+	for _, pk := range []string{runtimeKey(accountID, conversationID), accountKey(accountID)} {
+		var start map[string]types.AttributeValue
+		for {
+			out, err := r.db.Query(ctx, &dynamodb.QueryInput{
+				TableName: &r.table, KeyConditionExpression: aws.String("pk = :pk AND begins_with(sk, :conn)"),
+				ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(pk), ":conn": s("conn#")},
+				ConsistentRead:            aws.Bool(true), ExclusiveStartKey: start,
+			})
+			if err != nil {
+				return nil, fmt.Errorf("listing the subscribers of %s: %w", conversationID, err)
+			}
+			for _, it := range out.Items {
+				id := strings.TrimPrefix(getS(it, "sk"), "conn#")
+				if seen[id] {
+					continue
+				}
+				seen[id] = true
+				sub := Subscriber{ConnectionID: id, Channel: getS(it, "channel"), AgentID: getS(it, "agentId")}
+				if raw := getS(it, "tools"); raw != "" {
+					if err := json.Unmarshal([]byte(raw), &sub.Tools); err != nil {
+						return nil, fmt.Errorf("tools of connection %s: %w", id, err)
+					}
+				}
+				subs = append(subs, sub)
+			}
+			if start = out.LastEvaluatedKey; start == nil {
+				break
+			}
+		}
+	}
+	return subs, nil
+}
+
+// SetRun records a runtime's latest run.
+func (r *Registry) SetRun(ctx context.Context, accountID, conversationID string, run Run) error {
+	b, err := json.Marshal(run)
+	if err != nil {
+		return err
+	}
+	item := key(runtimeKey(accountID, conversationID), "#run")
+	item["run"], item["expiresAt"] = s(string(b)), expiry(run.UpdatedAt)
+	if _, err := r.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &r.table, Item: item}); err != nil {
+		return fmt.Errorf("recording the run of %s: %w", conversationID, err)
+	}
+	return nil
+}
+
+// Run reads a runtime's latest run; ok is false when it has none.
+func (r *Registry) Run(ctx context.Context, accountID, conversationID string) (run Run, ok bool, err error) {
+	out, err := r.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &r.table, Key: key(runtimeKey(accountID, conversationID), "#run"), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return Run{}, false, fmt.Errorf("loading the run of %s: %w", conversationID, err)
+	}
+	raw := getS(out.Item, "run")
+	if raw == "" {
+		return Run{}, false, nil
+	}
+	if err := json.Unmarshal([]byte(raw), &run); err != nil {
+		return Run{}, false, fmt.Errorf("the run of %s: %w", conversationID, err)
+	}
+	return run, true, nil
+}
+
+// Abort asks the worker running eventID on the runtime to stop it.
+func (r *Registry) Abort(ctx context.Context, accountID, conversationID, eventID string) error {
+	_, err := r.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &r.table, Key: key(runtimeKey(accountID, conversationID), "#run"),
+		UpdateExpression:          aws.String("SET abortEvent = :e"),
+		ConditionExpression:       aws.String("attribute_exists(pk)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":e": s(eventID)},
+	})
+	var failed *types.ConditionalCheckFailedException
+	if errors.As(err, &failed) {
+		return nil // no run to stop
+	}
+	if err != nil {
+		return fmt.Errorf("aborting the run of %s: %w", conversationID, err)
+	}
+	return nil
+}
+
+// Aborted reports whether Abort was asked for eventID. SetRun for the next run clears it.
+func (r *Registry) Aborted(ctx context.Context, accountID, conversationID, eventID string) (bool, error) {
+	out, err := r.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: &r.table, Key: key(runtimeKey(accountID, conversationID), "#run"),
+		ProjectionExpression: aws.String("abortEvent"), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return false, fmt.Errorf("reading the run of %s: %w", conversationID, err)
+	}
+	return getS(out.Item, "abortEvent") == eventID, nil
+}
