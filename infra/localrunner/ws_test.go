@@ -1,0 +1,230 @@
+package localrunner_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/agentharness/harness/infra/faketavily"
+)
+
+// wsClient is a bare App Server client over a real WebSocket: it sends commands and waits for
+// the frames a test expects.
+type wsClient struct {
+	t      *testing.T
+	c      *websocket.Conn
+	frames chan map[string]any
+}
+
+func dialWS(t *testing.T, srv *httptest.Server, secret, query string) (*wsClient, *http.Response, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	h := http.Header{}
+	if secret != "" {
+		h.Set("Authorization", "Bearer "+secret)
+	}
+	url := "ws" + strings.TrimPrefix(srv.URL, "http") + "/ws" + query
+	c, res, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: h})
+	if err != nil {
+		return nil, res, err
+	}
+	c.SetReadLimit(1 << 20)
+	w := &wsClient{t: t, c: c, frames: make(chan map[string]any, 1000)}
+	go func() {
+		defer close(w.frames)
+		for {
+			_, b, err := c.Read(context.Background())
+			if err != nil {
+				return
+			}
+			var m map[string]any
+			if err := json.Unmarshal(b, &m); err != nil {
+				t.Errorf("frame is not a JSON object: %s", b)
+				return
+			}
+			w.frames <- m
+		}
+	}()
+	t.Cleanup(func() { _ = c.CloseNow() })
+	return w, res, nil
+}
+
+func (w *wsClient) send(v any) {
+	w.t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.sendRaw(b)
+}
+
+func (w *wsClient) sendRaw(b []byte) {
+	w.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := w.c.Write(ctx, websocket.MessageText, b); err != nil {
+		w.t.Fatalf("sending a frame: %v", err)
+	}
+}
+
+// await returns the first frame that match accepts, failing the test after timeout; frames
+// before it are returned too, in order.
+func (w *wsClient) await(what string, timeout time.Duration, match func(map[string]any) bool) (map[string]any, []map[string]any) {
+	w.t.Helper()
+	var seen []map[string]any
+	deadline := time.After(timeout)
+	for {
+		select {
+		case m, ok := <-w.frames:
+			if !ok {
+				w.t.Fatalf("socket closed while waiting for %s; frames so far: %v", what, seen)
+			}
+			seen = append(seen, m)
+			if match(m) {
+				return m, seen
+			}
+		case <-deadline:
+			w.t.Fatalf("no %s within %s; frames: %v", what, timeout, seen)
+		}
+	}
+}
+
+func typeIs(typ string) func(map[string]any) bool {
+	return func(m map[string]any) bool { return m["type"] == typ }
+}
+
+func deltaIs(kind string) func(map[string]any) bool {
+	return func(m map[string]any) bool {
+		d, _ := m["delta"].(map[string]any)
+		return m["type"] == "stream_delta" && d["message_type"] == kind
+	}
+}
+
+// ticketAgent calls the controller's lookup_ticket, then answers with what it returned.
+const ticketAgent = `{
+  "name": "tickets",
+  "model": {"provider": "scripted", "script": [
+    {"toolCalls": [{"name": "lookup_ticket", "input": {"id": "LET-123"}}]},
+    {"text": "Ticket says: {{toolResults}}"}
+  ]}
+}`
+
+const lookupTicket = `{"tools":[{"name":"lookup_ticket","description":"Fetch a support ticket by ID.","parameters":{"type":"object","properties":{"id":{"type":"string"}},"required":["id"],"additionalProperties":false}}]}`
+
+func TestWebSocketRefusesBadSecretBeforeAnyFrame(t *testing.T) {
+	srv := runner(t, faketavily.New(nil))
+	for name, secret := range map[string]string{"missing": "", "wrong": "hsk_not-a-secret"} {
+		_, res, err := dialWS(t, srv, secret, "")
+		if err == nil {
+			t.Fatalf("%s secret: the upgrade succeeded", name)
+		}
+		if res == nil || res.StatusCode != http.StatusUnauthorized {
+			t.Errorf("%s secret: upgrade answered %v, want 401", name, res)
+		}
+	}
+	_, secret := createAccount(t, srv, "ws-channel")
+	if _, res, err := dialWS(t, srv, secret, "?channel=sideways"); err == nil || res == nil || res.StatusCode != http.StatusBadRequest {
+		t.Errorf("unknown channel: err %v, response %v; want 400", err, res)
+	}
+	for _, path := range []string{"/readyz", "/healthz"} {
+		if res := call(t, srv, http.MethodGet, path, "", ""); res.status != http.StatusOK {
+			t.Errorf("GET %s = %d, want 200", path, res.status)
+		}
+	}
+}
+
+func TestWebSocketBadInputKeepsTheSocket(t *testing.T) {
+	srv := runner(t, faketavily.New(nil))
+	_, secret := createAccount(t, srv, "ws-bad")
+	c, _, err := dialWS(t, srv, secret, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.sendRaw([]byte(`{"type":`))
+	m, _ := c.await("an error for malformed JSON", 10*time.Second, typeIs("error"))
+	if !strings.Contains(m["error"].(string), "malformed JSON") {
+		t.Errorf("malformed JSON answered %v", m)
+	}
+	c.send(map[string]any{"type": "teleport_everything", "request_id": "r-unknown", "extra": true})
+	m, _ = c.await("an error for the unknown type", 10*time.Second, typeIs("error"))
+	if m["request_id"] != "r-unknown" || !strings.Contains(m["error"].(string), `"teleport_everything"`) {
+		t.Errorf("unknown type answered %v", m)
+	}
+	c.sendRaw([]byte(`{"type":"app_server_info","request_id":"big","pad":"` + strings.Repeat("x", 200<<10) + `"}`))
+	m, _ = c.await("an error for the oversized frame", 10*time.Second, typeIs("error"))
+	if !strings.Contains(m["error"].(string), "larger than") {
+		t.Errorf("oversized frame answered %v", m)
+	}
+	c.send(map[string]any{"type": "external_tool_call_response", "request_id": "ag_nothing.000000000000", "result": map[string]any{"content": []any{}}})
+	m, _ = c.await("an error for the unknown request_id", 10*time.Second, typeIs("error"))
+	if m["request_id"] != "ag_nothing.000000000000" || !strings.Contains(m["error"].(string), "unknown request_id") {
+		t.Errorf("unknown request_id answered %v", m)
+	}
+	c.send(map[string]any{"type": "app_server_info", "request_id": "info-1"})
+	m, _ = c.await("app_server_info_response", 10*time.Second, typeIs("app_server_info_response"))
+	if m["request_id"] != "info-1" || m["success"] != true {
+		t.Errorf("app_server_info answered %v", m)
+	}
+}
+
+func TestWebSocketControllerTool(t *testing.T) {
+	srv := runner(t, faketavily.New(nil))
+	_, secret := createAccount(t, srv, "ws-tools")
+	res := call(t, srv, http.MethodPost, "/accounts/me/agents", secret, ticketAgent)
+	if res.status != http.StatusCreated {
+		t.Fatalf("creating the agent = %d %s", res.status, res.body)
+	}
+	agentID := res.json(t)["agentId"].(string)
+	c, _, err := dialWS(t, srv, secret, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tools any
+	_ = json.Unmarshal([]byte(lookupTicket), &tools)
+	c.send(map[string]any{"type": "runtime_start", "request_id": "rs-1", "agent_id": agentID, "create_conversation": map[string]any{"body": map[string]any{}}, "external_tools": []any{tools}})
+	m, _ := c.await("runtime_start_response", 10*time.Second, typeIs("runtime_start_response"))
+	if m["success"] != true {
+		t.Fatalf("runtime_start answered %v", m)
+	}
+	rt := m["runtime"]
+	c.send(map[string]any{"type": "input", "request_id": "in-1", "runtime": rt, "payload": map[string]any{
+		"kind": "create_message", "messages": []any{map[string]any{"role": "user", "content": "Look up LET-123"}},
+	}})
+	m, _ = c.await("input_accepted", 10*time.Second, typeIs("input_accepted"))
+	if m["accepted"] != true {
+		t.Fatalf("input answered %v", m)
+	}
+	req, _ := c.await("external_tool_call_request", 30*time.Second, typeIs("external_tool_call_request"))
+	input, _ := req["input"].(map[string]any)
+	if req["tool_name"] != "lookup_ticket" || input["id"] != "LET-123" || req["tool_call_id"] == "" {
+		t.Fatalf("tool call request %v", req)
+	}
+	c.send(map[string]any{"type": "external_tool_call_response", "request_id": req["request_id"], "result": map[string]any{
+		"content": []any{map[string]any{"type": "text", "text": "LET-123 is assigned to Support."}},
+	}})
+	stop, seen := c.await("stop_reason", 30*time.Second, deltaIs("stop_reason"))
+	if d := stop["delta"].(map[string]any); d["stop_reason"] != "end_turn" {
+		t.Errorf("stop_reason %v", d)
+	}
+	var text strings.Builder
+	var returned bool
+	for _, f := range seen {
+		d, _ := f["delta"].(map[string]any)
+		switch d["message_type"] {
+		case "assistant_message":
+			text.WriteString(d["content"].(string))
+		case "tool_return_message":
+			returned = d["status"] == "success" && d["tool_return"] == "LET-123 is assigned to Support."
+		}
+	}
+	if !returned || !strings.Contains(text.String(), "LET-123 is assigned to Support.") {
+		t.Errorf("tool returned %v, text %q; frames %v", returned, text.String(), seen)
+	}
+}
