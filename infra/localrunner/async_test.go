@@ -62,7 +62,7 @@ func TestAsyncExamples(t *testing.T) {
 	bin := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin+string(filepath.Separator), "./examples/external-async", "./examples/tool-async")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin+string(filepath.Separator), "./examples/external-async", "./examples/tool-async", "./examples/appserver-controller")
 	build.Dir = testenv.Root(t)
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building the examples: %v\n%s", err, out)
@@ -103,6 +103,26 @@ func TestAsyncExamples(t *testing.T) {
 		}
 		if n := strings.Count(out, "completion answered"); n != 2 {
 			t.Errorf("the worker completed %d jobs, want 2; output:\n%s", n, out)
+		}
+	})
+
+	t.Run("appserver-controller", func(t *testing.T) {
+		out := run(t, "appserver-controller")
+		lines := strings.Split(out, "\n")
+		if !slices.Contains(lines, "stop_reason: end_turn") {
+			t.Errorf("the output has no line %q:\n%s", "stop_reason: end_turn", out)
+		}
+		if !strings.Contains(out, `tool call lookup_ticket({"id":"LET-123"})`) {
+			t.Errorf("the controller was not asked to run lookup_ticket:\n%s", out)
+		}
+		var final string
+		for _, l := range lines {
+			if strings.HasPrefix(l, "final text: ") {
+				final = l
+			}
+		}
+		if !strings.Contains(final, "Customer cannot connect Slack") {
+			t.Errorf("final text line %q, want the controller's ticket; output:\n%s", final, out)
 		}
 	})
 

@@ -68,6 +68,10 @@ type Config struct {
 	// dispatches the work and returns the placeholder result the model sees now. Without it
 	// such calls run inline like any other.
 	Async AsyncFunc
+	// WaitOnAsync ends the pass after a step that started async calls, so the model next
+	// answers with their results rather than over placeholders (controller-owned tools behave
+	// like ordinary tools to the model).
+	WaitOnAsync bool
 }
 
 // AsyncFunc starts an async call; toolCallID is the model's id for it.
@@ -297,7 +301,24 @@ func loop(ctx context.Context, cfg Config, msgs []model.Message, first int, yiel
 			yield(Event{Type: Finish, Finish: res.finish, Usage: usage}, nil)
 			return
 		}
+		if cfg.WaitOnAsync && startedAsync(cfg, res.calls) {
+			yield(Event{Type: Finish, Finish: model.FinishToolCalls, Usage: usage}, nil)
+			return
+		}
 	}
+}
+
+// startedAsync reports whether any of a step's calls ran as async.
+func startedAsync(cfg Config, calls []model.Part) bool {
+	if cfg.Async == nil || cfg.Tools == nil {
+		return false
+	}
+	for _, c := range calls {
+		if cfg.Tools.AsyncMode(c.ToolName) != "" {
+			return true
+		}
+	}
+	return false
 }
 
 type stepResult struct {

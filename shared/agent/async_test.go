@@ -93,8 +93,8 @@ func TestContinueNumbersStepsAcrossAsyncResults(t *testing.T) {
 	if len(ids) != 1 || ids[0] != "text-3-1" {
 		t.Errorf("text part ids = %v, want [text-3-1] (the turn's third step)", ids)
 	}
-	if got := strings.Join(texts, ""); got != `Got [{"resultId":"r1","status":"running"},{"echo":"hi"}]` {
-		t.Errorf("text = %q, want the scripted third step with the async result among the tool results", got)
+	if got := strings.Join(texts, ""); got != `Got [{"echo":"hi"}]` {
+		t.Errorf("text = %q, want the scripted third step with the async result in its placeholder's place", got)
 	}
 
 	cfg.MaxSteps = 2
@@ -109,5 +109,40 @@ func TestContinueNumbersStepsAcrossAsyncResults(t *testing.T) {
 	}
 	if steps != 1 {
 		t.Errorf("with maxSteps 2 already used, Continue ran %d steps, want 1 (it always answers once)", steps)
+	}
+}
+
+// With WaitOnAsync the pass ends after the step that started async calls: the model is not
+// called again over placeholders. Without it, the loop goes on as before.
+func TestWaitOnAsyncEndsThePassAfterTheStep(t *testing.T) {
+	for _, wait := range []bool{true, false} {
+		slow := tool.Tool{Name: "slow", Async: "external-dispatch", Execute: func(context.Context, json.RawMessage) (any, error) { return nil, nil }}
+		cfg := agent.Config{
+			Model: scripted(t, `[{"toolCalls":[{"name":"slow"}]},{"text":"answered over {{toolResults}}"}]`),
+			Tools: newSet(t, slow),
+			Async: func(context.Context, string, *tool.Call) (json.RawMessage, error) {
+				return json.RawMessage(`{"resultId":"r1","status":"running"}`), nil
+			},
+			WaitOnAsync: wait,
+		}
+		events := runOK(t, cfg, userMsg("go"))
+		var texts, steps int
+		var fin agent.Event
+		for _, ev := range events {
+			switch ev.Type {
+			case agent.TextDelta:
+				texts++
+			case agent.StepStart:
+				steps++
+			case agent.Finish:
+				fin = ev
+			}
+		}
+		if wait && (steps != 1 || texts != 0 || fin.Finish != model.FinishToolCalls) {
+			t.Errorf("WaitOnAsync: %d steps, %d text deltas, finish %q; want one step, no text, tool-calls", steps, texts, fin.Finish)
+		}
+		if !wait && (steps != 2 || texts == 0) {
+			t.Errorf("without WaitOnAsync: %d steps, %d text deltas; want the model to answer in a second step", steps, texts)
+		}
 	}
 }

@@ -110,6 +110,7 @@ func (w *Worker) turn(ctx context.Context, msg workMessage) error {
 	}
 	cfg, err := h.agentFor(ctx, msg.AccountID, req, false)
 	if err == nil && msg.WS != nil {
+		cfg.WaitOnAsync = true
 		if cfg.Tools, err = h.wsToolSet(cfg.Tools, msg.AccountID, msg.WS); err != nil {
 			err = &Error{Status: http.StatusBadRequest, Message: err.Error()}
 		}
@@ -238,6 +239,7 @@ func (w *Worker) continueGroup(ctx context.Context, msg workMessage) error {
 func (w *Worker) resume(ctx context.Context, d *drive, history []model.Message, ws *wsTurn) runResult {
 	cfg, err := w.h.loadAgent(ctx, d.accountID, d.agentID)
 	if err == nil && ws != nil {
+		cfg.WaitOnAsync = true
 		cfg.Tools, err = w.h.wsToolSet(cfg.Tools, d.accountID, ws)
 	}
 	if err != nil {

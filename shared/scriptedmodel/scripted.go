@@ -128,7 +128,8 @@ func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.
 
 // sinceLastUser counts the assistant messages after the latest user message and collects the
 // outputs of the tool results given since then, as a JSON array. Async results the harness
-// brought back (model.KindAsyncResults) count as tool results, not as a user message.
+// brought back (model.KindAsyncResults) count as tool results, not as a user message, and take
+// the place of their call's placeholder.
 func sinceLastUser(msgs []model.Message) (int, json.RawMessage) {
 	start := 0
 	for i := len(msgs) - 1; i >= 0; i-- {
@@ -139,18 +140,33 @@ func sinceLastUser(msgs []model.Message) (int, json.RawMessage) {
 	}
 	n := 0
 	results := []json.RawMessage{}
+	placeholders := map[string]int{} // resultId → index in results
 	for _, m := range msgs[start:] {
 		switch m.Role {
 		case model.RoleAssistant:
 			n++
 		case model.RoleTool:
 			for _, p := range m.Parts {
-				if p.Type == model.PartToolResult {
-					results = append(results, p.Output)
+				if p.Type != model.PartToolResult {
+					continue
 				}
+				var ph struct {
+					ResultID string `json:"resultId"`
+					Status   string `json:"status"`
+				}
+				if json.Unmarshal(p.Output, &ph) == nil && ph.ResultID != "" && ph.Status == "running" {
+					placeholders[ph.ResultID] = len(results)
+				}
+				results = append(results, p.Output)
 			}
 		case model.RoleUser:
-			results = append(results, asyncOutputs(m.Text())...)
+			for _, r := range asyncOutputs(m.Text()) {
+				if i, ok := placeholders[r.id]; ok {
+					results[i] = r.output
+					continue
+				}
+				results = append(results, r.output)
+			}
 		}
 	}
 	b, _ := json.Marshal(results)
@@ -159,9 +175,10 @@ func sinceLastUser(msgs []model.Message) (int, json.RawMessage) {
 
 // asyncOutputs reads the outputs out of an async results message: {"asyncToolResults":[{
 // "status", "response" or "error", …}]}.
-func asyncOutputs(text string) []json.RawMessage {
+func asyncOutputs(text string) []asyncOutput {
 	var msg struct {
 		Results []struct {
+			ResultID string          `json:"resultId"`
 			Status   string          `json:"status"`
 			Response json.RawMessage `json:"response"`
 			Error    string          `json:"error"`
@@ -170,16 +187,22 @@ func asyncOutputs(text string) []json.RawMessage {
 	if json.Unmarshal([]byte(text), &msg) != nil {
 		return nil
 	}
-	out := make([]json.RawMessage, 0, len(msg.Results))
+	out := make([]asyncOutput, 0, len(msg.Results))
 	for _, r := range msg.Results {
 		if r.Status == "completed" {
-			out = append(out, r.Response)
+			out = append(out, asyncOutput{r.ResultID, r.Response})
 			continue
 		}
 		b, _ := json.Marshal(map[string]string{"error": r.Error})
-		out = append(out, b)
+		out = append(out, asyncOutput{r.ResultID, b})
 	}
 	return out
+}
+
+// asyncOutput is one async result as the script sees it.
+type asyncOutput struct {
+	id     string
+	output json.RawMessage
 }
 
 // chunks splits text into word-sized pieces so it streams like a real model.
