@@ -1,0 +1,145 @@
+package localrunner_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+
+	"github.com/agentharness/harness/infra/fakeapigw"
+	"github.com/agentharness/harness/infra/localrunner"
+	"github.com/agentharness/harness/infra/testenv"
+	"github.com/agentharness/harness/shared/api"
+	"github.com/agentharness/harness/shared/wsconn"
+)
+
+// TestWebSocketOnAPIGateway runs ws-gateway as API Gateway invokes it ($connect, $default and
+// $disconnect events) and async-worker as its queue does, both posting to a stand-in of the
+// @connections endpoint with SigV4-signed requests that the stand-in verifies: a bad secret is
+// refused at $connect, and a controller-owned tool goes round the whole way.
+func TestWebSocketOnAPIGateway(t *testing.T) {
+	creds := aws.Credentials{AccessKeyID: "AKIDTEST", SecretAccessKey: "test-secret-key"}
+	fake := fakeapigw.New(creds, "us-east-1")
+	endpoint := httptest.NewServer(fake)
+	t.Cleanup(endpoint.Close)
+	poster := &wsconn.Poster{Endpoint: endpoint.URL + "/live", Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider(creds.AccessKeyID, creds.SecretAccessKey, "")}
+
+	stack := testenv.Stack(t)
+	env := map[string]string{"ADMIN_SECRET": adminSecret}
+	opts := stack.Options(func(k string) string { return env[k] })
+	gateways := make(chan *api.Gateway, 1)
+	opts.Functions = map[string]localrunner.Constructor{
+		"WsGatewayFunction": func(d api.Deps) (localrunner.Handlers, error) {
+			d.Poster = poster
+			g, err := api.NewGateway(d)
+			if err == nil {
+				gateways <- g
+			}
+			return localrunner.Handlers{}, err
+		},
+		"AsyncWorkerFunction": func(d api.Deps) (localrunner.Handlers, error) {
+			d.Poster = poster
+			w, err := api.NewWorker(d)
+			if err != nil {
+				return localrunner.Handlers{}, err
+			}
+			return localrunner.Handlers{SQS: w.Handle}, nil
+		},
+	}
+	_, srv := testenv.Serve(t, opts)
+	g := <-gateways
+	_, secret := createAccount(t, srv, "apigw")
+	res := call(t, srv, http.MethodPost, "/accounts/me/agents", secret, ticketAgent)
+	if res.status != http.StatusCreated {
+		t.Fatalf("creating the agent = %d %s", res.status, res.body)
+	}
+	agentID := res.json(t)["agentId"].(string)
+
+	ctx := context.Background()
+	invoke := func(route, conn, body string, headers map[string]string) events.APIGatewayProxyResponse {
+		t.Helper()
+		out, err := g.HandleLambda(ctx, events.APIGatewayWebsocketProxyRequest{
+			Body: body, Headers: headers,
+			RequestContext: events.APIGatewayWebsocketProxyRequestContext{RouteKey: route, ConnectionID: conn, DomainName: "example", Stage: "live"},
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", route, err)
+		}
+		return out
+	}
+	if out := invoke("$connect", "bad=", "", map[string]string{"Authorization": "Bearer hsk_wrong"}); out.StatusCode != http.StatusUnauthorized {
+		t.Errorf("$connect with a wrong secret = %d, want 401", out.StatusCode)
+	}
+	if out := invoke("$connect", "none=", "", nil); out.StatusCode != http.StatusUnauthorized {
+		t.Errorf("$connect without a secret = %d, want 401", out.StatusCode)
+	}
+	const conn = "Zm9vYmFyMTIz="
+	fake.Connect(conn)
+	if out := invoke("$connect", conn, "", map[string]string{"authorization": "Bearer " + secret}); out.StatusCode != http.StatusOK {
+		t.Fatalf("$connect = %d %s", out.StatusCode, out.Body)
+	}
+
+	// await waits for a frame posted to conn that match accepts.
+	seen := 0
+	await := func(what string, match func(map[string]any) bool) (map[string]any, []map[string]any) {
+		t.Helper()
+		var frames []map[string]any
+		deadline := time.Now().Add(30 * time.Second)
+		for time.Now().Before(deadline) {
+			msgs := fake.Messages(conn)
+			for ; seen < len(msgs); seen++ {
+				var m map[string]any
+				if err := json.Unmarshal(msgs[seen], &m); err != nil {
+					t.Fatalf("posted frame is not JSON: %s", msgs[seen])
+				}
+				frames = append(frames, m)
+				if match(m) {
+					seen++
+					return m, frames
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatalf("no %s posted; frames: %v", what, frames)
+		return nil, nil
+	}
+
+	invoke("$default", conn, `{"type":"runtime_start","request_id":"rs","agent_id":"`+agentID+`","create_conversation":{"body":{}},"external_tools":[`+lookupTicket+`]}`, nil)
+	m, _ := await("runtime_start_response", typeIs("runtime_start_response"))
+	if m["success"] != true {
+		t.Fatalf("runtime_start answered %v", m)
+	}
+	rt, _ := json.Marshal(m["runtime"])
+	invoke("$default", conn, `{"type":"input","request_id":"in","runtime":`+string(rt)+`,"payload":{"kind":"create_message","messages":[{"role":"user","content":"LET-123?"}]}}`, nil)
+	if m, _ := await("input_accepted", typeIs("input_accepted")); m["accepted"] != true {
+		t.Fatalf("input answered %v", m)
+	}
+	req, _ := await("external_tool_call_request", typeIs("external_tool_call_request"))
+	invoke("$default", conn, `{"type":"external_tool_call_response","request_id":"`+req["request_id"].(string)+`","result":{"content":[{"type":"text","text":"assigned to Support"}]}}`, nil)
+	stop, frames := await("stop_reason", deltaIs("stop_reason"))
+	if d := stop["delta"].(map[string]any); d["stop_reason"] != "end_turn" {
+		t.Errorf("stop_reason %v", d)
+	}
+	var text strings.Builder
+	for _, f := range frames {
+		if d, _ := f["delta"].(map[string]any); d["message_type"] == "assistant_message" {
+			text.WriteString(d["content"].(string))
+		}
+	}
+	if !strings.Contains(text.String(), "assigned to Support") {
+		t.Errorf("the answer %q does not carry the controller's result", text.String())
+	}
+
+	invoke("$disconnect", conn, "", nil)
+	invoke("$default", conn, `{"type":"app_server_info","request_id":"after"}`, nil)
+	if m, _ := await("an error after $disconnect", typeIs("error")); !strings.Contains(m["error"].(string), "not registered") {
+		t.Errorf("a frame after $disconnect answered %v", m)
+	}
+}
