@@ -166,6 +166,8 @@ func (o *wsOut) chunk(ctx context.Context, c any) {
 		o.mu.Unlock()
 		o.delta(ctx, message("tool_call_message", map[string]any{"tool_call": call, "tool_calls": []toolCallView{call}}))
 	case stream.ToolInputErrorChunk:
+		// A call the harness could not run (unknown tool, bad arguments) is still a call.
+		o.chunk(ctx, stream.ToolInputAvailable(c.ToolCallID, c.ToolName, c.Input))
 		o.toolReturn(ctx, c.ToolCallID, c.ErrorText, false)
 	case stream.ToolOutputAvailableChunk:
 		if isPlaceholder(c.Output) {
@@ -267,8 +269,8 @@ func (o *wsOut) end(ctx context.Context, res runResult, aborted bool) {
 		o.mu.Unlock()
 		o.approvals(ctx, asks)
 		o.usage(ctx, res.usage)
-		o.stop(ctx, "requires_approval")
 		o.loopStatus(ctx, "WAITING_ON_APPROVAL", []string{o.runID}, nil)
+		o.stop(ctx, "requires_approval")
 		return
 	}
 	reason := "end_turn"
@@ -286,9 +288,10 @@ func (o *wsOut) end(ctx context.Context, res runResult, aborted bool) {
 	case fin.FinishReason == string(model.FinishToolCalls):
 		reason = "max_steps"
 	}
+	// The status goes first: a client that stops reading at stop_reason has seen it.
 	o.usage(ctx, res.usage)
-	o.stop(ctx, reason)
 	o.loopStatus(ctx, "WAITING_ON_INPUT", nil, nil)
+	o.stop(ctx, reason)
 }
 
 func (o *wsOut) usage(ctx context.Context, u model.Usage) {
