@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -57,6 +58,8 @@ type wsOut struct {
 	seq     int64
 	// calls remembers each tool call's name and input, which an approval request repeats.
 	calls map[string]toolCallView
+	// executing are the async calls started so far.
+	executing []string
 }
 
 type toolCallView struct {
@@ -171,7 +174,14 @@ func (o *wsOut) chunk(ctx context.Context, c any) {
 		o.toolReturn(ctx, c.ToolCallID, c.ErrorText, false)
 	case stream.ToolOutputAvailableChunk:
 		if isPlaceholder(c.Output) {
-			return // the async call's result comes later
+			// The async call's result comes later. Say so now, before the group is sealed
+			// and its continuation may start elsewhere.
+			o.mu.Lock()
+			o.executing = append(o.executing, c.ToolCallID)
+			ids := slices.Clone(o.executing)
+			o.mu.Unlock()
+			o.loopStatus(ctx, "EXECUTING_CLIENT_SIDE_TOOL", []string{o.runID}, ids)
+			return
 		}
 		o.toolReturn(ctx, c.ToolCallID, outputText(c.Output), true)
 	case stream.ToolOutputErrorChunk:
@@ -250,12 +260,7 @@ type approvalAsk struct {
 func (o *wsOut) end(ctx context.Context, res runResult, aborted bool) {
 	switch res.status {
 	case store.EventWaitingAsync:
-		ids := make([]string, 0, len(res.pendingAsync))
-		for _, c := range res.pendingAsync {
-			ids = append(ids, c.ToolCallID)
-		}
-		o.loopStatus(ctx, "EXECUTING_CLIENT_SIDE_TOOL", []string{o.runID}, ids)
-		return
+		return // said as each call started; the continuation carries the turn on
 	case store.EventWaiting:
 		asks := make([]approvalAsk, 0, len(res.pendingApprovals))
 		o.mu.Lock()

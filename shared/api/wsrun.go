@@ -79,9 +79,13 @@ func (r *wsRun) run(ctx context.Context, turn func(context.Context) runResult) (
 	}
 }
 
-// finish records how the run ended and tells the runtime.
+// finish records how the run ended and tells the runtime. A run waiting for its external calls
+// stays recorded as processing: its group may already have re-driven, and the continuation's own
+// record must not be overwritten.
 func (r *wsRun) finish(ctx context.Context, res runResult, aborted bool) {
-	r.record(ctx, res.status)
+	if res.status != store.EventWaitingAsync {
+		r.record(ctx, res.status)
+	}
 	r.out.end(ctx, res, aborted)
 }
 

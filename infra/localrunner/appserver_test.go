@@ -1,0 +1,555 @@
+package localrunner_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentharness/harness/infra/faketavily"
+	"github.com/agentharness/harness/infra/testenv"
+)
+
+// The agents of the conformance suite, by the names infra/node/appserver-conformance.mjs knows
+// them by. Each scripted model plays its script from every new user message.
+var conformanceAgents = map[string]string{
+	// b: calls the controller's lookup_ticket, then answers with what it returned.
+	"tickets": `{"name":"tickets","model":{"provider":"scripted","script":[
+		{"toolCalls":[{"name":"lookup_ticket","input":{"id":"LET-123"}}]},
+		{"text":"Ticket says: {{toolResults}}"}]}}`,
+	// c: the same for a ticket the controller reports as missing (is_error).
+	"missing": `{"name":"missing","model":{"provider":"scripted","script":[
+		{"toolCalls":[{"name":"lookup_ticket","input":{"id":"LET-404"}}]},
+		{"text":"Lookup said: {{toolResults}}"}]}}`,
+	// d: the same for a call the controller cannot run at all.
+	"outage": `{"name":"outage","model":{"provider":"scripted","script":[
+		{"toolCalls":[{"name":"lookup_ticket","input":{"id":"LET-500"}}]},
+		{"text":"Lookup said: {{toolResults}}"}]}}`,
+	// e: calls dispatch_task, which the controller registers under scope "dispatch".
+	"dispatcher": `{"name":"dispatcher","model":{"provider":"scripted","script":[
+		{"toolCalls":[{"name":"dispatch_task","input":{"task":"restart api"}}]},
+		{"text":"Dispatch said: {{toolResults}}"}]}}`,
+	// f: calls test_async, which needs approval.
+	"approver": `{"name":"approver","model":{"provider":"scripted","script":[
+		{"toolCalls":[{"name":"test_async","input":{"delayMs":0,"echo":"deployed"}}]},
+		{"text":"Result: {{toolResults}}"}]},
+		"tools":{"test_async":{"needsApproval":true}}}`,
+	// g: thinks for 20 s, far longer than an abort takes.
+	"slow": `{"name":"slow","model":{"provider":"scripted","script":[{"text":"too late","delayMs":20000}]}}`,
+	// h: thinks for 3 s, long enough to reconnect and sync mid-turn.
+	"sluggish": `{"name":"sluggish","model":{"provider":"scripted","script":[{"text":"slow answer","delayMs":3000}]}}`,
+}
+
+type asFrame = map[string]any
+
+// asTurn is a turn as the script reports it: the input_accepted frame and the runtime's
+// frames up to its stop_reason and the loop status that goes with it.
+type asTurn struct {
+	Accepted asFrame
+	Frames   []asFrame
+}
+
+type asStart struct {
+	Response asFrame
+	Replay   []asFrame
+}
+
+type asToolRequest struct {
+	RequestID  string `json:"request_id"`
+	ToolName   string `json:"tool_name"`
+	Input      map[string]any
+	ToolCallID string  `json:"tool_call_id"`
+	ScopeID    *string `json:"scope_id"`
+	Runtime    map[string]any
+}
+
+type asToolTurn struct {
+	Start asStart
+	asTurn
+	Requests []asToolRequest
+}
+
+type asApproval struct {
+	Requested      asTurn
+	ControlRequest asFrame
+	Answered       asFrame
+	After          []asFrame
+}
+
+type conformanceSummary struct {
+	Auth struct {
+		Connected bool
+		Error     string
+		Frames    []asFrame
+	}
+	Info                         asFrame
+	Tool, IsError, ProtocolError asToolTurn
+	Scoped                       struct {
+		Start           asStart
+		Plain, Selected struct {
+			asTurn
+			Requests []asToolRequest
+		}
+	}
+	Approve, Deny asApproval
+	ApprovalStart asStart
+	Abort         struct {
+		Accepted, LoopStatus, Response, Again asFrame
+		ElapsedMs                             float64
+		Frames                                []asFrame
+	}
+	Sync struct {
+		Accepted, ALoopStatus, Response asFrame
+		ASeen, Replay, After            []asFrame
+	}
+}
+
+// asField walks nested objects: asField(f, "delta", "tool_call", "name").
+func asField(v any, path ...string) any {
+	for _, p := range path {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[p]
+	}
+	return v
+}
+
+func asStr(v any, path ...string) string {
+	s, _ := asField(v, path...).(string)
+	return s
+}
+
+// asDeltas returns the stream_delta deltas of one message_type.
+func asDeltas(fs []asFrame, kind string) []asFrame {
+	var out []asFrame
+	for _, f := range fs {
+		if d, ok := f["delta"].(map[string]any); ok && f["type"] == "stream_delta" && d["message_type"] == kind {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func asFrames(fs []asFrame, typ string) []asFrame {
+	var out []asFrame
+	for _, f := range fs {
+		if f["type"] == typ {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// asText joins the assistant_message chunks.
+func asText(fs []asFrame) string {
+	var b strings.Builder
+	for _, d := range asDeltas(fs, "assistant_message") {
+		b.WriteString(asStr(d, "content"))
+	}
+	return b.String()
+}
+
+func asStopReasons(fs []asFrame) []string {
+	out := []string{}
+	for _, d := range asDeltas(fs, "stop_reason") {
+		out = append(out, asStr(d, "stop_reason"))
+	}
+	return out
+}
+
+// asBrief lists frames as type or stream_delta/message_type, for failure messages.
+func asBrief(fs []asFrame) string {
+	out := make([]string, 0, len(fs))
+	for _, f := range fs {
+		if f["type"] == "stream_delta" {
+			out = append(out, "stream_delta/"+asStr(f, "delta", "message_type"))
+		} else {
+			out = append(out, asStr(f, "type"))
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+func asRuntime(f asFrame) string {
+	return asStr(f, "runtime", "agent_id") + "/" + asStr(f, "runtime", "conversation_id")
+}
+
+// asCheckEnvelopes checks what every runtime event carries: its runtime, a numeric event_seq, an
+// RFC 3339 emitted_at and an idempotency_key no other event repeats.
+func asCheckEnvelopes(t *testing.T, what, runtime string, fs []asFrame, keys map[string]bool) {
+	t.Helper()
+	for _, f := range fs {
+		switch f["type"] {
+		case "stream_delta", "update_loop_status", "update_queue":
+		default:
+			continue
+		}
+		if got := asRuntime(f); got != runtime {
+			t.Errorf("%s: %s carries runtime %s, want %s", what, f["type"], got, runtime)
+		}
+		if seq, ok := f["event_seq"].(float64); !ok || seq <= 0 {
+			t.Errorf("%s: %s has event_seq %v, want a positive number", what, f["type"], f["event_seq"])
+		}
+		if _, err := time.Parse(time.RFC3339Nano, asStr(f, "emitted_at")); err != nil {
+			t.Errorf("%s: %s has emitted_at %q: %v", what, f["type"], f["emitted_at"], err)
+		}
+		key := asStr(f, "idempotency_key")
+		if key == "" || keys[key] {
+			t.Errorf("%s: %s has idempotency_key %q, empty or seen before", what, f["type"], key)
+		}
+		keys[key] = true
+	}
+}
+
+// asCheckStart checks a runtime_start_response for agentID in a created conversation, and the
+// replay after it: the loop waiting for input, then the queue.
+func asCheckStart(t *testing.T, what, agentID string, s asStart) string {
+	t.Helper()
+	r := s.Response
+	conv := asStr(r, "runtime", "conversation_id")
+	if r["type"] != "runtime_start_response" || r["success"] != true || asStr(r, "runtime", "agent_id") != agentID || conv == "" {
+		t.Fatalf("%s: runtime_start answered %v, want success for agent %s in a conversation", what, r, agentID)
+	}
+	if asField(r, "created", "agent") != false || asField(r, "created", "conversation") != true {
+		t.Errorf("%s: created %v, want the conversation created and the agent not", what, r["created"])
+	}
+	if asStr(r, "agent", "id") != agentID || asStr(r, "agent", "name") == "" {
+		t.Errorf("%s: agent %v, want %s with its name", what, r["agent"], agentID)
+	}
+	if asStr(r, "conversation", "id") != conv || asStr(r, "conversation", "agent_id") != agentID {
+		t.Errorf("%s: conversation %v, want %s of %s", what, r["conversation"], conv, agentID)
+	}
+	if got := asBrief(s.Replay); got != "update_loop_status, update_queue" {
+		t.Errorf("%s: replay after runtime_start_response is [%s], want update_loop_status, update_queue", what, got)
+	} else if st := s.Replay[0]["loop_status"]; asStr(st, "status") != "WAITING_ON_INPUT" || len(asRunIDs(s.Replay[0])) != 0 {
+		t.Errorf("%s: a new conversation's loop status %v, want WAITING_ON_INPUT with no active run", what, st)
+	}
+	asCheckEnvelopes(t, what+" replay", agentID+"/"+conv, s.Replay, map[string]bool{})
+	return conv
+}
+
+// asCheckCallsAnnounced checks that every tool_return_message answers a call that a
+// tool_call_message (or, for a held call, an approval_request_message) announced before it.
+func asCheckCallsAnnounced(t *testing.T, what string, fs []asFrame) {
+	t.Helper()
+	announced := map[string]bool{}
+	for _, f := range fs {
+		if f["type"] != "stream_delta" {
+			continue
+		}
+		switch asStr(f, "delta", "message_type") {
+		case "tool_call_message", "approval_request_message":
+			announced[asStr(f, "delta", "tool_call", "tool_call_id")] = true
+		case "tool_return_message":
+			if id := asStr(f, "delta", "tool_call_id"); !announced[id] {
+				t.Errorf("%s: tool_return_message %v answers call %q, which no tool_call_message announced; frames %s", what, f["delta"], id, asBrief(fs))
+			}
+		}
+	}
+}
+
+// asCheckAccepted checks an input_accepted frame.
+func asCheckAccepted(t *testing.T, what, runtime string, f asFrame) {
+	t.Helper()
+	if f["type"] != "input_accepted" || f["accepted"] != true || asStr(f, "request_id") == "" || asRuntime(f) != runtime {
+		t.Errorf("%s: input answered %v, want input_accepted for %s with its request_id", what, f, runtime)
+	}
+	if d := asStr(f, "disposition"); d != "started" && d != "queued" {
+		t.Errorf("%s: disposition %q, want started or queued", what, d)
+	}
+}
+
+// asCheckToolTurn checks a turn in which the model called one controller tool once: the call and
+// its request agree, the return is what the controller answered, and the model's next answer
+// carries it.
+func asCheckToolTurn(t *testing.T, what, runtime string, r asTurn, reqs []asToolRequest, tool string, input map[string]any, scope, status, ret, inText string) {
+	t.Helper()
+	asCheckAccepted(t, what, runtime, r.Accepted)
+	asCheckEnvelopes(t, what, runtime, r.Frames, map[string]bool{})
+	asCheckCallsAnnounced(t, what, r.Frames)
+	if len(reqs) != 1 {
+		t.Fatalf("%s: %d external_tool_call_requests %+v, want 1", what, len(reqs), reqs)
+	}
+	q := reqs[0]
+	inputJSON, _ := json.Marshal(input)
+	gotInput, _ := json.Marshal(q.Input)
+	gotScope := ""
+	if q.ScopeID != nil {
+		gotScope = *q.ScopeID
+	}
+	if q.ToolName != tool || string(gotInput) != string(inputJSON) || q.RequestID == "" || q.ToolCallID == "" || gotScope != scope ||
+		asStr(q.Runtime, "agent_id")+"/"+asStr(q.Runtime, "conversation_id") != runtime {
+		t.Errorf("%s: request %+v, want %s %s (scope %q) for %s with a request_id and a tool_call_id", what, q, tool, inputJSON, scope, runtime)
+	}
+	calls := asDeltas(r.Frames, "tool_call_message")
+	if len(calls) != 1 {
+		t.Fatalf("%s: %d tool_call_messages, want 1; frames %s", what, len(calls), asBrief(r.Frames))
+	}
+	var args map[string]any
+	if err := json.Unmarshal([]byte(asStr(calls[0], "tool_call", "arguments")), &args); err != nil || asStr(calls[0], "tool_call", "name") != tool ||
+		asStr(calls[0], "tool_call", "tool_call_id") != q.ToolCallID || fmt.Sprint(args) != fmt.Sprint(input) {
+		t.Errorf("%s: tool_call_message %v, want %s %s as call %s", what, calls[0], tool, inputJSON, q.ToolCallID)
+	}
+	rets := asDeltas(r.Frames, "tool_return_message")
+	if len(rets) != 1 || asStr(rets[0], "tool_call_id") != q.ToolCallID || asStr(rets[0], "status") != status || asStr(rets[0], "tool_return") != ret {
+		t.Errorf("%s: tool returns %v, want one for %s with status %s and %q", what, rets, q.ToolCallID, status, ret)
+	}
+	if text := asText(r.Frames); !strings.Contains(text, inText) {
+		t.Errorf("%s: the model answered %q, want it to contain %q", what, text, inText)
+	}
+	asCheckEnded(t, what, r.Frames, "end_turn")
+}
+
+// asCheckEnded checks a turn's frames have the one stop_reason want, without a loop_error, and
+// that the last update_loop_status says what the runtime waits for now: WAITING_ON_INPUT with
+// no active run, or WAITING_ON_APPROVAL after requires_approval.
+func asCheckEnded(t *testing.T, what string, fs []asFrame, want string) {
+	t.Helper()
+	if got := asStopReasons(fs); !slices.Equal(got, []string{want}) {
+		t.Errorf("%s: stop reasons %v, want [%s]; frames %s", what, got, want, asBrief(fs))
+	}
+	if errs := asDeltas(fs, "loop_error"); len(errs) > 0 {
+		t.Errorf("%s: loop errors %v", what, errs)
+	}
+	status := "WAITING_ON_INPUT"
+	if want == "requires_approval" {
+		status = "WAITING_ON_APPROVAL"
+	}
+	st := asFrames(fs, "update_loop_status")
+	if len(st) == 0 {
+		t.Errorf("%s: no update_loop_status; frames %s", what, asBrief(fs))
+		return
+	}
+	last := st[len(st)-1]
+	if asStr(last, "loop_status", "status") != status || (status == "WAITING_ON_INPUT") != (len(asRunIDs(last)) == 0) {
+		t.Errorf("%s: the turn's last loop status is %v, want %s", what, last["loop_status"], status)
+	}
+}
+
+// asCheckApproval checks one approval round: the turn paused with a control_request and an
+// approval_request_message for the same held test_async call, the answer was accepted, and the
+// turn ended with end_turn after the tool's return.
+func asCheckApproval(t *testing.T, what, runtime string, a asApproval, status, inText string) (approvalID string) {
+	t.Helper()
+	asCheckAccepted(t, what+" ask", runtime, a.Requested.Accepted)
+	asCheckEnded(t, what+" ask", a.Requested.Frames, "requires_approval")
+	cr := a.ControlRequest
+	approvalID = asStr(cr, "request_id")
+	callID := asStr(cr, "request", "tool_call_id")
+	if cr["type"] != "control_request" || approvalID == "" || callID == "" || asStr(cr, "request", "subtype") != "can_use_tool" ||
+		asStr(cr, "request", "tool_name") != "test_async" || asStr(cr, "request", "input", "echo") != "deployed" {
+		t.Errorf("%s: control_request %v, want can_use_tool for test_async with echo deployed", what, cr)
+	}
+	asks := asDeltas(a.Requested.Frames, "approval_request_message")
+	if len(asks) != 1 || asStr(asks[0], "id") != approvalID || asStr(asks[0], "tool_call", "name") != "test_async" || asStr(asks[0], "tool_call", "tool_call_id") != callID {
+		t.Errorf("%s: approval requests %v, want one with id %s for call %s", what, asks, approvalID, callID)
+	}
+	if n := len(asDeltas(a.Requested.Frames, "tool_return_message")); n != 0 {
+		t.Errorf("%s: %d tool returns before the answer, want none", what, n)
+	}
+	asCheckAccepted(t, what+" answer", runtime, a.Answered)
+	asCheckEnvelopes(t, what, runtime, slices.Concat(a.Requested.Frames, a.After), map[string]bool{})
+	asCheckCallsAnnounced(t, what, slices.Concat(a.Requested.Frames, a.After))
+	rets := asDeltas(a.After, "tool_return_message")
+	if len(rets) != 1 || asStr(rets[0], "tool_call_id") != callID || asStr(rets[0], "status") != status {
+		t.Errorf("%s: tool returns after the answer %v, want one for %s with status %s", what, rets, callID, status)
+	}
+	if text := asText(a.After); !strings.Contains(text, inText) {
+		t.Errorf("%s: the model answered %q, want it to contain %q", what, text, inText)
+	}
+	asCheckEnded(t, what+" answer", a.After, "end_turn")
+	return approvalID
+}
+
+// asRunIDs is an update_loop_status's active_run_ids.
+func asRunIDs(f asFrame) []any {
+	runs, _ := asField(f, "loop_status", "active_run_ids").([]any)
+	return runs
+}
+
+// asActiveRun reports whether f is an update_loop_status of a running turn.
+func asActiveRun(f asFrame) bool {
+	runs := asRunIDs(f)
+	return f["type"] == "update_loop_status" && len(runs) > 0 && asStr(runs[0]) != ""
+}
+
+// TestAppServerConformance runs the official Letta App Server client
+// (@letta-ai/letta-code/app-server-client) against the local runner's GET /ws through every
+// part of the protocol the harness serves: info, runtime_start with external tools, controller
+// tools (text, is_error, a thrown error, a scoped tool with and without its scope), approvals
+// (allow and deny), abort_message, and sync from a second connection mid-turn.
+func TestAppServerConformance(t *testing.T) {
+	srv := runner(t, faketavily.New(nil))
+	_, secret := createAccount(t, srv, "conformance")
+	ids := map[string]string{}
+	for name, cfg := range conformanceAgents {
+		res := call(t, srv, http.MethodPost, "/accounts/me/agents", secret, cfg)
+		if res.status != http.StatusCreated {
+			t.Fatalf("creating agent %s = %d %s, want 201", name, res.status, res.body)
+		}
+		if ids[name], _ = res.json(t)["agentId"].(string); ids[name] == "" {
+			t.Fatalf("creating agent %s answered no agentId: %s", name, res.body)
+		}
+	}
+	idsJSON, _ := json.Marshal(ids)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	script := filepath.Join(testenv.Root(t), "infra", "node", "appserver-conformance.mjs")
+	cmd := exec.CommandContext(ctx, testenv.Node(t), script, srv.URL, secret, string(idsJSON))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	began := time.Now()
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("the official client failed: %v\nstderr:\n%s\nstdout:\n%s", err, stderr.String(), stdout.String())
+	}
+	t.Logf("the scenarios took %s", time.Since(began).Round(time.Millisecond))
+	var got conformanceSummary
+	if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
+		t.Fatalf("client output: %v: %s", err, stdout.String())
+	}
+
+	// A wrong secret: the upgrade is refused with 401, and no frame arrives.
+	if got.Auth.Connected || !strings.Contains(got.Auth.Error, "401") || len(got.Auth.Frames) != 0 {
+		t.Errorf("a wrong secret: connected %v, error %q, frames %v; want connect() to fail with 401 and no frames", got.Auth.Connected, got.Auth.Error, got.Auth.Frames)
+	}
+
+	// a. info() resolved (the client checks the shape itself) and says what the harness serves.
+	if i := got.Info; i["type"] != "app_server_info_response" || i["success"] != true || asStr(i, "request_id") == "" ||
+		asField(i, "capabilities", "runtime_start") != true || asField(i, "capabilities", "runtime_external_tools_update") != true {
+		t.Errorf("info() resolved with %v, want success with runtime_start and runtime_external_tools_update", i)
+	}
+
+	// b. A controller tool answered with text: the text is the tool's return and reaches the model.
+	conv := asCheckStart(t, "tool", ids["tickets"], got.Tool.Start)
+	asCheckToolTurn(t, "tool", ids["tickets"]+"/"+conv, got.Tool.asTurn, got.Tool.Requests, "lookup_ticket",
+		map[string]any{"id": "LET-123"}, "", "success", "LET-123 is assigned to Support.", "Ticket says: [\"LET-123 is assigned to Support.\"]")
+	// The loop: processing with the run, executing the controller's call while it runs, and
+	// waiting for input at the end. (The parts of the turn run in different invocations, so the
+	// statuses in between are not held to an order.)
+	var statuses []string
+	executing := false
+	for _, f := range asFrames(got.Tool.Frames, "update_loop_status") {
+		status := asStr(f, "loop_status", "status")
+		statuses = append(statuses, status)
+		if status != "WAITING_ON_INPUT" && !asActiveRun(f) {
+			t.Errorf("tool: loop status %v has no active run", f)
+		}
+		if calls, _ := asField(f, "loop_status", "executing_tool_call_ids").([]any); status == "EXECUTING_CLIENT_SIDE_TOOL" {
+			executing = len(calls) == 1 && calls[0] == got.Tool.Requests[0].ToolCallID
+		}
+	}
+	if len(statuses) < 3 || statuses[0] != "PROCESSING_API_RESPONSE" || statuses[len(statuses)-1] != "WAITING_ON_INPUT" || !executing {
+		t.Errorf("tool: loop statuses %v, want PROCESSING_API_RESPONSE first, EXECUTING_CLIENT_SIDE_TOOL with call %s, WAITING_ON_INPUT last",
+			statuses, got.Tool.Requests[0].ToolCallID)
+	}
+
+	// c. is_error: a failed return with the controller's text, which the model sees.
+	conv = asCheckStart(t, "is_error", ids["missing"], got.IsError.Start)
+	asCheckToolTurn(t, "is_error", ids["missing"]+"/"+conv, got.IsError.asTurn, got.IsError.Requests, "lookup_ticket",
+		map[string]any{"id": "LET-404"}, "", "error", "LET-404 was not found", "LET-404 was not found")
+
+	// d. The handler threw: a failed return naming the controller's error, which the model sees.
+	conv = asCheckStart(t, "protocol error", ids["outage"], got.ProtocolError.Start)
+	asCheckToolTurn(t, "protocol error", ids["outage"]+"/"+conv, got.ProtocolError.asTurn, got.ProtocolError.Requests, "lookup_ticket",
+		map[string]any{"id": "LET-500"}, "", "error", "the controller could not run the tool: ticket system unavailable", "ticket system unavailable")
+
+	// e. A scoped tool: without its scope the controller is never asked and the model gets an
+	// unknown-tool error; with it, the request carries the scope and the result reaches the model.
+	conv = asCheckStart(t, "scoped", ids["dispatcher"], got.Scoped.Start)
+	rt := ids["dispatcher"] + "/" + conv
+	plain := got.Scoped.Plain
+	asCheckAccepted(t, "scoped, no scope", rt, plain.Accepted)
+	if len(plain.Requests) != 0 || len(asFrames(plain.Frames, "external_tool_call_request")) != 0 {
+		t.Errorf("scoped, no scope: the controller was asked %+v, want no external_tool_call_request", plain.Requests)
+	}
+	rets := asDeltas(plain.Frames, "tool_return_message")
+	if len(rets) != 1 || asStr(rets[0], "status") != "error" || !strings.Contains(asStr(rets[0], "tool_return"), "dispatch_task") {
+		t.Errorf("scoped, no scope: tool returns %v, want one error naming dispatch_task", rets)
+	}
+	// The model's call is announced like any other, even though no such tool is available to it.
+	calls := asDeltas(plain.Frames, "tool_call_message")
+	if len(calls) != 1 || asStr(calls[0], "tool_call", "name") != "dispatch_task" || asStr(calls[0], "tool_call", "arguments") != `{"task":"restart api"}` ||
+		(len(rets) == 1 && asStr(calls[0], "tool_call", "tool_call_id") != asStr(rets[0], "tool_call_id")) {
+		t.Errorf("scoped, no scope: tool_call_messages %v, want one announcing the model's dispatch_task call {\"task\":\"restart api\"}", calls)
+	}
+	if text := asText(plain.Frames); !strings.Contains(text, "dispatch_task") || !strings.Contains(text, "error") || strings.Contains(text, "T-9") {
+		t.Errorf("scoped, no scope: the model answered %q, want the unknown-tool error naming dispatch_task", text)
+	}
+	asCheckEnded(t, "scoped, no scope", plain.Frames, "end_turn")
+	asCheckToolTurn(t, "scoped, with scope", rt, got.Scoped.Selected.asTurn, got.Scoped.Selected.Requests, "dispatch_task",
+		map[string]any{"task": "restart api"}, "dispatch", "success", "queued restart api as T-9", "queued restart api as T-9")
+
+	// f. Approvals: allowed, the tool runs and the model gets its output; denied with a message,
+	// the tool does not run, the model is told why, and the turn ends normally.
+	conv = asCheckStart(t, "approval", ids["approver"], got.ApprovalStart)
+	rt = ids["approver"] + "/" + conv
+	allowed := asCheckApproval(t, "allow", rt, got.Approve, "success", "deployed")
+	if ret := asDeltas(got.Approve.After, "tool_return_message"); len(ret) == 1 && !strings.Contains(asStr(ret[0], "tool_return"), "deployed") {
+		t.Errorf("allow: the tool returned %q, want its echo deployed", asStr(ret[0], "tool_return"))
+	}
+	denied := asCheckApproval(t, "deny", rt, got.Deny, "error", "not today")
+	if allowed == denied {
+		t.Errorf("the second turn's approval request reuses id %s", allowed)
+	}
+	if text := asText(got.Deny.After); strings.Contains(text, `"echo"`) {
+		t.Errorf("deny: the model answered %q, want no tool output", text)
+	}
+
+	// g. Abort: the running turn stops with cancelled long before the model's 20 s; with nothing
+	// running, abort answers aborted false.
+	ab := got.Abort
+	if !asActiveRun(ab.LoopStatus) || asStr(ab.LoopStatus, "loop_status", "status") != "PROCESSING_API_RESPONSE" {
+		t.Errorf("abort: loop status %v, want PROCESSING_API_RESPONSE with the running turn", ab.LoopStatus)
+	}
+	if r := ab.Response; r["type"] != "abort_message_response" || r["aborted"] != true || r["success"] != true || asStr(r, "request_id") == "" {
+		t.Errorf("abort: abort() resolved with %v, want aborted and success", r)
+	}
+	asCheckEnded(t, "abort", ab.Frames, "cancelled")
+	asCheckEnvelopes(t, "abort", asRuntime(ab.Accepted), ab.Frames, map[string]bool{})
+	if !strings.HasPrefix(asRuntime(ab.Accepted), ids["slow"]+"/") {
+		t.Errorf("abort: input_accepted %v, want it for agent %s", ab.Accepted, ids["slow"])
+	}
+	if text := asText(ab.Frames); text != "" {
+		t.Errorf("abort: the model still answered %q", text)
+	}
+	if ab.ElapsedMs > 10000 {
+		t.Errorf("abort: stop_reason cancelled came %.0f ms after abort(), want it well before the model's 20 s", ab.ElapsedMs)
+	}
+	if r := ab.Again; r["type"] != "abort_message_response" || r["aborted"] != false || r["success"] != true {
+		t.Errorf("abort with nothing running resolved with %v, want success with aborted false", r)
+	}
+
+	// h. Sync from a new connection mid-turn: the replay shows the running turn, then the new
+	// connection gets the rest of it.
+	sy := got.Sync
+	rt = asRuntime(sy.ALoopStatus)
+	if !asActiveRun(sy.ALoopStatus) || !strings.HasPrefix(rt, ids["sluggish"]+"/") {
+		t.Errorf("sync: client A saw loop status %v, want the running turn of %s", sy.ALoopStatus, ids["sluggish"])
+	}
+	if text := asText(sy.ASeen); text != "" {
+		t.Errorf("sync: client A saw %q before it closed, want the turn still thinking", text)
+	}
+	if r := sy.Response; r["type"] != "sync_response" || r["success"] != true || asStr(r, "request_id") == "" {
+		t.Errorf("sync: sync() resolved with %v, want success", r)
+	}
+	replayed := asFrames(sy.Replay, "update_loop_status")
+	if len(replayed) == 0 || !asActiveRun(replayed[0]) || asStr(replayed[0], "loop_status", "status") != "PROCESSING_API_RESPONSE" ||
+		!slices.Equal(asRunIDs(replayed[0]), asRunIDs(sy.ALoopStatus)) {
+		t.Errorf("sync: replay [%s] with loop statuses %v, want PROCESSING_API_RESPONSE with client A's run %v", asBrief(sy.Replay), replayed, asRunIDs(sy.ALoopStatus))
+	}
+	asCheckEnvelopes(t, "sync", rt, slices.Concat(sy.Replay, sy.After), map[string]bool{})
+	if text := asText(sy.After); text != "slow answer" {
+		t.Errorf("sync: client B got the answer %q, want %q", text, "slow answer")
+	}
+	asCheckEnded(t, "sync", sy.After, "end_turn")
+}

@@ -1,0 +1,399 @@
+// appserver-conformance runs the official Letta App Server client
+// (@letta-ai/letta-code/app-server-client) against the harness's GET /ws, scenario by
+// scenario, and reports what the client saw:
+//
+//   auth          a wrong secret: connect() rejects (the upgrade is refused);
+//   info          a. connect, info() resolves;
+//   tool          b. runtimeStart with external tools (lookup_ticket unscoped, dispatch_task
+//                 under scope "dispatch") and a created conversation; a turn whose model calls
+//                 lookup_ticket, answered with a text result by onExternalToolCall;
+//   isError       c. the handler answers {is_error:true, content:[…]};
+//   protocolError d. the handler throws;
+//   scoped        e. plain: a turn without the "dispatch" scope whose model calls dispatch_task
+//                 anyway; selected: the same with external_tool_scope_ids ["dispatch"];
+//   approve, deny f. an approval-gated tool: control_request, approval_request_message,
+//                 requires_approval; answered allow, then (another turn) deny with a message;
+//   abort         g. a slow turn aborted while it runs; a second abort with nothing running;
+//   sync          h. client A starts a slow turn and closes; client B syncs and gets the rest.
+//
+// Usage: node appserver-conformance.mjs <baseUrl> <accountSecret> <agentsJSON>   (Node 22)
+// agentsJSON names the agents the caller created:
+//   {"tickets","missing","outage","dispatcher","approver","slow","sluggish"} → agent ids.
+// Prints one JSON object on stdout: per scenario the frames the client received for the
+// runtime (raw), the responses it got and what its handlers were asked. Exits 1 with the
+// problem on stderr when the protocol cannot go on (a refused command, a frame that never
+// comes within its timeout); the summary so far is printed anyway.
+
+import WebSocket from 'ws';
+import { createAppServerClient } from '@letta-ai/letta-code/app-server-client';
+
+const STEP_MS = 20_000;
+
+const [baseUrl, secret, agentsJSON] = process.argv.slice(2);
+if (!baseUrl || !secret || !agentsJSON) {
+  process.stderr.write('usage: node appserver-conformance.mjs <baseUrl> <accountSecret> <agentsJSON>\n');
+  process.exit(2);
+}
+const agents = JSON.parse(agentsJSON);
+for (const name of ['tickets', 'missing', 'outage', 'dispatcher', 'approver', 'slow', 'sluggish']) {
+  if (typeof agents[name] !== 'string' || agents[name] === '') {
+    process.stderr.write(`agentsJSON has no agent id for ${name}\n`);
+    process.exit(2);
+  }
+}
+
+const summary = {};
+const clients = [];
+
+// finish prints the summary and exits once stdout has taken it all (writes to a pipe are
+// asynchronous: exiting at once would cut the summary short).
+function finish(code) {
+  for (const c of clients) {
+    try {
+      c.close();
+    } catch {}
+  }
+  process.stdout.write(JSON.stringify(summary) + '\n', () => process.exit(code));
+}
+
+// stop reports a failure and exits; fail does that and throws Stop, which ends the scenarios.
+class Stop extends Error {}
+let stopped = false;
+function stop(message) {
+  if (stopped) return;
+  stopped = true;
+  process.stderr.write(`appserver-conformance: ${message}\n`);
+  finish(1);
+}
+function fail(message) {
+  stop(message);
+  throw new Stop(message);
+}
+
+// The whole run has an upper bound too, below the Go test's.
+setTimeout(() => stop('the scenarios did not finish within 100 s'), 100_000).unref();
+
+const lookupTicket = {
+  name: 'lookup_ticket',
+  description: 'Fetch a support ticket by ID.',
+  parameters: {
+    type: 'object',
+    properties: { id: { type: 'string' } },
+    required: ['id'],
+    additionalProperties: false,
+  },
+};
+const dispatchTask = {
+  name: 'dispatch_task',
+  description: 'Hand a task to the dispatch queue.',
+  parameters: {
+    type: 'object',
+    properties: { task: { type: 'string' } },
+    required: ['task'],
+    additionalProperties: false,
+  },
+};
+const externalTools = [{ tools: [lookupTicket] }, { scope_id: 'dispatch', tools: [dispatchTask] }];
+
+// convOf is the conversation a frame is about: its runtime's, or a control_request's.
+function convOf(f) {
+  return f?.runtime?.conversation_id ?? f?.conversation_id;
+}
+
+function isDelta(f, kind) {
+  return f?.type === 'stream_delta' && f.delta?.message_type === kind;
+}
+
+function brief(frames) {
+  return frames.map((f) => (f.type === 'stream_delta' ? `stream_delta/${f.delta?.message_type}` : f.type)).join(', ');
+}
+
+// Peer is one official client and every frame it received, in order.
+class Peer {
+  constructor(name, token = secret) {
+    this.name = name;
+    this.frames = [];
+    this.times = []; // when each frame arrived (ms)
+    this.waiters = new Set();
+    this.client = createAppServerClient({ url: baseUrl, WebSocket, authToken: token, requestTimeoutMs: STEP_MS });
+    clients.push(this.client);
+    this.client.onMessage((msg) => {
+      this.frames.push(msg);
+      this.times.push(Date.now());
+      for (const w of [...this.waiters]) w.check();
+    });
+  }
+
+  mark() {
+    return this.frames.length;
+  }
+
+  // wait resolves with the index of the first frame from `from` on that pred accepts; after
+  // STEP_MS it rejects naming what it waited for and the frames that came instead.
+  wait(what, pred, from = 0) {
+    return new Promise((resolve, reject) => {
+      const w = {
+        check: () => {
+          for (let i = from; i < this.frames.length; i++) {
+            if (pred(this.frames[i])) {
+              this.waiters.delete(w);
+              clearTimeout(w.timer);
+              resolve(i);
+              return true;
+            }
+          }
+          return false;
+        },
+      };
+      if (w.check()) return;
+      w.timer = setTimeout(() => {
+        this.waiters.delete(w);
+        reject(new Error(`${this.name}: no ${what} within ${STEP_MS} ms; frames since: [${brief(this.frames.slice(from))}]; the 10 before: ${JSON.stringify(this.frames.slice(Math.max(0, from - 10), from))}`));
+      }, STEP_MS);
+      this.waiters.add(w);
+    });
+  }
+
+  // about returns the frames in [from, to] that concern conversation conv.
+  about(conv, from, to = this.frames.length - 1) {
+    return this.frames.slice(from, to + 1).filter((f) => convOf(f) === conv);
+  }
+
+  // untilStop waits for the conversation's next stop_reason from `from`, and for the
+  // update_loop_status that says the runtime waits again (WAITING_ON_INPUT or
+  // WAITING_ON_APPROVAL; it may come just before the stop_reason or just after), and returns
+  // the conversation's frames up to the later of the two.
+  async untilStop(conv, from) {
+    const i = await this.wait(`stop_reason for ${conv}`, (f) => isDelta(f, 'stop_reason') && convOf(f) === conv, from);
+    const j = await this.wait(
+      `update_loop_status WAITING_ON_… around the stop_reason for ${conv}`,
+      (f) => f.type === 'update_loop_status' && convOf(f) === conv && String(f.loop_status?.status).startsWith('WAITING_ON_'),
+      from,
+    );
+    return this.about(conv, from, Math.max(i, j));
+  }
+}
+
+async function step(what, promise) {
+  try {
+    return await promise;
+  } catch (err) {
+    fail(`${what}: ${err?.message ?? err}`);
+  }
+}
+
+async function connect(name, token) {
+  const p = new Peer(name, token);
+  await step(`${name}: connect`, p.client.connect());
+  return p;
+}
+
+// start runs runtimeStart for agentId in a new conversation and waits for the replay that
+// follows the response (it ends with update_queue).
+async function start(peer, agentId, tools) {
+  const from = peer.mark();
+  const cmd = { agent_id: agentId, create_conversation: { body: {} } };
+  if (tools) cmd.external_tools = tools;
+  const res = await step(`${peer.name}: runtimeStart ${agentId}`, peer.client.runtimeStart(cmd));
+  if (res?.success !== true) fail(`${peer.name}: runtimeStart ${agentId} answered ${JSON.stringify(res)}`);
+  const conv = res.runtime.conversation_id;
+  const at = peer.frames.indexOf(res);
+  const end = await peer.wait(`update_queue after runtime_start for ${conv}`, (f) => f.type === 'update_queue' && convOf(f) === conv, at + 1);
+  return { response: res, replay: peer.about(conv, at + 1, end), runtime: res.runtime, from };
+}
+
+// ask submits a user message and returns the input_accepted frame and the turn's frames (see
+// untilStop).
+async function ask(peer, runtime, text, extra = {}) {
+  const from = peer.mark();
+  const accepted = await step(
+    `${peer.name}: submitInput`,
+    peer.client.submitInput({
+      runtime,
+      payload: { kind: 'create_message', messages: [{ role: 'user', content: text }], ...extra },
+    }),
+  );
+  if (accepted?.accepted !== true) fail(`${peer.name}: input was not accepted: ${JSON.stringify(accepted)}`);
+  const frames = await peer.untilStop(runtime.conversation_id, from);
+  return { accepted, frames };
+}
+
+// Handlers for controller-owned tools, by conversation; every request is recorded. It is async
+// so that a handler that throws becomes a rejection, which the client sends as error.
+const handlers = new Map();
+const requests = [];
+async function onToolCall(req) {
+  requests.push({
+    request_id: req.request_id,
+    tool_name: req.tool_name,
+    input: req.input,
+    tool_call_id: req.tool_call_id,
+    scope_id: req.scope_id,
+    runtime: req.runtime,
+  });
+  const h = handlers.get(req.runtime?.conversation_id);
+  if (!h) throw new Error(`no handler for conversation ${req.runtime?.conversation_id}`);
+  return h(req);
+}
+function requestsFor(conv) {
+  return requests.filter((r) => r.runtime?.conversation_id === conv);
+}
+
+// A controller-tool scenario: start agentId's runtime with the external tools, answer its
+// calls with handler, run one turn.
+async function toolTurn(peer, agentId, text, handler) {
+  const st = await start(peer, agentId, externalTools);
+  const conv = st.runtime.conversation_id;
+  handlers.set(conv, handler);
+  const turn = await ask(peer, st.runtime, text);
+  return { start: { response: st.response, replay: st.replay }, ...turn, requests: requestsFor(conv) };
+}
+
+async function main() {
+  // --- auth: the official client with a wrong secret cannot connect.
+  {
+    const bad = new Peer('bad-secret', 'hsk_not-a-secret');
+    try {
+      await bad.client.connect();
+      summary.auth = { connected: true, frames: bad.frames };
+    } catch (err) {
+      summary.auth = { connected: false, error: String(err?.message ?? err), frames: bad.frames };
+    }
+    bad.client.close();
+  }
+
+  // --- a. connect and info.
+  const ctl = await connect('controller');
+  ctl.client.onExternalToolCall(onToolCall);
+  summary.info = await step('info', ctl.client.info());
+
+  // --- b. a controller-owned tool answered with text.
+  summary.tool = await toolTurn(ctl, agents.tickets, 'Look up LET-123', () => ({
+    content: [{ type: 'text', text: 'LET-123 is assigned to Support.' }],
+  }));
+
+  // --- c. the tool reports a failure (is_error).
+  summary.isError = await toolTurn(ctl, agents.missing, 'Look up LET-404', () => ({
+    is_error: true,
+    content: [{ type: 'text', text: 'LET-404 was not found' }],
+  }));
+
+  // --- d. the controller cannot run the tool (the handler throws).
+  summary.protocolError = await toolTurn(ctl, agents.outage, 'Look up LET-500', () => {
+    throw new Error('ticket system unavailable');
+  });
+
+  // --- e. a scoped tool: invisible without its scope, called with it.
+  {
+    const st = await start(ctl, agents.dispatcher, externalTools);
+    const conv = st.runtime.conversation_id;
+    handlers.set(conv, (req) => ({ content: [{ type: 'text', text: `queued ${req.input?.task} as T-9` }] }));
+    const plain = await ask(ctl, st.runtime, 'Restart the API');
+    const plainRequests = requestsFor(conv);
+    const selected = await ask(ctl, st.runtime, 'Restart the API, with dispatch', { external_tool_scope_ids: ['dispatch'] });
+    summary.scoped = {
+      start: { response: st.response, replay: st.replay },
+      plain: { ...plain, requests: plainRequests },
+      selected: { ...selected, requests: requestsFor(conv).slice(plainRequests.length) },
+    };
+  }
+
+  // --- f. approvals: allow on one turn, deny with a message on the next.
+  {
+    const st = await start(ctl, agents.approver);
+    const rt = st.runtime;
+    const conv = rt.conversation_id;
+    const approvalTurn = async (text, decision) => {
+      const asked = await ask(ctl, rt, text);
+      const cr = asked.frames.find((f) => f.type === 'control_request');
+      if (!cr) fail(`approval (${decision.behavior}): no control_request before the stop_reason: ${brief(asked.frames)}`);
+      const from = ctl.mark();
+      const answered = await step(
+        `approval (${decision.behavior}): submitInput approval_response`,
+        ctl.client.submitInput({ runtime: rt, payload: { kind: 'approval_response', request_id: cr.request_id, decision } }),
+      );
+      if (answered?.accepted !== true) fail(`approval (${decision.behavior}) was not accepted: ${JSON.stringify(answered)}`);
+      const after = await ctl.untilStop(conv, from);
+      return { requested: asked, controlRequest: cr, answered, after };
+    };
+    summary.approve = await approvalTurn('Deploy it', { behavior: 'allow' });
+    summary.deny = await approvalTurn('Deploy it again', { behavior: 'deny', message: 'not today' });
+    summary.approvalStart = { response: st.response, replay: st.replay };
+  }
+
+  // --- g. abort a slow turn.
+  {
+    const st = await start(ctl, agents.slow);
+    const rt = st.runtime;
+    const conv = rt.conversation_id;
+    const from = ctl.mark();
+    const accepted = await step(
+      'abort: submitInput',
+      ctl.client.submitInput({ runtime: rt, payload: { kind: 'create_message', messages: [{ role: 'user', content: 'Take your time' }] } }),
+    );
+    if (accepted?.accepted !== true) fail(`abort: the input was not accepted: ${JSON.stringify(accepted)}`);
+    const active = await ctl.wait(
+      'update_loop_status with an active run',
+      (f) => f.type === 'update_loop_status' && convOf(f) === conv && (f.loop_status?.active_run_ids?.length ?? 0) > 0,
+      from,
+    );
+    const t0 = Date.now();
+    const response = await step('abort()', ctl.client.abort({ runtime: rt }));
+    const stopAt = await ctl.wait('stop_reason after the abort', (f) => isDelta(f, 'stop_reason') && convOf(f) === conv, from);
+    const elapsedMs = ctl.times[stopAt] - t0;
+    const frames = await ctl.untilStop(conv, from);
+    const again = await step('a second abort()', ctl.client.abort({ runtime: rt }));
+    summary.abort = {
+      accepted,
+      loopStatus: ctl.frames[active],
+      response,
+      elapsedMs,
+      frames,
+      again,
+    };
+  }
+
+  // --- h. sync after a reconnect: A starts a slow turn and goes; B syncs and gets the rest.
+  {
+    const a = await connect('client-a');
+    const st = await start(a, agents.sluggish);
+    const rt = st.runtime;
+    const conv = rt.conversation_id;
+    const from = a.mark();
+    const accepted = await step(
+      'sync: client A submitInput',
+      a.client.submitInput({ runtime: rt, payload: { kind: 'create_message', messages: [{ role: 'user', content: 'Answer slowly' }] } }),
+    );
+    if (accepted?.accepted !== true) fail(`sync: client A's input was not accepted: ${JSON.stringify(accepted)}`);
+    const active = await a.wait(
+      'update_loop_status with an active run on client A',
+      (f) => f.type === 'update_loop_status' && convOf(f) === conv && (f.loop_status?.active_run_ids?.length ?? 0) > 0,
+      from,
+    );
+    const aSeen = a.about(conv, from);
+    a.client.close();
+
+    const b = await connect('client-b');
+    const bFrom = b.mark();
+    const response = await step('sync()', b.client.sync({ runtime: rt }));
+    const at = b.frames.indexOf(response);
+    const frames = await b.untilStop(conv, at + 1);
+    summary.sync = {
+      accepted,
+      aLoopStatus: a.frames[active],
+      aSeen,
+      response,
+      replay: b.about(conv, bFrom, at - 1),
+      after: frames,
+    };
+    b.client.close();
+  }
+
+}
+
+main().then(
+  () => finish(0),
+  (err) => {
+    if (!(err instanceof Stop)) stop(err?.stack ?? String(err));
+  },
+);
