@@ -219,7 +219,7 @@ func (c *call) runtimeStart(ctx context.Context) error {
 		}
 		view, err = c.g.agents.Create(ctx, acc, store.NewID("agt_"), body)
 		if err != nil {
-			return c.fail(ctx, resp, "create_agent.body: "+c.refusal(ctx, agentError(err)))
+			return c.fail(ctx, resp, "create_agent.body: "+c.refusal(ctx, configError(err)))
 		}
 		created["agent"] = true
 	} else {
@@ -296,18 +296,6 @@ func (c *call) checkToolsAgainstAgent(ctx context.Context, agentID string, group
 		}
 	}
 	return nil
-}
-
-// agentError turns a config validation failure into a refusal that names the field.
-func agentError(err error) error {
-	var e *Error
-	if errors.As(err, &e) {
-		return e
-	}
-	if msg := err.Error(); strings.Contains(msg, "config") || strings.Contains(msg, "field") || strings.Contains(msg, ":") {
-		return &Error{Status: http.StatusBadRequest, Message: msg}
-	}
-	return err
 }
 
 // agentBody maps a Letta agent create body to an agent config: name, system, model (a
@@ -459,6 +447,11 @@ func (c *call) input(ctx context.Context) error {
 	if err := json.Unmarshal(c.cmd.Payload, &p); err != nil || len(c.cmd.Payload) == 0 {
 		return refuse("payload must be an object with a kind (create_message or approval_response)")
 	}
+	h := c.g.h
+	run, hasRun, err := h.opts.Connections.Run(ctx, c.conn.AccountID, rt.ConversationID)
+	if err != nil {
+		return refuse(c.refusal(ctx, err))
+	}
 	req := &turnRequest{ID: rt.ConversationID, AgentID: rt.AgentID, EventID: store.NewID("evt_")}
 	var in turnInput
 	turn := &wsTurn{Runtime: rt}
@@ -490,14 +483,13 @@ func (c *call) input(ctx context.Context) error {
 		}
 		in.decisions = []decision{d}
 		// The answer continues the turn that asked, with the tools it had.
-		if run, ok, err := c.g.h.opts.Connections.Run(ctx, c.conn.AccountID, rt.ConversationID); err == nil && ok && len(run.Turn) > 0 {
+		if hasRun && len(run.Turn) > 0 {
 			_ = json.Unmarshal(run.Turn, turn)
 			turn.Runtime = rt
 		}
 	default:
 		return refuse(fmt.Sprintf("payload.kind %q is not create_message or approval_response", p.Kind))
 	}
-	h := c.g.h
 	if _, err := h.agentFor(ctx, c.conn.AccountID, req, false); err != nil {
 		return refuse(c.refusal(ctx, err))
 	}
@@ -515,7 +507,7 @@ func (c *call) input(ctx context.Context) error {
 		return refuse(c.refusal(ctx, err))
 	}
 	disposition := "started"
-	if run, ok, err := h.opts.Connections.Run(ctx, c.conn.AccountID, rt.ConversationID); err == nil && ok && run.Status == store.EventProcessing {
+	if hasRun && run.Status == store.EventProcessing {
 		disposition = "queued"
 	}
 	if err := h.claimEvent(ctx, c.conn.AccountID, req, h.opts.Now()); err != nil {

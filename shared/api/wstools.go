@@ -148,21 +148,25 @@ func (h *Handler) externalTool(accountID string, rt runtimeScope, wt wsTool) too
 			if err != nil {
 				return nil, err
 			}
-			targets := []string{wt.ConnectionID}
-			if subs, err := h.opts.Connections.Subscribers(ctx, accountID, rt.ConversationID); err == nil {
-				for _, s := range subs {
-					if s.ConnectionID != wt.ConnectionID && s.Channel != connections.Stream && registers(s, wt) {
-						targets = append(targets, s.ConnectionID)
-					}
-				}
+			err = h.opts.Poster.Post(ctx, wt.ConnectionID, b)
+			if err == nil {
+				return map[string]bool{"dispatched": true}, nil
 			}
-			for _, id := range targets {
-				err := h.opts.Poster.Post(ctx, id, b)
-				if err == nil {
-					return map[string]bool{"dispatched": true}, nil
+			if !errors.Is(err, wsconn.ErrGone) {
+				h.opts.Logger.WarnContext(ctx, "sending an external tool call", "connectionId", wt.ConnectionID, "err", err)
+			}
+			// The registering connection cannot take it: another one of the runtime that
+			// registered the same tool (a reconnected controller) may.
+			subs, err := h.opts.Connections.Subscribers(ctx, accountID, rt.ConversationID)
+			if err != nil {
+				return nil, err
+			}
+			for _, s := range subs {
+				if s.ConnectionID == wt.ConnectionID || s.Channel == connections.Stream || !registers(s, wt) {
+					continue
 				}
-				if !errors.Is(err, wsconn.ErrGone) {
-					h.opts.Logger.WarnContext(ctx, "sending an external tool call", "connectionId", id, "err", err)
+				if err := h.opts.Poster.Post(ctx, s.ConnectionID, b); err == nil {
+					return map[string]bool{"dispatched": true}, nil
 				}
 			}
 			return nil, fmt.Errorf("the controller that registered %s is not connected", wt.Def.Name)
