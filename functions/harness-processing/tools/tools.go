@@ -43,14 +43,16 @@ const (
 	Secret VarType = "secret"
 )
 
-// Variable is a value a tool declares it needs. It resolves from the agent config's Option,
-// else (unless Scoped) from the harness environment variable Name.
+// Variable is a value a tool declares it needs (001 section 3). It resolves from the agent
+// config's Option, else from the harness environment variable Name. The harness environment is
+// the parent every agent inherits from, so a Scoped variable skips it: only the agent's own
+// config supplies it, and from there it reaches every turn and continuation of that agent.
 type Variable struct {
 	Name        string
-	Option      string
+	Option      string // config key that supplies it; a Scoped variable must have one
 	Type        VarType
 	Required    bool
-	Scoped      bool // only the agent's own config may supply it, never the environment
+	Scoped      bool
 	Description string
 }
 
@@ -131,9 +133,12 @@ type MissingVariableError struct {
 func (e *MissingVariableError) Error() string {
 	v := e.Variable
 	where := "config.tools." + e.Tool + "." + v.Option
-	if v.Option == "" {
+	switch {
+	case v.Option == "":
 		where = "the harness environment variable " + v.Name
-	} else if !v.Scoped {
+	case v.Scoped:
+		where += " (it is scoped to the agent: the harness environment variable " + v.Name + " is not used)"
+	default:
 		where += " or the harness environment variable " + v.Name
 	}
 	return fmt.Sprintf("tool %s needs the %s variable %s (%s): set %s", e.Tool, v.Type, v.Name, v.Description, where)
@@ -257,29 +262,11 @@ func Build(config map[string]json.RawMessage, env tool.Env) (*tool.Set, error) {
 			all = append(all, tool.Tool{Name: name, ProviderTool: spec.ProviderTool})
 			continue
 		}
-		c := Context{Options: Options{}, Vars: map[string]string{}, Getenv: getenv, Send: env.Send}
-		for k, v := range e.Options {
-			c.Options[k] = v
+		c, err := spec.context(name, e.Options, getenv)
+		if err != nil {
+			return nil, err
 		}
-		for _, v := range spec.Variables {
-			value := ""
-			if v.Option != "" {
-				if raw, ok := c.Options[v.Option]; ok {
-					_ = json.Unmarshal(raw, &value)
-					delete(c.Options, v.Option)
-				}
-			}
-			if value == "" && !v.Scoped {
-				value = getenv(v.Name)
-			}
-			if value == "" {
-				if v.Required {
-					return nil, &MissingVariableError{Tool: name, Variable: v}
-				}
-				continue
-			}
-			c.Vars[v.Name] = value
-		}
+		c.Send = env.Send
 		ts, err := spec.New(c)
 		if err != nil {
 			return nil, fmt.Errorf("config.tools.%s: %w", name, err)
@@ -293,10 +280,58 @@ func Build(config map[string]json.RawMessage, env tool.Env) (*tool.Set, error) {
 	return tool.NewSet(all...)
 }
 
+// context resolves the spec's variables for one config entry: a variable's option in the
+// config, else (unless the variable is scoped) the harness environment variable of its name.
+// The variables' options are taken out of the options the factory sees.
+func (s Spec) context(name string, opts Options, getenv func(string) string) (Context, error) {
+	c := Context{Options: Options{}, Vars: map[string]string{}, Getenv: getenv}
+	for k, v := range opts {
+		c.Options[k] = v
+	}
+	for _, v := range s.Variables {
+		value := ""
+		if v.Option != "" {
+			if raw, ok := c.Options[v.Option]; ok {
+				_ = json.Unmarshal(raw, &value)
+				delete(c.Options, v.Option)
+			}
+		}
+		if value == "" && !v.Scoped {
+			value = getenv(v.Name)
+		}
+		if value == "" {
+			if v.Required {
+				return c, &MissingVariableError{Tool: name, Variable: v}
+			}
+			continue
+		}
+		c.Vars[v.Name] = value
+	}
+	return c, nil
+}
+
+// checkSpec refuses a spec whose variables could never resolve or be kept secret.
+func checkSpec(name string, s Spec) error {
+	for _, v := range s.Variables {
+		switch {
+		case v.Name == "":
+			return fmt.Errorf("tools: %s declares a variable without a name", name)
+		case v.Type != Text && v.Type != Secret:
+			return fmt.Errorf("tools: variable %s of %s has type %q, want %q or %q", v.Name, name, v.Type, Text, Secret)
+		case v.Scoped && v.Option == "":
+			return fmt.Errorf("tools: variable %s of %s is scoped but has no config option, so nothing could ever supply it", v.Name, name)
+		}
+	}
+	return nil
+}
+
 // optionSchemas holds each spec's compiled options schema.
 var optionSchemas = func() map[string]*gojsonschema.Schema {
 	out := map[string]*gojsonschema.Schema{}
 	for name, spec := range specs {
+		if err := checkSpec(name, spec); err != nil {
+			panic(err)
+		}
 		raw := spec.Options
 		if len(raw) == 0 {
 			raw = json.RawMessage(`{"type":"object","additionalProperties":false}`)
