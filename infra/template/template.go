@@ -94,9 +94,11 @@ type Function struct {
 	CodeURI   string // the folder that holds its main package, relative to the template
 	Handler   string
 	Runtime   string
-	Timeout   int          // seconds; 0 leaves Lambda's default
-	URL       *FunctionURL // nil without a FunctionUrlConfig
-	Events    []Event      // by name
+	// Architectures is the instruction set the bootstrap is built for (arm64 here).
+	Architectures []string
+	Timeout       int          // seconds; 0 leaves Lambda's default
+	URL           *FunctionURL // nil without a FunctionUrlConfig
+	Events        []Event      // by name
 	// Policies are as written, intrinsics as maps: "SomeManagedPolicy" or
 	// {"DynamoDBCrudPolicy": {"TableName": {"Ref": "EventsTable"}}}.
 	Policies []any
@@ -291,6 +293,7 @@ func parseFunction(id string, props *yaml.Node) (Function, error) {
 		CodeURI     string       `yaml:"CodeUri"`
 		Handler     string       `yaml:"Handler"`
 		Runtime     string       `yaml:"Runtime"`
+		Arch        []string     `yaml:"Architectures"`
 		Timeout     int          `yaml:"Timeout"`
 		URL         *FunctionURL `yaml:"FunctionUrlConfig"`
 		Policies    []any        `yaml:"Policies"`
@@ -306,7 +309,7 @@ func parseFunction(id string, props *yaml.Node) (Function, error) {
 		return Function{}, err
 	}
 	fn := Function{
-		LogicalID: id, CodeURI: p.CodeURI, Handler: p.Handler, Runtime: p.Runtime,
+		LogicalID: id, CodeURI: p.CodeURI, Handler: p.Handler, Runtime: p.Runtime, Architectures: p.Arch,
 		Timeout: p.Timeout, URL: p.URL, Policies: p.Policies, env: p.Environment.Variables,
 	}
 	for _, name := range slices.Sorted(maps.Keys(p.Events)) {

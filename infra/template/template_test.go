@@ -112,7 +112,7 @@ func TestProjectFunctions(t *testing.T) {
 	tpl := load(t)
 	got := map[string][]string{}
 	for _, fn := range tpl.Functions() {
-		got[fn.LogicalID] = []string{fn.CodeURI, fn.Handler, fn.Runtime}
+		got[fn.LogicalID] = []string{fn.CodeURI, fn.Handler, fn.Runtime, strings.Join(fn.Architectures, ",")}
 		for _, e := range fn.Events {
 			switch e.Type {
 			case "HttpApi":
@@ -127,18 +127,18 @@ func TestProjectFunctions(t *testing.T) {
 		}
 	}
 	want := map[string][]string{
-		"AccountManageFunction": {"functions/account-manage/", "bootstrap", "provided.al2023",
+		"AccountManageFunction": {"functions/account-manage/", "bootstrap", "provided.al2023", "arm64",
 			"HttpApi ANY /accounts/{accountId}", "HttpApi ANY /accounts/me/agents/{agentId}", "HttpApi ANY /accounts/me/agents",
 			"HttpApi POST /accounts", "HttpApi GET /accounts", "HttpApi POST /accounts/{accountId}/rotate-secret"},
-		"AsyncToolCompleteFunction": {"functions/async-tool-complete/", "bootstrap", "provided.al2023",
+		"AsyncToolCompleteFunction": {"functions/async-tool-complete/", "bootstrap", "provided.al2023", "arm64",
 			"HttpApi POST /async-tools/{resultId}/complete"},
-		"AsyncWorkerFunction": {"functions/async-worker/", "bootstrap", "provided.al2023",
+		"AsyncWorkerFunction": {"functions/async-worker/", "bootstrap", "provided.al2023", "arm64",
 			"SQS AsyncWorkQueue batch 10 [ReportBatchItemFailures]"},
-		"HarnessProcessingFunction": {"functions/harness-processing/", "bootstrap", "provided.al2023",
+		"HarnessProcessingFunction": {"functions/harness-processing/", "bootstrap", "provided.al2023", "arm64",
 			"HttpApi POST /async", "HttpApi GET /", "HttpApi GET /healthz", "HttpApi GET /readyz", "HttpApi GET /status/{eventId}", "HttpApi POST /"},
-		"SweeperFunction": {"functions/sweeper/", "bootstrap", "provided.al2023",
+		"SweeperFunction": {"functions/sweeper/", "bootstrap", "provided.al2023", "arm64",
 			"Schedule rate(1 minute) every 1m0s"},
-		"WsGatewayFunction": {"functions/ws-gateway/", "bootstrap", "provided.al2023"},
+		"WsGatewayFunction": {"functions/ws-gateway/", "bootstrap", "provided.al2023", "arm64"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Functions() (-want +got):\n%s", diff)

@@ -456,8 +456,8 @@ func TestRunMaxSteps(t *testing.T) {
 			return scripted(t, `[`+strings.Repeat(`{"toolCalls":[{"name":"current_time"}]},`, 9)+`{"toolCalls":[{"name":"current_time"}]}]`)
 		}, maxSteps: 3, wantCalls: 3},
 		{name: "one step", model: func(*testing.T) agent.Model { return alwaysCalls }, maxSteps: 1, wantCalls: 1},
-		{name: "zero means the default", model: func(*testing.T) agent.Model { return alwaysCalls }, maxSteps: 0, wantCalls: agent.DefaultMaxSteps},
-		{name: "negative means the default", model: func(*testing.T) agent.Model { return alwaysCalls }, maxSteps: -1, wantCalls: agent.DefaultMaxSteps},
+		{name: "zero means the default of 20", model: func(*testing.T) agent.Model { return alwaysCalls }, maxSteps: 0, wantCalls: 20},
+		{name: "negative means the default", model: func(*testing.T) agent.Model { return alwaysCalls }, maxSteps: -1, wantCalls: 20},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
