@@ -109,6 +109,12 @@ func runDev(t *testing.T, root, bin string, env []string, model string) {
 		}
 	}
 
+	// The search demo's curl runs tavilySearch against the local fake Tavily dev started (the
+	// scripted agent calls it for sure; a real model may not).
+	if model == "scripted" {
+		checkSearchCurl(t, out)
+	}
+
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
@@ -128,6 +134,28 @@ func runDev(t *testing.T, root, bin string, env []string, model string) {
 	}
 	if _, err := os.Stat(envFile); !os.IsNotExist(err) {
 		t.Errorf("%s is still there after dev stopped (stat: %v)", envFile, err)
+	}
+}
+
+// checkSearchCurl runs the printed search-demo curl and checks the fake's page came back.
+func checkSearchCurl(t *testing.T, out string) {
+	t.Helper()
+	search := regexp.MustCompile(`(?m)^\s*(curl -N .*"agentId":"search-demo".*)$`).FindStringSubmatch(out)
+	if search == nil || !strings.Contains(out, "a local fake Tavily at http://127.0.0.1:") {
+		t.Fatalf("dev printed no search-demo curl on a local fake Tavily:\n%s", out)
+	}
+	turn, err := exec.Command("sh", "-c", search[1]+" -sS --fail-with-body").Output()
+	if err != nil {
+		t.Fatalf("the printed search curl failed: %v\n%s", err, turn)
+	}
+	body := string(turn)
+	for _, want := range []string{`"toolName":"tavilySearch"`, `"type":"tool-output-available"`, "https://example.com/harness/async-tools", `"type":"finish"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the search turn's stream lacks %s:\n%s", want, body)
+		}
+	}
+	if strings.Contains(body, `"type":"error"`) || strings.Contains(body, "example.com/garden") {
+		t.Errorf("the search turn failed or found the unrelated page:\n%s", body)
 	}
 }
 
@@ -174,10 +202,12 @@ func checkEnvFile(t *testing.T, path, printed string, endpoints []string) {
 	}
 }
 
+// withoutEndpoints drops the test stack's endpoints and any Tavily settings of the machine, so
+// dev starts its own stand-ins and its own fake Tavily.
 func withoutEndpoints(env []string) []string {
 	var out []string
 	for _, kv := range env {
-		if !strings.HasPrefix(kv, "AWS_ENDPOINT_URL") {
+		if !strings.HasPrefix(kv, "AWS_ENDPOINT_URL") && !strings.HasPrefix(kv, "TAVILY_") {
 			out = append(out, kv)
 		}
 	}

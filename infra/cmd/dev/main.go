@@ -7,6 +7,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -24,6 +25,7 @@ import (
 	"time"
 
 	"github.com/agentharness/harness/infra/devstack"
+	"github.com/agentharness/harness/infra/faketavily"
 	"github.com/agentharness/harness/infra/localrunner"
 	"github.com/agentharness/harness/infra/template"
 	"github.com/agentharness/harness/shared/awsclient"
@@ -97,6 +99,11 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	tavilyNote, stopTavily, err := localTavily()
+	if err != nil {
+		return err
+	}
+	defer stopTavily()
 	logger := logging.New(os.Stderr, os.Getenv("LOG_LEVEL"))
 	adminSecret := os.Getenv("ADMIN_SECRET")
 	if adminSecret == "" {
@@ -136,6 +143,16 @@ func run() error {
 	defer os.Remove(*envPath)
 
 	agentID := seed.Agents[0].AgentID
+	searchCurl := ""
+	for _, a := range seed.Agents {
+		if a.AgentID == searchAgent {
+			searchCurl = fmt.Sprintf(`
+Run a web search through tavilySearch (%s):
+
+  curl -N %s/ -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '{"agentId":"%s","message":"How do async tools work?"}'
+`, tavilyNote, url, secret, searchAgent)
+		}
+	}
 	fmt.Printf("wrote %s: `source %s` in another shell for HARNESS_URL, HARNESS_SECRET, the AWS endpoints and the queue URLs\n", *envPath, *envPath)
 	fmt.Printf(`
 Harness is running at %s
@@ -147,13 +164,13 @@ Harness is running at %s
 Run a turn of the demo agent:
 
   curl -N %s/ -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '{"agentId":"%s","message":"What time is it?"}'
-
+%s
 Create an account of your own (the answer holds its secret), then agents with POST /accounts/me/agents:
 
   curl %s/accounts -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '{"username":"me"}'
 
 Ctrl-C stops everything.
-`, url, stack.DynamoDB, stack.SQS, acc.ID, acc.Username, agentID, modelNote, secret, adminSecret, url, secret, agentID, url, adminSecret)
+`, url, stack.DynamoDB, stack.SQS, acc.ID, acc.Username, agentID, modelNote, secret, adminSecret, url, secret, agentID, searchCurl, url, adminSecret)
 
 	select {
 	case <-ctx.Done():
@@ -167,6 +184,29 @@ Ctrl-C stops everything.
 		return err
 	}
 	return nil
+}
+
+// searchAgent is the seeded agent whose curl shows a tavilySearch round trip.
+const searchAgent = "search-demo"
+
+// localTavily serves a local fake of Tavily's API for tavilySearch and tavilyExtract unless the
+// environment names the real service (TAVILY_API_KEY) or another one (TAVILY_BASE_URL), so the
+// Tavily tools work with no account. It says where the tools go and returns how to stop it.
+func localTavily() (note string, stop func(), err error) {
+	if os.Getenv("TAVILY_API_KEY") != "" || os.Getenv("TAVILY_BASE_URL") != "" {
+		return "Tavily at " + cmp.Or(os.Getenv("TAVILY_BASE_URL"), "https://api.tavily.com"), func() {}, nil
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, fmt.Errorf("starting the local fake Tavily: %w", err)
+	}
+	srv := &http.Server{Handler: faketavily.New(&faketavily.Options{Documents: faketavily.DemoDocuments}), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	base := "http://" + ln.Addr().String()
+	// Any non-empty key passes the fake; agents need not name one.
+	os.Setenv("TAVILY_BASE_URL", base)
+	os.Setenv("TAVILY_API_KEY", "tvly-local-fake")
+	return "a local fake Tavily at " + base + "; set TAVILY_API_KEY for the real one", func() { _ = srv.Close() }, nil
 }
 
 // envKeys are the variables .dev.env exports, in order.
