@@ -1,0 +1,108 @@
+package store_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentharness/harness/infra/testenv"
+	"github.com/agentharness/harness/shared/store"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+)
+
+// staleIndex sits between a DynamoDB client and DynamoDB Local. While recording it remembers
+// the answer of each index Query; once frozen it answers the same Query with that remembered
+// answer, as a global secondary index that has not caught up yet would. Every other request
+// reaches the real table. DynamoDB Local updates its indexes at once, so staleness has to be
+// replayed to be seen.
+type staleIndex struct {
+	base   dynamodb.HTTPClient
+	mu     sync.Mutex
+	frozen bool
+	seen   map[string][]byte // request body → response body
+}
+
+func (s *staleIndex) Do(req *http.Request) (*http.Response, error) {
+	if req.Header.Get("X-Amz-Target") != "DynamoDB_20120810.Query" {
+		return s.base.Do(req)
+	}
+	body, err := io.ReadAll(req.Body)
+	if err != nil {
+		return nil, err
+	}
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	s.mu.Lock()
+	old, ok := s.seen[string(body)]
+	frozen := s.frozen
+	s.mu.Unlock()
+	if frozen && ok {
+		return &http.Response{
+			StatusCode: http.StatusOK, Request: req, ContentLength: int64(len(old)),
+			Header: http.Header{"Content-Type": {"application/x-amz-json-1.0"}},
+			Body:   io.NopCloser(bytes.NewReader(old)),
+		}, nil
+	}
+	res, err := s.base.Do(req)
+	if err != nil || res.StatusCode != http.StatusOK {
+		return res, err
+	}
+	got, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	res.Body = io.NopCloser(bytes.NewReader(got))
+	s.mu.Lock()
+	s.seen[string(body)] = got
+	s.mu.Unlock()
+	return res, nil
+}
+
+// A rotated or deleted secret stops working at once even while the secret-hash index still
+// points at the account: the lookup confirms the hash on a consistent read of the account.
+func TestOldSecretFailsWhileTheIndexIsStale(t *testing.T) {
+	ctx := context.Background()
+	db := testenv.DynamoDB(t)
+	tables := testenv.Tables(t, db)
+	s := store.New(db, tables)
+	stale := &staleIndex{seen: map[string][]byte{}}
+	lagging := store.New(dynamodb.New(db.Options(), func(o *dynamodb.Options) {
+		stale.base = o.HTTPClient
+		o.HTTPClient = stale
+	}), tables)
+
+	for _, tt := range []struct {
+		name   string
+		revoke func(id string) error
+	}{
+		{"rotated", func(id string) error { _, err := s.RotateSecret(ctx, id, time.Now()); return err }},
+		{"deleted", func(id string) error { return s.DeleteAccount(ctx, id) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			acc, secret, err := s.CreateAccount(ctx, "ada", time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			stale.mu.Lock()
+			stale.frozen = false
+			stale.mu.Unlock()
+			if got, err := lagging.AccountBySecret(ctx, secret); err != nil || got.ID != acc.ID {
+				t.Fatalf("before revoking: AccountBySecret = %+v, %v; want %s", got, err, acc.ID)
+			}
+			if err := tt.revoke(acc.ID); err != nil {
+				t.Fatal(err)
+			}
+			stale.mu.Lock()
+			stale.frozen = true
+			stale.mu.Unlock()
+			if got, err := lagging.AccountBySecret(ctx, secret); !errors.Is(err, store.ErrNotFound) {
+				t.Fatalf("%s secret through a stale index: AccountBySecret = %+v, %v; want ErrNotFound", tt.name, got, err)
+			}
+		})
+	}
+}
