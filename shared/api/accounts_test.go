@@ -1135,3 +1135,108 @@ func TestAccountsAreIsolated(t *testing.T) {
 		}
 	})
 }
+
+// A tool whose required variable resolves neither from the agent's config nor from the
+// environment stops the turn with a 400 naming it, before the model is called and before
+// anything of the request is written.
+func TestMissingToolVariableStopsTheTurnBeforeTheModel(t *testing.T) {
+	f := newManageFixture(t, testAdminSecret, false)
+	acc := f.createAccount(t, "ada")
+	f.createAgent(t, acc.Secret, withID("keyless", `{"name":"keyless","model":`+scriptedHi+`,"tools":{"current_time":{},"tavilySearch":{"maxResults":3}}}`))
+	f.createAgent(t, acc.Secret, withID("helper", helperConfig))
+	ctx := context.Background()
+
+	// rows returns the items of the turn tables that hold any of the strings.
+	rows := func(t *testing.T, strs ...string) []string {
+		t.Helper()
+		var found []string
+		for _, table := range []string{f.tables.Conversations, f.tables.Events, f.tables.Approvals} {
+			out, err := f.db.Scan(ctx, &dynamodb.ScanInput{TableName: &table})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, it := range out.Items {
+				for _, s := range strs {
+					if p := findString(it, s); p != "" {
+						found = append(found, table+": "+p+" holds "+s)
+					}
+				}
+			}
+		}
+		return found
+	}
+
+	status, _, body := f.turn(t, acc.Secret, `{"agentId":"keyless","id":"conv-missing","eventId":"ev-missing","message":"search the news"}`)
+	var got struct{ Error string }
+	_ = json.Unmarshal(body, &got)
+	if status != http.StatusBadRequest || !strings.Contains(got.Error, "TAVILY_API_KEY") || !strings.Contains(got.Error, "config.tools.tavilySearch.apiKey") {
+		t.Errorf("turn = %d %s, want 400 with a JSON error naming TAVILY_API_KEY and config.tools.tavilySearch.apiKey", status, body)
+	}
+	f.mu.Lock()
+	calls := len(f.prompts)
+	f.mu.Unlock()
+	if calls != 0 {
+		t.Errorf("the model was called %d times, want never", calls)
+	}
+	if found := rows(t, "conv-missing", "ev-missing", "search the news"); len(found) != 0 {
+		t.Errorf("the refused turn wrote rows:\n%s", strings.Join(found, "\n"))
+	}
+
+	// The same look at the tables finds what a turn that runs writes.
+	f.mustTurn(t, acc.Secret, `{"agentId":"helper","id":"conv-ok","eventId":"ev-ok","message":"say hi"}`)
+	for _, s := range []string{"conv-ok", "ev-ok", "say hi"} {
+		if len(rows(t, s)) == 0 {
+			t.Errorf("no row holds %q after a turn that ran", s)
+		}
+	}
+}
+
+// authorized sends a request with this exact Authorization header (none when empty) and
+// returns the status and body.
+func authorized(t *testing.T, srv *httptest.Server, method, path, authorization, body string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if authorization != "" {
+		req.Header.Set("Authorization", authorization)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.StatusCode, b
+}
+
+// The auth scheme is case-insensitive (RFC 7235 §2.1): "bearer x" and "BEARER x" work like
+// "Bearer x" on the account, admin and turn routes; other schemes and empty tokens do not.
+func TestBearerSchemeIsCaseInsensitive(t *testing.T) {
+	f := newManageFixture(t, testAdminSecret, false)
+	acc := f.createAccount(t, "ada")
+	f.createAgent(t, acc.Secret, withID("helper", helperConfig))
+	for _, scheme := range []string{"Bearer", "bearer", "BEARER", "bEaReR"} {
+		t.Run(scheme, func(t *testing.T) {
+			if status, body := authorized(t, f.manage, "GET", "/accounts/me", scheme+" "+acc.Secret, ""); status != http.StatusOK || !bytes.Contains(body, []byte(`"ada"`)) {
+				t.Errorf("GET /accounts/me with %q = %d %s, want 200", scheme+" <account secret>", status, body)
+			}
+			if status, body := authorized(t, f.manage, "GET", "/accounts", scheme+"  "+testAdminSecret, ""); status != http.StatusOK {
+				t.Errorf("GET /accounts with %q = %d %s, want 200", scheme+"  <admin secret>", status, body)
+			}
+			status, body := authorized(t, f.harness, "POST", "/", scheme+" "+acc.Secret, `{"agentId":"helper","message":"hi"}`)
+			if status != http.StatusOK || !bytes.Contains(body, []byte(`"type":"finish"`)) {
+				t.Errorf("POST / with %q = %d %s, want a turn that finishes", scheme+" <account secret>", status, body)
+			}
+		})
+	}
+	for _, auth := range []string{"", "Basic " + acc.Secret, "Token " + acc.Secret, "Bearer", "Bearer ", "Bearer" + acc.Secret, "Bearers " + acc.Secret, acc.Secret} {
+		if status, body := authorized(t, f.manage, "GET", "/accounts/me", auth, ""); status != http.StatusUnauthorized || !bytes.Contains(body, []byte("missing bearer token")) {
+			t.Errorf("GET /accounts/me with Authorization %q = %d %s, want 401 missing bearer token", auth, status, body)
+		}
+	}
+}

@@ -178,11 +178,15 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v)
 }
 
-// bearer returns the request's bearer token.
+// bearer returns the request's bearer token. Every route reads Authorization through it. The
+// scheme is case-insensitive (RFC 7235 §2.1): "bearer x" and "BEARER x" work like "Bearer x".
 func bearer(r *http.Request) (string, bool) {
-	secret, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	secret = strings.TrimSpace(secret)
-	return secret, ok && secret != ""
+	scheme, token, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
 }
 
 // authenticate resolves the bearer secret to an account.

@@ -1,18 +1,23 @@
 package api_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"iter"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -46,6 +51,23 @@ type fixture struct {
 // its "demo" agent. model, when set, replaces the model every agent config names.
 func newFixture(t *testing.T, model agent.Model) *fixture {
 	t.Helper()
+	return newFixtureWith(t, fixtureOptions{model: model})
+}
+
+// fixtureOptions change what newFixtureWith wires; zero fields keep newFixture's choices.
+type fixtureOptions struct {
+	// model replaces the model every agent config names.
+	model agent.Model
+	// logger is the harness's logger (slog.Default when nil).
+	logger *slog.Logger
+	// tools replaces the tool builder.
+	tools func(map[string]json.RawMessage) (*tool.Set, error)
+}
+
+// newFixtureWith is newFixture with more of the harness's dependencies chosen by the test.
+func newFixtureWith(t *testing.T, o fixtureOptions) *fixture {
+	t.Helper()
+	model := o.model
 	db := testenv.DynamoDB(t)
 	st := store.New(db, testenv.Tables(t, db))
 	ctx := context.Background()
@@ -63,9 +85,13 @@ func newFixture(t *testing.T, model agent.Model) *fixture {
 	if model != nil {
 		newModel = func(json.RawMessage) (agent.Model, error) { return model, nil }
 	}
-	h := api.New(api.Options{Store: st, Agents: svc, Tools: func(c map[string]json.RawMessage) (*tool.Set, error) {
+	buildTools := func(c map[string]json.RawMessage) (*tool.Set, error) {
 		return tools.Build(c, tool.Env{Getenv: os.Getenv})
-	}, Model: newModel, MaxBodyBytes: 4096})
+	}
+	if o.tools != nil {
+		buildTools = o.tools
+	}
+	h := api.New(api.Options{Store: st, Agents: svc, Tools: buildTools, Model: newModel, Logger: o.logger, MaxBodyBytes: 4096})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &fixture{srv: srv, store: st, acc: acc, secret: secret}
@@ -370,17 +396,13 @@ func TestConcurrentTurnsOnOneConversationNeverInterleave(t *testing.T) {
 func TestStreamPassesAISDKSchema(t *testing.T) {
 	f := newFixture(t, nil)
 	res := f.post(t, f.secret, `{"agentId":"demo","id":"c","message":"what time is it?"}`)
-	var body bytes.Buffer
-	if _, err := body.ReadFrom(res.Body); err != nil {
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(testenv.Node(t), filepath.Join(testenv.Root(t), "infra", "node", "check-ui-stream.mjs"))
-	cmd.Stdin = &body
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	out, stderr, err := checkUIStream(t, body)
 	if err != nil {
-		t.Fatalf("the AI SDK rejected the stream: %v\n%s", err, stderr.String())
+		t.Fatalf("the AI SDK rejected the stream: %v\n%s", err, stderr)
 	}
 	var got struct {
 		ChunkTypes []string `json:"chunkTypes"`
@@ -401,5 +423,194 @@ func TestStreamPassesAISDKSchema(t *testing.T) {
 	want := []string{"step-start/", "tool-current_time/output-available", "step-start/", "text/done"}
 	if diff := cmp.Diff(want, parts); diff != "" {
 		t.Errorf("UI message parts built by readUIMessageStream (-want +got):\n%s", diff)
+	}
+}
+
+// heldModel blocks every call until released, and says whether a call has returned.
+type heldModel struct {
+	entered  chan struct{}
+	release  chan struct{}
+	once     sync.Once
+	returned atomic.Bool
+}
+
+func (m *heldModel) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.Event, error] {
+	return func(yield func(model.Event, error) bool) {
+		defer m.returned.Store(true)
+		m.once.Do(func() { close(m.entered) })
+		select {
+		case <-m.release:
+		case <-ctx.Done():
+			yield(model.Event{}, ctx.Err())
+			return
+		}
+		if yield(model.Event{Type: model.EventTextDelta, Text: "released"}, nil) {
+			yield(model.Event{Type: model.EventFinish, Finish: model.FinishStop}, nil)
+		}
+	}
+}
+
+// The response's headers and its start chunk reach the client before the model answers, so a
+// client sees the turn begin while a slow model thinks.
+func TestHeadersAndStartGoOutBeforeTheModelAnswers(t *testing.T) {
+	m := &heldModel{entered: make(chan struct{}), release: make(chan struct{})}
+	f := newFixture(t, m)
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			close(m.release)
+		}
+	}
+	defer release()
+
+	// Nothing here may wait for the model: give up after a while instead of hanging.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	timer := time.AfterFunc(10*time.Second, cancel)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, f.srv.URL+"/", strings.NewReader(`{"agentId":"demo","id":"c","message":"hi"}`))
+	req.Header.Set("Authorization", "Bearer "+f.secret)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("no response headers while the model is held: %v", err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("status = %d, want 200", res.StatusCode)
+	}
+	for k, want := range map[string]string{"x-vercel-ai-ui-message-stream": "v1", "content-type": "text/event-stream"} {
+		if got := res.Header.Get(k); got != want {
+			t.Errorf("header %s = %q, want %q", k, got, want)
+		}
+	}
+	body := bufio.NewReader(res.Body)
+	frame, err := body.ReadString('\n')
+	if err != nil {
+		t.Fatalf("no first SSE frame while the model is held: %v", err)
+	}
+	data, ok := strings.CutPrefix(strings.TrimSuffix(frame, "\n"), "data: ")
+	var start map[string]any
+	if !ok || json.Unmarshal([]byte(data), &start) != nil || start["type"] != "start" {
+		t.Fatalf("first frame = %q, want data: {\"type\":\"start\",…}", frame)
+	}
+	if id, _ := start["messageId"].(string); id == "" {
+		t.Errorf("start chunk %v has no messageId", start)
+	}
+	if blank, err := body.ReadString('\n'); err != nil || blank != "\n" {
+		t.Fatalf("the start frame is not ended by a blank line: %q %v", blank, err)
+	}
+	if m.returned.Load() {
+		t.Fatal("the model returned before it was released")
+	}
+	timer.Stop()
+
+	// The turn was waiting on the model, and goes on once it answers.
+	select {
+	case <-m.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the model was never called")
+	}
+	release()
+	cs := testenv.Chunks(t, body)
+	if diff := cmp.Diff([]string{"start-step", "text-start", "text-delta", "text-end", "finish-step", "finish"}, types(cs)); diff != "" {
+		t.Fatalf("chunk types after start (-want +got):\n%s", diff)
+	}
+	if got := cs[len(cs)-1]["finishReason"]; got != "stop" {
+		t.Errorf("finishReason = %v, want stop", got)
+	}
+	if !m.returned.Load() {
+		t.Error("the turn finished without the model returning")
+	}
+}
+
+// checkUIStream runs the AI SDK stream checker (infra/node/check-ui-stream.mjs) on an SSE body
+// and returns its stdout, its stderr, and its error (non-nil when it rejects the stream).
+func checkUIStream(t *testing.T, body []byte) (stdout []byte, stderr string, err error) {
+	t.Helper()
+	cmd := exec.Command(testenv.Node(t), filepath.Join(testenv.Root(t), "infra", "node", "check-ui-stream.mjs"))
+	cmd.Stdin = bytes.NewReader(body)
+	var errBuf bytes.Buffer
+	cmd.Stderr = &errBuf
+	stdout, err = cmd.Output()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("running the stream checker: %v", err)
+	}
+	return stdout, errBuf.String(), err
+}
+
+// sse frames chunks as a UI message stream body ending in data: [DONE].
+func sse(chunks ...string) []byte {
+	var b strings.Builder
+	for _, c := range chunks {
+		b.WriteString("data: " + c + "\n\n")
+	}
+	b.WriteString("data: [DONE]\n\n")
+	return []byte(b.String())
+}
+
+// The checker is able to fail: streams an AI SDK client would reject are rejected, while the
+// same stream without the defect passes.
+func TestStreamCheckerRejectsBadStreams(t *testing.T) {
+	const (
+		start     = `{"type":"start","messageId":"m1"}`
+		textStart = `{"type":"text-start","id":"t1"}`
+		textDelta = `{"type":"text-delta","id":"t1","delta":"hi"}`
+		textEnd   = `{"type":"text-end","id":"t1"}`
+		finish    = `{"type":"finish","finishReason":"stop"}`
+	)
+	valid := sse(start, textStart, textDelta, textEnd, finish)
+	if out, stderr, err := checkUIStream(t, valid); err != nil {
+		t.Fatalf("the checker rejects the valid control stream: %v\n%s", err, stderr)
+	} else if !bytes.Contains(out, []byte(`"text":"hi"`)) {
+		t.Fatalf("checker output %s, want the message with text hi", out)
+	}
+	for _, tt := range []struct {
+		name   string
+		body   []byte
+		reason string
+	}{
+		{"text-delta without id", sse(start, textStart, `{"type":"text-delta","delta":"hi"}`, textEnd, finish), "chunk 3 (text-delta) rejected by uiMessageChunkSchema"},
+		{"unknown chunk type", sse(start, `{"type":"telepathy","id":"t1"}`, finish), "chunk 2 (telepathy) rejected by uiMessageChunkSchema: unknown chunk type"},
+		{"no [DONE]", bytes.TrimSuffix(valid, []byte("data: [DONE]\n\n")), "missing data: [DONE]"},
+		{"data after [DONE]", append(slices.Clone(valid), "data: "+finish+"\n\n"...), "after data: [DONE]"},
+		{"delta of a text part never started", sse(start, textDelta, textEnd, finish), "readUIMessageStream failed"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			out, stderr, err := checkUIStream(t, tt.body)
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() == 0 {
+				t.Fatalf("the checker accepted the stream (err %v, stdout %s):\n%s", err, out, tt.body)
+			}
+			if !strings.Contains(stderr, tt.reason) {
+				t.Errorf("checker stderr = %q, want it to contain %q", stderr, tt.reason)
+			}
+		})
+	}
+}
+
+// A turn whose model fails streams an error chunk, then finish, then [DONE], and the AI SDK
+// accepts that stream.
+func TestModelErrorStreamPassesAISDKSchema(t *testing.T) {
+	f := newFixture(t, &flakyModel{})
+	body, err := io.ReadAll(f.post(t, f.secret, `{"agentId":"demo","id":"c","message":"one"}`).Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasSuffix(body, []byte("data: {\"type\":\"finish\",\"finishReason\":\"error\"}\n\ndata: [DONE]\n\n")) {
+		t.Fatalf("stream does not end with finish (finishReason error) then [DONE]:\n%s", body)
+	}
+	out, stderr, err := checkUIStream(t, body)
+	if err != nil {
+		t.Fatalf("the AI SDK rejected the model-error stream: %v\n%s\nstream:\n%s", err, stderr, body)
+	}
+	var got struct {
+		ChunkTypes []string `json:"chunkTypes"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("checker output: %v: %s", err, out)
+	}
+	if diff := cmp.Diff([]string{"start", "start-step", "text-start", "text-delta", "error", "finish"}, got.ChunkTypes); diff != "" {
+		t.Errorf("chunk types the AI SDK parsed (-want +got):\n%s", diff)
 	}
 }

@@ -584,3 +584,25 @@ func TestCompleteConcurrentCompletionsRedriveOnce(t *testing.T) {
 	}
 	f.wantContinuations(t, g)
 }
+
+// The completion route reads its token like every other route: the scheme in any case.
+func TestCompleteBearerSchemeIsCaseInsensitive(t *testing.T) {
+	f := newCompleteFixture(t)
+	for i, scheme := range []string{"bearer", "BEARER"} {
+		a := f.register(t, newAsyncGroup(), "toolu_"+scheme, asynctools.ExternalDispatch, time.Hour)
+		req, _ := http.NewRequest(http.MethodPost, f.srv.URL+asynctools.CompletePath(a.id), strings.NewReader(`{"status":"completed","response":`+fmt.Sprint(i)+`}`))
+		req.Header.Set("Authorization", scheme+" "+a.token)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusAccepted {
+			t.Errorf("completion with %q = %d %s, want 202", scheme+" <token>", res.StatusCode, b)
+		}
+		if r := f.row(t, a.id); r.Status != asynctools.Completed {
+			t.Errorf("row after a completion with %q is %s, want completed", scheme, r.Status)
+		}
+	}
+}
