@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/agentharness/harness/shared/model"
+	"github.com/agentharness/harness/shared/retryafter"
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/option"
 )
@@ -56,8 +57,12 @@ func New(cfg Config, envKey string) (*Model, error) {
 		option.WithoutEnvironmentDefaults(),
 		option.WithAPIKey(key),
 		// The SDK retries connection errors, 408, 409, 429 and 5xx, honouring retry-after and
-		// giving up when ctx is done, so a Lambda deadline bounds the backoff.
+		// giving up when ctx is done; retryafter.WithinDeadline keeps it from starting a wait that
+		// would outlast the invocation's deadline.
 		option.WithMaxRetries(2),
+		option.WithMiddleware(func(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+			return retryafter.WithinDeadline(req, next)
+		}),
 	}
 	if cfg.BaseURL != "" {
 		opts = append(opts, option.WithBaseURL(cfg.BaseURL))

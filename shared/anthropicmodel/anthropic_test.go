@@ -7,7 +7,8 @@
 // the real API produces on demand (text.json, tool_calls.json, tool_results.json,
 // bad_request.json); the model's words, usage and request ids then change, so update the wanted
 // events with them. A 429 or an error part-way through a stream cannot be ordered from the API:
-// rate_limited.json and overloaded.json stay hand-written and are replayed even under -record.
+// rate_limited.json, rate_limited_long.json and overloaded.json stay hand-written and are
+// replayed even under -record.
 package anthropicmodel_test
 
 import (
@@ -21,6 +22,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/agentharness/harness/infra/wirefixture"
 	"github.com/agentharness/harness/shared/anthropicmodel"
@@ -69,8 +71,12 @@ func serve(t *testing.T, name string, recordable bool, settings model.Settings) 
 }
 
 func collect(m *anthropicmodel.Model, req *model.Request) ([]model.Event, error) {
+	return collectCtx(context.Background(), m, req)
+}
+
+func collectCtx(ctx context.Context, m *anthropicmodel.Model, req *model.Request) ([]model.Event, error) {
 	var events []model.Event
-	for ev, err := range m.Stream(context.Background(), req) {
+	for ev, err := range m.Stream(ctx, req) {
 		if err != nil {
 			return events, err
 		}
@@ -214,6 +220,64 @@ func TestRateLimitIsRetried(t *testing.T) {
 	}
 	if n := len(requests()); n != 2 {
 		t.Errorf("server saw %d requests, want 2 (the 429 and its retry)", n)
+	}
+}
+
+// A 429 whose retry-after outlasts the context's deadline is not waited for: the 429 comes
+// back at once, as a ProviderError, leaving the caller its remaining time, and is not retried.
+func TestRateLimitWaitPastDeadlineIsNotTaken(t *testing.T) {
+	m, requests := serve(t, "rate_limited_long.json", false, model.Settings{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+
+	start := time.Now()
+	events, err := collectCtx(ctx, m, &model.Request{Messages: []model.Message{user("Say hello.")}})
+	elapsed := time.Since(start)
+
+	if len(events) != 0 {
+		t.Errorf("events = %v, want none", events)
+	}
+	pe := providerError(t, err)
+	// A context error here would mean the SDK slept into the deadline instead.
+	if pe.Status != http.StatusTooManyRequests || pe.RequestID != "req_011CVxE7mN2bV5cX8zL1kJ4H" {
+		t.Errorf("Status, RequestID = %d, %q; want 429, req_011CVxE7mN2bV5cX8zL1kJ4H (error: %v)", pe.Status, pe.RequestID, err)
+	}
+	if elapsed > 5*time.Second {
+		t.Errorf("Stream took %v; it must not wait for a retry the deadline does not leave time for", elapsed)
+	}
+	if n := len(requests()); n != 1 {
+		t.Errorf("server saw %d requests, want 1: no retry past the deadline", n)
+	}
+}
+
+// Without a wait named by the server, the SDK's backoff (about 0.5s before the first retry) is
+// what must fit the deadline: with 300ms left the 529 comes back at once.
+func TestOverloadedBackoffPastDeadlineIsNotTaken(t *testing.T) {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Request-Id", "req_529")
+		w.WriteHeader(529)
+		_, _ = io.WriteString(w, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"},"request_id":"req_529"}`)
+	}))
+	defer srv.Close()
+	m, err := anthropicmodel.New(anthropicmodel.Config{Model: testModel, BaseURL: srv.URL, APIKey: "test-key"}, "")
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+
+	_, err = collectCtx(ctx, m, &model.Request{Messages: []model.Message{user("hi")}})
+
+	pe := providerError(t, err)
+	if pe.Status != 529 || pe.RequestID != "req_529" {
+		t.Errorf("Status, RequestID = %d, %q; want 529, req_529 (error: %v)", pe.Status, pe.RequestID, err)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("server saw %d calls, want 1", n)
 	}
 }
 

@@ -59,7 +59,8 @@ func New(cfg Config, awsCfg aws.Config, optFns ...func(*bedrockruntime.Options))
 		}
 		// The standard retryer already retries throttling and 5xx with jittered backoff and
 		// stops when ctx ends; pinning three attempts keeps a throttled call inside a Lambda
-		// invocation's deadline whatever AWS_MAX_ATTEMPTS or the shared config say.
+		// invocation's deadline whatever AWS_MAX_ATTEMPTS or the shared config say, and Stream
+		// wraps it so that it never starts a wait the deadline leaves no time for.
 		o.RetryMaxAttempts = 3
 	}}, optFns...)
 	client := bedrockruntime.NewFromConfig(awsCfg, opts...)
@@ -97,7 +98,9 @@ func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.
 			yield(model.Event{}, err)
 			return
 		}
-		out, err := m.client.ConverseStream(ctx, in)
+		out, err := m.client.ConverseStream(ctx, in, func(o *bedrockruntime.Options) {
+			o.Retryer = withinDeadline(ctx, o.Retryer)
+		})
 		if err != nil {
 			yield(model.Event{}, providerError(err, ""))
 			return

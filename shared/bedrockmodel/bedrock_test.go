@@ -80,8 +80,12 @@ func user(text string) model.Message {
 }
 
 func collect(m *bedrockmodel.Model, req *model.Request) ([]model.Event, error) {
+	return collectCtx(context.Background(), m, req)
+}
+
+func collectCtx(ctx context.Context, m *bedrockmodel.Model, req *model.Request) ([]model.Event, error) {
 	var events []model.Event
-	for ev, err := range m.Stream(context.Background(), req) {
+	for ev, err := range m.Stream(ctx, req) {
 		if err != nil {
 			return events, err
 		}
@@ -307,6 +311,74 @@ func TestThrottlingGivesUpAfterThreeAttempts(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"attempt=1 max=3", "attempt=2 max=3", "attempt=3 max=3"}, attempts(f.requests())); diff != "" {
 		t.Errorf("attempts (-want +got):\n%s", diff)
+	}
+}
+
+// A throttle's Retry-After (or AWS's x-amz-retry-after) is a floor on the wait before the
+// retry, though the retryer's own backoff (1ms here) is shorter.
+func TestThrottleWaitIsHonoured(t *testing.T) {
+	for _, name := range []string{"throttled_retry_after_then_ok.json", "throttled_amz_retry_after_then_ok.json"} {
+		t.Run(name, func(t *testing.T) {
+			f := serve(t, name, false)
+			m := f.model(t, bedrockmodel.Config{Provider: "bedrock", Model: modelID}, retryer)
+
+			start := time.Now()
+			got, err := collect(m, &model.Request{Messages: []model.Message{user("Say hello in three words.")}})
+			elapsed := time.Since(start)
+			if err != nil {
+				t.Fatalf("Stream: %v", err)
+			}
+			want := []model.Event{
+				{Type: model.EventTextDelta, Text: "Hello, kind stranger."},
+				{Type: model.EventFinish, Finish: model.FinishStop, Usage: model.Usage{InputTokens: 9, OutputTokens: 5}},
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("events (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff([]string{"attempt=1 max=3", "attempt=2 max=3"}, attempts(f.requests())); diff != "" {
+				t.Errorf("attempts (-want +got):\n%s", diff)
+			}
+			if elapsed < time.Second {
+				t.Errorf("Stream took %v; the retry must wait the 1s the throttle asks for", elapsed)
+			}
+		})
+	}
+}
+
+// A throttle whose wait outlasts the context's deadline is not waited for: the 429 comes back
+// at once, as a ProviderError, leaving the caller its remaining time, and is not retried. The
+// client keeps the production retryer, whose first backoff is random up to 2s.
+func TestThrottleWaitPastDeadlineIsNotTaken(t *testing.T) {
+	f := serve(t, "throttled_retry_after_long.json", false)
+	m := f.model(t, bedrockmodel.Config{Provider: "bedrock", Model: modelID})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+
+	start := time.Now()
+	events, err := collectCtx(ctx, m, &model.Request{Messages: []model.Message{user("Say hello in three words.")}})
+	elapsed := time.Since(start)
+
+	if len(events) != 0 {
+		t.Errorf("events = %v, want none", events)
+	}
+	var pe *model.ProviderError
+	if !errors.As(err, &pe) {
+		t.Fatalf("Stream error = %v (%T), want a *model.ProviderError", err, err)
+	}
+	// A canceled request here would mean the retryer slept into the deadline instead.
+	want := model.ProviderError{Provider: "bedrock", Status: http.StatusTooManyRequests, RequestID: "d1e2f3a4-b5c6-4d7e-8f90-a1b2c3d4e5f6"}
+	if got := (model.ProviderError{Provider: pe.Provider, Status: pe.Status, RequestID: pe.RequestID}); got != want {
+		t.Errorf("provider error = %+v, want %+v (error: %v)", got, want, err)
+	}
+	var apiErr smithy.APIError
+	if !errors.As(err, &apiErr) || apiErr.ErrorCode() != "ThrottlingException" {
+		t.Errorf("error = %v, want the ThrottlingException", err)
+	}
+	if elapsed > 5*time.Second {
+		t.Errorf("Stream took %v; it must not wait for a retry the deadline does not leave time for", elapsed)
+	}
+	if n := len(f.requests()); n != 1 {
+		t.Errorf("server saw %d requests, want 1: no retry past the deadline", n)
 	}
 }
 
@@ -692,6 +764,20 @@ func fixtures() map[string][]wirefixture.Exchange {
 			Response: apiError(http.StatusTooManyRequests, "ThrottlingException", requestID, "Too many requests, please wait before trying again."),
 		}
 	}
+	// throttledWait is a throttle whose answer names the wait before a retry in header.
+	throttledWait := func(requestID, header, wait string) wirefixture.Exchange {
+		ex := throttled(requestID)
+		ex.Response.Headers[header] = wait
+		return ex
+	}
+	hello := func(requestID string) wirefixture.Exchange {
+		return wirefixture.Exchange{
+			Request: converseStream(modelID, helloRequest),
+			Response: textStream(requestID,
+				`{"usage":{"inputTokens":9,"outputTokens":5,"totalTokens":14},"metrics":{"latencyMs":290}}`,
+				"Hello, kind stranger."),
+		}
+	}
 	brokenStory := func(exceptionType, payload string) []wirefixture.Exchange {
 		return []wirefixture.Exchange{{
 			Request: converseStream(modelID, `{"messages":[{"role":"user","content":[{"text":"Tell me a long story."}]}]}`),
@@ -751,6 +837,17 @@ func fixtures() map[string][]wirefixture.Exchange {
 					`{"usage":{"inputTokens":9,"outputTokens":5,"totalTokens":14},"metrics":{"latencyMs":290}}`,
 					"Hello, kind stranger."),
 			},
+		},
+		"throttled_retry_after_then_ok.json": {
+			throttledWait("7a8b9c0d-1e2f-4a3b-8c4d-5e6f7a8b9c01", "Retry-After", "1"),
+			hello("7a8b9c0d-1e2f-4a3b-8c4d-5e6f7a8b9c02"),
+		},
+		"throttled_amz_retry_after_then_ok.json": {
+			throttledWait("7a8b9c0d-1e2f-4a3b-8c4d-5e6f7a8b9c03", "X-Amz-Retry-After", "1000"),
+			hello("7a8b9c0d-1e2f-4a3b-8c4d-5e6f7a8b9c04"),
+		},
+		"throttled_retry_after_long.json": {
+			throttledWait("d1e2f3a4-b5c6-4d7e-8f90-a1b2c3d4e5f6", "Retry-After", "60"),
 		},
 		"throttled_thrice.json": {
 			throttled("f3c1d0e2-5b6a-4c7d-8e9f-0a1b2c3d4e51"),

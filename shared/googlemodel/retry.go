@@ -7,8 +7,9 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"strconv"
 	"time"
+
+	"github.com/agentharness/harness/shared/retryafter"
 )
 
 const (
@@ -80,7 +81,7 @@ func retryable(status int) bool {
 // retryWait returns how long to wait before retrying resp, and false when the wait the server
 // asks for is too long to be worth it. It reads resp's body and replaces it with a copy.
 func retryWait(resp *http.Response, attempt int) (time.Duration, bool) {
-	if d, ok := retryAfter(resp.Header.Get("Retry-After")); ok {
+	if d, ok := retryafter.Wait(resp.Header); ok {
 		return d, d <= maxWait
 	}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
@@ -92,20 +93,6 @@ func retryWait(resp *http.Response, attempt int) (time.Duration, bool) {
 	// Half fixed, half random, so clients that failed together do not retry together.
 	d := firstBackoff << attempt
 	return d/2 + rand.N(d/2), true
-}
-
-// retryAfter parses a Retry-After header: seconds or an HTTP date.
-func retryAfter(v string) (time.Duration, bool) {
-	if v == "" {
-		return 0, false
-	}
-	if s, err := strconv.Atoi(v); err == nil && s >= 0 {
-		return time.Duration(s) * time.Second, true
-	}
-	if at, err := http.ParseTime(v); err == nil {
-		return max(time.Until(at), 0), true
-	}
-	return 0, false
 }
 
 // retryInfo finds the google.rpc.RetryInfo detail of a Google API error body, which is how

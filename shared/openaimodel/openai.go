@@ -9,10 +9,13 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"net/http"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/agentharness/harness/shared/model"
+	"github.com/agentharness/harness/shared/retryafter"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/shared"
@@ -27,15 +30,19 @@ type Config struct {
 	Settings model.Settings `json:"settings,omitempty"`
 }
 
+// DefaultBaseURL is where calls go when the config names no baseURL.
+const DefaultBaseURL = "https://api.openai.com/v1/"
+
 // Model calls one OpenAI-compatible chat model.
 type Model struct {
-	client   openai.Client
+	chat     openai.ChatCompletionService
 	name     string
 	settings model.Settings
 }
 
 // New returns a model for cfg. The API key falls back to envKey when the config names none;
-// a server that needs no key (a local one) may leave both empty.
+// a server that needs no key (a local one) may leave both empty. Calls go to cfg.BaseURL, or
+// DefaultBaseURL.
 func New(cfg Config, envKey string) (*Model, error) {
 	if cfg.Model == "" {
 		return nil, errors.New("model.model is required for the openai provider")
@@ -47,11 +54,41 @@ func New(cfg Config, envKey string) (*Model, error) {
 	if key == "" && cfg.BaseURL == "" {
 		return nil, errors.New("the openai provider needs model.apiKey or OPENAI_API_KEY (or a model.baseURL of a server without keys)")
 	}
-	opts := []option.RequestOption{option.WithAPIKey(key), option.WithMaxRetries(2)}
+	base := DefaultBaseURL
 	if cfg.BaseURL != "" {
-		opts = append(opts, option.WithBaseURL(strings.TrimSuffix(cfg.BaseURL, "/")+"/"))
+		base = strings.TrimSuffix(cfg.BaseURL, "/") + "/"
 	}
-	return &Model{client: openai.NewClient(opts...), name: cfg.Model, settings: cfg.Settings}, nil
+	// The config and envKey alone say where calls go and what they carry. openai.NewClient
+	// would also apply the process environment (OPENAI_BASE_URL, OPENAI_ORG_ID,
+	// OPENAI_PROJECT_ID, OPENAI_CUSTOM_HEADERS, ...), so that a variable set for something else
+	// could reroute an agent, with its key, or add headers to its calls; the SDK offers no
+	// public way to turn that off. The chat service is built from explicit options instead:
+	// the same defaults NewClient has, minus the environment.
+	chat := openai.NewChatCompletionService(
+		option.WithHTTPClient(httpClient()),
+		option.WithBaseURL(base),
+		option.WithAPIKey(key),
+		// The SDK retries connection errors, 408, 409, 429 and 5xx, honouring Retry-After(-Ms)
+		// and giving up when ctx is done; retryafter.WithinDeadline keeps it from starting a wait
+		// that would outlast the invocation's deadline.
+		option.WithMaxRetries(2),
+		option.WithMiddleware(func(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+			return retryafter.WithinDeadline(req, next)
+		}),
+	)
+	return &Model{chat: chat, name: cfg.Model, settings: cfg.Settings}, nil
+}
+
+// httpClient is the client openai.NewClient would use: the default transport with a bound on
+// the wait for response headers (the body of a stream is not bounded), so a server that takes
+// the connection and never answers fails instead of hanging.
+func httpClient() *http.Client {
+	if t, ok := http.DefaultTransport.(*http.Transport); ok {
+		t = t.Clone()
+		t.ResponseHeaderTimeout = 10 * time.Minute
+		return &http.Client{Transport: t}
+	}
+	return &http.Client{Transport: http.DefaultTransport}
 }
 
 // Stream runs one streaming Chat Completions call.
@@ -62,7 +99,7 @@ func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.
 			yield(model.Event{}, err)
 			return
 		}
-		stream := m.client.Chat.Completions.NewStreaming(ctx, params)
+		stream := m.chat.NewStreaming(ctx, params)
 		defer stream.Close()
 
 		calls := map[int64]*pendingCall{}
