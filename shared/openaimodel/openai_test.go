@@ -348,29 +348,50 @@ func TestAPIKeyOnTheWire(t *testing.T) {
 	t.Setenv("OPENAI_API_KEY", "sk-process")
 	tests := []struct {
 		name  string
-		block string // %s is the fixture server's base URL
-		env   map[string]string
+		block string            // %s is the fixture server's base URL
+		env   map[string]string // %s is the fixture server's base URL
 		want  string
+		asked []string // the getenv calls
 	}{
 		{
-			name:  "key from the environment",
+			name:  "the service key goes to the operator's base URL",
+			block: `{"provider":"openai","model":"gpt-4o-mini","baseURL":"%s"}`,
+			env:   map[string]string{"OPENAI_API_KEY": "sk-env", "OPENAI_BASE_URL": "%s/"},
+			want:  "Bearer sk-env",
+			asked: []string{"OPENAI_BASE_URL", "OPENAI_API_KEY"},
+		},
+		{
+			name:  "the service key never goes to an agent's own base URL",
+			block: `{"provider":"openai","model":"gpt-4o-mini","baseURL":"%s"}`,
+			env:   map[string]string{"OPENAI_API_KEY": "sk-env", "OPENAI_BASE_URL": "https://llm.internal.example/v1"},
+			want:  "",
+			asked: []string{"OPENAI_BASE_URL"},
+		},
+		{
+			name:  "nor to any base URL when the operator set none",
 			block: `{"provider":"openai","model":"gpt-4o-mini","baseURL":"%s"}`,
 			env:   map[string]string{"OPENAI_API_KEY": "sk-env"},
-			want:  "Bearer sk-env",
+			want:  "",
+			asked: []string{"OPENAI_BASE_URL"},
 		},
 		{
 			name:  "key in the config beats the environment",
 			block: `{"provider":"openai","model":"gpt-4o-mini","baseURL":"%s","apiKey":"sk-config"}`,
-			env:   map[string]string{"OPENAI_API_KEY": "sk-env"},
+			env:   map[string]string{"OPENAI_API_KEY": "sk-env", "OPENAI_BASE_URL": "%s"},
 			want:  "Bearer sk-config",
+			asked: []string{"OPENAI_BASE_URL", "OPENAI_API_KEY"},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := wirefixture.Replay(t, "text.json")
+			base := srv.URL + "/v1"
 			var asked []string
-			getenv := func(k string) string { asked = append(asked, k); return tt.env[k] }
-			m, err := provider.New(json.RawMessage(fmt.Sprintf(tt.block, srv.URL+"/v1")), getenv)
+			getenv := func(k string) string {
+				asked = append(asked, k)
+				return strings.ReplaceAll(tt.env[k], "%s", base)
+			}
+			m, err := provider.New(json.RawMessage(fmt.Sprintf(tt.block, base)), getenv)
 			if err != nil {
 				t.Fatalf("provider.New: %v", err)
 			}
@@ -384,7 +405,7 @@ func TestAPIKeyOnTheWire(t *testing.T) {
 			if got := reqs[0].Header.Get("Authorization"); got != tt.want {
 				t.Errorf("Authorization = %q, want %q", got, tt.want)
 			}
-			if diff := cmp.Diff([]string{"OPENAI_API_KEY"}, asked); diff != "" {
+			if diff := cmp.Diff(tt.asked, asked); diff != "" {
 				t.Errorf("getenv calls (-want +got):\n%s", diff)
 			}
 		})

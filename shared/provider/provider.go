@@ -29,6 +29,11 @@ var Names = []string{"anthropic", "bedrock", "google", "openai", "scripted"}
 
 // New builds the model an agent's model block names. getenv supplies service-wide fallback
 // credentials such as OPENAI_API_KEY.
+//
+// A service key goes only where the operator sends calls: the provider's own endpoint (a block
+// without baseURL) or the base URL the operator set (OPENAI_BASE_URL…). An agent that names any
+// other base URL brings its own key or calls without one; otherwise an account could have the
+// service's key sent to a server it runs.
 func New(block json.RawMessage, getenv func(string) string) (agent.Model, error) {
 	name, err := providerOf(block)
 	if err != nil {
@@ -50,22 +55,25 @@ func New(block json.RawMessage, getenv func(string) string) (agent.Model, error)
 		if err := decodeStrict(block, &cfg); err != nil {
 			return nil, err
 		}
-		return openaimodel.New(cfg, getenv("OPENAI_API_KEY"))
+		return openaimodel.New(cfg, serviceKey(getenv, cfg.BaseURL, "OPENAI_BASE_URL", "OPENAI_API_KEY"))
 	case "anthropic":
 		var cfg anthropicmodel.Config
 		if err := decodeStrict(block, &cfg); err != nil {
 			return nil, err
 		}
-		return anthropicmodel.New(cfg, getenv("ANTHROPIC_API_KEY"))
+		if err := ownKey(cfg.BaseURL, cfg.APIKey, "ANTHROPIC_API_KEY"); err != nil {
+			return nil, err
+		}
+		return anthropicmodel.New(cfg, serviceKey(getenv, cfg.BaseURL, "", "ANTHROPIC_API_KEY"))
 	case "google":
 		var cfg googlemodel.Config
 		if err := decodeStrict(block, &cfg); err != nil {
 			return nil, err
 		}
-		key := getenv("GOOGLE_API_KEY")
-		if key == "" {
-			key = getenv("GEMINI_API_KEY")
+		if err := ownKey(cfg.BaseURL, cfg.APIKey, "GOOGLE_API_KEY"); err != nil {
+			return nil, err
 		}
+		key := serviceKey(getenv, cfg.BaseURL, "", "GOOGLE_API_KEY", "GEMINI_API_KEY")
 		return googlemodel.New(context.Background(), cfg, key)
 	default: // bedrock; providerOf knows no other
 		var cfg bedrockmodel.Config
@@ -268,4 +276,31 @@ func fieldOf(msg string) string {
 func problemOf(msg string) string {
 	_, p, _ := strings.Cut(msg, " ")
 	return p
+}
+
+// ownKey refuses a block that sends calls to a base URL of its own without a key of its own,
+// for providers whose calls always need one.
+func ownKey(baseURL, apiKey, keyVar string) error {
+	if baseURL != "" && apiKey == "" {
+		return &agentconfig.FieldError{Field: "model.apiKey", Problem: "is required with a model.baseURL: the service's " + keyVar + " is sent only to the provider's own API"}
+	}
+	return nil
+}
+
+// serviceKey returns the first set of keyVars when calls go to the provider's own endpoint
+// (baseURL empty) or to the base URL the operator set in baseVar, and "" otherwise.
+func serviceKey(getenv func(string) string, baseURL, baseVar string, keyVars ...string) string {
+	trusted := ""
+	if baseVar != "" {
+		trusted = getenv(baseVar)
+	}
+	if baseURL != "" && (trusted == "" || strings.TrimRight(baseURL, "/") != strings.TrimRight(trusted, "/")) {
+		return ""
+	}
+	for _, k := range keyVars {
+		if v := getenv(k); v != "" {
+			return v
+		}
+	}
+	return ""
 }

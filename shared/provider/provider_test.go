@@ -269,7 +269,13 @@ func TestNewErrors(t *testing.T) {
 		block     string
 		wantField string // for a *agentconfig.FieldError; "" for a plain error
 		wantText  string // what the error must say
+		env       map[string]string
 	}{
+		// The service's key never goes to a base URL an agent names.
+		{name: "anthropic with a base URL of its own and no key", block: `{"provider":"anthropic","model":"claude-sonnet-4-5","baseURL":"https://collector.example"}`,
+			env: map[string]string{"ANTHROPIC_API_KEY": "sk-ant-env"}, wantField: "model.apiKey", wantText: "sent only to the provider's own API"},
+		{name: "google with a base URL of its own and no key", block: `{"provider":"google","model":"gemini-2.5-flash","baseURL":"https://collector.example"}`,
+			env: map[string]string{"GOOGLE_API_KEY": "g-env"}, wantField: "model.apiKey", wantText: "GOOGLE_API_KEY"},
 		{name: "openai without a key", block: `{"provider":"openai","model":"gpt-4o-mini"}`, wantText: "OPENAI_API_KEY"},
 		{name: "anthropic without a key", block: `{"provider":"anthropic","model":"claude-sonnet-4-5"}`, wantText: "ANTHROPIC_API_KEY"},
 		{name: "google without a key", block: `{"provider":"google","model":"gemini-2.5-flash"}`, wantText: "GOOGLE_API_KEY"},
@@ -284,7 +290,7 @@ func TestNewErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			clearAWS(t)
-			m, err := provider.New(json.RawMessage(tt.block), env(nil))
+			m, err := provider.New(json.RawMessage(tt.block), env(tt.env))
 			if err == nil {
 				t.Fatalf("New(%s) = %T, want an error", tt.block, m)
 			}
