@@ -215,6 +215,38 @@ func TestTurnAcceptsAISDKChatRequest(t *testing.T) {
 	}
 }
 
+// A new message under the id of a stored one is refused instead of being dropped as a retry;
+// the same message again picks its turn up.
+func TestReusedMessageIDIsRefused(t *testing.T) {
+	f := newFixture(t, nil)
+	first := `{"id":"chat-2","agentId":"demo","messages":[{"id":"u1","role":"user","parts":[{"type":"text","text":"what time is it?"}]}]}`
+	if got := types(chunks(t, f.post(t, f.secret, first))); got[len(got)-1] != "finish" {
+		t.Fatalf("first turn = %v, want it to finish", got)
+	}
+	before := history(t, f, "chat-2")
+
+	reused := `{"id":"chat-2","agentId":"demo","messages":[{"id":"u1","role":"user","parts":[{"type":"text","text":"something else entirely"}]}]}`
+	cs := chunks(t, f.post(t, f.secret, reused))
+	var errText string
+	for _, c := range cs {
+		if c["type"] == "error" {
+			errText, _ = c["errorText"].(string)
+		}
+	}
+	if !strings.Contains(errText, "message id u1 is already used") {
+		t.Fatalf("reused id: chunks %v, want an error naming message id u1", types(cs))
+	}
+	after := history(t, f, "chat-2")
+	if len(after) != len(before) || after[0].Text() != "what time is it?" {
+		t.Errorf("the conversation changed: %d messages before, %d after, first %q", len(before), len(after), after[0].Text())
+	}
+	for _, m := range after {
+		if strings.Contains(m.Text(), "something else") {
+			t.Errorf("the refused message was stored: %+v", m)
+		}
+	}
+}
+
 func TestRefusedRequestsWriteNothing(t *testing.T) {
 	f := newFixture(t, nil)
 	big := `{"agentId":"demo","id":"c","message":"` + strings.Repeat("x", 5000) + `"}`

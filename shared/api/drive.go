@@ -3,9 +3,11 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"iter"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/agentharness/harness/shared/agent"
@@ -61,8 +63,16 @@ func (d *drive) run(ctx context.Context, plan *turnPlan) runResult {
 		return d.fail(ctx, err, "internal error: the conversation could not be loaded", model.Usage{})
 	}
 	d.history = slices.Clone(history)
-	if plan.message != nil && plan.decisions == nil && hasMessage(history, plan.message.ID) {
-		plan.resume = true
+	if plan.message != nil && plan.decisions == nil {
+		if stored, ok := findMessage(history, plan.message.ID); ok {
+			// The same message again is a retried invocation picking up its turn; another
+			// message under a stored id would be silently dropped, so it is refused.
+			if !sameText(stored, *plan.message) {
+				return d.fail(ctx, fmt.Errorf("message id %s reused for another message", stored.ID),
+					fmt.Sprintf("message id %s is already used in this conversation by another message: give the new message its own id", stored.ID), model.Usage{})
+			}
+			plan.resume = true
+		}
 	}
 	var first func(agent.Config) iter.Seq2[agent.Event, error]
 	switch {
@@ -144,12 +154,31 @@ func (d *drive) passes(ctx context.Context, n int, events func(agent.Config) ite
 
 // hasMessage reports whether history holds a message with this id.
 func hasMessage(history []model.Message, id string) bool {
+	_, ok := findMessage(history, id)
+	return ok
+}
+
+func findMessage(history []model.Message, id string) (model.Message, bool) {
 	for _, m := range history {
 		if m.ID == id && id != "" {
-			return true
+			return m, true
 		}
 	}
-	return false
+	return model.Message{}, false
+}
+
+// sameText says whether two messages have the same role and text.
+func sameText(a, b model.Message) bool {
+	text := func(m model.Message) string {
+		var s strings.Builder
+		for _, p := range m.Parts {
+			if p.Type == model.PartText {
+				s.WriteString(p.Text)
+			}
+		}
+		return s.String()
+	}
+	return a.Role == b.Role && text(a) == text(b)
 }
 
 // resultsMessageID is the id of the message that brings a group's results to the model, so a
