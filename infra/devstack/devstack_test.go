@@ -4,12 +4,21 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"crypto/sha512"
 	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 type entry struct {
@@ -128,4 +137,143 @@ func TestVerifyIntegrity(t *testing.T) {
 	if err := verifyIntegrity(nil, lettaIntegrity); err == nil || !strings.Contains(err.Error(), "mismatch") {
 		t.Errorf("pinned integrity: err = %v, want a mismatch for empty data", err)
 	}
+}
+
+// TestStandInsListenOnLoopbackOnly starts the stand-ins and reads the kernel's socket tables
+// (/proc/net/tcp and /proc/net/tcp6): every listening socket on a stand-in's port, and every
+// listening socket a stand-in's process owns, must be bound to 127.0.0.1, none to 0.0.0.0, ::
+// or another address. Java's sockets are IPv6 ones, so DynamoDB Local's shows in tcp6 as the
+// IPv4-mapped ::ffff:127.0.0.1 (0000000000000000FFFF00000100007F), which only 127.0.0.1
+// reaches; node's shows in tcp as 0100007F.
+func TestStandInsListenOnLoopbackOnly(t *testing.T) {
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Dir(filepath.Dir(filepath.Dir(file)))
+	// A file, not a buffer: the two processes write to it at once.
+	logf, err := os.Create(filepath.Join(t.TempDir(), "stand-ins.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	s, err := Start(ctx, root, logf)
+	if err != nil {
+		out, _ := os.ReadFile(logf.Name())
+		t.Fatalf("starting the stand-ins: %v\nstand-in output:\n%s", err, out)
+	}
+	defer s.Stop()
+	endpoints := map[string]string{"DynamoDB Local": s.DynamoDB, "fauxqs": s.SQS}
+	if len(s.procs) != len(endpoints) {
+		t.Fatalf("Start started %d processes, want %d", len(s.procs), len(endpoints))
+	}
+
+	sockets := listeningSockets(t)
+	loopback := net.IPv4(127, 0, 0, 1)
+	for _, p := range s.procs {
+		si := struct {
+			name string
+			pid  int
+		}{p.name, p.cmd.Process.Pid}
+		u, err := url.Parse(endpoints[si.name])
+		if err != nil {
+			t.Fatal(err)
+		}
+		port, err := strconv.Atoi(u.Port())
+		if err != nil {
+			t.Fatalf("%s has no endpoint with a port (%q)", si.name, endpoints[si.name])
+		}
+		owned := socketInodes(t, si.pid)
+		found := false
+		for _, ls := range sockets {
+			onPort, mine := ls.port == port, owned[ls.inode]
+			if !onPort && !mine {
+				continue
+			}
+			found = found || (onPort && mine)
+			t.Logf("%s (pid %d): %s has a listening socket on %s (%s) port %d, its own: %v", si.name, si.pid, ls.table, ls.addr, ls.raw, ls.port, mine)
+			if !ls.addr.Equal(loopback) {
+				t.Errorf("%s: a socket in %s listens on [%s]:%d, want 127.0.0.1 only", si.name, ls.table, ls.addr, ls.port)
+			}
+		}
+		if !found {
+			t.Errorf("%s (pid %d) has no listening socket on its port %d", si.name, si.pid, port)
+		}
+	}
+}
+
+type listenSocket struct {
+	table string // /proc/net/tcp or /proc/net/tcp6
+	raw   string // the local address as the table prints it
+	addr  net.IP
+	port  int
+	inode string
+}
+
+// listeningSockets returns the TCP sockets in state LISTEN from /proc/net/tcp and tcp6.
+func listeningSockets(t *testing.T) []listenSocket {
+	t.Helper()
+	var out []listenSocket
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		data, err := os.ReadFile(table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+		for _, line := range lines[1:] { // the first line is a header
+			// sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode
+			f := strings.Fields(line)
+			if len(f) < 10 || f[3] != "0A" { // 0A is TCP_LISTEN
+				continue
+			}
+			hexAddr, hexPort, ok := strings.Cut(f[1], ":")
+			if !ok {
+				t.Fatalf("%s: unexpected local address %q", table, f[1])
+			}
+			addr, err := procAddr(hexAddr)
+			if err != nil {
+				t.Fatalf("%s: %v", table, err)
+			}
+			port, err := strconv.ParseUint(hexPort, 16, 16)
+			if err != nil {
+				t.Fatalf("%s: unexpected port %q", table, hexPort)
+			}
+			out = append(out, listenSocket{table, hexAddr, addr, int(port), f[9]})
+		}
+	}
+	return out
+}
+
+// procAddr decodes an address as /proc/net/tcp* prints it: each 32-bit word in hex, in the
+// host's byte order (127.0.0.1 is 0100007F on little-endian machines).
+func procAddr(h string) (net.IP, error) {
+	b, err := hex.DecodeString(h)
+	if err != nil || (len(b) != net.IPv4len && len(b) != net.IPv6len) {
+		return nil, fmt.Errorf("unexpected address %q", h)
+	}
+	ip := make(net.IP, len(b))
+	for i := 0; i < len(b); i += 4 {
+		binary.NativeEndian.PutUint32(ip[i:], binary.BigEndian.Uint32(b[i:]))
+	}
+	return ip, nil
+}
+
+// socketInodes returns the inodes of the sockets process pid has open.
+func socketInodes(t *testing.T, pid int) map[string]bool {
+	t.Helper()
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	fds, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inodes := map[string]bool{}
+	for _, fd := range fds {
+		target, err := os.Readlink(filepath.Join(dir, fd.Name()))
+		if err != nil {
+			continue // closed since
+		}
+		if inode, ok := strings.CutPrefix(target, "socket:["); ok {
+			inodes[strings.TrimSuffix(inode, "]")] = true
+		}
+	}
+	return inodes
 }

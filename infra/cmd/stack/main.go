@@ -42,8 +42,10 @@ func run() (int, error) {
 	if _, err := os.Stat(filepath.Join(root, "template.yaml")); err != nil {
 		return 1, errors.New("run stack from the repository root")
 	}
-	// Interrupts reach the command too (same process group); wait for it, then clean up.
-	signal.Ignore(os.Interrupt, syscall.SIGTERM)
+	// Interrupts reach the command too (same process group); wait for it, then clean up. The
+	// signals are caught, not ignored: an ignored signal stays ignored in the stand-ins this
+	// starts, and DynamoDB Local would then sit out Stop's SIGTERM until the SIGKILL.
+	signal.Notify(make(chan os.Signal, 1), os.Interrupt, syscall.SIGTERM)
 
 	logf, err := os.CreateTemp("", "harness-stack-*.log")
 	if err != nil {
