@@ -68,7 +68,7 @@ func NewHarness(d Deps) (*Handler, error) {
 	if table := getenv("CONNECTIONS_TABLE"); table != "" && d.Poster != nil {
 		conns = connections.New(d.DB, table)
 	}
-	env := tool.Env{Getenv: getenv, Send: sqsSender(d.SQS)}
+	env := tool.Env{Getenv: getenv, Send: sqsSender(d.SQS), Logger: d.Logger}
 	send := sqsSender(d.SQS)
 	queue := getenv("ASYNC_WORK_QUEUE_URL")
 	return New(Options{

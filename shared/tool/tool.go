@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sort"
 	"strings"
@@ -282,9 +283,11 @@ func (c *Call) Run(ctx context.Context) (out json.RawMessage, err error) {
 }
 
 // Env is what tool factories may use from the harness: its environment, for fallback
-// credentials, and a queue to hand outside work to.
+// credentials, a queue to hand outside work to, and a logger for what a build leaves out.
 type Env struct {
 	Getenv func(string) string
 	// Send puts one message on an SQS queue; nil where no queue is wired.
 	Send func(ctx context.Context, queueURL, body string) error
+	// Logger receives the warnings of a build; nil discards them.
+	Logger *slog.Logger
 }

@@ -259,6 +259,10 @@ func Build(config map[string]json.RawMessage, env tool.Env) (*tool.Set, error) {
 			return nil, err
 		}
 		if spec.ProviderTool != "" {
+			if e.Async && env.Logger != nil {
+				// 002: the tool keeps its provider-defined behaviour, and the runtime says so.
+				env.Logger.Warn("async is ignored on a provider-defined tool: its provider runs it", "tool", name)
+			}
 			all = append(all, tool.Tool{Name: name, ProviderTool: spec.ProviderTool})
 			continue
 		}

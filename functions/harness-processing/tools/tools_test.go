@@ -1,9 +1,11 @@
 package tools_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -193,6 +195,17 @@ func TestGoogleSearchIsProviderDefined(t *testing.T) {
 	var fe *agentconfig.FieldError
 	if _, err := tools.Check("googleSearch", json.RawMessage(`{}`), openai); !errors.As(err, &fe) || fe.Field != "tools.googleSearch" {
 		t.Errorf("Check(googleSearch on openai) = %v, want a FieldError at tools.googleSearch", err)
+	}
+
+	// At run time async leaves the tool provider-defined, and the build logs a warning.
+	var logs bytes.Buffer
+	set, err = tools.Build(config(t, `{"googleSearch":{"async":true}}`), tool.Env{Getenv: noEnv, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	if err != nil || !cmp.Equal(want, set.Specs()) {
+		t.Fatalf("Build(async googleSearch) = %v, %v; want the provider-defined tool", set, err)
+	}
+	var rec struct{ Level, Msg, Tool string }
+	if err := json.Unmarshal(logs.Bytes(), &rec); err != nil || rec.Level != "WARN" || rec.Tool != "googleSearch" || !strings.Contains(rec.Msg, "async is ignored") {
+		t.Errorf("Build logged %q, want one warning that async is ignored on googleSearch", logs.String())
 	}
 }
 
