@@ -11,7 +11,7 @@ var DemoDocuments = []Document{
 	{
 		URL:     "https://example.com/harness/approvals",
 		Title:   "Approving tool calls",
-		Content: "A tool with needsApproval holds its calls until the user approves or denies each one; the decision resumes the turn where it paused.",
+		Content: "Approvals: a tool with needsApproval holds its calls until the user approves or denies each one; the decision resumes the turn where it paused.",
 	},
 	{
 		URL:     "https://example.com/harness/streaming",
