@@ -12,6 +12,8 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/agentharness/harness/infra/faketavily"
+	"github.com/agentharness/harness/infra/localrunner"
+	"github.com/agentharness/harness/infra/testenv"
 )
 
 // wsClient is a bare App Server client over a real WebSocket: it sends commands and waits for
@@ -226,5 +228,78 @@ func TestWebSocketControllerTool(t *testing.T) {
 	}
 	if !returned || !strings.Contains(text.String(), "LET-123 is assigned to Support.") {
 		t.Errorf("tool returned %v, text %q; frames %v", returned, text.String(), seen)
+	}
+}
+
+// An abort_message that arrives while the turn is still queued (no worker has picked it up)
+// stops it before it writes anything; the runtime's next turn runs as usual.
+func TestWebSocketAbortBeforeTheTurnStarts(t *testing.T) {
+	stack := testenv.Stack(t)
+	env := map[string]string{"ADMIN_SECRET": adminSecret}
+	opts := stack.Options(func(k string) string { return env[k] })
+	srv := httptest.NewUnstartedServer(nil)
+	opts.BaseURL = "http://" + srv.Listener.Addr().String()
+	r, err := localrunner.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Config.Handler = r
+	srv.Start()
+	t.Cleanup(srv.Close)
+
+	_, secret := createAccount(t, srv, "ws-abort")
+	res := call(t, srv, http.MethodPost, "/accounts/me/agents", secret, `{"name":"echo","model":{"provider":"scripted","script":[{"text":"Hello there."}]}}`)
+	if res.status != http.StatusCreated {
+		t.Fatalf("creating the agent = %d %s", res.status, res.body)
+	}
+	agentID := res.json(t)["agentId"].(string)
+	c, _, err := dialWS(t, srv, secret, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.send(map[string]any{"type": "runtime_start", "request_id": "rs-1", "agent_id": agentID, "create_conversation": map[string]any{"body": map[string]any{}}})
+	m, _ := c.await("runtime_start_response", 10*time.Second, typeIs("runtime_start_response"))
+	rt := m["runtime"]
+	input := func(id, text string) {
+		c.send(map[string]any{"type": "input", "request_id": id, "runtime": rt, "payload": map[string]any{
+			"kind": "create_message", "messages": []any{map[string]any{"role": "user", "content": text}},
+		}})
+		if m, _ := c.await("input_accepted", 10*time.Second, typeIs("input_accepted")); m["disposition"] != "started" {
+			t.Fatalf("input answered %v", m)
+		}
+	}
+	input("in-1", "never mind")
+	c.send(map[string]any{"type": "abort_message", "request_id": "ab-1", "runtime": rt})
+	if m, _ := c.await("abort_message_response", 10*time.Second, typeIs("abort_message_response")); m["aborted"] != true {
+		t.Fatalf("abort of the queued turn answered %v", m)
+	}
+
+	// Only now does the worker poll its queue.
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Stop)
+	stop, seen := c.await("stop_reason", 30*time.Second, deltaIs("stop_reason"))
+	if d := stop["delta"].(map[string]any); d["stop_reason"] != "cancelled" {
+		t.Fatalf("stop_reason %v, want cancelled; frames %v", d, seen)
+	}
+	for _, f := range seen {
+		if d, _ := f["delta"].(map[string]any); d["message_type"] == "assistant_message" {
+			t.Errorf("the aborted turn ran the model: %v", f)
+		}
+	}
+	conv := rt.(map[string]any)["conversation_id"].(string)
+
+	// The abort belongs to that turn only.
+	input("in-2", "hello")
+	stop, seen = c.await("stop_reason", 30*time.Second, deltaIs("stop_reason"))
+	var text strings.Builder
+	for _, f := range seen {
+		if d, _ := f["delta"].(map[string]any); d["message_type"] == "assistant_message" {
+			text.WriteString(d["content"].(string))
+		}
+	}
+	if d := stop["delta"].(map[string]any); d["stop_reason"] != "end_turn" || text.String() != "Hello there." {
+		t.Errorf("next turn on %s: stop_reason %v, text %q", conv, d, text.String())
 	}
 }

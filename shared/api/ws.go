@@ -519,6 +519,15 @@ func (c *call) input(ctx context.Context) error {
 		}
 		return refuse(c.refusal(ctx, fmt.Errorf("queueing the turn: %w", err)))
 	}
+	if disposition == "started" {
+		// Recorded before the worker picks the turn up, so an abort_message that comes first
+		// still reaches it.
+		b, _ := json.Marshal(turn)
+		queued := connections.Run{EventID: req.EventID, FromSeq: -1, Status: runQueued, Turn: b, UpdatedAt: h.opts.Now()}
+		if err := h.opts.Connections.SetRun(ctx, c.conn.AccountID, rt.ConversationID, queued); err != nil {
+			h.opts.Logger.ErrorContext(ctx, "recording the queued websocket run", "eventId", req.EventID, "err", err)
+		}
+	}
 	if c.cmd.RequestID == "" {
 		return nil
 	}
@@ -669,7 +678,7 @@ func (c *call) abort(ctx context.Context) error {
 		return c.fail(ctx, resp, c.refusal(ctx, err))
 	}
 	aborted := false
-	if ok && run.Status == store.EventProcessing {
+	if ok && (run.Status == store.EventProcessing || run.Status == runQueued) {
 		if err := c.g.h.opts.Connections.Abort(ctx, c.conn.AccountID, rt.ConversationID, run.EventID); err != nil {
 			return c.fail(ctx, resp, c.refusal(ctx, err))
 		}

@@ -12,6 +12,9 @@ import (
 	"github.com/agentharness/harness/shared/store"
 )
 
+// runQueued is the status of a WebSocket run accepted but not yet picked up by a worker.
+const runQueued = "queued"
+
 // wsRun is the part of a WebSocket turn one worker invocation runs: its output goes to the
 // runtime's connections, and the runtime's run record says what it is doing, for sync and
 // abort_message.
@@ -46,6 +49,11 @@ func (r *wsRun) record(ctx context.Context, status string) {
 // run runs the turn under a context that an abort_message cancels; aborted says whether one
 // did.
 func (r *wsRun) run(ctx context.Context, turn func(context.Context) runResult) (runResult, bool) {
+	// An abort that came while the turn was queued stops it before it writes anything.
+	if ok, err := r.w.h.opts.Connections.Aborted(ctx, r.d.accountID, r.d.conversationID, r.d.turnID); err == nil && ok {
+		r.d.log.InfoContext(ctx, "turn aborted by the controller before it started")
+		return runResult{status: store.EventFailed, errText: "the turn was aborted before it started"}, true
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	aborted := make(chan struct{})

@@ -244,15 +244,20 @@ func (r *Registry) Subscribers(ctx context.Context, accountID, conversationID st
 	return subs, nil
 }
 
-// SetRun records a runtime's latest run.
+// SetRun records a runtime's latest run. It leaves an abort request in place: one asked for a
+// queued run must still stop it once it starts, and one for an earlier run names another event.
 func (r *Registry) SetRun(ctx context.Context, accountID, conversationID string, run Run) error {
 	b, err := json.Marshal(run)
 	if err != nil {
 		return err
 	}
-	item := key(runtimeKey(accountID, conversationID), "#run")
-	item["run"], item["expiresAt"] = s(string(b)), expiry(run.UpdatedAt)
-	if _, err := r.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &r.table, Item: item}); err != nil {
+	_, err = r.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &r.table, Key: key(runtimeKey(accountID, conversationID), "#run"),
+		UpdateExpression:          aws.String("SET #run = :r, expiresAt = :x"),
+		ExpressionAttributeNames:  map[string]string{"#run": "run"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":r": s(string(b)), ":x": expiry(run.UpdatedAt)},
+	})
+	if err != nil {
 		return fmt.Errorf("recording the run of %s: %w", conversationID, err)
 	}
 	return nil
@@ -292,7 +297,7 @@ func (r *Registry) Abort(ctx context.Context, accountID, conversationID, eventID
 	return nil
 }
 
-// Aborted reports whether Abort was asked for eventID. SetRun for the next run clears it.
+// Aborted reports whether Abort was asked for eventID.
 func (r *Registry) Aborted(ctx context.Context, accountID, conversationID, eventID string) (bool, error) {
 	out, err := r.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: &r.table, Key: key(runtimeKey(accountID, conversationID), "#run"),
