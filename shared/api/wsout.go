@@ -36,6 +36,14 @@ type runtimeScope struct {
 // a controller that reconnects mid-turn gets the rest of it.
 const subscriberTTL = time.Second
 
+// Text deltas are coalesced: in AWS every frame is an @connections request, and a model streams
+// a token or two per delta. Text waits at most textWindow, or until textLimit bytes or any other
+// event, so the output keeps its order and stays live.
+const (
+	textWindow = 100 * time.Millisecond
+	textLimit  = 16 << 10
+)
+
 // wsOut sends a runtime's events to the connections subscribed to it, each on the channel it
 // belongs to: stream_delta and runtime updates on the stream channel, requests for the
 // controller on the control channel. It turns the UI chunks a turn produces into the App
@@ -60,6 +68,16 @@ type wsOut struct {
 	calls map[string]toolCallView
 	// executing are the async calls started so far.
 	executing []string
+	// text is assistant text not sent yet; window is how long it may wait (0 sends each delta).
+	text   *pendingText
+	window time.Duration
+}
+
+// pendingText is one text part's deltas waiting to go out as one.
+type pendingText struct {
+	id      string
+	content strings.Builder
+	timer   *time.Timer
 }
 
 type toolCallView struct {
@@ -72,6 +90,7 @@ func (h *Handler) newOut(accountID string, rt runtimeScope, runID string) *wsOut
 	return &wsOut{
 		reg: h.opts.Connections, poster: h.opts.Poster, log: h.opts.Logger.With("conversationId", rt.ConversationID),
 		now: h.opts.Now, account: accountID, rt: rt, runID: runID, calls: map[string]toolCallView{},
+		window: textWindow,
 	}
 }
 
@@ -81,6 +100,50 @@ func (h *Handler) newOut(accountID string, rt runtimeScope, runID string) *wsOut
 func (o *wsOut) send(ctx context.Context, channel string, msg map[string]any, envelope bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.flushText(ctx)
+	o.post(ctx, channel, msg, envelope)
+}
+
+// addText queues a text delta, sending what is queued first when it belongs to another part.
+func (o *wsOut) addText(ctx context.Context, id, delta string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.text != nil && o.text.id != id {
+		o.flushText(ctx)
+	}
+	if o.text == nil {
+		t := &pendingText{id: id}
+		o.text = t
+		// The turn's context may be cut (an abort) before the timer fires; the text still goes.
+		ctx := context.WithoutCancel(ctx)
+		t.timer = time.AfterFunc(o.window, func() {
+			o.mu.Lock()
+			defer o.mu.Unlock()
+			if o.text == t {
+				o.flushText(ctx)
+			}
+		})
+	}
+	o.text.content.WriteString(delta)
+	if o.window <= 0 || o.text.content.Len() >= textLimit {
+		o.flushText(ctx)
+	}
+}
+
+// flushText sends the queued text as one assistant_message delta. o.mu is held.
+func (o *wsOut) flushText(ctx context.Context) {
+	t := o.text
+	if t == nil {
+		return
+	}
+	o.text = nil
+	t.timer.Stop()
+	d := o.stamp(message("assistant_message", map[string]any{"id": t.id, "content": t.content.String()}))
+	o.post(ctx, connections.Stream, map[string]any{"type": "stream_delta", "delta": d}, true)
+}
+
+// post is send without the queued text. o.mu is held.
+func (o *wsOut) post(ctx context.Context, channel string, msg map[string]any, envelope bool) {
 	now := o.now()
 	if o.subs == nil || now.Sub(o.fetched) > subscriberTTL {
 		subs, err := o.reg.Subscribers(ctx, o.account, o.rt.ConversationID)
@@ -126,11 +189,16 @@ func (o *wsOut) send(ctx context.Context, channel string, msg map[string]any, en
 // delta sends one stream_delta. Letta message deltas carry type "message"; lifecycle deltas
 // (loop_error, status) do not.
 func (o *wsOut) delta(ctx context.Context, d map[string]any) {
+	o.send(ctx, connections.Stream, map[string]any{"type": "stream_delta", "delta": o.stamp(d)}, true)
+}
+
+// stamp gives a delta its id (when it has none), date and run.
+func (o *wsOut) stamp(d map[string]any) map[string]any {
 	if d["id"] == nil {
 		d["id"] = store.NewID("msg_")
 	}
 	d["date"], d["run_id"] = o.now().UTC().Format(time.RFC3339Nano), o.runID
-	o.send(ctx, connections.Stream, map[string]any{"type": "stream_delta", "delta": d}, true)
+	return d
 }
 
 func message(kind string, fields map[string]any) map[string]any {
@@ -161,7 +229,7 @@ func (o *wsOut) queue(ctx context.Context) {
 func (o *wsOut) chunk(ctx context.Context, c any) {
 	switch c := c.(type) {
 	case stream.TextDeltaChunk:
-		o.delta(ctx, message("assistant_message", map[string]any{"id": c.ID, "content": c.Delta}))
+		o.addText(ctx, c.ID, c.Delta)
 	case stream.ToolInputAvailableChunk:
 		call := toolCallView{Name: c.ToolName, Arguments: string(c.Input), ID: c.ToolCallID}
 		o.mu.Lock()
@@ -258,6 +326,10 @@ type approvalAsk struct {
 // end reports how this invocation's part of the turn ended: a stop_reason when the turn is
 // over or waits for approval, the executing calls when it waits for the controller's tools.
 func (o *wsOut) end(ctx context.Context, res runResult, aborted bool) {
+	// Queued text goes now: the invocation may end (and freeze) before its timer fires.
+	o.mu.Lock()
+	o.flushText(ctx)
+	o.mu.Unlock()
 	switch res.status {
 	case store.EventWaitingAsync:
 		return // said as each call started; the continuation carries the turn on
