@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 	"strings"
 
 	"github.com/agentharness/harness/shared/approval"
@@ -145,56 +146,78 @@ func Continue(ctx context.Context, cfg Config, history []model.Message) iter.Seq
 // Resume continues a pass that paused for approval. history ends with the paused step: the
 // assistant's calls and the results of those that ran. Every held call must have a decision,
 // keyed by tool call id: approved calls run, in the order the model made them, and the others
-// get their Denial as an error result. The results and then next (a new user message, if any)
-// are saved in one write, and the loop goes on as Run does.
+// get their Denial as an error result. The results and then next are saved in one write, and the
+// loop goes on as Run does. next may hold what else the paused step brought back (the results of
+// its async calls) and a new user message, which starts a new turn.
 func Resume(ctx context.Context, cfg Config, history []model.Message, decisions map[string]Decision, next ...model.Message) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
-		held, err := HeldCalls(history)
-		if err != nil {
-			yield(Event{}, err)
+		produced, ok := decide(ctx, cfg, history, decisions, next, yield)
+		if !ok {
 			return
-		}
-		// Every held call needs its decision before any of them runs.
-		for _, c := range held {
-			if _, ok := decisions[c.ToolCallID]; !ok {
-				yield(Event{}, fmt.Errorf("resuming: call %s has no decision", c.ToolCallID))
-				return
-			}
-		}
-		results := make([]model.Part, 0, len(held))
-		for _, c := range held {
-			d := decisions[c.ToolCallID]
-			result := model.Part{Type: model.PartToolResult, ToolCallID: c.ToolCallID, ToolName: c.ToolName}
-			if !d.Approved {
-				if !yield(Event{Type: ToolOutputDenied, ToolCallID: c.ToolCallID, ToolName: c.ToolName, ErrorText: d.Denial}, nil) {
-					return
-				}
-				result.Output, result.IsError = errorOutput(d.Denial), true
-				results = append(results, result)
-				continue
-			}
-			call, err := prepare(cfg.Tools, c.ToolName, c.Input)
-			r, ok := runCall(ctx, cfg, call, err, c, false, yield)
-			if !ok {
-				return
-			}
-			results = append(results, r)
-		}
-		produced := append([]model.Message{{ID: newID(cfg.NewID), Role: model.RoleTool, Parts: results}}, next...)
-		if cfg.Save != nil {
-			if err := cfg.Save(ctx, produced); err != nil {
-				yield(Event{}, fmt.Errorf("saving the decided calls: %w", err))
-				return
-			}
 		}
 		// The resumed pass goes on numbering the turn's steps, so text part ids stay unique in
 		// the client's message and maxSteps bounds the whole turn; a new message starts a turn.
-		first := 1
-		if len(next) == 0 {
-			first = stepsSinceUser(history) + 1
+		first := stepsSinceUser(history) + 1
+		if slices.ContainsFunc(next, model.Message.StartsTurn) {
+			first = 1
 		}
 		loop(ctx, cfg, validTranscript(append(history, produced...)), first, yield)
 	}
+}
+
+// Decide ends a paused step as Resume does (the decided calls run, and their results and then
+// next are saved in one write) but calls the model no more: the pass finishes there, for a step
+// whose async calls still run elsewhere, so that the model goes on once their results are back.
+func Decide(ctx context.Context, cfg Config, history []model.Message, decisions map[string]Decision, next ...model.Message) iter.Seq2[Event, error] {
+	return func(yield func(Event, error) bool) {
+		if _, ok := decide(ctx, cfg, history, decisions, next, yield); ok {
+			yield(Event{Type: Finish, Finish: model.FinishToolCalls}, nil)
+		}
+	}
+}
+
+// decide runs the held calls of history's paused step by their decisions and saves their results
+// and then next; it returns what it saved, and false when the stream ended.
+func decide(ctx context.Context, cfg Config, history []model.Message, decisions map[string]Decision, next []model.Message, yield func(Event, error) bool) ([]model.Message, bool) {
+	held, err := HeldCalls(history)
+	if err != nil {
+		yield(Event{}, err)
+		return nil, false
+	}
+	// Every held call needs its decision before any of them runs.
+	for _, c := range held {
+		if _, ok := decisions[c.ToolCallID]; !ok {
+			yield(Event{}, fmt.Errorf("resuming: call %s has no decision", c.ToolCallID))
+			return nil, false
+		}
+	}
+	results := make([]model.Part, 0, len(held))
+	for _, c := range held {
+		d := decisions[c.ToolCallID]
+		result := model.Part{Type: model.PartToolResult, ToolCallID: c.ToolCallID, ToolName: c.ToolName}
+		if !d.Approved {
+			if !yield(Event{Type: ToolOutputDenied, ToolCallID: c.ToolCallID, ToolName: c.ToolName, ErrorText: d.Denial}, nil) {
+				return nil, false
+			}
+			result.Output, result.IsError = errorOutput(d.Denial), true
+			results = append(results, result)
+			continue
+		}
+		call, err := prepare(cfg.Tools, c.ToolName, c.Input)
+		r, ok := runCall(ctx, cfg, call, err, c, false, yield)
+		if !ok {
+			return nil, false
+		}
+		results = append(results, r)
+	}
+	produced := append([]model.Message{{ID: newID(cfg.NewID), Role: model.RoleTool, Parts: results}}, next...)
+	if cfg.Save != nil {
+		if err := cfg.Save(ctx, produced); err != nil {
+			yield(Event{}, fmt.Errorf("saving the decided calls: %w", err))
+			return nil, false
+		}
+	}
+	return produced, true
 }
 
 // HeldCalls returns the calls of history's last assistant message that have no result yet: the

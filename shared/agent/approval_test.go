@@ -619,3 +619,71 @@ func TestResumeSaveError(t *testing.T) {
 		t.Errorf("events, saves and model calls (-want +got):\n%s", diff)
 	}
 }
+
+// What else the paused step brought back (its async calls' results) is saved with the decided
+// calls' results, after them, in one write, and the model's next step goes on numbering the
+// turn's steps; only a new user message starts a turn over.
+func TestResumeWithTheStepsAsyncResults(t *testing.T) {
+	results := model.Message{ID: "r1", Role: model.RoleUser, Kind: model.KindAsyncResults, Parts: []model.Part{textPart(`{"asyncToolResults":[]}`)}}
+	tests := []struct {
+		name   string
+		next   []model.Message
+		textID string
+	}{
+		{name: "async results", next: []model.Message{results}, textID: "text-2-1"},
+		{name: "async results and a new message", next: []model.Message{results, message("u2", model.RoleUser, textPart("And then?"))}, textID: "text-1-1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ran := map[string][]string{}
+			rec := &recorder{}
+			cfg := agent.Config{
+				Model: rec.wrap(playback([]item{textItem("ok")})),
+				Tools: newSet(t, countingTool("a", approval.Always(), ran), countingTool("b", nil, ran), countingTool("c", approval.Always(), ran)),
+				Save:  rec.save,
+				NewID: sequentialIDs(),
+			}
+			events, errs := collect(rec, agent.Resume(context.Background(), cfg, pausedHistory(), map[string]agent.Decision{"A": {Approved: true}, "C": {Denial: "no"}}, tt.next...))
+			if len(errs) > 0 {
+				t.Fatalf("Resume yielded errors %v", errs)
+			}
+			if len(rec.saved) == 0 || len(rec.saved[0]) != 1+len(tt.next) || rec.saved[0][0].Role != model.RoleTool {
+				t.Fatalf("first save %+v, want the decided calls' results, then next", rec.saved)
+			}
+			if diff := cmp.Diff(tt.next, rec.saved[0][1:]); diff != "" {
+				t.Errorf("first save after the results (-want +got):\n%s", diff)
+			}
+			for _, ev := range events {
+				if ev.Type == agent.TextStart && ev.ID != tt.textID {
+					t.Errorf("text part id %s, want %s", ev.ID, tt.textID)
+				}
+			}
+			assertValidTranscript(t, rec.requests[0].Messages)
+		})
+	}
+}
+
+// Decide settles a paused step as Resume does and ends the pass without calling the model.
+func TestDecideEndsWithoutTheModel(t *testing.T) {
+	ran := map[string][]string{}
+	rec := &recorder{}
+	cfg := agent.Config{
+		Model: rec.wrap(playback([]item{textItem("ok")})),
+		Tools: newSet(t, countingTool("a", approval.Always(), ran), countingTool("b", nil, ran), countingTool("c", approval.Always(), ran)),
+		Save:  rec.save,
+		NewID: sequentialIDs(),
+	}
+	events, errs := collect(rec, agent.Decide(context.Background(), cfg, pausedHistory(), map[string]agent.Decision{"A": {Approved: true}, "C": {Denial: "no"}}))
+	if len(errs) > 0 {
+		t.Fatalf("Decide yielded errors %v", errs)
+	}
+	if diff := cmp.Diff([]string{"output A", "denied C", "save", "Finish"}, rec.log); diff != "" {
+		t.Errorf("events, saves and model calls (-want +got):\n%s", diff)
+	}
+	if last := events[len(events)-1]; last.Type != agent.Finish || last.Finish != model.FinishToolCalls {
+		t.Errorf("last event %+v, want Finish with reason tool-calls", last)
+	}
+	if diff := cmp.Diff(map[string][]string{"a": {`{"x":1}`}}, ran); diff != "" {
+		t.Errorf("tool runs (-want +got):\n%s", diff)
+	}
+}

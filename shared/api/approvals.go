@@ -260,6 +260,12 @@ func pendingFromLoop(ps []agent.Pending) []pendingApproval {
 // pauseFunc persists a step held for approval: its messages and one pending approval per held
 // call, bound to the call's exact arguments, with the configured deadline.
 func (h *Handler) pauseFunc(turn *store.Turn, agentID string) agent.PauseFunc {
+	return h.pauseCarrying(turn, agentID, nil)
+}
+
+// pauseCarrying is pauseFunc with what the paused turn leaves for its resume, which carry
+// returns (and may prepare) given the approvals' deadline; nil carries nothing.
+func (h *Handler) pauseCarrying(turn *store.Turn, agentID string, carry func(ctx context.Context, deadline time.Time) (store.Carry, error)) agent.PauseFunc {
 	return func(ctx context.Context, msgs []model.Message, pending []agent.Pending) error {
 		now := h.opts.Now()
 		rows := make([]store.Approval, 0, len(pending))
@@ -274,7 +280,14 @@ func (h *Handler) pauseFunc(turn *store.Turn, agentID string) agent.PauseFunc {
 				CreatedAt: now, Deadline: now.Add(h.opts.ApprovalTimeout),
 			})
 		}
-		return turn.Pause(ctx, msgs, rows)
+		var c store.Carry
+		if carry != nil {
+			var err error
+			if c, err = carry(ctx, now.Add(h.opts.ApprovalTimeout)); err != nil {
+				return err
+			}
+		}
+		return turn.Pause(ctx, msgs, rows, c)
 	}
 }
 

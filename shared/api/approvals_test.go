@@ -475,3 +475,53 @@ func TestRequestOverrides(t *testing.T) {
 	}
 	f.refused(t, f.secret, `{"agentId":"parallel","id":"parallel-3","message":"go","toolApproval":{"nope":"denied"}}`, http.StatusBadRequest)
 }
+
+// stepper holds test_async for approval, then, in the resumed pass, calls current_time, whose
+// policy lets a request loosen it.
+const stepper = `{
+  "name": "stepper",
+  "model": {"provider":"scripted","script":[
+    {"toolCalls":[{"name":"test_async","input":{"delayMs":0,"echo":"deployed"}}]},
+    {"toolCalls":[{"name":"current_time","input":{}}]},
+    {"text":"Results: {{toolResults}}"}
+  ]},
+  "tools": {"test_async": {"needsApproval": true}, "current_time": {"needsApproval": {"allowRequestOverride": true}}}
+}`
+
+// The toolApproval of the request that started a turn holds for the rest of the turn: in the
+// pass the answer to its approval resumes, which carries no toolApproval of its own.
+func TestRequestOverridesHoldAcrossTheResume(t *testing.T) {
+	f := newApprovalFixture(t)
+	if _, err := f.agents.Create(context.Background(), f.acc.ID, "stepper", []byte(stepper)); err != nil {
+		t.Fatal(err)
+	}
+	resume := func(t *testing.T, conversation, override string) []map[string]any {
+		t.Helper()
+		cs := f.turn(t, `{"agentId":"stepper","id":"`+conversation+`","message":"go","toolApproval":`+override+`}`)
+		reqs := approvalRequests(cs)
+		if len(reqs) != 1 {
+			t.Fatalf("approval requests %v, want test_async's", reqs)
+		}
+		return f.turn(t, decide(conversation, approve(reqs[0]["approvalId"].(string))))
+	}
+
+	t.Run("loosened", func(t *testing.T) {
+		cs := resume(t, "stepper-1", `{"current_time":"approved"}`)
+		if reqs := approvalRequests(cs); len(reqs) != 0 {
+			t.Errorf("the resumed pass asked for approval %v, want current_time to run as the request said", reqs)
+		}
+		if got := text(cs); !strings.Contains(got, `"deployed"`) || !strings.Contains(got, `"20`) {
+			t.Errorf("final text %q, want test_async's and current_time's results", got)
+		}
+	})
+
+	t.Run("tightened", func(t *testing.T) {
+		cs := resume(t, "stepper-2", `{"current_time":"denied"}`)
+		if reqs := approvalRequests(cs); len(reqs) != 1 || reqs[0]["isAutomatic"] != true {
+			t.Errorf("the resumed pass asked for approval %v, want current_time denied automatically, as the request said", reqs)
+		}
+		if got := text(cs); !strings.Contains(got, "denied by policy") {
+			t.Errorf("final text %q, want current_time denied by the request's policy", got)
+		}
+	})
+}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentharness/harness/shared/agent"
+	"github.com/agentharness/harness/shared/approval"
 	"github.com/agentharness/harness/shared/asynctools"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/store"
@@ -35,7 +36,10 @@ type drive struct {
 	nonce    string
 	delivery asynctools.Delivery
 	cfg      agent.Config
-	turn     *store.Turn
+	// overrides are the turn's toolApproval overrides, recorded whenever it stops to wait, so
+	// the invocation that goes on with it applies them too.
+	overrides map[string]approval.Status
+	turn      *store.Turn
 	// send streams a UI message chunk; heartbeat keeps a quiet stream alive. Both may be no-ops.
 	send      func(any)
 	heartbeat func()
@@ -74,16 +78,11 @@ func (d *drive) run(ctx context.Context, plan *turnPlan) runResult {
 			plan.resume = true
 		}
 	}
+	if plan.decisions != nil {
+		return d.resumeStep(ctx, plan, history)
+	}
 	var first func(agent.Config) iter.Seq2[agent.Event, error]
 	switch {
-	case plan.decisions != nil && plan.message != nil:
-		first = func(cfg agent.Config) iter.Seq2[agent.Event, error] {
-			return agent.Resume(ctx, cfg, history, plan.decisions, *plan.message)
-		}
-	case plan.decisions != nil:
-		first = func(cfg agent.Config) iter.Seq2[agent.Event, error] {
-			return agent.Resume(ctx, cfg, history, plan.decisions)
-		}
 	case plan.resume:
 		// A retried invocation whose message is already in the conversation picks it up.
 		first = func(cfg agent.Config) iter.Seq2[agent.Event, error] { return agent.Continue(ctx, cfg, history) }
@@ -115,6 +114,9 @@ func (d *drive) passes(ctx context.Context, n int, events func(agent.Config) ite
 		if p != nil {
 			cfg.Async = p.Run
 		}
+		if cfg.Pause != nil {
+			cfg.Pause = d.pause(p)
+		}
 		res, fin := d.consume(ctx, events(cfg), total)
 		total = res.usage
 		if p == nil {
@@ -133,7 +135,8 @@ func (d *drive) passes(ctx context.Context, n int, events func(agent.Config) ite
 			d.send(stream.Data("async-result", asyncResultView(r), false))
 		}, d.heartbeat)
 		if len(fin.Pending) > 0 {
-			// The pass also paused for approval; its async results stay on their rows.
+			// The pass also paused for approval: the pause recorded its group, and the resume
+			// brings the results back from their rows.
 			return res
 		}
 		if len(p.External()) > 0 {
@@ -187,6 +190,12 @@ func resultsMessageID(groupID string) string { return "msg_" + groupID }
 
 // newPass returns the coordinator of pass n's async calls; nil where async tools are not wired.
 func (d *drive) newPass(ctx context.Context, n int) *asynctools.Pass {
+	return d.passIn(ctx, asynctools.NewGroupID(d.nonce, n))
+}
+
+// passIn returns a coordinator of async calls in the dispatch group groupID; nil where async
+// tools are not wired.
+func (d *drive) passIn(ctx context.Context, groupID string) *asynctools.Pass {
 	if d.h.opts.Async == nil {
 		return nil
 	}
@@ -196,7 +205,7 @@ func (d *drive) newPass(ctx context.Context, n int) *asynctools.Pass {
 		until = dl
 	}
 	return asynctools.NewPass(asynctools.PassConfig{
-		Store: d.h.opts.Async, GroupID: asynctools.NewGroupID(d.nonce, n),
+		Store: d.h.opts.Async, GroupID: groupID,
 		AccountID: d.accountID, AgentID: d.agentID, ConversationID: d.conversationID, TurnID: d.turnID,
 		Delivery: d.delivery, WaitUntil: until.Add(-d.h.opts.WaitMargin),
 		ExternalTimeout: d.h.opts.AsyncToolTimeout, Now: d.h.opts.Now,
@@ -208,9 +217,15 @@ func (d *drive) newPass(ctx context.Context, n int) *asynctools.Pass {
 // seal runs the group check itself, so results that all arrived already re-drive at once.
 func (d *drive) waitForGroup(ctx context.Context, p *asynctools.Pass, usage model.Usage) runResult {
 	g := p.Group()
-	if err := d.turn.WaitForAsync(ctx, g.ID, g.Expected); err != nil {
+	if err := d.turn.WaitForAsync(ctx, g.ID, g.Expected, d.carriedApproval()); err != nil {
 		return d.fail(ctx, err, "internal error: the turn could not wait for its async tools", usage)
 	}
+	return d.sealGroup(ctx, g, p.Calls(), usage)
+}
+
+// sealGroup ends the part of a turn that waits for the group g, once the conversation records
+// the wait: the lease is given back, then the group is sealed.
+func (d *drive) sealGroup(ctx context.Context, g asynctools.Group, calls []asyncView, usage model.Usage) runResult {
 	d.ended = true
 	if err := d.turn.End(ctx, usage); err != nil {
 		d.log.ErrorContext(ctx, "ending turn", "err", err)
@@ -219,7 +234,6 @@ func (d *drive) waitForGroup(ctx context.Context, p *asynctools.Pass, usage mode
 		// The sweeper seals a group whose parent stopped before sealing it.
 		d.log.ErrorContext(ctx, "sealing dispatch group", "groupId", g.ID, "err", err)
 	}
-	calls := p.Calls()
 	d.log.InfoContext(ctx, "turn waits for async tools", "groupId", g.ID, "calls", len(calls))
 	return runResult{status: store.EventWaitingAsync, usage: usage, asyncGroup: g.ID, pendingAsync: calls,
 		finish: stream.Finish(string(model.FinishToolCalls), map[string]any{

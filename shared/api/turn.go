@@ -261,7 +261,7 @@ func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 	d := &drive{
 		h: h, log: log, accountID: acc.ID, agentID: req.AgentID, conversationID: req.ID,
 		turnID: req.EventID, nonce: store.NewID(""), delivery: asynctools.Delivery{Kind: "stream"},
-		cfg: cfg, turn: turn, send: send, heartbeat: func() { _ = out.Comment("keep-alive") },
+		cfg: cfg, overrides: req.ToolApproval, turn: turn, send: send, heartbeat: func() { _ = out.Comment("keep-alive") },
 	}
 	res := d.run(ctx, plan)
 

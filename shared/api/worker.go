@@ -138,7 +138,7 @@ func (w *Worker) turn(ctx context.Context, msg workMessage) error {
 	d := &drive{
 		h: h, log: log, accountID: msg.AccountID, agentID: req.AgentID, conversationID: req.ID,
 		turnID: msg.EventID, nonce: msg.Seed, delivery: asynctools.Delivery{Kind: "async", EventID: msg.EventID, Seed: msg.Seed},
-		cfg: cfg, turn: turn, send: func(any) {}, heartbeat: func() {},
+		cfg: cfg, overrides: req.ToolApproval, turn: turn, send: func(any) {}, heartbeat: func() {},
 	}
 	done := context.WithoutCancel(ctx)
 	if msg.WS == nil {
@@ -190,6 +190,13 @@ func (w *Worker) continueGroup(ctx context.Context, msg workMessage) error {
 	waiting, _ := turn.AsyncGroup()
 	msgID := resultsMessageID(g.ID)
 	switch {
+	case turn.Carried().PausedGroup == g.ID:
+		// Its pass paused for approval: the step's resume brings the results back.
+		log.InfoContext(ctx, "continuation of a step paused for approval ignored")
+		if err := turn.Release(ctx); err != nil {
+			return err
+		}
+		return h.opts.Async.Consume(ctx, g.ID, now)
 	case waiting == g.ID:
 		results := make([]asynctools.Result, 0, len(g.Expected))
 		for _, id := range g.Expected {
@@ -234,10 +241,13 @@ func (w *Worker) continueGroup(ctx context.Context, msg workMessage) error {
 	return h.opts.Async.Consume(done, g.ID, h.opts.Now())
 }
 
-// resume loads the agent and runs the model again over history; ws, when set, gives a
-// WebSocket turn its tools back.
+// resume loads the agent, with the approval overrides its turn carries, and runs the model again
+// over history; ws, when set, gives a WebSocket turn its tools back.
 func (w *Worker) resume(ctx context.Context, d *drive, history []model.Message, ws *wsTurn) runResult {
 	cfg, err := w.h.loadAgent(ctx, d.accountID, d.agentID)
+	if err == nil {
+		cfg.Tools = d.withCarried(ctx, cfg.Tools)
+	}
 	if err == nil && ws != nil {
 		cfg.WaitOnAsync = true
 		cfg.Tools, err = w.h.wsToolSet(cfg.Tools, d.accountID, ws)

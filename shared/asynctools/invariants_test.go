@@ -1132,3 +1132,51 @@ func TestInvariantNeverSealedGroupTimedOutBeforeParentUntil(t *testing.T) {
 			st.Group != nil, e.sent.count(g), stats)
 	}
 }
+
+// A pass that paused for approval holds its group's parent until the approvals' deadline: the
+// resume seals the group, maybe long after the pausing invocation ended, so the sweeper leaves
+// it unsealed until then, whether its calls complete or time out meanwhile; past the hold, a
+// group nobody resumed is sealed as an orphan as before.
+func TestInvariantHeldParentIsNotSealedAsAnOrphan(t *testing.T) {
+	e := newInvEnv(t)
+	g := newGroup()
+	parentUntil, held := t0.Add(5*time.Minute), t0.Add(24*time.Hour)
+	a, b := call(g, "call_a", t0.Add(time.Hour)), call(g, "call_b", t0.Add(time.Hour))
+	a.ParentUntil, b.ParentUntil = parentUntil, parentUntil
+	register(t, e.store, a)
+	register(t, e.store, b)
+	for _, id := range []string{a.ID, b.ID} {
+		if err := e.store.HoldParent(context.Background(), id, held); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.clock.Advance(time.Minute)
+	e.complete(t, a.ID, completed(`"a"`))
+
+	stats := e.sweepAt(t, parentUntil.Add(time.Minute), t0.Add(time.Hour+time.Minute), t0.Add(2*time.Hour))
+	if st := e.load(t, g); st.Group != nil || stats.Sealed != 0 || stats.TimedOut != 1 {
+		t.Fatalf("before the hold ends: group %+v, sweeps %+v; want b timed out and the group left to its resume", st.Group, stats)
+	}
+	// The resume seals it: one continuation.
+	if res := e.seal(t, parentGroup(g, a.ID, b.ID)); !res.Redriven {
+		t.Fatalf("sealing the held group = %+v, want it re-driven (both calls settled)", res)
+	}
+	e.wantSent(t, g, 1)
+
+	// Without a resume, the sweeper seals it once the hold is over.
+	o := newGroup()
+	c := call(o, "call_c", t0.Add(time.Hour))
+	c.ParentUntil = parentUntil
+	register(t, e.store, c)
+	if err := e.store.HoldParent(context.Background(), c.ID, held); err != nil {
+		t.Fatal(err)
+	}
+	settle(t, e.store, c.ID, completed(`"c"`), e.clock.Now())
+	e.settled(t, c.ID)
+	if stats := e.sweepAt(t, held.Add(-time.Minute)); stats.Sealed != 0 {
+		t.Fatalf("sweep before the hold ends = %+v, want nothing sealed", stats)
+	}
+	if stats := e.sweepAt(t, held.Add(time.Minute)); stats.Sealed != 1 || stats.Redriven != 1 {
+		t.Fatalf("sweep after the hold = %+v, want the orphan sealed and re-driven", stats)
+	}
+}

@@ -836,6 +836,13 @@ func (s *Store) UnscheduleRow(ctx context.Context, resultID string) error {
 	return s.rowDue(ctx, resultID, "REMOVE dueShard, dueAt", nil)
 }
 
+// HoldParent moves the end of a row's parent invocation to until, for a call whose pass paused
+// for approval: the pass's group is sealed when the step resumes, in another invocation that may
+// come much later, so the sweeper must not seal it as an orphan before until.
+func (s *Store) HoldParent(ctx context.Context, resultID string, until time.Time) error {
+	return s.rowDue(ctx, resultID, "SET parentUntil = :until", map[string]types.AttributeValue{":until": ms(until)})
+}
+
 func (s *Store) rowDue(ctx context.Context, resultID, update string, values map[string]types.AttributeValue) error {
 	groupID, callKey, ok := SplitResultID(resultID)
 	if !ok {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -81,8 +82,9 @@ func approvalKey(accountID, id string) string { return accountID + "#" + id }
 func (t *Turn) Pending() []string { return t.pending }
 
 // Pause appends a step that stopped for approval and records its held calls, in one
-// transaction: the messages, one pending item per approval, and the wait on the conversation.
-func (t *Turn) Pause(ctx context.Context, msgs []model.Message, approvals []Approval) error {
+// transaction: the messages, one pending item per approval, and the wait on the conversation
+// with what the turn carries to the invocation that resumes it.
+func (t *Turn) Pause(ctx context.Context, msgs []model.Message, approvals []Approval, carry Carry) error {
 	if len(approvals) == 0 {
 		return errors.New("pausing without approvals to wait for")
 	}
@@ -112,14 +114,23 @@ func (t *Turn) Pause(ctx context.Context, msgs []model.Message, approvals []Appr
 		}})
 		ids = append(ids, str(a.ID))
 	}
-	update := "SET nextSeq = :next, pendingApprovals = :pending"
-	if err := t.write(ctx, msgs, items, update, map[string]types.AttributeValue{":pending": &types.AttributeValueMemberL{Value: ids}}); err != nil {
+	set, remove := []string{"nextSeq = :next", "pendingApprovals = :pending"}, t.waits()
+	vals := map[string]types.AttributeValue{":pending": &types.AttributeValueMemberL{Value: ids}}
+	remove = slices.DeleteFunc(remove, func(name string) bool { return name == "pendingApprovals" })
+	if carry.PausedGroup != "" {
+		set = append(set, "pausedGroup = :pausedGroup", "pausedAsync = :pausedAsync")
+		vals[":pausedGroup"], vals[":pausedAsync"] = str(carry.PausedGroup), strList(carry.PausedAsync)
+		remove = slices.DeleteFunc(remove, func(name string) bool { return name == "pausedGroup" || name == "pausedAsync" })
+	}
+	set, remove = withToolApproval(set, remove, vals, carry.ToolApproval)
+	if err := t.write(ctx, msgs, items, expression(set, remove), vals); err != nil {
 		return err
 	}
-	t.pending = nil
+	t.cleared()
 	for _, a := range approvals {
 		t.pending = append(t.pending, a.ID)
 	}
+	t.carry = carry
 	return nil
 }
 

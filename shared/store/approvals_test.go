@@ -29,7 +29,7 @@ func TestPauseSettleAndResolve(t *testing.T) {
 		t.Fatal(err)
 	}
 	step := text(model.RoleAssistant, "calls")
-	if err := turn.Pause(ctx, []model.Message{step}, []store.Approval{held("a1", t0), held("a2", t0)}); err != nil {
+	if err := turn.Pause(ctx, []model.Message{step}, []store.Approval{held("a1", t0), held("a2", t0)}, store.Carry{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := turn.End(ctx, model.Usage{}); err != nil {
@@ -44,7 +44,7 @@ func TestPauseSettleAndResolve(t *testing.T) {
 	if diff := cmp.Diff([]string{"a1", "a2"}, turn.Pending()); diff != "" {
 		t.Fatalf("Pending (-want +got):\n%s", diff)
 	}
-	if err := turn.Pause(ctx, []model.Message{text(model.RoleAssistant, "dup")}, []store.Approval{held("a1", t0)}); err == nil {
+	if err := turn.Pause(ctx, []model.Message{text(model.RoleAssistant, "dup")}, []store.Approval{held("a1", t0)}, store.Carry{}); err == nil {
 		t.Fatal("a pause reusing approval a1 succeeded")
 	}
 	if msgs, _ := turn.History(ctx); len(msgs) != 1 {
@@ -104,7 +104,7 @@ func TestPauseSettleAndResolve(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := late.Pause(ctx, []model.Message{step}, []store.Approval{held("b1", t0)}); err != nil {
+	if err := late.Pause(ctx, []model.Message{step}, []store.Approval{held("b1", t0)}, store.Carry{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.BeginTurn(ctx, "acc", "c2", "agent", t0.Add(2*time.Minute), t0.Add(3*time.Minute)); err != nil {
@@ -113,4 +113,78 @@ func TestPauseSettleAndResolve(t *testing.T) {
 	if err := late.Settle(ctx, []store.Settlement{{ApprovalID: "b1", Status: store.ApprovalApproved}}, t0.Add(2*time.Minute)); !errors.Is(err, store.ErrLeaseLost) {
 		t.Errorf("settling with a lost lease = %v, want ErrLeaseLost", err)
 	}
+}
+
+// A pause carries the turn's overrides and its pass's async calls to the turn that resumes it.
+// The resume's first append clears the calls (it carries their results) and keeps the overrides;
+// a resume that must wait for the calls appends and waits in one write, which clears the pause.
+func TestPauseCarriesToTheResume(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	t0 := time.Now().UTC().Truncate(time.Second)
+	carry := store.Carry{ToolApproval: map[string]string{"t": "user-approval"}, PausedGroup: "ag_g", PausedAsync: []string{"ag_g.1", "ag_g.2"}}
+	pause := func(t *testing.T, conv, approvalID string) *store.Turn {
+		t.Helper()
+		turn, err := s.BeginTurn(ctx, "acc", conv, "agent", t0, t0.Add(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := turn.Pause(ctx, []model.Message{text(model.RoleAssistant, "calls")}, []store.Approval{held(approvalID, t0)}, carry); err != nil {
+			t.Fatal(err)
+		}
+		if err := turn.End(ctx, model.Usage{}); err != nil {
+			t.Fatal(err)
+		}
+		turn, err = s.BeginTurn(ctx, "acc", conv, "agent", t0, t0.Add(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(carry, turn.Carried()); diff != "" {
+			t.Fatalf("carried to the resume (-want +got):\n%s", diff)
+		}
+		return turn
+	}
+	reopen := func(t *testing.T, turn *store.Turn, conv string) *store.Turn {
+		t.Helper()
+		if err := turn.End(ctx, model.Usage{}); err != nil {
+			t.Fatal(err)
+		}
+		turn, err := s.BeginTurn(ctx, "acc", conv, "agent", t0, t0.Add(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return turn
+	}
+
+	t.Run("append", func(t *testing.T) {
+		turn := pause(t, "carry-1", "c1")
+		if err := turn.Append(ctx, text(model.RoleTool, "results"), text(model.RoleUser, "async results")); err != nil {
+			t.Fatal(err)
+		}
+		turn = reopen(t, turn, "carry-1")
+		if diff := cmp.Diff(store.Carry{ToolApproval: carry.ToolApproval}, turn.Carried()); diff != "" {
+			t.Errorf("carried after the resume's append (-want +got):\n%s", diff)
+		}
+		if len(turn.Pending()) != 0 {
+			t.Errorf("Pending after the resume's append = %v, want none", turn.Pending())
+		}
+	})
+
+	t.Run("append and wait", func(t *testing.T) {
+		turn := pause(t, "carry-2", "c2")
+		if err := turn.WaitForAsync(ctx, "ag_g", []string{"ag_g.1", "ag_g.2", "ag_g.3"}, nil, text(model.RoleTool, "results")); err != nil {
+			t.Fatal(err)
+		}
+		turn = reopen(t, turn, "carry-2")
+		if diff := cmp.Diff(store.Carry{}, turn.Carried()); diff != "" {
+			t.Errorf("carried after waiting without overrides (-want +got):\n%s", diff)
+		}
+		group, ids := turn.AsyncGroup()
+		if group != "ag_g" || len(ids) != 3 || len(turn.Pending()) != 0 {
+			t.Errorf("waits for %s %v with approvals %v pending, want ag_g's three calls and no approval", group, ids, turn.Pending())
+		}
+		if msgs, _ := turn.History(ctx); len(msgs) != 2 {
+			t.Errorf("history has %d messages, want the step and its results", len(msgs))
+		}
+	})
 }

@@ -193,6 +193,21 @@ type Turn struct {
 	// the first append after them (the continuation's results) clears the wait.
 	asyncGroup   string
 	asyncPending []string
+	// carry is what the turn that stopped to wait left for the invocation that goes on with it.
+	carry Carry
+}
+
+// Carry is what a turn that stops to wait (for approvals or async tools) leaves on its
+// conversation for the invocation that goes on with it.
+type Carry struct {
+	// ToolApproval is the turn's per-request approval overrides (tool name to status): they hold
+	// until the turn ends.
+	ToolApproval map[string]string
+	// PausedGroup and PausedAsync, for a step paused for approval, are the dispatch group of the
+	// async calls its pass made and their resultIds: their results go back to the model when
+	// the step resumes. The first append after the pause (which carries them) clears them.
+	PausedGroup string
+	PausedAsync []string
 }
 
 // BeginTurn takes the lease on a conversation (creating it for agentID if new) until
@@ -233,6 +248,10 @@ func (s *Store) BeginTurn(ctx context.Context, accountID, conversationID, agentI
 	t.pending = getStrings(out.Attributes, "pendingApprovals")
 	t.asyncGroup = getS(out.Attributes, "asyncGroup")
 	t.asyncPending = getStrings(out.Attributes, "pendingAsync")
+	t.carry = Carry{
+		ToolApproval: getStringMap(out.Attributes, "toolApproval"),
+		PausedGroup:  getS(out.Attributes, "pausedGroup"), PausedAsync: getStrings(out.Attributes, "pausedAsync"),
+	}
 	return t, nil
 }
 
@@ -338,22 +357,41 @@ func (t *Turn) Append(ctx context.Context, msgs ...model.Message) error {
 		return nil
 	}
 	update := "SET nextSeq = :next"
-	var remove []string
-	if len(t.pending) > 0 {
-		remove = append(remove, "pendingApprovals")
-	}
-	if t.asyncGroup != "" {
-		remove = append(remove, "asyncGroup", "pendingAsync")
-	}
-	if len(remove) > 0 {
+	if remove := t.waits(); len(remove) > 0 {
 		update += " REMOVE " + strings.Join(remove, ", ")
 	}
 	if err := t.write(ctx, msgs, nil, update, nil); err != nil {
 		return err
 	}
-	t.pending, t.asyncGroup, t.asyncPending = nil, "", nil
+	t.cleared()
 	return nil
 }
+
+// waits names the head attributes of what the conversation waited for when the turn began,
+// which the turn's first append clears.
+func (t *Turn) waits() []string {
+	var names []string
+	if len(t.pending) > 0 {
+		names = append(names, "pendingApprovals")
+	}
+	if t.asyncGroup != "" {
+		names = append(names, "asyncGroup", "pendingAsync")
+	}
+	if t.carry.PausedGroup != "" {
+		names = append(names, "pausedGroup", "pausedAsync")
+	}
+	return names
+}
+
+// cleared forgets the waits an append cleared. The carried overrides stay: a continuation
+// retried after its first append still needs them.
+func (t *Turn) cleared() {
+	t.pending, t.asyncGroup, t.asyncPending = nil, "", nil
+	t.carry.PausedGroup, t.carry.PausedAsync = "", nil
+}
+
+// Carried is what the turn that stopped to wait left for this one.
+func (t *Turn) Carried() Carry { return t.carry }
 
 // AsyncGroup is the dispatch group the conversation waited for when the turn began, and the
 // resultIds of its calls; empty when it waits for none.
@@ -363,30 +401,78 @@ func (t *Turn) AsyncGroup() (string, []string) { return t.asyncGroup, t.asyncPen
 func (t *Turn) NextSeq() int64 { return t.nextSeq }
 
 // WaitForAsync records, under the lease, that the conversation waits for the dispatch group
-// groupID: until its continuation appends the results, new turns are refused.
-func (t *Turn) WaitForAsync(ctx context.Context, groupID string, resultIDs []string) error {
-	ids := make([]types.AttributeValue, 0, len(resultIDs))
-	for _, id := range resultIDs {
-		ids = append(ids, str(id))
+// groupID, with the turn's approval overrides: until its continuation appends the results, new
+// turns are refused. msgs, when given, are appended in the same transaction (the results of a
+// resumed step whose async calls still run), and clear what the conversation waited for.
+func (t *Turn) WaitForAsync(ctx context.Context, groupID string, resultIDs []string, toolApproval map[string]string, msgs ...model.Message) error {
+	set, remove := []string{"asyncGroup = :g", "pendingAsync = :ids"}, []string{}
+	vals := map[string]types.AttributeValue{":g": str(groupID), ":ids": strList(resultIDs)}
+	set, remove = withToolApproval(set, remove, vals, toolApproval)
+	var err error
+	if len(msgs) > 0 {
+		for _, name := range t.waits() {
+			if name != "asyncGroup" && name != "pendingAsync" {
+				remove = append(remove, name)
+			}
+		}
+		err = t.write(ctx, msgs, nil, expression(append([]string{"nextSeq = :next"}, set...), remove), vals)
+		if err == nil {
+			t.cleared()
+		}
+	} else {
+		err = t.updateHead(ctx, expression(set, remove), vals)
+	}
+	if err != nil {
+		return fmt.Errorf("marking the conversation as waiting for async tools: %w", err)
+	}
+	t.asyncGroup, t.asyncPending, t.carry.ToolApproval = groupID, resultIDs, toolApproval
+	return nil
+}
+
+// updateHead applies update to the conversation's head under the lease.
+func (t *Turn) updateHead(ctx context.Context, update string, values map[string]types.AttributeValue) error {
+	vals := map[string]types.AttributeValue{":owner": str(t.owner)}
+	for k, v := range values {
+		vals[k] = v
 	}
 	_, err := t.s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:           &t.s.tables.Conversations,
-		Key:                 map[string]types.AttributeValue{"conversationKey": str(t.key), "seq": num(0)},
-		UpdateExpression:    aws.String("SET asyncGroup = :g, pendingAsync = :ids"),
-		ConditionExpression: aws.String("leaseOwner = :owner"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":g": str(groupID), ":ids": &types.AttributeValueMemberL{Value: ids}, ":owner": str(t.owner),
-		},
+		TableName:                 &t.s.tables.Conversations,
+		Key:                       map[string]types.AttributeValue{"conversationKey": str(t.key), "seq": num(0)},
+		UpdateExpression:          aws.String(update),
+		ConditionExpression:       aws.String("leaseOwner = :owner"),
+		ExpressionAttributeValues: vals,
 	})
 	var failed *types.ConditionalCheckFailedException
 	if errors.As(err, &failed) {
 		return ErrLeaseLost
 	}
-	if err != nil {
-		return fmt.Errorf("marking the conversation as waiting for async tools: %w", err)
+	return err
+}
+
+// withToolApproval adds the turn's approval overrides to a head update: set when there are
+// any, removed otherwise, so a wait never carries another turn's.
+func withToolApproval(set, remove []string, vals map[string]types.AttributeValue, overrides map[string]string) ([]string, []string) {
+	if len(overrides) == 0 {
+		return set, append(remove, "toolApproval")
 	}
-	t.asyncGroup, t.asyncPending = groupID, resultIDs
-	return nil
+	m := make(map[string]types.AttributeValue, len(overrides))
+	for k, v := range overrides {
+		m[k] = str(v)
+	}
+	vals[":toolApproval"] = &types.AttributeValueMemberM{Value: m}
+	return append(set, "toolApproval = :toolApproval"), remove
+}
+
+// expression is an update expression that sets and removes attributes.
+func expression(set, remove []string) string {
+	var parts []string
+	if len(set) > 0 {
+		parts = append(parts, "SET "+strings.Join(set, ", "))
+	}
+	if len(remove) > 0 {
+		parts = append(parts, "REMOVE "+strings.Join(remove, ", "))
+	}
+	return strings.Join(parts, " ")
 }
 
 // write appends msgs and puts extra items in one transaction, with update applied to the head
@@ -503,6 +589,28 @@ func getS(item map[string]types.AttributeValue, k string) string {
 		return v.Value
 	}
 	return ""
+}
+
+func strList(ss []string) types.AttributeValue {
+	l := make([]types.AttributeValue, 0, len(ss))
+	for _, s := range ss {
+		l = append(l, str(s))
+	}
+	return &types.AttributeValueMemberL{Value: l}
+}
+
+func getStringMap(item map[string]types.AttributeValue, k string) map[string]string {
+	m, ok := item[k].(*types.AttributeValueMemberM)
+	if !ok {
+		return nil
+	}
+	out := make(map[string]string, len(m.Value))
+	for name, v := range m.Value {
+		if s, ok := v.(*types.AttributeValueMemberS); ok {
+			out[name] = s.Value
+		}
+	}
+	return out
 }
 
 func getStrings(item map[string]types.AttributeValue, k string) []string {
