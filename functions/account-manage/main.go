@@ -1,6 +1,7 @@
 // Command account-manage is the Lambda that manages accounts (created with a one-time secret,
 // stored hashed; renamed, rotated, deleted) and their agent configs (validated against the
-// provider registry and the static tool map, secrets sealed with KMS).
+// provider registry and the static tool map, secrets sealed with KMS). Deleting an account
+// queues the purge of its conversations on AsyncWorkQueue.
 package main
 
 import (

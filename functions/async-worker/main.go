@@ -1,5 +1,6 @@
 // Command async-worker is the Lambda that consumes AsyncWorkQueue: it runs the turns accepted by
-// POST /async and continues the parent turns whose async tool calls have all settled. Batches
+// POST /async, continues the parent turns whose async tool calls have all settled, and purges
+// the conversations and agents of deleted accounts. Batches
 // come from SQS's event source mapping; the messages it could not process are reported back as
 // batch item failures, so SQS redelivers only those (and after five receives moves them to the
 // dead-letter queue). It runs agents, so it opens their secrets with KMS like harness-processing.

@@ -1,6 +1,7 @@
 // Command sweeper is the Lambda that EventBridge runs every minute to recover async tool calls:
 // it settles as failed the calls still running past their deadline, and finishes the dispatch
-// groups a crashed function left behind, sending their continuations to AsyncWorkQueue. It opens
+// groups a crashed function left behind, sending their continuations to AsyncWorkQueue; and it
+// queues again the purges of deleted accounts that were never queued or never finished. It opens
 // no agent secrets, so it needs no KMS key.
 package main
 

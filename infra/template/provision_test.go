@@ -92,12 +92,14 @@ func TestProvision(t *testing.T) {
 		got[tb.LogicalID] = g
 	}
 	want := map[string]table{
-		"AccountsTable":      {Billing: "PAY_PER_REQUEST", Key: []string{"accountId"}, Indexes: map[string][]string{"BySecretHash": {"secretHash"}}},
-		"AgentsTable":        {Billing: "PAY_PER_REQUEST", Key: []string{"accountId", "agentId"}},
-		"ConversationsTable": {Billing: "PAY_PER_REQUEST", Key: []string{"conversationKey", "seq"}},
-		"EventsTable":        {Billing: "PAY_PER_REQUEST", Key: []string{"eventKey"}, TTL: "expiresAt"},
-		"ApprovalsTable":     {Billing: "PAY_PER_REQUEST", Key: []string{"approvalKey"}, TTL: "expiresAt"},
-		"ConnectionsTable":   {Billing: "PAY_PER_REQUEST", Key: []string{"pk", "sk"}, TTL: "expiresAt"},
+		"AccountsTable": {Billing: "PAY_PER_REQUEST", Key: []string{"accountId"},
+			Indexes: map[string][]string{"BySecretHash": {"secretHash"}, "PurgeDue": {"purgeShard", "purgeDue"}}},
+		"AgentsTable": {Billing: "PAY_PER_REQUEST", Key: []string{"accountId", "agentId"}},
+		"ConversationsTable": {Billing: "PAY_PER_REQUEST", Key: []string{"conversationKey", "seq"},
+			Indexes: map[string][]string{"ByAccount": {"accountId"}}},
+		"EventsTable":      {Billing: "PAY_PER_REQUEST", Key: []string{"eventKey"}, TTL: "expiresAt"},
+		"ApprovalsTable":   {Billing: "PAY_PER_REQUEST", Key: []string{"approvalKey"}, TTL: "expiresAt"},
+		"ConnectionsTable": {Billing: "PAY_PER_REQUEST", Key: []string{"pk", "sk"}, TTL: "expiresAt"},
 		"AsyncToolResultsTable": {Billing: "PAY_PER_REQUEST", Key: []string{"pk", "sk"}, TTL: "expiresAt",
 			Indexes: map[string][]string{"Due": {"dueShard", "dueAt"}}},
 	}

@@ -55,12 +55,16 @@ func TestProjectTables(t *testing.T) {
 	want := []Table{
 		{
 			LogicalID: "AccountsTable", BillingMode: "PAY_PER_REQUEST",
-			AttributeDefinitions: []AttributeDefinition{{"accountId", "S"}, {"secretHash", "S"}},
+			AttributeDefinitions: []AttributeDefinition{{"accountId", "S"}, {"secretHash", "S"}, {"purgeShard", "S"}, {"purgeDue", "N"}},
 			KeySchema:            []KeyElement{{"accountId", "HASH"}},
 			GlobalSecondaryIndexes: []Index{{
 				IndexName:  "BySecretHash",
 				KeySchema:  []KeyElement{{"secretHash", "HASH"}},
 				Projection: Projection{ProjectionType: "ALL"},
+			}, {
+				IndexName:  "PurgeDue",
+				KeySchema:  []KeyElement{{"purgeShard", "HASH"}, {"purgeDue", "RANGE"}},
+				Projection: Projection{ProjectionType: "KEYS_ONLY"},
 			}},
 		},
 		{
@@ -93,8 +97,13 @@ func TestProjectTables(t *testing.T) {
 		},
 		{
 			LogicalID: "ConversationsTable", BillingMode: "PAY_PER_REQUEST",
-			AttributeDefinitions: []AttributeDefinition{{"conversationKey", "S"}, {"seq", "N"}},
+			AttributeDefinitions: []AttributeDefinition{{"conversationKey", "S"}, {"seq", "N"}, {"accountId", "S"}},
 			KeySchema:            []KeyElement{{"conversationKey", "HASH"}, {"seq", "RANGE"}},
+			GlobalSecondaryIndexes: []Index{{
+				IndexName:  "ByAccount",
+				KeySchema:  []KeyElement{{"accountId", "HASH"}},
+				Projection: Projection{ProjectionType: "KEYS_ONLY"},
+			}},
 		},
 		{
 			LogicalID: "EventsTable", BillingMode: "PAY_PER_REQUEST",

@@ -26,6 +26,7 @@ import (
 	"github.com/agentharness/harness/shared/store"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 )
@@ -216,4 +217,32 @@ func Chunks(t testing.TB, r io.Reader) []map[string]any {
 		t.Fatal("stream did not end with data: [DONE]")
 	}
 	return out
+}
+
+// ConversationItems returns the keys (conversationKey/seq) of every item of an account's
+// conversations, found by scanning the table, so items no index lists (messages left behind
+// their head) count too.
+func ConversationItems(t testing.TB, db *dynamodb.Client, table, accountID string) []string {
+	t.Helper()
+	var keys []string
+	p := dynamodb.NewScanPaginator(db, &dynamodb.ScanInput{
+		TableName:                 &table,
+		FilterExpression:          aws.String("begins_with(conversationKey, :p)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: accountID + "#"}},
+		ConsistentRead:            aws.Bool(true),
+	})
+	for p.HasMorePages() {
+		page, err := p.NextPage(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range page.Items {
+			k, _ := it["conversationKey"].(*types.AttributeValueMemberS)
+			s, _ := it["seq"].(*types.AttributeValueMemberN)
+			if k != nil && s != nil {
+				keys = append(keys, k.Value+"/"+s.Value)
+			}
+		}
+	}
+	return keys
 }

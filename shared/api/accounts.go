@@ -29,8 +29,11 @@ type AccountsOptions struct {
 	// OpenSignup lets anyone create an account with POST /accounts; otherwise it needs the
 	// admin secret.
 	OpenSignup bool
-	Now        func() time.Time
-	Logger     *slog.Logger
+	// Enqueue sends a work message to async-worker: the purge of a deleted account's data.
+	// nil leaves every purge to the sweeper.
+	Enqueue func(ctx context.Context, body string) error
+	Now     func() time.Time
+	Logger  *slog.Logger
 }
 
 // AccountsHandler serves account-manage: accounts, their secrets and their agents.
@@ -253,10 +256,27 @@ func (h *AccountsHandler) renameAccount(w http.ResponseWriter, r *http.Request) 
 	writeJSON(w, http.StatusOK, acc)
 }
 
+// deleteAccount turns the account into a tombstone first: its secret stops working at once, and
+// a failure before that deletes nothing and is answered. What follows never fails the request
+// (the caller's secret is gone, so it could not retry): the agents are deleted here, the
+// conversations (and any agents left) by a purge on async-worker. A purge that cannot be queued
+// is not lost: the tombstone keeps it owed and the sweeper queues it once due. It is queued only
+// after the tombstone is written because the purge refuses live accounts.
 func (h *AccountsHandler) deleteAccount(w http.ResponseWriter, r *http.Request) {
-	if err := h.opts.Store.DeleteAccount(r.Context(), accountID(r)); err != nil {
+	ctx, id := r.Context(), accountID(r)
+	if err := h.opts.Store.DeleteAccount(ctx, id, h.opts.Now()); err != nil {
 		h.errs.fail(w, r, notFound(err, "account"))
 		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	log := h.opts.Logger.With("accountId", id)
+	if err := h.opts.Store.DeleteAgents(ctx, id); err != nil {
+		log.ErrorContext(ctx, "deleting a deleted account's agents; its purge will", "err", err)
+	}
+	if h.opts.Enqueue == nil {
+		log.WarnContext(ctx, "no work queue: the sweeper will queue the deleted account's purge")
+	} else if err := h.opts.Enqueue(ctx, purgeMessage(id)); err != nil {
+		log.ErrorContext(ctx, "queueing a deleted account's purge; the sweeper will", "err", err)
 	}
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -81,6 +81,16 @@ type manageFixture struct {
 	toolConfigs []map[string]json.RawMessage
 	// prompts holds the messages of every model call.
 	prompts [][]model.Message
+	// queued holds the work messages account-manage sent; while enqueueErr is set, sending fails.
+	queued     []string
+	enqueueErr error
+}
+
+// purgeQueued reports whether account-manage queued the purge of accountID.
+func (f *manageFixture) purgeQueued(accountID string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Contains(f.queued, `{"type":"purge","accountId":"`+accountID+`"}`)
 }
 
 func newManageFixture(t *testing.T, adminSecret string, openSignup bool) *manageFixture {
@@ -95,6 +105,15 @@ func newManageFixture(t *testing.T, adminSecret string, openSignup bool) *manage
 	noenv := func(string) string { return "" }
 	f.manage = httptest.NewServer(api.NewAccounts(api.AccountsOptions{
 		Store: st, Agents: svc, AdminSecret: adminSecret, OpenSignup: openSignup, Now: clock, Logger: quiet,
+		Enqueue: func(_ context.Context, body string) error {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if f.enqueueErr != nil {
+				return f.enqueueErr
+			}
+			f.queued = append(f.queued, body)
+			return nil
+		},
 	}))
 	t.Cleanup(f.manage.Close)
 	f.harness = httptest.NewServer(api.New(api.Options{
@@ -487,6 +506,9 @@ func TestAccountMe(t *testing.T) {
 	if len(left) != 0 {
 		t.Errorf("deleted account still has %d agents, want 0", len(left))
 	}
+	if !f.purgeQueued(acc.AccountID) || f.purgeQueued(other.AccountID) {
+		t.Errorf("queued %v, want the purge of the deleted account only", f.queued)
+	}
 	f.must(t, http.StatusNotFound, "GET", "/accounts/"+acc.AccountID, testAdminSecret, "")
 	if got := decodeJSON[struct{ Agents []agentView }](t, f.must(t, http.StatusOK, "GET", "/accounts/me/agents", other.Secret, "")); len(got.Agents) != 1 {
 		t.Errorf("deleting one account touched another's agents: %d left, want 1", len(got.Agents))
@@ -614,6 +636,13 @@ func TestAdminRoutes(t *testing.T) {
 		}
 		if left, err := f.store.ListAgents(context.Background(), target.AccountID); err != nil || len(left) != 0 {
 			t.Errorf("deleted account has %d agents (err %v), want 0", len(left), err)
+		}
+		if !f.purgeQueued(target.AccountID) {
+			t.Errorf("queued %v, want the purge of %s", f.queued, target.AccountID)
+		}
+		listed := decodeJSON[struct{ Accounts []accountBody }](t, f.must(t, http.StatusOK, "GET", "/accounts", testAdminSecret, ""))
+		if slices.ContainsFunc(listed.Accounts, func(a accountBody) bool { return a.AccountID == target.AccountID }) {
+			t.Errorf("GET /accounts lists the deleted account %s", target.AccountID)
 		}
 		for _, r := range []struct{ method, path, body string }{
 			{"GET", path, ""},

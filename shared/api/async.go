@@ -15,10 +15,10 @@ import (
 // maxWorkMessage keeps an /async request inside SQS's 256 KiB message limit.
 const maxWorkMessage = 250 << 10
 
-// workMessage is what async-worker takes from its queue: an /async turn to run, or the
-// continuation of a settled dispatch group.
+// workMessage is what async-worker takes from its queue: an /async turn to run, the
+// continuation of a settled dispatch group, or the purge of a deleted account's data.
 type workMessage struct {
-	Type      string `json:"type"` // "turn" or "continue"
+	Type      string `json:"type"` // "turn", "continue" or "purge"
 	AccountID string `json:"accountId"`
 
 	// A turn: its event, the secret seed of its group ids, the request and what it brings.

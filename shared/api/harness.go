@@ -163,17 +163,27 @@ func NewWorker(d Deps) (*Worker, error) {
 // busyRetrySeconds is how soon a message that found its conversation busy is tried again.
 const busyRetrySeconds = 5
 
-// NewSweeper wires the sweeper.
+// NewSweeper wires the sweeper: the async tool store, and ACCOUNTS_TABLE for the purges of
+// deleted accounts it queues again on ASYNC_WORK_QUEUE_URL.
 func NewSweeper(d Deps) (*Sweeper, error) {
 	_, redriver, err := asyncParts(d)
 	if err != nil {
 		return nil, err
 	}
+	accounts := d.Getenv("ACCOUNTS_TABLE")
+	if accounts == "" {
+		return nil, errors.New("environment variable ACCOUNTS_TABLE is not set")
+	}
 	logger := d.Logger
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return &Sweeper{redriver: redriver, logger: logger}, nil
+	queue, send := d.Getenv("ASYNC_WORK_QUEUE_URL"), sqsSender(d.SQS)
+	return &Sweeper{
+		redriver: redriver, logger: logger, now: time.Now,
+		accounts: store.New(d.DB, store.Tables{Accounts: accounts}),
+		enqueue:  func(ctx context.Context, body string) error { return send(ctx, queue, body) },
+	}, nil
 }
 
 // NewAccountManage wires account-manage: tables, the admin secret and the signup mode from
@@ -192,12 +202,17 @@ func NewAccountManage(d Deps) (*AccountsHandler, error) {
 	default:
 		return nil, fmt.Errorf("ACCOUNT_SIGNUP is %q, want admin or open", mode)
 	}
+	queue, send := getenv("ASYNC_WORK_QUEUE_URL"), sqsSender(d.SQS)
+	if queue == "" || send == nil {
+		return nil, errors.New("account-manage needs ASYNC_WORK_QUEUE_URL and an SQS client: deleted accounts are purged on async-worker")
+	}
 	st := store.New(d.DB, tables)
 	return NewAccounts(AccountsOptions{
 		Store:       st,
 		Agents:      agents.New(st, d.Sealer, d.Checks, nil),
 		AdminSecret: getenv("ADMIN_SECRET"),
 		OpenSignup:  open,
+		Enqueue:     func(ctx context.Context, body string) error { return send(ctx, queue, body) },
 		Logger:      d.Logger,
 	}), nil
 }

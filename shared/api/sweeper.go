@@ -2,22 +2,35 @@ package api
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"time"
 
 	"github.com/agentharness/harness/shared/asynctools"
+	"github.com/agentharness/harness/shared/store"
 )
 
 // sweepBatch bounds how many due items one pass of a sweep reads.
 const sweepBatch = 100
 
-// Sweeper is the scheduled recovery of async tool calls and dispatch groups.
+// Sweeper is the scheduled recovery of async tool calls and dispatch groups, and of the purges
+// of deleted accounts.
 type Sweeper struct {
 	redriver *asynctools.Redriver
+	accounts *store.Store
+	enqueue  func(ctx context.Context, body string) error
+	now      func() time.Time
 	logger   *slog.Logger
 }
 
-// Run sweeps until no due item is left or ctx ends.
+// Run sweeps until no due item is left or ctx ends. Neither recovery waits on the other's
+// failure.
 func (s *Sweeper) Run(ctx context.Context) error {
+	return errors.Join(s.purges(ctx), s.asyncTools(ctx))
+}
+
+// asyncTools times out async calls past their deadline and finishes dispatch groups.
+func (s *Sweeper) asyncTools(ctx context.Context) error {
 	var total asynctools.SweepStats
 	defer func() {
 		if total != (asynctools.SweepStats{}) {
@@ -37,6 +50,31 @@ func (s *Sweeper) Run(ctx context.Context) error {
 		// sweep that acted on nothing has nothing more to do.
 		if stats == (asynctools.SweepStats{}) {
 			return nil
+		}
+	}
+	return ctx.Err()
+}
+
+// purges queues again the purges of deleted accounts that are due: never queued (account-manage
+// could not), or not finished in time (the worker died, or the message was lost). Each is
+// claimed before it is queued, so a failed send is retried by a later sweep, not lost.
+func (s *Sweeper) purges(ctx context.Context) error {
+	queued := 0
+	defer func() {
+		if queued > 0 {
+			s.logger.InfoContext(ctx, "purges queued again", "accounts", queued)
+		}
+	}()
+	for ctx.Err() == nil {
+		ids, err := s.accounts.ClaimDuePurges(ctx, s.now(), sweepBatch)
+		for _, id := range ids {
+			if err := s.enqueue(ctx, purgeMessage(id)); err != nil {
+				return err
+			}
+			queued++
+		}
+		if err != nil || len(ids) < sweepBatch {
+			return err
 		}
 	}
 	return ctx.Err()

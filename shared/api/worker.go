@@ -75,6 +75,8 @@ func (w *Worker) process(ctx context.Context, body string) error {
 		return w.turn(ctx, msg)
 	case "continue":
 		return w.continueGroup(ctx, msg)
+	case "purge":
+		return w.purge(ctx, msg)
 	}
 	w.h.opts.Logger.ErrorContext(ctx, "dropping a work message of unknown type", "type", msg.Type)
 	return nil

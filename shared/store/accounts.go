@@ -77,7 +77,20 @@ func (s *Store) AccountBySecret(ctx context.Context, secret string) (Account, er
 	return accountFrom(item), nil
 }
 
+// accountItem loads a live account's item; a tombstone is not found, like an absent item.
 func (s *Store) accountItem(ctx context.Context, id string) (map[string]types.AttributeValue, error) {
+	item, err := s.rawAccountItem(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if item == nil || tombstone(item) {
+		return nil, ErrNotFound
+	}
+	return item, nil
+}
+
+// rawAccountItem loads an account's item, tombstone or not; nil when there is none.
+func (s *Store) rawAccountItem(ctx context.Context, id string) (map[string]types.AttributeValue, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      &s.tables.Accounts,
 		Key:            map[string]types.AttributeValue{"accountId": str(id)},
@@ -86,11 +99,17 @@ func (s *Store) accountItem(ctx context.Context, id string) (map[string]types.At
 	if err != nil {
 		return nil, fmt.Errorf("loading account %s: %w", id, err)
 	}
-	if out.Item == nil {
-		return nil, ErrNotFound
-	}
 	return out.Item, nil
 }
+
+// tombstone reports whether an account item is what DeleteAccount left of a deleted account.
+func tombstone(item map[string]types.AttributeValue) bool {
+	_, ok := item["deletedAt"]
+	return ok
+}
+
+// liveAccount is the condition of every write to an existing account: a tombstone is gone.
+const liveAccount = "attribute_exists(accountId) AND attribute_not_exists(deletedAt)"
 
 // Account loads an account by id, or ErrNotFound.
 func (s *Store) Account(ctx context.Context, id string) (Account, error) {
@@ -102,12 +121,14 @@ func (s *Store) Account(ctx context.Context, id string) (Account, error) {
 }
 
 // ListAccounts returns up to limit accounts after the cursor a previous call returned, and
-// the cursor of the next page ("" when there is none).
+// the cursor of the next page ("" when there is none). Tombstones are left out after the
+// limit applies, so a page may be shorter than limit (even empty) with a cursor to go on.
 func (s *Store) ListAccounts(ctx context.Context, limit int32, cursor string) ([]Account, string, error) {
 	in := &dynamodb.ScanInput{
 		TableName:            &s.tables.Accounts,
 		Limit:                aws.Int32(limit),
 		ProjectionExpression: aws.String("accountId, username, createdAt, updatedAt"),
+		FilterExpression:     aws.String("attribute_not_exists(deletedAt)"),
 	}
 	if cursor != "" {
 		in.ExclusiveStartKey = map[string]types.AttributeValue{"accountId": str(cursor)}
@@ -129,7 +150,7 @@ func (s *Store) RenameAccount(ctx context.Context, id, username string, now time
 		TableName:                 &s.tables.Accounts,
 		Key:                       map[string]types.AttributeValue{"accountId": str(id)},
 		UpdateExpression:          aws.String("SET username = :u, updatedAt = :t"),
-		ConditionExpression:       aws.String("attribute_exists(accountId)"),
+		ConditionExpression:       aws.String(liveAccount),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":u": str(username), ":t": str(now.UTC().Format(time.RFC3339))},
 		ReturnValues:              types.ReturnValueAllNew,
 	})
@@ -149,7 +170,7 @@ func (s *Store) RotateSecret(ctx context.Context, id string, now time.Time) (str
 		TableName:                 &s.tables.Accounts,
 		Key:                       map[string]types.AttributeValue{"accountId": str(id)},
 		UpdateExpression:          aws.String("SET secretHash = :h, updatedAt = :t"),
-		ConditionExpression:       aws.String("attribute_exists(accountId)"),
+		ConditionExpression:       aws.String(liveAccount),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":h": str(HashSecret(secret)), ":t": str(now.UTC().Format(time.RFC3339))},
 	})
 	if isConditionFailed(err) {
@@ -161,13 +182,30 @@ func (s *Store) RotateSecret(ctx context.Context, id string, now time.Time) (str
 	return secret, nil
 }
 
-// DeleteAccount deletes an account and its agents. The account goes first, so its secret
-// stops working even if deleting the agents is cut short; they are unreachable without it.
-func (s *Store) DeleteAccount(ctx context.Context, id string) error {
-	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+// Deleted accounts leave a tombstone until their data is purged (PurgeAccount). It keeps only
+// the account's id, when it was deleted and purgeShard/purgeDue, the keys of the sparse index
+// PurgeDue through which the sweeper finds purges that were never queued or never finished.
+// Every account read treats a tombstone as absent.
+const (
+	purgeIndex = "PurgeDue"
+	purgeShard = "purge"
+	// purgeRetry is how long a purge is given before the sweeper queues it again: a purge
+	// message lost on the way, or a worker that died mid-purge, costs this much delay.
+	purgeRetry = 10 * time.Minute
+)
+
+// DeleteAccount turns an account into a tombstone, so its secret stops working at once, or
+// fails with ErrNotFound. Its agents and conversations stay until DeleteAgents and
+// PurgeAccount remove them; the tombstone keeps the purge owed until then.
+func (s *Store) DeleteAccount(ctx context.Context, id string, now time.Time) error {
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:           &s.tables.Accounts,
 		Key:                 map[string]types.AttributeValue{"accountId": str(id)},
-		ConditionExpression: aws.String("attribute_exists(accountId)"),
+		UpdateExpression:    aws.String("SET deletedAt = :now, purgeShard = :shard, purgeDue = :due REMOVE secretHash, username, createdAt, updatedAt"),
+		ConditionExpression: aws.String(liveAccount),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":now": num(now.UnixMilli()), ":shard": str(purgeShard), ":due": num(now.Add(purgeRetry).UnixMilli()),
+		},
 	})
 	if isConditionFailed(err) {
 		return ErrNotFound
@@ -175,12 +213,17 @@ func (s *Store) DeleteAccount(ctx context.Context, id string) error {
 	if err != nil {
 		return fmt.Errorf("deleting account %s: %w", id, err)
 	}
-	agents, err := s.ListAgents(ctx, id)
+	return nil
+}
+
+// DeleteAgents deletes all of an account's agents.
+func (s *Store) DeleteAgents(ctx context.Context, accountID string) error {
+	agents, err := s.ListAgents(ctx, accountID)
 	if err != nil {
 		return err
 	}
 	for _, a := range agents {
-		if err := s.DeleteAgent(ctx, id, a.ID); err != nil && !errors.Is(err, ErrNotFound) {
+		if err := s.DeleteAgent(ctx, accountID, a.ID); err != nil && !errors.Is(err, ErrNotFound) {
 			return err
 		}
 	}

@@ -81,7 +81,7 @@ func TestOldSecretFailsWhileTheIndexIsStale(t *testing.T) {
 		revoke func(id string) error
 	}{
 		{"rotated", func(id string) error { _, err := s.RotateSecret(ctx, id, time.Now()); return err }},
-		{"deleted", func(id string) error { return s.DeleteAccount(ctx, id) }},
+		{"deleted", func(id string) error { return s.DeleteAccount(ctx, id, time.Now()) }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			acc, secret, err := s.CreateAccount(ctx, "ada", time.Now())

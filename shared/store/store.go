@@ -217,14 +217,16 @@ type Carry struct {
 func (s *Store) BeginTurn(ctx context.Context, accountID, conversationID, agentID string, now, leaseUntil time.Time) (*Turn, error) {
 	key := accountID + "#" + conversationID
 	owner := NewID("turn_")
+	// accountId puts the head (only the head) in the sparse index ByAccount, through which
+	// PurgeAccount finds a deleted account's conversations.
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:        &s.tables.Conversations,
 		Key:              map[string]types.AttributeValue{"conversationKey": str(key), "seq": num(0)},
-		UpdateExpression: aws.String("SET agentId = if_not_exists(agentId, :agent), nextSeq = if_not_exists(nextSeq, :one), leaseOwner = :owner, leaseUntil = :until"),
+		UpdateExpression: aws.String("SET agentId = if_not_exists(agentId, :agent), nextSeq = if_not_exists(nextSeq, :one), accountId = :account, leaseOwner = :owner, leaseUntil = :until"),
 		ConditionExpression: aws.String("(attribute_not_exists(leaseOwner) OR leaseUntil < :now) AND " +
 			"(attribute_not_exists(agentId) OR agentId = :agent)"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":agent": str(agentID), ":one": num(1), ":owner": str(owner),
+			":agent": str(agentID), ":one": num(1), ":account": str(accountID), ":owner": str(owner),
 			":until": num(leaseUntil.UnixMilli()), ":now": num(now.UnixMilli()),
 		},
 		ReturnValues:                        types.ReturnValueAllNew,

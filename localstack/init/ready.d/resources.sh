@@ -7,9 +7,9 @@ set -euo pipefail
 if ! awslocal dynamodb describe-table --table-name 'AccountsTable' >/dev/null 2>&1; then
   awslocal dynamodb create-table --table-name 'AccountsTable' \
     --billing-mode 'PAY_PER_REQUEST' \
-    --attribute-definitions '[{"AttributeName":"accountId","AttributeType":"S"},{"AttributeName":"secretHash","AttributeType":"S"}]' \
+    --attribute-definitions '[{"AttributeName":"accountId","AttributeType":"S"},{"AttributeName":"secretHash","AttributeType":"S"},{"AttributeName":"purgeShard","AttributeType":"S"},{"AttributeName":"purgeDue","AttributeType":"N"}]' \
     --key-schema '[{"AttributeName":"accountId","KeyType":"HASH"}]' \
-    --global-secondary-indexes '[{"IndexName":"BySecretHash","KeySchema":[{"AttributeName":"secretHash","KeyType":"HASH"}],"Projection":{"ProjectionType":"ALL"}}]' >/dev/null
+    --global-secondary-indexes '[{"IndexName":"BySecretHash","KeySchema":[{"AttributeName":"secretHash","KeyType":"HASH"}],"Projection":{"ProjectionType":"ALL"}},{"IndexName":"PurgeDue","KeySchema":[{"AttributeName":"purgeShard","KeyType":"HASH"},{"AttributeName":"purgeDue","KeyType":"RANGE"}],"Projection":{"ProjectionType":"KEYS_ONLY"}}]' >/dev/null
   awslocal dynamodb wait table-exists --table-name 'AccountsTable'
 fi
 
@@ -55,8 +55,9 @@ fi
 if ! awslocal dynamodb describe-table --table-name 'ConversationsTable' >/dev/null 2>&1; then
   awslocal dynamodb create-table --table-name 'ConversationsTable' \
     --billing-mode 'PAY_PER_REQUEST' \
-    --attribute-definitions '[{"AttributeName":"conversationKey","AttributeType":"S"},{"AttributeName":"seq","AttributeType":"N"}]' \
-    --key-schema '[{"AttributeName":"conversationKey","KeyType":"HASH"},{"AttributeName":"seq","KeyType":"RANGE"}]' >/dev/null
+    --attribute-definitions '[{"AttributeName":"conversationKey","AttributeType":"S"},{"AttributeName":"seq","AttributeType":"N"},{"AttributeName":"accountId","AttributeType":"S"}]' \
+    --key-schema '[{"AttributeName":"conversationKey","KeyType":"HASH"},{"AttributeName":"seq","KeyType":"RANGE"}]' \
+    --global-secondary-indexes '[{"IndexName":"ByAccount","KeySchema":[{"AttributeName":"accountId","KeyType":"HASH"}],"Projection":{"ProjectionType":"KEYS_ONLY"}}]' >/dev/null
   awslocal dynamodb wait table-exists --table-name 'ConversationsTable'
 fi
 

@@ -1,0 +1,144 @@
+package localrunner_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentharness/harness/infra/localrunner"
+	"github.com/agentharness/harness/infra/testenv"
+	"github.com/agentharness/harness/shared/api"
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+const chatty = `{"name":"chatty","model":{"provider":"scripted","script":[{"text":"hi"}]}}`
+
+// TestDeletingAnAccountPurgesItsConversations: DELETE /accounts/me answers 204, the secret stops
+// working at once, and async-worker soon deletes every item of the account's conversations while
+// another account's stay. With short invocations the purge runs out of time after each
+// conversation and goes on in the next message it queues.
+func TestDeletingAnAccountPurgesItsConversations(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		// invocation is how long async-worker's invocations get; 0 keeps the template's.
+		invocation time.Duration
+		wantPasses int
+	}{
+		{name: "one pass", wantPasses: 1},
+		// Shorter than the purge's margin: each pass purges one conversation.
+		{name: "short invocations", invocation: 5 * time.Second, wantPasses: 3},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			stack := testenv.Stack(t)
+			env := map[string]string{"ADMIN_SECRET": adminSecret}
+			opts := stack.Options(func(k string) string { return env[k] })
+			var mu sync.Mutex
+			passes := map[string]int{} // purge messages received, by account
+			opts.Functions = map[string]localrunner.Constructor{
+				"AsyncWorkerFunction": func(d api.Deps) (localrunner.Handlers, error) {
+					w, err := api.NewWorker(d)
+					if err != nil {
+						return localrunner.Handlers{}, err
+					}
+					return localrunner.Handlers{SQS: func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+						for _, rec := range ev.Records {
+							var m struct{ Type, AccountID string }
+							if json.Unmarshal([]byte(rec.Body), &m) == nil && m.Type == "purge" {
+								mu.Lock()
+								passes[m.AccountID]++
+								mu.Unlock()
+							}
+						}
+						if tt.invocation > 0 {
+							var cancel context.CancelFunc
+							ctx, cancel = context.WithTimeout(ctx, tt.invocation)
+							defer cancel()
+						}
+						return w.Handle(ctx, ev)
+					}}, nil
+				},
+			}
+			_, srv := testenv.Serve(t, opts)
+
+			id, secret := createAccount(t, srv, "ada")
+			otherID, otherSecret := createAccount(t, srv, "eve")
+			for _, s := range []string{secret, otherSecret} {
+				if res := call(t, srv, http.MethodPost, "/accounts/me/agents", s, `{"agentId":"chatty",`+chatty[1:]); res.status != http.StatusCreated {
+					t.Fatalf("creating the agent = %d %s", res.status, res.body)
+				}
+			}
+			for _, conv := range []string{"conv-1", "conv-2", "conv-3"} {
+				turn(t, srv, secret, conv)
+			}
+			turn(t, srv, otherSecret, "conv-1")
+			if n := len(heads(t, stack, id)); n != 3 {
+				t.Fatalf("ByAccount lists %d conversations of the account, want 3", n)
+			}
+			otherItems := testenv.ConversationItems(t, stack.DB, stack.Tables.Conversations, otherID)
+			if len(otherItems) == 0 {
+				t.Fatal("the other account has no conversation items")
+			}
+
+			if res := call(t, srv, http.MethodDelete, "/accounts/me", secret, ""); res.status != http.StatusNoContent {
+				t.Fatalf("DELETE /accounts/me = %d %s, want 204", res.status, res.body)
+			}
+			if res := call(t, srv, http.MethodGet, "/accounts/me", secret, ""); res.status != http.StatusUnauthorized {
+				t.Errorf("the deleted account's secret: GET /accounts/me = %d %s, want 401", res.status, res.body)
+			}
+			if res := call(t, srv, http.MethodPost, "/", secret, `{"agentId":"chatty","message":"hi"}`); res.status != http.StatusUnauthorized {
+				t.Errorf("the deleted account's secret: POST / = %d %s, want 401", res.status, res.body)
+			}
+
+			deadline := time.Now().Add(20 * time.Second)
+			for len(testenv.ConversationItems(t, stack.DB, stack.Tables.Conversations, id)) > 0 || len(heads(t, stack, id)) > 0 {
+				if time.Now().After(deadline) {
+					t.Fatalf("20 s after the deletion the account still has conversation items %v (heads in ByAccount: %d)", testenv.ConversationItems(t, stack.DB, stack.Tables.Conversations, id), len(heads(t, stack, id)))
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			mu.Lock()
+			got := passes[id]
+			mu.Unlock()
+			if got < tt.wantPasses {
+				t.Errorf("the purge took %d passes, want at least %d", got, tt.wantPasses)
+			}
+			if after := testenv.ConversationItems(t, stack.DB, stack.Tables.Conversations, otherID); len(after) != len(otherItems) {
+				t.Errorf("the other account has %d conversation items after the purge, want its %d", len(after), len(otherItems))
+			}
+			if res := call(t, srv, http.MethodGet, "/accounts/me", otherSecret, ""); res.status != http.StatusOK {
+				t.Errorf("the other account: GET /accounts/me = %d %s, want 200", res.status, res.body)
+			}
+		})
+	}
+}
+
+// turn runs one turn of the agent chatty on conversation conv and reads it to its end.
+func turn(t *testing.T, srv *httptest.Server, secret, conv string) {
+	t.Helper()
+	res := call(t, srv, http.MethodPost, "/", secret, `{"agentId":"chatty","id":"`+conv+`","message":"hello"}`)
+	if res.status != http.StatusOK {
+		t.Fatalf("turn on %s = %d %s, want 200", conv, res.status, res.body)
+	}
+}
+
+// heads lists the conversation heads of an account in the index ByAccount.
+func heads(t *testing.T, stack *testenv.Resources, accountID string) []map[string]types.AttributeValue {
+	t.Helper()
+	out, err := stack.DB.Query(context.Background(), &dynamodb.QueryInput{
+		TableName:                 &stack.Tables.Conversations,
+		IndexName:                 aws.String("ByAccount"),
+		KeyConditionExpression:    aws.String("accountId = :a"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":a": &types.AttributeValueMemberS{Value: accountID}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.Items
+}

@@ -1,0 +1,51 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/agentharness/harness/shared/store"
+)
+
+// purgeMessage is the work message that purges a deleted account's data.
+func purgeMessage(accountID string) string {
+	b, _ := json.Marshal(workMessage{Type: "purge", AccountID: accountID}) // strings only: cannot fail
+	return string(b)
+}
+
+// purgeMargin is the time a purge leaves before the invocation's deadline to queue its next
+// pass; purgeDefault bounds a pass when there is no deadline.
+const (
+	purgeMargin  = 30 * time.Second
+	purgeDefault = 5 * time.Minute
+)
+
+// purge deletes a deleted account's data in passes that end before the invocation does: a pass
+// that runs out of time queues the next. Purging twice is harmless. A live account is never
+// purged: the message was forged or misrouted.
+func (w *Worker) purge(ctx context.Context, msg workMessage) error {
+	h := w.h
+	log := h.opts.Logger.With("accountId", msg.AccountID)
+	until := time.Now().Add(purgeDefault)
+	if deadline, ok := ctx.Deadline(); ok {
+		until = deadline.Add(-purgeMargin)
+	}
+	res, err := h.opts.Store.PurgeAccount(ctx, msg.AccountID, store.Purge{Now: h.opts.Now(), Until: until})
+	if errors.Is(err, store.ErrAccountLive) {
+		log.WarnContext(ctx, "refusing to purge a live account")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	log.InfoContext(ctx, "account purge pass", "conversations", res.Conversations, "items", res.Items, "more", res.More, "finished", res.Finished)
+	if !res.More {
+		return nil
+	}
+	if h.opts.Enqueue == nil {
+		return errors.New("no work queue to continue the purge on")
+	}
+	return h.opts.Enqueue(ctx, purgeMessage(msg.AccountID))
+}
