@@ -142,3 +142,61 @@ func heads(t *testing.T, stack *testenv.Resources, accountID string) []map[strin
 	}
 	return out.Items
 }
+
+// Work a deleted account left on the queue (an /async turn, a continuation) is dropped: run,
+// it would write a conversation after the purge had looked.
+func TestDeletedAccountsWorkIsDropped(t *testing.T) {
+	stack := testenv.Stack(t)
+	env := map[string]string{"ADMIN_SECRET": adminSecret}
+	opts := stack.Options(func(k string) string { return env[k] })
+	workers := make(chan *api.Worker, 1)
+	held := make(chan events.SQSMessage, 10) // the turns, kept off the worker until the test runs them
+	opts.Functions = map[string]localrunner.Constructor{
+		"AsyncWorkerFunction": func(d api.Deps) (localrunner.Handlers, error) {
+			w, err := api.NewWorker(d)
+			if err != nil {
+				return localrunner.Handlers{}, err
+			}
+			workers <- w
+			return localrunner.Handlers{SQS: func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+				var rest []events.SQSMessage
+				for _, rec := range ev.Records {
+					var m struct{ Type string }
+					if json.Unmarshal([]byte(rec.Body), &m) == nil && m.Type == "turn" {
+						held <- rec
+						continue
+					}
+					rest = append(rest, rec)
+				}
+				return w.Handle(ctx, events.SQSEvent{Records: rest})
+			}}, nil
+		},
+	}
+	_, srv := testenv.Serve(t, opts)
+	w := <-workers
+
+	id, secret := createAccount(t, srv, "ada")
+	if res := call(t, srv, http.MethodPost, "/accounts/me/agents", secret, `{"agentId":"chatty",`+chatty[1:]); res.status != http.StatusCreated {
+		t.Fatalf("creating the agent = %d %s", res.status, res.body)
+	}
+	if res := call(t, srv, http.MethodPost, "/async", secret, `{"agentId":"chatty","id":"later","message":"hello"}`); res.status != http.StatusAccepted {
+		t.Fatalf("POST /async = %d %s, want 202", res.status, res.body)
+	}
+	var turnMsg events.SQSMessage
+	select {
+	case turnMsg = <-held:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the /async turn never reached the worker")
+	}
+	if res := call(t, srv, http.MethodDelete, "/accounts/me", secret, ""); res.status != http.StatusNoContent {
+		t.Fatalf("DELETE /accounts/me = %d %s, want 204", res.status, res.body)
+	}
+
+	out, err := w.Handle(context.Background(), events.SQSEvent{Records: []events.SQSMessage{turnMsg}})
+	if err != nil || len(out.BatchItemFailures) != 0 {
+		t.Fatalf("the deleted account's turn: %+v, %v; want it dropped, not retried", out, err)
+	}
+	if items := testenv.ConversationItems(t, stack.DB, stack.Tables.Conversations, id); len(items) != 0 {
+		t.Errorf("the deleted account's turn ran and wrote %v", items)
+	}
+}

@@ -71,9 +71,17 @@ func (w *Worker) process(ctx context.Context, body string) error {
 		return nil
 	}
 	switch msg.Type {
-	case "turn":
-		return w.turn(ctx, msg)
-	case "continue":
+	case "turn", "continue":
+		// A deleted account's work would write conversations its purge has to find again.
+		if _, err := w.h.opts.Store.Account(ctx, msg.AccountID); errors.Is(err, store.ErrNotFound) {
+			w.h.opts.Logger.InfoContext(ctx, "dropping work of a deleted account", "accountId", msg.AccountID, "type", msg.Type)
+			return nil
+		} else if err != nil {
+			return err
+		}
+		if msg.Type == "turn" {
+			return w.turn(ctx, msg)
+		}
 		return w.continueGroup(ctx, msg)
 	case "purge":
 		return w.purge(ctx, msg)
