@@ -46,9 +46,17 @@ func harnessTurn(ctx context.Context, root, mockURL string) (run turnRunner, sto
 	}
 	// The functions' own logger at its default level; the lines are formatted, then dropped.
 	// Only HTTP turns are measured: the runner's pollers and schedules are not started.
+	// The mock is the operator's own model server, as OPENAI_BASE_URL is in make dev: the agent's
+	// baseURL names it, so its calls are not held to public addresses.
+	getenv := func(k string) string {
+		if k == "OPENAI_BASE_URL" {
+			return mockURL + "/v1"
+		}
+		return ""
+	}
 	runner, err := localrunner.New(localrunner.Options{
 		Template: tpl, DB: db, SQS: sqsc, S3: s3c, Name: res.Name,
-		Getenv: func(string) string { return "" }, Logger: logging.New(io.Discard, ""),
+		Getenv: getenv, Logger: logging.New(io.Discard, ""),
 	})
 	if err != nil {
 		return nil, nil, err

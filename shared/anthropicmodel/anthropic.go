@@ -10,6 +10,7 @@ import (
 	"iter"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/retryafter"
@@ -30,6 +31,10 @@ type Config struct {
 	BaseURL  string         `json:"baseURL,omitempty"`
 	APIKey   string         `json:"apiKey,omitempty"`
 	Settings model.Settings `json:"settings,omitempty"`
+	// Transport, when set, is the base of the transport the calls go through (provider.New sets
+	// one that connects only to public addresses for a base URL an agent names). Not part of
+	// the JSON block.
+	Transport *http.Transport `json:"-"`
 }
 
 // Model calls one Anthropic model.
@@ -66,6 +71,12 @@ func New(cfg Config, envKey string) (*Model, error) {
 	}
 	if cfg.BaseURL != "" {
 		opts = append(opts, option.WithBaseURL(cfg.BaseURL))
+	}
+	if cfg.Transport != nil {
+		// As the SDK's default client: a bound on the wait for response headers.
+		t := cfg.Transport.Clone()
+		t.ResponseHeaderTimeout = 10 * time.Minute
+		opts = append(opts, option.WithHTTPClient(&http.Client{Transport: t}))
 	}
 	return &Model{client: anthropic.NewClient(opts...), name: cfg.Model, settings: cfg.Settings}, nil
 }

@@ -29,6 +29,10 @@ type Config struct {
 	BaseURL  string         `json:"baseURL,omitempty"`
 	APIKey   string         `json:"apiKey,omitempty"`
 	Settings model.Settings `json:"settings,omitempty"`
+	// Transport, when set, is the base of the transport the calls go through (provider.New sets
+	// one that connects only to public addresses for a base URL an agent names). Not part of
+	// the JSON block.
+	Transport *http.Transport `json:"-"`
 }
 
 // Model calls one Gemini model.
@@ -57,13 +61,17 @@ func New(ctx context.Context, cfg Config, envKey string) (*Model, error) {
 	if key == "" {
 		return nil, errors.New("the google provider needs model.apiKey or GOOGLE_API_KEY (or GEMINI_API_KEY)")
 	}
+	var base http.RoundTripper = http.DefaultTransport
+	if cfg.Transport != nil {
+		base = cfg.Transport
+	}
 	client, err := genai.NewClient(ctx, &genai.ClientConfig{
 		APIKey: key,
 		// Explicit, so GOOGLE_GENAI_USE_VERTEXAI in the environment cannot switch backends.
 		Backend: genai.BackendGeminiAPI,
 		// The SDK's own RetryOptions neither honour Retry-After or Gemini's RetryInfo nor give
 		// up before a wait that would outlast the deadline, so retries live in the transport.
-		HTTPClient:  &http.Client{Transport: newRetryTransport(http.DefaultTransport)},
+		HTTPClient:  &http.Client{Transport: newRetryTransport(base)},
 		HTTPOptions: genai.HTTPOptions{BaseURL: cfg.BaseURL},
 	})
 	if err != nil {

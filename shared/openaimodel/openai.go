@@ -28,6 +28,10 @@ type Config struct {
 	BaseURL  string         `json:"baseURL,omitempty"`
 	APIKey   string         `json:"apiKey,omitempty"`
 	Settings model.Settings `json:"settings,omitempty"`
+	// Transport, when set, is the base of the transport the calls go through (provider.New sets
+	// one that connects only to public addresses for a base URL an agent names). Not part of
+	// the JSON block.
+	Transport *http.Transport `json:"-"`
 }
 
 // DefaultBaseURL is where calls go when the config names no baseURL.
@@ -65,7 +69,7 @@ func New(cfg Config, envKey string) (*Model, error) {
 	// public way to turn that off. The chat service is built from explicit options instead:
 	// the same defaults NewClient has, minus the environment.
 	chat := openai.NewChatCompletionService(
-		option.WithHTTPClient(httpClient()),
+		option.WithHTTPClient(httpClient(cfg.Transport)),
 		option.WithBaseURL(base),
 		option.WithAPIKey(key),
 		// The SDK retries connection errors, 408, 409, 429 and 5xx, honouring Retry-After(-Ms)
@@ -79,11 +83,15 @@ func New(cfg Config, envKey string) (*Model, error) {
 	return &Model{chat: chat, name: cfg.Model, settings: cfg.Settings}, nil
 }
 
-// httpClient is the client openai.NewClient would use: the default transport with a bound on
-// the wait for response headers (the body of a stream is not bounded), so a server that takes
-// the connection and never answers fails instead of hanging.
-func httpClient() *http.Client {
-	if t, ok := http.DefaultTransport.(*http.Transport); ok {
+// httpClient is the client openai.NewClient would use: the default transport (or base, when
+// set) with a bound on the wait for response headers (the body of a stream is not bounded), so
+// a server that takes the connection and never answers fails instead of hanging.
+func httpClient(base *http.Transport) *http.Client {
+	t, ok := http.DefaultTransport.(*http.Transport)
+	if base != nil {
+		t, ok = base, true
+	}
+	if ok {
 		t = t.Clone()
 		t.ResponseHeaderTimeout = 10 * time.Minute
 		return &http.Client{Transport: t}

@@ -346,6 +346,8 @@ func TestAPIKeyOnTheWire(t *testing.T) {
 	// The process environment holds yet another key, which must never be the one sent: only
 	// getenv speaks for the environment.
 	t.Setenv("OPENAI_API_KEY", "sk-process")
+	// The fixture server is on 127.0.0.1: an agent's own base URL reaches it only because the
+	// operator allows private endpoints (MODEL_PRIVATE_ENDPOINTS=allow).
 	tests := []struct {
 		name  string
 		block string            // %s is the fixture server's base URL
@@ -363,16 +365,16 @@ func TestAPIKeyOnTheWire(t *testing.T) {
 		{
 			name:  "the service key never goes to an agent's own base URL",
 			block: `{"provider":"openai","model":"gpt-4o-mini","baseURL":"%s"}`,
-			env:   map[string]string{"OPENAI_API_KEY": "sk-env", "OPENAI_BASE_URL": "https://llm.internal.example/v1"},
+			env:   map[string]string{"OPENAI_API_KEY": "sk-env", "OPENAI_BASE_URL": "https://llm.internal.example/v1", "MODEL_PRIVATE_ENDPOINTS": "allow"},
 			want:  "",
-			asked: []string{"OPENAI_BASE_URL"},
+			asked: []string{"OPENAI_BASE_URL", "MODEL_PRIVATE_ENDPOINTS"},
 		},
 		{
 			name:  "nor to any base URL when the operator set none",
 			block: `{"provider":"openai","model":"gpt-4o-mini","baseURL":"%s"}`,
-			env:   map[string]string{"OPENAI_API_KEY": "sk-env"},
+			env:   map[string]string{"OPENAI_API_KEY": "sk-env", "MODEL_PRIVATE_ENDPOINTS": "allow"},
 			want:  "",
-			asked: []string{"OPENAI_BASE_URL"},
+			asked: []string{"OPENAI_BASE_URL", "MODEL_PRIVATE_ENDPOINTS"},
 		},
 		{
 			name:  "key in the config beats the environment",

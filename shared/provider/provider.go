@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"reflect"
 	"slices"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/agentharness/harness/shared/anthropicmodel"
 	"github.com/agentharness/harness/shared/awsclient"
 	"github.com/agentharness/harness/shared/bedrockmodel"
+	"github.com/agentharness/harness/shared/egress"
 	"github.com/agentharness/harness/shared/googlemodel"
 	"github.com/agentharness/harness/shared/openaimodel"
 	"github.com/agentharness/harness/shared/scriptedmodel"
@@ -34,6 +36,11 @@ var Names = []string{"anthropic", "bedrock", "google", "openai", "scripted"}
 // without baseURL) or the base URL the operator set (OPENAI_BASE_URL…). An agent that names any
 // other base URL brings its own key or calls without one; otherwise an account could have the
 // service's key sent to a server it runs.
+//
+// Calls to such a base URL of the agent's own also connect only to public addresses (see
+// package egress), unless the operator set MODEL_PRIVATE_ENDPOINTS=allow: otherwise an account
+// could have the harness call into the operator's network (the Lambda runtime API, instance
+// metadata, private services).
 func New(block json.RawMessage, getenv func(string) string) (agent.Model, error) {
 	name, err := providerOf(block)
 	if err != nil {
@@ -55,7 +62,9 @@ func New(block json.RawMessage, getenv func(string) string) (agent.Model, error)
 		if err := decodeStrict(block, &cfg); err != nil {
 			return nil, err
 		}
-		return openaimodel.New(cfg, serviceKey(getenv, cfg.BaseURL, "OPENAI_BASE_URL", "OPENAI_API_KEY"))
+		trusted := operatorSet(getenv, cfg.BaseURL, "OPENAI_BASE_URL")
+		cfg.Transport = transport(getenv, trusted)
+		return openaimodel.New(cfg, serviceKey(getenv, trusted, "OPENAI_API_KEY"))
 	case "anthropic":
 		var cfg anthropicmodel.Config
 		if err := decodeStrict(block, &cfg); err != nil {
@@ -64,7 +73,9 @@ func New(block json.RawMessage, getenv func(string) string) (agent.Model, error)
 		if err := ownKey(cfg.BaseURL, cfg.APIKey, "ANTHROPIC_API_KEY"); err != nil {
 			return nil, err
 		}
-		return anthropicmodel.New(cfg, serviceKey(getenv, cfg.BaseURL, "", "ANTHROPIC_API_KEY"))
+		trusted := operatorSet(getenv, cfg.BaseURL, "")
+		cfg.Transport = transport(getenv, trusted)
+		return anthropicmodel.New(cfg, serviceKey(getenv, trusted, "ANTHROPIC_API_KEY"))
 	case "google":
 		var cfg googlemodel.Config
 		if err := decodeStrict(block, &cfg); err != nil {
@@ -73,7 +84,9 @@ func New(block json.RawMessage, getenv func(string) string) (agent.Model, error)
 		if err := ownKey(cfg.BaseURL, cfg.APIKey, "GOOGLE_API_KEY"); err != nil {
 			return nil, err
 		}
-		key := serviceKey(getenv, cfg.BaseURL, "", "GOOGLE_API_KEY", "GEMINI_API_KEY")
+		trusted := operatorSet(getenv, cfg.BaseURL, "")
+		cfg.Transport = transport(getenv, trusted)
+		key := serviceKey(getenv, trusted, "GOOGLE_API_KEY", "GEMINI_API_KEY")
 		return googlemodel.New(context.Background(), cfg, key)
 	default: // bedrock; providerOf knows no other
 		var cfg bedrockmodel.Config
@@ -287,14 +300,32 @@ func ownKey(baseURL, apiKey, keyVar string) error {
 	return nil
 }
 
-// serviceKey returns the first set of keyVars when calls go to the provider's own endpoint
-// (baseURL empty) or to the base URL the operator set in baseVar, and "" otherwise.
-func serviceKey(getenv func(string) string, baseURL, baseVar string, keyVars ...string) string {
+// operatorSet reports whether calls go where the operator sends them: to the provider's own
+// endpoint (baseURL empty) or to the base URL the operator set in baseVar.
+func operatorSet(getenv func(string) string, baseURL, baseVar string) bool {
+	if baseURL == "" {
+		return true
+	}
 	trusted := ""
 	if baseVar != "" {
 		trusted = getenv(baseVar)
 	}
-	if baseURL != "" && (trusted == "" || strings.TrimRight(baseURL, "/") != strings.TrimRight(trusted, "/")) {
+	return trusted != "" && strings.TrimRight(baseURL, "/") == strings.TrimRight(trusted, "/")
+}
+
+// transport returns nil (the adapter's default) for calls where the operator sends them, and
+// otherwise one that connects only to public addresses unless the operator allows private ones.
+func transport(getenv func(string) string, trusted bool) *http.Transport {
+	if trusted || egress.PrivateAllowed(getenv) {
+		return nil
+	}
+	return egress.Transport()
+}
+
+// serviceKey returns the first set of keyVars when calls go where the operator sends them
+// (trusted, from operatorSet), and "" otherwise.
+func serviceKey(getenv func(string) string, trusted bool, keyVars ...string) string {
+	if !trusted {
 		return ""
 	}
 	for _, k := range keyVars {

@@ -29,6 +29,7 @@ import (
 	"github.com/agentharness/harness/infra/localrunner"
 	"github.com/agentharness/harness/infra/template"
 	"github.com/agentharness/harness/shared/awsclient"
+	"github.com/agentharness/harness/shared/egress"
 	"github.com/agentharness/harness/shared/logging"
 )
 
@@ -109,6 +110,11 @@ func run() error {
 	if adminSecret == "" {
 		adminSecret = "hadm_" + rand.Text()
 		os.Setenv("ADMIN_SECRET", adminSecret)
+	}
+	// Local model servers on 127.0.0.1 are the point of make dev; set the variable (even empty)
+	// to try the guard that keeps agents' base URLs off private addresses.
+	if _, ok := os.LookupEnv(egress.AllowVar); !ok {
+		os.Setenv(egress.AllowVar, "allow")
 	}
 	url := "http://" + ln.Addr().String()
 	h, err := localrunner.New(localrunner.Options{
