@@ -171,6 +171,7 @@ func TestProjectFunctions(t *testing.T) {
 	}
 	wantEnv := map[string]string{
 		"LOG_LEVEL":               "INFO",
+		"MODEL_PRIVATE_ENDPOINTS": "",
 		"ACCOUNTS_TABLE":          "test-AccountsTable",
 		"AGENTS_TABLE":            "test-AgentsTable",
 		"CONVERSATIONS_TABLE":     "test-ConversationsTable",
