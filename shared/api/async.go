@@ -182,15 +182,25 @@ func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
 		h.errs.fail(w, r, err)
 		return
 	}
+	cur, resumedBy, err := h.followResumed(ctx, acc.ID, ev)
+	if err != nil {
+		h.errs.fail(w, r, err)
+		return
+	}
 	out := map[string]any{}
-	if len(ev.Detail) > 0 {
-		_ = json.Unmarshal(ev.Detail, &out)
+	if len(cur.Detail) > 0 {
+		_ = json.Unmarshal(cur.Detail, &out)
 	}
-	out["eventId"], out["conversationId"], out["status"] = ev.ID, ev.ConversationID, ev.Status
+	delete(out, "resumedBy")
+	if resumedBy != "" {
+		out["resumedBy"] = resumedBy
+	}
+	out["eventId"], out["conversationId"], out["status"] = ev.ID, ev.ConversationID, cur.Status
 	out["usage"] = ev.Usage
-	if !ev.UpdatedAt.IsZero() {
-		out["updatedAt"] = ev.UpdatedAt
+	if !cur.UpdatedAt.IsZero() {
+		out["updatedAt"] = cur.UpdatedAt
 	}
+	ev.Status, ev.ToSeq = cur.Status, max(ev.ToSeq, cur.ToSeq)
 	if ev.Status == store.EventWaitingAsync {
 		if err := h.livePending(ctx, out); err != nil {
 			h.errs.fail(w, r, err)
@@ -211,6 +221,47 @@ func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
 	}
 	delete(out, "groupId")
 	writeJSON(w, http.StatusOK, out)
+}
+
+// maxResumeHops bounds how far the status route follows resumedBy.
+const maxResumeHops = 8
+
+// followResumed returns where the turn of ev stands, and the event that resumed it
+// (resumedBy, empty when none). A turn whose paused step was answered under another event Y
+// goes on there: ev took Y's status when Y's invocation ended (drive.settleResumed), and while
+// ev is not final it shows Y's current state, following resumedBy again when Y paused in turn
+// and was answered under a third event, so ev reaches the turn's outcome even when Y finishes
+// later (its async continuation, another answer). Its messages run from ev's first to the end of
+// the event followed.
+func (h *Handler) followResumed(ctx context.Context, accountID string, ev store.Event) (store.Event, string, error) {
+	resumedBy := func(e store.Event) string {
+		var d struct {
+			ResumedBy string `json:"resumedBy"`
+		}
+		_ = json.Unmarshal(e.Detail, &d)
+		return d.ResumedBy
+	}
+	first := resumedBy(ev)
+	cur := ev
+	for range maxResumeHops {
+		next := resumedBy(cur)
+		if cur.Status == store.EventCompleted || cur.Status == store.EventFailed || next == "" || next == cur.ID {
+			break
+		}
+		e, err := h.opts.Store.Event(ctx, accountID, next)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && e.ConversationID != ev.ConversationID) {
+			break
+		}
+		if err != nil {
+			return cur, first, err
+		}
+		if e.Status == cur.Status {
+			// Y has not moved on: cur already shows it (an SSE event's row has no detail).
+			break
+		}
+		cur = e
+	}
+	return cur, first, nil
 }
 
 // answer is the text of a turn's last assistant message that has any: its final answer.

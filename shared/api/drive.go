@@ -32,6 +32,9 @@ type drive struct {
 	conversationID string
 	// turnID names the turn on its async rows (its event id, when it has one).
 	turnID string
+	// resumes is the event the conversation's paused step was reported under when this
+	// invocation began (store.Carry.PausedEvent); see settleResumed.
+	resumes string
 	// nonce is the turn's secret seed of group ids: the same for a retried invocation.
 	nonce    string
 	delivery asynctools.Delivery

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"iter"
 	"maps"
@@ -24,7 +25,7 @@ import (
 // approvals' deadline.
 func (d *drive) pause(p *asynctools.Pass) agent.PauseFunc {
 	return d.h.pauseCarrying(d.turn, d.agentID, func(ctx context.Context, deadline time.Time) (store.Carry, error) {
-		c := store.Carry{ToolApproval: d.carriedApproval()}
+		c := store.Carry{ToolApproval: d.carriedApproval(), PausedEvent: d.pauseEvent()}
 		if p == nil || !p.HasWork() {
 			return c, nil
 		}
@@ -37,6 +38,46 @@ func (d *drive) pause(p *asynctools.Pass) agent.PauseFunc {
 		c.PausedGroup, c.PausedAsync = g.ID, g.Expected
 		return c, nil
 	})
+}
+
+// pauseEvent is the event a pause of this invocation is reported under: its own, else, for a
+// request without event id that resumed a step paused under one, that event, which stays the
+// turn's event (settleResumed reports this pause on it).
+func (d *drive) pauseEvent() string {
+	if d.turnID != "" {
+		return d.turnID
+	}
+	return d.resumes
+}
+
+// settleResumed reports how a resumed step went on the event it paused under (X), when this
+// invocation runs under another event id (Y) or none.
+//
+// Design, kept to one conditional write: the pause records X on the conversation with the
+// pending approvals (store.Carry.PausedEvent). When the invocation that answered them ends
+// (completed, failed, paused again, or waiting for async tools), X takes its status and detail
+// with "resumedBy": Y and its messages' end, only while X is still waiting for approval, so a
+// settled X (or one reopened by an answer under X itself) is never rewritten. Where the turn
+// goes on later under Y (an async continuation, or a second pause answered under Z), X is not
+// written again: GET /status/X follows resumedBy while X is not final (see followResumed), so
+// X shows the turn's outcome once Y has one.
+func (d *drive) settleResumed(ctx context.Context, plan *turnPlan, res runResult, from, to int64) {
+	if plan.decisions == nil || d.resumes == "" || d.resumes == d.turnID {
+		return
+	}
+	detail := eventDetail(res)
+	if d.turnID != "" {
+		detail["resumedBy"] = d.turnID
+	}
+	b, err := json.Marshal(detail)
+	if err == nil {
+		_, err = d.h.opts.Store.SettleResumedEvent(ctx, d.accountID, d.resumes, d.conversationID, store.EventUpdate{
+			Status: res.status, FromSeq: from, ToSeq: to, Detail: b, At: d.h.opts.Now(),
+		})
+	}
+	if err != nil {
+		d.log.ErrorContext(ctx, "settling the event the step paused under", "pausedEvent", d.resumes, "err", err)
+	}
 }
 
 // resumeStep goes on with the step the conversation paused for approval. The decided calls run,

@@ -258,9 +258,10 @@ func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 		messageID = newMessageID()
 	}
 	send(stream.Start(messageID))
+	from := turn.NextSeq()
 	d := &drive{
 		h: h, log: log, accountID: acc.ID, agentID: req.AgentID, conversationID: req.ID,
-		turnID: req.EventID, nonce: store.NewID(""), delivery: asynctools.Delivery{Kind: "stream"},
+		turnID: req.EventID, resumes: turn.Carried().PausedEvent, nonce: store.NewID(""), delivery: asynctools.Delivery{Kind: "stream"},
 		cfg: cfg, overrides: req.ToolApproval, turn: turn, send: send, heartbeat: func() { _ = out.Comment("keep-alive") },
 	}
 	res := d.run(ctx, plan)
@@ -274,6 +275,7 @@ func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 			log.ErrorContext(ctx, "finishing event", "eventId", req.EventID, "err", err)
 		}
 	}
+	d.settleResumed(done, plan, res, from, turn.NextSeq())
 	d.end(done, plan, res)
 	if res.finish != nil {
 		send(res.finish)

@@ -147,21 +147,25 @@ func (w *Worker) turn(ctx context.Context, msg workMessage) error {
 	from := turn.NextSeq()
 	d := &drive{
 		h: h, log: log, accountID: msg.AccountID, agentID: req.AgentID, conversationID: req.ID,
-		turnID: msg.EventID, nonce: msg.Seed, delivery: asynctools.Delivery{Kind: "async", EventID: msg.EventID, Seed: msg.Seed},
+		turnID: msg.EventID, resumes: turn.Carried().PausedEvent, nonce: msg.Seed, delivery: asynctools.Delivery{Kind: "async", EventID: msg.EventID, Seed: msg.Seed},
 		cfg: cfg, overrides: req.ToolApproval, turn: turn, send: func(any) {}, heartbeat: func() {},
 	}
 	done := context.WithoutCancel(ctx)
 	if msg.WS == nil {
 		res := d.run(ctx, plan)
 		d.end(done, plan, res)
-		return report(res, from, turn.NextSeq())
+		err := report(res, from, turn.NextSeq())
+		d.settleResumed(done, plan, res, from, turn.NextSeq())
+		return err
 	}
 	d.delivery.Kind = "ws"
 	ws := w.wsStart(ctx, d, msg.WS, from)
 	res, aborted := ws.run(ctx, func(ctx context.Context) runResult { return d.run(ctx, plan) })
 	d.end(done, plan, res)
 	ws.finish(done, res, aborted)
-	return report(res, from, turn.NextSeq())
+	err = report(res, from, turn.NextSeq())
+	d.settleResumed(done, plan, res, from, turn.NextSeq())
+	return err
 }
 
 // continueGroup brings a settled group's results back to its parent turn and runs the model
@@ -282,6 +286,25 @@ func continued(history []model.Message, msgID string) bool {
 
 // report records an /async turn's progress on its status row.
 func (w *Worker) report(ctx context.Context, accountID, eventID string, res runResult, from, to int64) error {
+	b, err := json.Marshal(eventDetail(res))
+	if err != nil {
+		return err
+	}
+	err = w.h.opts.Store.UpdateEvent(ctx, accountID, eventID, store.EventUpdate{
+		Status: res.status, Usage: res.usage, FromSeq: from, ToSeq: to, Detail: b, At: w.h.opts.Now(),
+	})
+	if errors.Is(err, store.ErrEventFinal) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reporting event %s: %w", eventID, err)
+	}
+	return nil
+}
+
+// eventDetail is what an event's status shows besides its status: the error, or what the turn
+// waits for.
+func eventDetail(res runResult) map[string]any {
 	detail := map[string]any{}
 	for k, v := range res.errExtra {
 		detail[k] = v
@@ -297,18 +320,5 @@ func (w *Worker) report(ctx context.Context, accountID, eventID string, res runR
 	if res.status == store.EventFailed && res.errText == "" {
 		detail["error"] = "the turn failed"
 	}
-	b, err := json.Marshal(detail)
-	if err != nil {
-		return err
-	}
-	err = w.h.opts.Store.UpdateEvent(ctx, accountID, eventID, store.EventUpdate{
-		Status: res.status, Usage: res.usage, FromSeq: from, ToSeq: to, Detail: b, At: w.h.opts.Now(),
-	})
-	if errors.Is(err, store.ErrEventFinal) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("reporting event %s: %w", eventID, err)
-	}
-	return nil
+	return detail
 }

@@ -122,6 +122,11 @@ func (t *Turn) Pause(ctx context.Context, msgs []model.Message, approvals []Appr
 		vals[":pausedGroup"], vals[":pausedAsync"] = str(carry.PausedGroup), strList(carry.PausedAsync)
 		remove = slices.DeleteFunc(remove, func(name string) bool { return name == "pausedGroup" || name == "pausedAsync" })
 	}
+	if carry.PausedEvent != "" {
+		set = append(set, "pausedEvent = :pausedEvent")
+		vals[":pausedEvent"] = str(carry.PausedEvent)
+		remove = slices.DeleteFunc(remove, func(name string) bool { return name == "pausedEvent" })
+	}
 	set, remove = withToolApproval(set, remove, vals, carry.ToolApproval)
 	if err := t.write(ctx, msgs, items, expression(set, remove), vals); err != nil {
 		return err

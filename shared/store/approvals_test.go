@@ -188,3 +188,85 @@ func TestPauseCarriesToTheResume(t *testing.T) {
 		}
 	})
 }
+
+// A pause carries the event it was reported under to the turn that resumes it, and the first
+// append after it clears it; the event is then settled only while it still waits for approval.
+func TestPausedEventIsCarriedAndSettledOnce(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	t0 := time.Now().UTC().Truncate(time.Second)
+	for _, id := range []string{"evt_x", "evt_done"} {
+		if err := s.ClaimEvent(ctx, "acc", id, "c", t0, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.UpdateEvent(ctx, "acc", id, store.EventUpdate{Status: store.EventWaiting, FromSeq: 1, ToSeq: 2, At: t0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	turn, err := s.BeginTurn(ctx, "acc", "c", "agent", t0, t0.Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := turn.Pause(ctx, []model.Message{text(model.RoleAssistant, "calls")}, []store.Approval{held("p1", t0)}, store.Carry{PausedEvent: "evt_x"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := turn.End(ctx, model.Usage{}); err != nil {
+		t.Fatal(err)
+	}
+	turn, err = s.BeginTurn(ctx, "acc", "c", "agent", t0, t0.Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := turn.Carried().PausedEvent; got != "evt_x" {
+		t.Fatalf("the resuming turn carries paused event %q, want evt_x", got)
+	}
+	if err := turn.Append(ctx, text(model.RoleTool, "result"), text(model.RoleAssistant, "answer")); err != nil {
+		t.Fatal(err)
+	}
+	if err := turn.End(ctx, model.Usage{}); err != nil {
+		t.Fatal(err)
+	}
+	turn, err = s.BeginTurn(ctx, "acc", "c", "agent", t0, t0.Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := turn.Carried().PausedEvent; got != "" {
+		t.Fatalf("after the resume's append the conversation still carries paused event %q", got)
+	}
+	_ = turn.Release(ctx)
+
+	u := store.EventUpdate{Status: store.EventCompleted, FromSeq: 9, ToSeq: 4, Detail: []byte(`{"resumedBy":"evt_y"}`), At: t0}
+	if ok, err := s.SettleResumedEvent(ctx, "acc", "evt_x", "other-conversation", u); ok || err != nil {
+		t.Fatalf("settling evt_x for another conversation = %v, %v; want no change", ok, err)
+	}
+	if ok, err := s.SettleResumedEvent(ctx, "acc", "evt_x", "c", u); !ok || err != nil {
+		t.Fatalf("settling the waiting evt_x = %v, %v; want it changed", ok, err)
+	}
+	x, err := s.Event(ctx, "acc", "evt_x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x.Status != store.EventCompleted || x.FromSeq != 1 || x.ToSeq != 4 || string(x.Detail) != `{"resumedBy":"evt_y"}` {
+		t.Fatalf("evt_x = %+v, want completed over [1, 4) with resumedBy evt_y", x)
+	}
+	// Settled: never rewritten, nor is an event settled by other means, nor a missing one.
+	u.Status, u.Detail = store.EventFailed, []byte(`{"error":"late"}`)
+	if ok, err := s.SettleResumedEvent(ctx, "acc", "evt_x", "c", u); ok || err != nil {
+		t.Fatalf("settling evt_x again = %v, %v; want no change", ok, err)
+	}
+	if err := s.UpdateEvent(ctx, "acc", "evt_done", store.EventUpdate{Status: store.EventFailed, Detail: []byte(`{"error":"first"}`), At: t0}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"evt_done", "evt_missing"} {
+		if ok, err := s.SettleResumedEvent(ctx, "acc", id, "c", u); ok || err != nil {
+			t.Fatalf("settling %s = %v, %v; want no change", id, ok, err)
+		}
+	}
+	if x, _ := s.Event(ctx, "acc", "evt_x"); x.Status != store.EventCompleted {
+		t.Fatalf("evt_x was rewritten to %s", x.Status)
+	}
+	if d, _ := s.Event(ctx, "acc", "evt_done"); d.Status != store.EventFailed || string(d.Detail) != `{"error":"first"}` {
+		t.Fatalf("evt_done was rewritten: %+v", d)
+	}
+}

@@ -147,3 +147,41 @@ func (s *Store) ReopenEvent(ctx context.Context, accountID, eventID, conversatio
 	}
 	return nil
 }
+
+// SettleResumedEvent reports on eventID, the event a turn's step paused for approval under,
+// how the turn went on once a request under another event id (or none) answered the approvals:
+// u's status, detail and ToSeq replace the event's, FromSeq is kept if it has one, and its usage
+// stays its own. It changes the event only while it is still waiting for approval in
+// conversationID, so a settled event (or one reopened by its own answer) is never rewritten; it
+// reports whether it changed it.
+func (s *Store) SettleResumedEvent(ctx context.Context, accountID, eventID, conversationID string, u EventUpdate) (bool, error) {
+	values := map[string]types.AttributeValue{
+		":s": str(u.Status), ":at": num(u.At.UnixMilli()), ":d": str(string(u.Detail)),
+		":waiting": str(EventWaiting), ":conv": str(conversationID),
+	}
+	set := "#s = :s, updatedAt = :at, detail = :d"
+	if u.FromSeq > 0 {
+		set += ", fromSeq = if_not_exists(fromSeq, :from)"
+		values[":from"] = num(u.FromSeq)
+	}
+	if u.ToSeq > 0 {
+		set += ", toSeq = :to"
+		values[":to"] = num(u.ToSeq)
+	}
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &s.tables.Events,
+		Key:                       map[string]types.AttributeValue{"eventKey": str(accountID + "#" + eventID)},
+		UpdateExpression:          aws.String("SET " + set),
+		ConditionExpression:       aws.String("#s = :waiting AND conversationId = :conv"),
+		ExpressionAttributeNames:  map[string]string{"#s": "status"},
+		ExpressionAttributeValues: values,
+	})
+	var failed *types.ConditionalCheckFailedException
+	if errors.As(err, &failed) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("settling resumed event %s: %w", eventID, err)
+	}
+	return true, nil
+}

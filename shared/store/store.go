@@ -208,6 +208,11 @@ type Carry struct {
 	// the step resumes. The first append after the pause (which carries them) clears them.
 	PausedGroup string
 	PausedAsync []string
+	// PausedEvent, for a step paused for approval, is the event id the pause was reported
+	// under (empty for a request without one). The request that answers the approvals may run
+	// under another event id: it then reports the turn's outcome on this event too (see
+	// api.drive.resumes). The first append after the pause clears it.
+	PausedEvent string
 }
 
 // BeginTurn takes the lease on a conversation (creating it for agentID if new) until
@@ -253,6 +258,7 @@ func (s *Store) BeginTurn(ctx context.Context, accountID, conversationID, agentI
 	t.carry = Carry{
 		ToolApproval: getStringMap(out.Attributes, "toolApproval"),
 		PausedGroup:  getS(out.Attributes, "pausedGroup"), PausedAsync: getStrings(out.Attributes, "pausedAsync"),
+		PausedEvent: getS(out.Attributes, "pausedEvent"),
 	}
 	return t, nil
 }
@@ -382,6 +388,9 @@ func (t *Turn) waits() []string {
 	if t.carry.PausedGroup != "" {
 		names = append(names, "pausedGroup", "pausedAsync")
 	}
+	if t.carry.PausedEvent != "" {
+		names = append(names, "pausedEvent")
+	}
 	return names
 }
 
@@ -389,7 +398,7 @@ func (t *Turn) waits() []string {
 // retried after its first append still needs them.
 func (t *Turn) cleared() {
 	t.pending, t.asyncGroup, t.asyncPending = nil, "", nil
-	t.carry.PausedGroup, t.carry.PausedAsync = "", nil
+	t.carry.PausedGroup, t.carry.PausedAsync, t.carry.PausedEvent = "", nil, ""
 }
 
 // Carried is what the turn that stopped to wait left for this one.
