@@ -65,6 +65,9 @@ func (d *drive) settleResumed(ctx context.Context, plan *turnPlan, res runResult
 	if plan.decisions == nil || d.resumes == "" || d.resumes == d.turnID {
 		return
 	}
+	if res.status == store.EventFailed && len(d.turn.Pending()) > 0 {
+		return // the step never resumed: its approvals may still be answered, and X with them
+	}
 	detail := eventDetail(res)
 	if d.turnID != "" {
 		detail["resumedBy"] = d.turnID

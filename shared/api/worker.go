@@ -114,6 +114,9 @@ func (w *Worker) turn(ctx context.Context, msg workMessage) error {
 	}
 	refuse := func(res runResult) error {
 		if msg.WS != nil {
+			// The queued record input wrote must not stand in for the runtime's run (an
+			// approval_response continues the run's turn, with its tools).
+			w.wsRefused(ctx, msg)
 			h.newOut(msg.AccountID, msg.WS.Runtime, msg.EventID).end(ctx, res, false)
 		}
 		return report(res, 0, 0)

@@ -513,20 +513,27 @@ func (c *call) input(ctx context.Context) error {
 	if err := h.claimEvent(ctx, c.conn.AccountID, req, h.opts.Now()); err != nil {
 		return refuse(c.refusal(ctx, err))
 	}
+	// The run is recorded as queued before the worker can pick the turn up (and record its own
+	// progress, which this must not overwrite), so an abort_message that comes first reaches it.
+	var queued *connections.Run
+	if disposition == "started" {
+		b, _ := json.Marshal(turn)
+		queued = &connections.Run{EventID: req.EventID, FromSeq: -1, Status: runQueued, Turn: b, UpdatedAt: h.opts.Now()}
+		if err := h.opts.Connections.SetRun(ctx, c.conn.AccountID, rt.ConversationID, *queued); err != nil {
+			h.opts.Logger.ErrorContext(ctx, "recording the queued websocket run", "eventId", req.EventID, "err", err)
+		}
+	}
 	if err := h.opts.Enqueue(ctx, string(body)); err != nil {
 		if rerr := h.opts.Store.ReleaseEvent(context.WithoutCancel(ctx), c.conn.AccountID, req.EventID); rerr != nil {
 			h.opts.Logger.ErrorContext(ctx, "releasing event", "eventId", req.EventID, "err", rerr)
 		}
-		return refuse(c.refusal(ctx, fmt.Errorf("queueing the turn: %w", err)))
-	}
-	if disposition == "started" {
-		// Recorded before the worker picks the turn up, so an abort_message that comes first
-		// still reaches it.
-		b, _ := json.Marshal(turn)
-		queued := connections.Run{EventID: req.EventID, FromSeq: -1, Status: runQueued, Turn: b, UpdatedAt: h.opts.Now()}
-		if err := h.opts.Connections.SetRun(ctx, c.conn.AccountID, rt.ConversationID, queued); err != nil {
-			h.opts.Logger.ErrorContext(ctx, "recording the queued websocket run", "eventId", req.EventID, "err", err)
+		if queued != nil && hasRun {
+			// Nothing will run it: the runtime's run is the one before again.
+			if rerr := h.opts.Connections.SetRun(context.WithoutCancel(ctx), c.conn.AccountID, rt.ConversationID, run); rerr != nil {
+				h.opts.Logger.ErrorContext(ctx, "restoring the websocket run", "eventId", run.EventID, "err", rerr)
+			}
 		}
+		return refuse(c.refusal(ctx, fmt.Errorf("queueing the turn: %w", err)))
 	}
 	if c.cmd.RequestID == "" {
 		return nil

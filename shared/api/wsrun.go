@@ -125,3 +125,16 @@ func (w *Worker) continueWS(ctx context.Context, d *drive, st asynctools.GroupSt
 	r.finish(context.WithoutCancel(ctx), res, aborted)
 	return res
 }
+
+// wsRefused records a WebSocket turn the worker refused as failed, so the runtime's run record
+// no longer says queued: sync and abort_message then see no turn to wait for or stop.
+func (w *Worker) wsRefused(ctx context.Context, msg workMessage) {
+	run, ok, err := w.h.opts.Connections.Run(ctx, msg.AccountID, msg.WS.Runtime.ConversationID)
+	if err != nil || !ok || run.EventID != msg.EventID {
+		return // the record names another run (or cannot be read): leave it
+	}
+	run.Status, run.UpdatedAt = store.EventFailed, w.h.opts.Now()
+	if err := w.h.opts.Connections.SetRun(ctx, msg.AccountID, msg.WS.Runtime.ConversationID, run); err != nil {
+		w.h.opts.Logger.ErrorContext(ctx, "recording the refused websocket run", "eventId", msg.EventID, "err", err)
+	}
+}
