@@ -43,23 +43,10 @@ type EventUpdate struct {
 // late update is refused with ErrEventFinal, so a stray duplicate never reopens it.
 func (s *Store) UpdateEvent(ctx context.Context, accountID, eventID string, u EventUpdate) error {
 	values := map[string]types.AttributeValue{
-		":s": str(u.Status), ":i": num(int64(u.Usage.InputTokens)), ":o": num(int64(u.Usage.OutputTokens)),
-		":at": num(u.At.UnixMilli()), ":done": str(EventCompleted), ":failed": str(EventFailed),
+		":i": num(int64(u.Usage.InputTokens)), ":o": num(int64(u.Usage.OutputTokens)),
+		":done": str(EventCompleted), ":failed": str(EventFailed),
 	}
-	set := "#s = :s, updatedAt = :at"
-	if u.FromSeq > 0 {
-		set += ", fromSeq = if_not_exists(fromSeq, :from)"
-		values[":from"] = num(u.FromSeq)
-	}
-	if u.ToSeq > 0 {
-		set += ", toSeq = :to"
-		values[":to"] = num(u.ToSeq)
-	}
-	if len(u.Detail) > 0 {
-		set += ", detail = :d"
-		values[":d"] = str(string(u.Detail))
-	}
-	update := "SET " + set + " ADD inputTokens :i, outputTokens :o"
+	update := "SET " + u.set(values) + " ADD inputTokens :i, outputTokens :o"
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 &s.tables.Events,
 		Key:                       map[string]types.AttributeValue{"eventKey": str(accountID + "#" + eventID)},
@@ -76,6 +63,26 @@ func (s *Store) UpdateEvent(ctx context.Context, accountID, eventID string, u Ev
 		return fmt.Errorf("updating event %s: %w", eventID, err)
 	}
 	return nil
+}
+
+// set is the SET clause that records u (status, time, the message range, detail), with its
+// values added to values.
+func (u EventUpdate) set(values map[string]types.AttributeValue) string {
+	values[":s"], values[":at"] = str(u.Status), num(u.At.UnixMilli())
+	set := "#s = :s, updatedAt = :at"
+	if u.FromSeq > 0 {
+		set += ", fromSeq = if_not_exists(fromSeq, :from)"
+		values[":from"] = num(u.FromSeq)
+	}
+	if u.ToSeq > 0 {
+		set += ", toSeq = :to"
+		values[":to"] = num(u.ToSeq)
+	}
+	if len(u.Detail) > 0 {
+		set += ", detail = :d"
+		values[":d"] = str(string(u.Detail))
+	}
+	return set
 }
 
 // ErrEventFinal: the event already completed or failed.
@@ -155,23 +162,14 @@ func (s *Store) ReopenEvent(ctx context.Context, accountID, eventID, conversatio
 // conversationID, so a settled event (or one reopened by its own answer) is never rewritten; it
 // reports whether it changed it.
 func (s *Store) SettleResumedEvent(ctx context.Context, accountID, eventID, conversationID string, u EventUpdate) (bool, error) {
-	values := map[string]types.AttributeValue{
-		":s": str(u.Status), ":at": num(u.At.UnixMilli()), ":d": str(string(u.Detail)),
-		":waiting": str(EventWaiting), ":conv": str(conversationID),
-	}
-	set := "#s = :s, updatedAt = :at, detail = :d"
-	if u.FromSeq > 0 {
-		set += ", fromSeq = if_not_exists(fromSeq, :from)"
-		values[":from"] = num(u.FromSeq)
-	}
-	if u.ToSeq > 0 {
-		set += ", toSeq = :to"
-		values[":to"] = num(u.ToSeq)
+	values := map[string]types.AttributeValue{":waiting": str(EventWaiting), ":conv": str(conversationID)}
+	if len(u.Detail) == 0 {
+		u.Detail = []byte("{}") // the waiting event's detail (its pending approvals) must go
 	}
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 &s.tables.Events,
 		Key:                       map[string]types.AttributeValue{"eventKey": str(accountID + "#" + eventID)},
-		UpdateExpression:          aws.String("SET " + set),
+		UpdateExpression:          aws.String("SET " + u.set(values)),
 		ConditionExpression:       aws.String("#s = :waiting AND conversationId = :conv"),
 		ExpressionAttributeNames:  map[string]string{"#s": "status"},
 		ExpressionAttributeValues: values,
