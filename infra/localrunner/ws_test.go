@@ -159,6 +159,12 @@ func TestWebSocketBadInputKeepsTheSocket(t *testing.T) {
 	if m["request_id"] != "r-unknown" || !strings.Contains(m["error"].(string), `"teleport_everything"`) {
 		t.Errorf("unknown type answered %v", m)
 	}
+	// A frame naming a key twice would mean its last value to encoding/json: refused, naming it.
+	c.sendRaw([]byte(`{"type":"runtime_start","request_id":"r-dup","payload":{"agent_id":"a","agent_id":"b"}}`))
+	m, _ = c.await("an error for the duplicate key", 10*time.Second, typeIs("error"))
+	if m["request_id"] != "r-dup" || !strings.Contains(m["error"].(string), "payload.agent_id") {
+		t.Errorf("duplicate key answered %v", m)
+	}
 	c.sendRaw([]byte(`{"type":"app_server_info","request_id":"big","pad":"` + strings.Repeat("x", 200<<10) + `"}`))
 	m, _ = c.await("an error for the oversized frame", 10*time.Second, typeIs("error"))
 	if !strings.Contains(m["error"].(string), "larger than") {

@@ -146,6 +146,9 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	if !json.Valid(body) {
 		return nil, &Error{Status: http.StatusBadRequest, Message: "the request body is not valid JSON"}
 	}
+	if err := checkKeys(body); err != nil {
+		return nil, err
+	}
 	return body, nil
 }
 

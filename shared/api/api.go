@@ -19,6 +19,7 @@ import (
 	"github.com/agentharness/harness/shared/agents"
 	"github.com/agentharness/harness/shared/asynctools"
 	"github.com/agentharness/harness/shared/store"
+	"github.com/agentharness/harness/shared/strictjson"
 	"github.com/agentharness/harness/shared/tool"
 )
 
@@ -214,6 +215,15 @@ func (ew errorWriter) fail(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	ew.logger.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	writeError(w, &Error{Status: http.StatusInternalServerError, Message: "internal error"})
+}
+
+// checkKeys refuses a body that names a key twice in one object, with 400 naming the field.
+func checkKeys(body []byte) error {
+	var dup *strictjson.DuplicateKeyError
+	if errors.As(strictjson.CheckKeys(body), &dup) {
+		return &Error{Status: http.StatusBadRequest, Message: dup.Error(), Extra: map[string]any{"field": dup.Field}}
+	}
+	return nil
 }
 
 // decodeStrict decodes one JSON value into v, refusing unknown fields.

@@ -82,6 +82,9 @@ func (h *CompletionHandler) complete(w http.ResponseWriter, r *http.Request, id 
 	if err != nil {
 		return &Error{Status: http.StatusBadRequest, Message: "reading the request body: " + err.Error()}
 	}
+	if err := checkKeys(body); err != nil {
+		return err
+	}
 	outcome, err := parseCompletion(body)
 	if err != nil {
 		return &Error{Status: http.StatusBadRequest, Message: err.Error()}

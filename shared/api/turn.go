@@ -184,6 +184,9 @@ func (h *Handler) readTurn(w http.ResponseWriter, r *http.Request) (*turnRequest
 	if err != nil {
 		return nil, turnInput{}, &Error{Status: http.StatusBadRequest, Message: "reading the request body: " + err.Error()}
 	}
+	if err := checkKeys(body); err != nil {
+		return nil, turnInput{}, err
+	}
 	var req turnRequest
 	if err := json.Unmarshal(body, &req); err != nil {
 		return nil, turnInput{}, &Error{Status: http.StatusBadRequest, Message: "malformed JSON body: " + err.Error()}

@@ -15,6 +15,7 @@ import (
 	"github.com/agentharness/harness/shared/connections"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/store"
+	"github.com/agentharness/harness/shared/strictjson"
 	"github.com/agentharness/harness/shared/wsconn"
 )
 
@@ -90,6 +91,9 @@ func (g *Gateway) Message(ctx context.Context, connectionID string, body []byte)
 		return g.post(ctx, conn.ID, map[string]any{"type": "error", "error": "malformed JSON: " + err.Error()})
 	}
 	c := &call{g: g, conn: conn, cmd: cmd, body: body}
+	if err := strictjson.CheckKeys(body); err != nil {
+		return c.fail(ctx, "error", err.Error())
+	}
 	switch cmd.Type {
 	case "app_server_info":
 		return c.info(ctx)
