@@ -253,29 +253,39 @@ func TestRefusedRequestsWriteNothing(t *testing.T) {
 	tests := []struct {
 		name, secret, body string
 		status             int
-		errorPart          string
+		errorPart, field   string
 	}{
-		{"no bearer", "", `{"agentId":"demo","id":"c","message":"hi"}`, 401, "missing bearer"},
-		{"wrong secret", "hsk_wrong", `{"agentId":"demo","id":"c","message":"hi"}`, 401, "invalid account secret"},
-		{"unknown agent", f.secret, `{"agentId":"nope","id":"c","message":"hi"}`, 404, "agent nope not found"},
-		{"malformed JSON", f.secret, `{"agentId":`, 400, "malformed JSON"},
-		{"no agent id", f.secret, `{"id":"c","message":"hi"}`, 400, "agentId is required"},
-		{"no message", f.secret, `{"agentId":"demo","id":"c"}`, 400, "no user message"},
-		{"empty message", f.secret, `{"agentId":"demo","id":"c","message":"  "}`, 400, "message is empty"},
-		{"last message answers nothing", f.secret, `{"agentId":"demo","id":"c","messages":[{"id":"a","role":"assistant","parts":[]}]}`, 400, "answers no approval request"},
-		{"last message not user", f.secret, `{"agentId":"demo","id":"c","messages":[{"id":"a","role":"system","parts":[]}]}`, 400, "role user"},
-		{"regenerate", f.secret, `{"agentId":"demo","id":"c","trigger":"regenerate-message","message":"hi"}`, 400, "regenerate-message"},
-		{"oversized body", f.secret, big, 413, "larger than 4096 bytes"},
+		{"no bearer", "", `{"agentId":"demo","id":"c","message":"hi"}`, 401, "missing bearer", ""},
+		{"wrong secret", "hsk_wrong", `{"agentId":"demo","id":"c","message":"hi"}`, 401, "invalid account secret", ""},
+		{"unknown agent", f.secret, `{"agentId":"nope","id":"c","message":"hi"}`, 404, "agent nope not found", ""},
+		{"malformed JSON", f.secret, `{"agentId":`, 400, "malformed JSON", ""},
+		{"wrong type", f.secret, `{"agentId":7,"id":"c","message":"hi"}`, 400, "must be a JSON string", "agentId"},
+		{"wrong type inside a message", f.secret, `{"agentId":"demo","id":"c","messages":[{"id":"u","role":"user","parts":[{"type":"text","text":1}]}]}`, 400, "must be a JSON string", "messages.parts.text"},
+		{"no agent id", f.secret, `{"id":"c","message":"hi"}`, 400, "is required", "agentId"},
+		{"no message", f.secret, `{"agentId":"demo","id":"c"}`, 400, "no user message", "messages"},
+		{"empty message", f.secret, `{"agentId":"demo","id":"c","message":"  "}`, 400, "is empty", "message"},
+		{"message and approvals", f.secret, `{"agentId":"demo","id":"c","message":"hi","approvals":[{"approvalId":"a","approved":true}]}`, 400, "not both", "approvals"},
+		{"last message answers nothing", f.secret, `{"agentId":"demo","id":"c","messages":[{"id":"a","role":"assistant","parts":[]}]}`, 400, "answers no approval request", "messages[0]"},
+		{"last message not user", f.secret, `{"agentId":"demo","id":"c","messages":[{"id":"a","role":"system","parts":[]}]}`, 400, "role user", "messages[0].role"},
+		{"user message without text", f.secret, `{"agentId":"demo","id":"c","messages":[{"id":"u","role":"user","parts":[{"type":"file"}]}]}`, 400, "no text part", "messages[0].parts"},
+		{"regenerate", f.secret, `{"agentId":"demo","id":"c","trigger":"regenerate-message","message":"hi"}`, 400, "regenerate-message", "trigger"},
+		{"unknown pending mode", f.secret, `{"agentId":"demo","id":"c","message":"hi","onPendingApprovals":"maybe"}`, 400, "maybe", "onPendingApprovals"},
+		{"approval without conversation", f.secret, `{"agentId":"demo","approvals":[{"approvalId":"a","approved":true}]}`, 400, "conversation is required", "id"},
+		{"approval without id", f.secret, `{"agentId":"demo","id":"c","approvals":[{"approved":true}]}`, 400, "is required", "approvals[0].approvalId"},
+		{"approval undecided", f.secret, `{"agentId":"demo","id":"c","approvals":[{"approvalId":"a"}]}`, 400, "true or false", "approvals[0].approved"},
+		{"approval answered twice", f.secret, `{"agentId":"demo","id":"c","approvals":[{"approvalId":"a","approved":true},{"approvalId":"a","approved":false}]}`, 400, "answered twice", "approvals[1].approvalId"},
+		{"AI SDK approval undecided", f.secret, `{"agentId":"demo","id":"c","messages":[{"id":"a","role":"assistant","parts":[{"type":"step-start"},{"type":"tool-x","state":"approval-responded","approval":{"id":"ap"}}]}]}`, 400, "true or false", "messages[0].parts[1].approval.approved"},
+		{"oversized body", f.secret, big, 413, "larger than 4096 bytes", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			res := f.post(t, tt.secret, tt.body)
-			var body struct{ Error string }
+			var body struct{ Error, Field string }
 			if err := json.NewDecoder(res.Body).Decode(&body); err != nil {
 				t.Fatalf("body is not a JSON error: %v", err)
 			}
-			if res.StatusCode != tt.status || !strings.Contains(body.Error, tt.errorPart) {
-				t.Errorf("got %d %q, want %d containing %q", res.StatusCode, body.Error, tt.status, tt.errorPart)
+			if res.StatusCode != tt.status || !strings.Contains(body.Error, tt.errorPart) || body.Field != tt.field {
+				t.Errorf("got %d %q field %q, want %d containing %q, field %q", res.StatusCode, body.Error, body.Field, tt.status, tt.errorPart, tt.field)
 			}
 		})
 	}

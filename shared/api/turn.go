@@ -69,6 +69,17 @@ type decision struct {
 	Reason     string          `json:"reason"`
 	ToolCallID string          `json:"toolCallId"`
 	Input      json.RawMessage `json:"input,omitempty"`
+	// from is where an AI SDK tool part carried the decision ("messages[1].parts[2].approval"),
+	// so a refusal names the field the client sent; empty for the compact "approvals" list.
+	from string
+}
+
+// field names a decision's key in the request: approvals[i].<compact> or <from>.<ui>.
+func (d decision) field(i int, compact, ui string) string {
+	if d.from != "" {
+		return d.from + "." + ui
+	}
+	return fmt.Sprintf("approvals[%d].%s", i, compact)
 }
 
 const maxIDLength = 256
@@ -87,41 +98,43 @@ type turnInput struct {
 func (req *turnRequest) input(newID func() string) (turnInput, error) {
 	if len(req.Approvals) > 0 {
 		if req.Message != nil {
-			return turnInput{}, errors.New(`send either "message" or "approvals", not both`)
+			return turnInput{}, fieldError("approvals", `send either "message" or "approvals", not both`)
 		}
 		return turnInput{decisions: req.Approvals, respondsTo: req.MessageID}, nil
 	}
 	if req.Message != nil {
 		if strings.TrimSpace(*req.Message) == "" {
-			return turnInput{}, errors.New("message is empty")
+			return turnInput{}, fieldError("message", "is empty")
 		}
 		return turnInput{message: &model.Message{ID: newID(), Role: model.RoleUser, Parts: []model.Part{{Type: model.PartText, Text: *req.Message}}}}, nil
 	}
 	if len(req.Messages) == 0 {
-		return turnInput{}, errors.New(`the request has no user message: send "messages" (AI SDK chat request), "message" (text) or "approvals"`)
+		return turnInput{}, fieldError("messages", `the request has no user message: send "messages" (AI SDK chat request), "message" (text) or "approvals"`)
 	}
-	last := req.Messages[len(req.Messages)-1]
+	at := len(req.Messages) - 1
 	if req.MessageID != "" {
-		for _, m := range req.Messages {
+		for i, m := range req.Messages {
 			if m.ID == req.MessageID && m.Role == "assistant" {
-				last = m
+				at = i
 			}
 		}
 	}
+	last := req.Messages[at]
 	if last.Role == "assistant" {
 		var ds []decision
-		for _, p := range last.Parts {
+		for i, p := range last.Parts {
 			if p.State == "approval-responded" && p.Approval != nil {
-				ds = append(ds, decision{ApprovalID: p.Approval.ID, Approved: p.Approval.Approved, Reason: p.Approval.Reason, ToolCallID: p.ToolCallID, Input: p.Input})
+				ds = append(ds, decision{ApprovalID: p.Approval.ID, Approved: p.Approval.Approved, Reason: p.Approval.Reason, ToolCallID: p.ToolCallID, Input: p.Input,
+					from: fmt.Sprintf("messages[%d].parts[%d].approval", at, i)})
 			}
 		}
 		if len(ds) == 0 {
-			return turnInput{}, errors.New("the last message is the assistant's and answers no approval request: end the messages with a user message, or with tool parts in state approval-responded")
+			return turnInput{}, fieldError(fmt.Sprintf("messages[%d]", at), "the last message is the assistant's and answers no approval request: end the messages with a user message, or with tool parts in state approval-responded")
 		}
 		return turnInput{decisions: ds, respondsTo: last.ID}, nil
 	}
 	if last.Role != "user" {
-		return turnInput{}, fmt.Errorf("the last message must have role user, got %q", last.Role)
+		return turnInput{}, fieldError(fmt.Sprintf("messages[%d].role", at), fmt.Sprintf("the last message must have role user, got %q", last.Role))
 	}
 	var text strings.Builder
 	for _, p := range last.Parts {
@@ -130,7 +143,7 @@ func (req *turnRequest) input(newID func() string) (turnInput, error) {
 		}
 	}
 	if strings.TrimSpace(text.String()) == "" {
-		return turnInput{}, errors.New("the last user message has no text part")
+		return turnInput{}, fieldError(fmt.Sprintf("messages[%d].parts", at), "the last user message has no text part")
 	}
 	id := last.ID
 	if id == "" {
@@ -142,30 +155,33 @@ func (req *turnRequest) input(newID func() string) (turnInput, error) {
 func (req *turnRequest) validate() error {
 	switch {
 	case req.AgentID == "":
-		return errors.New("agentId is required")
+		return fieldError("agentId", "is required")
 	case req.Trigger != "" && req.Trigger != "submit-message":
-		return fmt.Errorf("trigger %q is not supported (only submit-message)", req.Trigger)
-	case len(req.ID) > maxIDLength, len(req.EventID) > maxIDLength, len(req.AgentID) > maxIDLength:
-		return fmt.Errorf("id, eventId and agentId must be at most %d characters", maxIDLength)
+		return fieldError("trigger", fmt.Sprintf("%q is not supported (only submit-message)", req.Trigger))
 	case req.OnPendingApprovals != "" && req.OnPendingApprovals != "reject" && req.OnPendingApprovals != "deny":
-		return fmt.Errorf(`onPendingApprovals %q is not supported: use "reject" or "deny"`, req.OnPendingApprovals)
+		return fieldError("onPendingApprovals", fmt.Sprintf(`%q is not supported: use "reject" or "deny"`, req.OnPendingApprovals))
+	}
+	for _, f := range []struct{ name, id string }{{"id", req.ID}, {"eventId", req.EventID}, {"agentId", req.AgentID}} {
+		if len(f.id) > maxIDLength {
+			return fieldError(f.name, fmt.Sprintf("must be at most %d characters", maxIDLength))
+		}
 	}
 	return nil
 }
 
 func checkDecisions(ds []decision, conversationID string) error {
 	if conversationID == "" {
-		return errors.New("id (the conversation) is required with approval responses")
+		return fieldError("id", "the conversation is required with approval responses")
 	}
 	seen := map[string]bool{}
 	for i, d := range ds {
 		switch {
 		case d.ApprovalID == "":
-			return fmt.Errorf("approvals[%d].approvalId is required", i)
+			return fieldError(d.field(i, "approvalId", "id"), "is required")
 		case d.Approved == nil:
-			return fmt.Errorf("approvals[%d].approved is required (true or false)", i)
+			return fieldError(d.field(i, "approved", "approved"), "is required (true or false)")
 		case seen[d.ApprovalID]:
-			return fmt.Errorf("approval %s is answered twice", d.ApprovalID)
+			return fieldError(d.field(i, "approvalId", "id"), fmt.Sprintf("approval %s is answered twice", d.ApprovalID))
 		}
 		seen[d.ApprovalID] = true
 	}
@@ -189,17 +205,21 @@ func (h *Handler) readTurn(w http.ResponseWriter, r *http.Request) (*turnRequest
 	}
 	var req turnRequest
 	if err := json.Unmarshal(body, &req); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) && typeErr.Field != "" {
+			return nil, turnInput{}, fieldError(typeErr.Field, "must be a JSON "+typeErr.Type.String())
+		}
 		return nil, turnInput{}, &Error{Status: http.StatusBadRequest, Message: "malformed JSON body: " + err.Error()}
 	}
 	if err := req.validate(); err != nil {
-		return nil, turnInput{}, &Error{Status: http.StatusBadRequest, Message: err.Error()}
+		return nil, turnInput{}, err
 	}
 	in, err := req.input(newMessageID)
 	if err == nil && in.decisions != nil {
 		err = checkDecisions(in.decisions, req.ID)
 	}
 	if err != nil {
-		return nil, turnInput{}, &Error{Status: http.StatusBadRequest, Message: err.Error()}
+		return nil, turnInput{}, err
 	}
 	if req.ID == "" {
 		req.ID = store.NewID("conv_")
