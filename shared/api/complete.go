@@ -87,7 +87,7 @@ func (h *CompletionHandler) complete(w http.ResponseWriter, r *http.Request, id 
 	}
 	outcome, err := parseCompletion(body)
 	if err != nil {
-		return &Error{Status: http.StatusBadRequest, Message: err.Error()}
+		return err
 	}
 	row, err := h.async.Result(ctx, id)
 	if errors.Is(err, asynctools.ErrNotFound) {
@@ -175,30 +175,31 @@ func (h *CompletionHandler) authorize(r *http.Request, secret string, row asynct
 }
 
 // parseCompletion reads {"status":"completed","response":…} or {"status":"failed","error":"…"}.
+// Its refusals are 400s naming the field.
 func parseCompletion(body []byte) (asynctools.Outcome, error) {
 	var c completion
 	if err := decodeStrict(body, &c); err != nil {
-		return asynctools.Outcome{}, err
+		return asynctools.Outcome{}, bodyError(err)
 	}
 	switch c.Status {
 	case asynctools.Completed:
 		if len(bytes.TrimSpace(c.Response)) == 0 {
-			return asynctools.Outcome{}, errors.New(`a completed result needs "response" (any JSON value)`)
+			return asynctools.Outcome{}, fieldError("response", "a completed result needs it (any JSON value)")
 		}
 		if c.Error != "" {
-			return asynctools.Outcome{}, errors.New(`a completed result has no "error"`)
+			return asynctools.Outcome{}, fieldError("error", "a completed result has none")
 		}
 		return asynctools.Outcome{Status: asynctools.Completed, Response: c.Response}, nil
 	case asynctools.Failed:
 		if strings.TrimSpace(c.Error) == "" {
-			return asynctools.Outcome{}, errors.New(`a failed result needs "error" (a non-empty string)`)
+			return asynctools.Outcome{}, fieldError("error", "a failed result needs it (a non-empty string)")
 		}
 		if len(c.Response) > 0 {
-			return asynctools.Outcome{}, errors.New(`a failed result has no "response"`)
+			return asynctools.Outcome{}, fieldError("response", "a failed result has none")
 		}
 		return asynctools.Outcome{Status: asynctools.Failed, Error: c.Error}, nil
 	case "":
-		return asynctools.Outcome{}, errors.New(`"status" is required: "completed" or "failed"`)
+		return asynctools.Outcome{}, fieldError("status", `is required: "completed" or "failed"`)
 	}
-	return asynctools.Outcome{}, fmt.Errorf(`"status" is %q: want "completed" or "failed"`, c.Status)
+	return asynctools.Outcome{}, fieldError("status", fmt.Sprintf(`is %q: want "completed" or "failed"`, c.Status))
 }

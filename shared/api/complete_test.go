@@ -450,22 +450,26 @@ func TestCompleteNeedsAuthorization(t *testing.T) {
 func TestCompleteBadBodies(t *testing.T) {
 	f := newCompleteFixture(t)
 	a := f.register(t, newAsyncGroup(), "toolu_a", asynctools.ExternalDispatch, time.Hour)
-	for _, c := range []struct{ name, body, mention string }{
-		{"unknown field", `{"status":"completed","response":1,"result":1}`, `unknown field "result"`},
-		{"missing status", `{"response":1}`, `"status" is required`},
-		{"unknown status", `{"status":"done","response":1}`, `"status" is "done"`},
-		{"completed without response", `{"status":"completed"}`, `needs "response"`},
-		{"completed with an error", `{"status":"completed","response":1,"error":"x"}`, `has no "error"`},
-		{"failed without error", `{"status":"failed"}`, `needs "error"`},
-		{"failed with a blank error", `{"status":"failed","error":"  "}`, `needs "error"`},
-		{"failed with a response", `{"status":"failed","error":"x","response":1}`, `has no "response"`},
-		{"not JSON", `status=completed`, "malformed JSON"},
-		{"empty body", ``, "malformed JSON"},
-		{"two values", `{"status":"failed","error":"x"} {}`, "unexpected data"},
+	for _, c := range []struct{ name, body, mention, field string }{
+		{"unknown field", `{"status":"completed","response":1,"result":1}`, "is not a field", "result"},
+		{"missing status", `{"response":1}`, "is required", "status"},
+		{"unknown status", `{"status":"done","response":1}`, `is "done"`, "status"},
+		{"completed without response", `{"status":"completed"}`, "needs it", "response"},
+		{"completed with an error", `{"status":"completed","response":1,"error":"x"}`, "has none", "error"},
+		{"failed without error", `{"status":"failed"}`, "needs it", "error"},
+		{"failed with a blank error", `{"status":"failed","error":"  "}`, "needs it", "error"},
+		{"failed with a response", `{"status":"failed","error":"x","response":1}`, "has none", "response"},
+		{"wrong type", `{"status":"failed","error":7}`, "must be a JSON string", "error"},
+		{"not JSON", `status=completed`, "malformed JSON", ""},
+		{"empty body", ``, "malformed JSON", ""},
+		{"two values", `{"status":"failed","error":"x"} {}`, "unexpected data", ""},
 	} {
 		v := f.mustComplete(t, http.StatusBadRequest, a.id, a.token, c.body)
 		if msg, _ := v["error"].(string); !strings.Contains(msg, c.mention) {
 			t.Errorf("%s: error %q does not mention %q", c.name, msg, c.mention)
+		}
+		if field, _ := v["field"].(string); field != c.field {
+			t.Errorf("%s: field %q, want %q", c.name, field, c.field)
 		}
 	}
 
