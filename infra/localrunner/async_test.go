@@ -566,26 +566,39 @@ func TestAsyncRefusals(t *testing.T) {
 		}
 	}
 
+	conversations := testenv.ConversationItems(t, e.stack.DB, e.stack.Tables.Conversations, e.accountID)
+	events := testenv.EventKeys(t, e.stack.DB, e.stack.Tables.Events, e.accountID)
 	for _, tt := range []struct {
 		name, secret, body string
 		want               int
-		mention            string
+		mention, field     string
 	}{
-		{"malformed JSON", e.secret, `{"agentId":`, http.StatusBadRequest, "JSON"},
-		{"no agentId", e.secret, `{"message":"hi"}`, http.StatusBadRequest, "agentId"},
-		{"no message", e.secret, `{"agentId":"` + agentID + `"}`, http.StatusBadRequest, "message"},
-		{"empty message", e.secret, `{"agentId":"` + agentID + `","message":"  "}`, http.StatusBadRequest, "empty"},
-		{"message and approvals", e.secret, `{"agentId":"` + agentID + `","id":"c","message":"hi","approvals":[{"approvalId":"apr_x","approved":true}]}`, http.StatusBadRequest, "approvals"},
-		{"approvals without a conversation", e.secret, `{"agentId":"` + agentID + `","approvals":[{"approvalId":"apr_x","approved":true}]}`, http.StatusBadRequest, "id"},
-		{"unknown agent", e.secret, `{"agentId":"nobody","message":"hi"}`, http.StatusNotFound, "nobody"},
-		{"another account's agent", other, `{"agentId":"` + agentID + `","message":"hi"}`, http.StatusNotFound, ""},
-		{"no secret", "", `{"agentId":"` + agentID + `","message":"hi"}`, http.StatusUnauthorized, ""},
-		{"used event id", e.secret, `{"agentId":"` + agentID + `","eventId":"` + ev.EventID + `","message":"hi"}`, http.StatusConflict, ev.EventID},
+		{"malformed JSON", e.secret, `{"agentId":`, http.StatusBadRequest, "JSON", ""},
+		{"no agentId", e.secret, `{"message":"hi"}`, http.StatusBadRequest, "agentId", "agentId"},
+		{"no message", e.secret, `{"agentId":"` + agentID + `"}`, http.StatusBadRequest, "message", "messages"},
+		{"empty message", e.secret, `{"agentId":"` + agentID + `","message":"  "}`, http.StatusBadRequest, "empty", "message"},
+		{"message and approvals", e.secret, `{"agentId":"` + agentID + `","id":"c","message":"hi","approvals":[{"approvalId":"apr_x","approved":true}]}`, http.StatusBadRequest, "approvals", "approvals"},
+		{"approvals without a conversation", e.secret, `{"agentId":"` + agentID + `","approvals":[{"approvalId":"apr_x","approved":true}]}`, http.StatusBadRequest, "id", "id"},
+		{"a key twice", e.secret, `{"agentId":"` + agentID + `","message":"hi","eventId":"e1","eventId":"e2"}`, http.StatusBadRequest, "more than once", "eventId"},
+		{"wrong type", e.secret, `{"agentId":"` + agentID + `","message":["hi"]}`, http.StatusBadRequest, "must be a JSON string", "message"},
+		{"unknown agent", e.secret, `{"agentId":"nobody","message":"hi"}`, http.StatusNotFound, "nobody", ""},
+		{"another account's agent", other, `{"agentId":"` + agentID + `","message":"hi"}`, http.StatusNotFound, "", ""},
+		{"no secret", "", `{"agentId":"` + agentID + `","message":"hi"}`, http.StatusUnauthorized, "", ""},
+		{"used event id", e.secret, `{"agentId":"` + agentID + `","eventId":"` + ev.EventID + `","message":"hi"}`, http.StatusConflict, ev.EventID, ""},
 	} {
 		res := call(t, e.srv, http.MethodPost, "/async", tt.secret, tt.body)
 		if res.status != tt.want || !strings.Contains(string(res.body), tt.mention) || res.json(t)["error"] == nil {
 			t.Errorf("%s: POST /async = %d %s, want %d with an error mentioning %q", tt.name, res.status, res.body, tt.want, tt.mention)
 		}
+		if field, _ := res.json(t)["field"].(string); field != tt.field {
+			t.Errorf("%s: POST /async named field %q (%s), want %q", tt.name, field, res.body, tt.field)
+		}
+	}
+	if got := testenv.ConversationItems(t, e.stack.DB, e.stack.Tables.Conversations, e.accountID); !slices.Equal(got, conversations) {
+		t.Errorf("refused requests changed the conversations: %v, then %v", conversations, got)
+	}
+	if got := testenv.EventKeys(t, e.stack.DB, e.stack.Tables.Events, e.accountID); !slices.Equal(got, events) {
+		t.Errorf("refused requests wrote events: %v, then %v", events, got)
 	}
 
 	// Over SSE the agent is refused before anything is written, naming the tool and /async.

@@ -225,10 +225,36 @@ func Chunks(t testing.TB, r io.Reader) []map[string]any {
 func ConversationItems(t testing.TB, db *dynamodb.Client, table, accountID string) []string {
 	t.Helper()
 	var keys []string
+	for _, it := range itemsWithPrefix(t, db, table, "conversationKey", accountID+"#") {
+		k, _ := it["conversationKey"].(*types.AttributeValueMemberS)
+		s, _ := it["seq"].(*types.AttributeValueMemberN)
+		if k != nil && s != nil {
+			keys = append(keys, k.Value+"/"+s.Value)
+		}
+	}
+	return keys
+}
+
+// EventKeys lists the events of an account, read with a consistent scan.
+func EventKeys(t testing.TB, db *dynamodb.Client, table, accountID string) []string {
+	t.Helper()
+	var keys []string
+	for _, it := range itemsWithPrefix(t, db, table, "eventKey", accountID+"#") {
+		if k, ok := it["eventKey"].(*types.AttributeValueMemberS); ok {
+			keys = append(keys, k.Value)
+		}
+	}
+	return keys
+}
+
+func itemsWithPrefix(t testing.TB, db *dynamodb.Client, table, key, prefix string) []map[string]types.AttributeValue {
+	t.Helper()
+	var items []map[string]types.AttributeValue
 	p := dynamodb.NewScanPaginator(db, &dynamodb.ScanInput{
 		TableName:                 &table,
-		FilterExpression:          aws.String("begins_with(conversationKey, :p)"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: accountID + "#"}},
+		FilterExpression:          aws.String("begins_with(#k, :p)"),
+		ExpressionAttributeNames:  map[string]string{"#k": key},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: prefix}},
 		ConsistentRead:            aws.Bool(true),
 	})
 	for p.HasMorePages() {
@@ -236,13 +262,7 @@ func ConversationItems(t testing.TB, db *dynamodb.Client, table, accountID strin
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, it := range page.Items {
-			k, _ := it["conversationKey"].(*types.AttributeValueMemberS)
-			s, _ := it["seq"].(*types.AttributeValueMemberN)
-			if k != nil && s != nil {
-				keys = append(keys, k.Value+"/"+s.Value)
-			}
-		}
+		items = append(items, page.Items...)
 	}
-	return keys
+	return items
 }
