@@ -9,10 +9,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/agentharness/harness/shared/agentconfig"
+	"github.com/agentharness/harness/shared/ids"
 	"github.com/agentharness/harness/shared/store"
 )
 
@@ -53,16 +53,14 @@ func view(a store.Agent, warnings []string) View {
 	return View{AgentID: a.ID, Config: a.Config, Version: a.Version, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt, Warnings: warnings}
 }
 
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-
 // Create validates and stores a new agent. An empty agentID gets a generated one. Config
 // errors are *agentconfig.FieldError; a taken id is store.ErrExists.
 func (s *Service) Create(ctx context.Context, accountID, agentID string, raw []byte) (View, error) {
 	if agentID == "" {
 		agentID = store.NewID("agt_")
 	}
-	if !idPattern.MatchString(agentID) {
-		return View{}, &agentconfig.FieldError{Field: "agentId", Problem: "must be 1 to 64 letters, digits, '_' or '-'"}
+	if p := ids.Problem(agentID); p != "" {
+		return View{}, &agentconfig.FieldError{Field: "agentId", Problem: p}
 	}
 	v, err := agentconfig.Validate(raw, s.checks)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/agents"
+	"github.com/agentharness/harness/shared/ids"
 	"github.com/agentharness/harness/shared/store"
 )
 
@@ -94,6 +95,9 @@ func accountID(r *http.Request) string { return r.Context().Value(accountKey{}).
 func (h *AccountsHandler) account(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		acc, err := authenticate(r, h.opts.Store)
+		if err == nil {
+			err = checkPathID(r, "agentId")
+		}
 		if err != nil {
 			h.errs.fail(w, r, err)
 			return
@@ -105,7 +109,11 @@ func (h *AccountsHandler) account(next http.HandlerFunc) http.HandlerFunc {
 // admin authenticates the admin secret and acts on the account in the path.
 func (h *AccountsHandler) admin(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if err := h.checkAdmin(r); err != nil {
+		err := h.checkAdmin(r)
+		if err == nil {
+			err = checkPathID(r, "accountId")
+		}
+		if err != nil {
 			h.errs.fail(w, r, err)
 			return
 		}
@@ -193,6 +201,27 @@ func bodyError(err error) *Error {
 
 func fieldError(field, problem string) *Error {
 	return &Error{Status: http.StatusBadRequest, Message: field + ": " + problem, Extra: map[string]any{"field": field}}
+}
+
+// checkID refuses an id the client sent that breaks the id grammar, naming its field.
+func checkID(field, id string) error {
+	if p := ids.Problem(id); p != "" {
+		return fieldError(field, p)
+	}
+	return nil
+}
+
+// checkPathID checks the route's {name} segment, when the route has one.
+func checkPathID(r *http.Request, name string) error {
+	return checkOptionalID(name, r.PathValue(name))
+}
+
+// checkOptionalID is checkID for an id the client may leave out.
+func checkOptionalID(field, id string) error {
+	if id == "" {
+		return nil
+	}
+	return checkID(field, id)
 }
 
 func (h *AccountsHandler) createAccount(w http.ResponseWriter, r *http.Request) {

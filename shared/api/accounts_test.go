@@ -720,7 +720,7 @@ func TestAgentLifecycle(t *testing.T) {
 	}
 	for _, tt := range []struct{ name, body string }{
 		{"bad characters", withID("not ok!", helperConfig)},
-		{"too long", withID(strings.Repeat("a", 65), helperConfig)},
+		{"too long", withID(strings.Repeat("a", 129), helperConfig)},
 		{"not a string", `{"agentId":7,"name":"x","model":` + scriptedHi + `}`},
 	} {
 		t.Run("agentId "+tt.name, func(t *testing.T) {

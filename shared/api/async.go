@@ -173,6 +173,10 @@ func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("eventId")
+	if err := checkID("eventId", id); err != nil {
+		h.errs.fail(w, r, err)
+		return
+	}
 	ev, err := h.opts.Store.Event(ctx, acc.ID, id)
 	if errors.Is(err, store.ErrNotFound) {
 		writeError(w, &Error{Status: http.StatusNotFound, Message: "event " + id + " not found"})

@@ -74,6 +74,9 @@ func (h *CompletionHandler) complete(w http.ResponseWriter, r *http.Request, id 
 	if !ok {
 		return &Error{Status: http.StatusUnauthorized, Message: "missing bearer token: send Authorization: Bearer <account secret or the call's completion token>"}
 	}
+	if err := checkID("resultId", id); err != nil {
+		return err
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {

@@ -15,6 +15,7 @@ import (
 	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/approval"
 	"github.com/agentharness/harness/shared/asynctools"
+	"github.com/agentharness/harness/shared/ids"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/store"
 	"github.com/agentharness/harness/shared/stream"
@@ -81,8 +82,6 @@ func (d decision) field(i int, compact, ui string) string {
 	}
 	return fmt.Sprintf("approvals[%d].%s", i, compact)
 }
-
-const maxIDLength = 256
 
 // turnInput is what a request brings: a new user message, or decisions on held calls.
 type turnInput struct {
@@ -161,9 +160,17 @@ func (req *turnRequest) validate() error {
 	case req.OnPendingApprovals != "" && req.OnPendingApprovals != "reject" && req.OnPendingApprovals != "deny":
 		return fieldError("onPendingApprovals", fmt.Sprintf(`%q is not supported: use "reject" or "deny"`, req.OnPendingApprovals))
 	}
-	for _, f := range []struct{ name, id string }{{"id", req.ID}, {"eventId", req.EventID}, {"agentId", req.AgentID}} {
-		if len(f.id) > maxIDLength {
-			return fieldError(f.name, fmt.Sprintf("must be at most %d characters", maxIDLength))
+	if err := checkID("agentId", req.AgentID); err != nil {
+		return err
+	}
+	for _, f := range []struct{ name, id string }{{"id", req.ID}, {"eventId", req.EventID}, {"messageId", req.MessageID}} {
+		if err := checkOptionalID(f.name, f.id); err != nil {
+			return err
+		}
+	}
+	for i, m := range req.Messages {
+		if err := checkOptionalID(fmt.Sprintf("messages[%d].id", i), m.ID); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -178,6 +185,8 @@ func checkDecisions(ds []decision, conversationID string) error {
 		switch {
 		case d.ApprovalID == "":
 			return fieldError(d.field(i, "approvalId", "id"), "is required")
+		case !ids.Valid(d.ApprovalID):
+			return checkID(d.field(i, "approvalId", "id"), d.ApprovalID)
 		case d.Approved == nil:
 			return fieldError(d.field(i, "approved", "approved"), "is required (true or false)")
 		case seen[d.ApprovalID]:

@@ -13,6 +13,7 @@ import (
 	"github.com/agentharness/harness/shared/agents"
 	"github.com/agentharness/harness/shared/asynctools"
 	"github.com/agentharness/harness/shared/connections"
+	"github.com/agentharness/harness/shared/ids"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/store"
 	"github.com/agentharness/harness/shared/strictjson"
@@ -207,8 +208,16 @@ func (c *call) runtimeStart(ctx context.Context) error {
 		return c.fail(ctx, resp, "send exactly one of agent_id and create_agent")
 	case hasConv == createConv:
 		return c.fail(ctx, resp, "send exactly one of conversation_id and create_conversation")
-	case hasConv && (*cmd.ConversationID == "" || len(*cmd.ConversationID) > maxIDLength):
-		return c.fail(ctx, resp, fmt.Sprintf("conversation_id must be 1-%d characters", maxIDLength))
+	}
+	if hasConv {
+		if err := checkID("conversation_id", *cmd.ConversationID); err != nil {
+			return c.fail(ctx, resp, c.refusal(ctx, err))
+		}
+	}
+	if cmd.AgentID != nil {
+		if err := checkID("agent_id", *cmd.AgentID); err != nil {
+			return c.fail(ctx, resp, c.refusal(ctx, err))
+		}
 	}
 	if err := checkToolGroups(cmd.ExternalTools); err != nil {
 		return c.fail(ctx, resp, err.Error())
@@ -348,8 +357,11 @@ func agentBody(raw json.RawMessage) ([]byte, error) {
 // synced it), and the agent must be the runtime's.
 func (c *call) runtime(ctx context.Context) (runtimeScope, []connections.Subscriber, error) {
 	rt := c.cmd.Runtime
-	if rt == nil || rt.ConversationID == "" || rt.AgentID == "" {
+	if rt == nil {
 		return runtimeScope{}, nil, errors.New("runtime (agent_id and conversation_id) is required")
+	}
+	if err := rt.check("runtime."); err != nil {
+		return runtimeScope{}, nil, errors.New(c.refusal(ctx, err))
 	}
 	subs, err := c.g.h.opts.Connections.Subscribers(ctx, c.conn.AccountID, rt.ConversationID)
 	if err != nil {
@@ -382,8 +394,8 @@ func (c *call) toolsUpdate(ctx context.Context) error {
 			return c.fail(ctx, resp, fmt.Sprintf("updates[%d]: %v", i, err))
 		}
 		for j, rt := range u.Runtimes {
-			if rt.AgentID == "" || rt.ConversationID == "" {
-				return c.fail(ctx, resp, fmt.Sprintf("updates[%d].runtimes[%d]: agent_id and conversation_id are required", i, j))
+			if err := rt.check(fmt.Sprintf("updates[%d].runtimes[%d].", i, j)); err != nil {
+				return c.fail(ctx, resp, c.refusal(ctx, err))
 			}
 			if _, err := c.g.agents.Get(ctx, c.conn.AccountID, rt.AgentID); err != nil {
 				return c.fail(ctx, resp, fmt.Sprintf("updates[%d].runtimes[%d]: agent %s not found", i, j, rt.AgentID))
@@ -471,6 +483,9 @@ func (c *call) input(ctx context.Context) error {
 	case "approval_response":
 		if p.RequestID == "" {
 			return refuse("payload.request_id (the control_request's request_id) is required")
+		}
+		if err := checkID("payload.request_id", p.RequestID); err != nil {
+			return refuse(c.refusal(ctx, err))
 		}
 		d := decision{ApprovalID: p.RequestID}
 		switch {
@@ -561,7 +576,10 @@ func userMessage(p inputPayload) (*model.Message, error) {
 			return nil, fmt.Errorf("payload.messages[%d].content: %v", i, err)
 		}
 		text = append(text, t)
-		if m.ClientMessageID != "" && len(m.ClientMessageID) <= maxIDLength {
+		if m.ClientMessageID != "" {
+			if p := ids.Problem(m.ClientMessageID); p != "" {
+				return nil, fmt.Errorf("payload.messages[%d].client_message_id: %s", i, p)
+			}
 			id = m.ClientMessageID
 		}
 	}

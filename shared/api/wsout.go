@@ -32,6 +32,15 @@ type runtimeScope struct {
 	ConversationID string `json:"conversation_id"`
 }
 
+// check refuses a runtime whose ids are missing or break the id grammar; at prefixes the
+// fields it names ("runtime.").
+func (rt runtimeScope) check(at string) error {
+	if err := checkID(at+"agent_id", rt.AgentID); err != nil {
+		return err
+	}
+	return checkID(at+"conversation_id", rt.ConversationID)
+}
+
 // subscriberTTL is how long a runtime's subscriber list is reused before it is read again, so
 // a controller that reconnects mid-turn gets the rest of it.
 const subscriberTTL = time.Second
