@@ -556,6 +556,7 @@ func TestAsyncRefusals(t *testing.T) {
 		{"unknown event", e.secret, "/status/evt_doesnotexist", http.StatusNotFound},
 		{"another account's event", other, "/status/" + ev.EventID, http.StatusNotFound},
 		{"no secret", "", "/status/" + ev.EventID, http.StatusUnauthorized},
+		{"a 2022-character event id", e.secret, "/status/" + strings.Repeat("e", 2022), http.StatusBadRequest},
 	} {
 		res := call(t, e.srv, http.MethodGet, tt.path, tt.secret, "")
 		if res.status != tt.want {
@@ -584,6 +585,8 @@ func TestAsyncRefusals(t *testing.T) {
 		{"unknown agent", e.secret, `{"agentId":"nobody","message":"hi"}`, http.StatusNotFound, "nobody", ""},
 		{"another account's agent", other, `{"agentId":"` + agentID + `","message":"hi"}`, http.StatusNotFound, "", ""},
 		{"no secret", "", `{"agentId":"` + agentID + `","message":"hi"}`, http.StatusUnauthorized, "", ""},
+		{"a 450 KiB message", e.secret, `{"agentId":"` + agentID + `","message":"` + strings.Repeat("x", 450<<10) + `"}`, http.StatusRequestEntityTooLarge, "bytes", "message"},
+		{"a malformed event id", e.secret, `{"agentId":"` + agentID + `","eventId":"e\n1","message":"hi"}`, http.StatusBadRequest, "eventId", "eventId"},
 		{"used event id", e.secret, `{"agentId":"` + agentID + `","eventId":"` + ev.EventID + `","message":"hi"}`, http.StatusConflict, ev.EventID, ""},
 	} {
 		res := call(t, e.srv, http.MethodPost, "/async", tt.secret, tt.body)

@@ -197,6 +197,16 @@ func checkDecisions(ds []decision, conversationID string) error {
 	return nil
 }
 
+// checkMessageSize refuses, with 413 naming the field, a user message larger than a stored
+// message may be, before anything is written.
+func checkMessageSize(field string, m *model.Message) error {
+	if n := store.MessageBytes(*m); n > store.MaxMessageBytes {
+		return &Error{Status: http.StatusRequestEntityTooLarge, Extra: map[string]any{"field": field},
+			Message: fmt.Sprintf("%s: the message takes %d bytes stored, more than the %d one message may hold", field, n, store.MaxMessageBytes)}
+	}
+	return nil
+}
+
 func newMessageID() string { return store.NewID("msg_") }
 
 // readTurn decodes and checks the request body.
@@ -226,6 +236,13 @@ func (h *Handler) readTurn(w http.ResponseWriter, r *http.Request) (*turnRequest
 	in, err := req.input(newMessageID)
 	if err == nil && in.decisions != nil {
 		err = checkDecisions(in.decisions, req.ID)
+	}
+	if err == nil && in.message != nil {
+		field := "message"
+		if req.Message == nil {
+			field = fmt.Sprintf("messages[%d]", len(req.Messages)-1)
+		}
+		err = checkMessageSize(field, in.message)
 	}
 	if err != nil {
 		return nil, turnInput{}, err

@@ -590,7 +590,11 @@ func userMessage(p inputPayload) (*model.Message, error) {
 	if id == "" {
 		id = newMessageID()
 	}
-	return &model.Message{ID: id, Role: model.RoleUser, Parts: []model.Part{{Type: model.PartText, Text: joined}}}, nil
+	m := &model.Message{ID: id, Role: model.RoleUser, Parts: []model.Part{{Type: model.PartText, Text: joined}}}
+	if err := checkMessageSize("payload.messages", m); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // contentText reads a Letta message content: a string, or text parts.

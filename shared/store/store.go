@@ -69,7 +69,22 @@ var (
 	ErrAgentMismatch = errors.New("conversation belongs to another agent")
 	// ErrLeaseLost: the turn's lease expired and another turn took the conversation.
 	ErrLeaseLost = errors.New("conversation lease lost")
+	// ErrMessageTooLarge: a message is larger than MaxMessageBytes.
+	ErrMessageTooLarge = errors.New("message is too large to store")
 )
+
+// MaxMessageBytes bounds one message as stored (its JSON): a message is one item, DynamoDB
+// holds at most 400 KB in an item, and the rest is left for the item's keys.
+const MaxMessageBytes = 384 << 10
+
+// MessageBytes is the size of m as stored, which MaxMessageBytes bounds.
+func MessageBytes(m model.Message) int {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return 0 // a message always encodes: its fields are strings, numbers and raw JSON
+	}
+	return len(b)
+}
 
 // DuplicateEventError reports an event id that was already used.
 type DuplicateEventError struct {
@@ -497,6 +512,9 @@ func (t *Turn) write(ctx context.Context, msgs []model.Message, extra []types.Tr
 		b, err := json.Marshal(m)
 		if err != nil {
 			return fmt.Errorf("encoding message: %w", err)
+		}
+		if len(b) > MaxMessageBytes {
+			return fmt.Errorf("%w: message %s is %d bytes, more than %d", ErrMessageTooLarge, m.ID, len(b), MaxMessageBytes)
 		}
 		items = append(items, types.TransactWriteItem{Put: &types.Put{
 			TableName: &t.s.tables.Conversations,
