@@ -211,7 +211,7 @@ func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if ev.Status == store.EventCompleted || ev.Status == store.EventFailed {
+	if store.Final(ev.Status) {
 		msgs, err := h.opts.Store.Messages(ctx, acc.ID, ev.ConversationID, ev.FromSeq, ev.ToSeq)
 		if err != nil {
 			h.errs.fail(w, r, err)
@@ -249,7 +249,7 @@ func (h *Handler) followResumed(ctx context.Context, accountID string, ev store.
 	cur := ev
 	for range maxResumeHops {
 		next := resumedBy(cur)
-		if cur.Status == store.EventCompleted || cur.Status == store.EventFailed || next == "" || next == cur.ID {
+		if store.Final(cur.Status) || next == "" || next == cur.ID {
 			break
 		}
 		e, err := h.opts.Store.Event(ctx, accountID, next)

@@ -151,7 +151,7 @@ func (d *drive) passes(ctx context.Context, n int, events func(agent.Config) ite
 		}
 		d.history = append(d.history, msg)
 		if ctx.Err() != nil {
-			return runResult{status: store.EventFailed, usage: total, errText: "the turn was canceled"}
+			return stopped(ctx, total)
 		}
 		history := slices.Clone(d.history)
 		events = func(cfg agent.Config) iter.Seq2[agent.Event, error] { return agent.Continue(ctx, cfg, history) }
@@ -279,6 +279,16 @@ func (d *drive) fail(ctx context.Context, err error, public string, usage model.
 	return runResult{status: store.EventFailed, usage: usage, errText: public, finish: stream.Finish(string(model.FinishError), nil)}
 }
 
+// stopped is how a turn whose context ended went: cancelled when its client went away or
+// aborted it (each transport words errText for its own case), failed when the invocation ran
+// out of time.
+func stopped(ctx context.Context, usage model.Usage) runResult {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return runResult{status: store.EventFailed, usage: usage, errText: "the turn ran out of time; the conversation keeps every step finished before it"}
+	}
+	return runResult{status: store.EventCancelled, usage: usage, errText: "the turn was cancelled; the conversation keeps every step finished before it"}
+}
+
 // consume streams one pass's events through send and returns how the pass ended, with its
 // Finish event (nil when it ended otherwise). prior is the turn's usage before the pass.
 func (d *drive) consume(ctx context.Context, events iter.Seq2[agent.Event, error], prior model.Usage) (runResult, *agent.Event) {
@@ -288,8 +298,8 @@ func (d *drive) consume(ctx context.Context, events iter.Seq2[agent.Event, error
 	for ev, err := range events {
 		if err != nil {
 			if ctx.Err() != nil {
-				d.log.InfoContext(ctx, "turn canceled by the client", "err", err)
-				return runResult{status: store.EventFailed, usage: usage, errText: "the turn was canceled"}, nil
+				d.log.InfoContext(ctx, "turn stopped: its context ended", "err", err)
+				return stopped(ctx, usage), nil
 			}
 			if errors.Is(err, store.ErrLeaseLost) {
 				return d.fail(ctx, err, "the conversation was taken over by another turn", usage), nil

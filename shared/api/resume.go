@@ -65,7 +65,7 @@ func (d *drive) settleResumed(ctx context.Context, plan *turnPlan, res runResult
 	if plan.decisions == nil || d.resumes == "" || d.resumes == d.turnID {
 		return
 	}
-	if res.status == store.EventFailed && len(d.turn.Pending()) > 0 {
+	if (res.status == store.EventFailed || res.status == store.EventCancelled) && len(d.turn.Pending()) > 0 {
 		return // the step never resumed: its approvals may still be answered, and X with them
 	}
 	detail := eventDetail(res)

@@ -314,13 +314,16 @@ func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 		cfg: cfg, overrides: req.ToolApproval, turn: turn, send: send, heartbeat: func() { _ = out.Comment("keep-alive") },
 	}
 	res := d.run(ctx, plan)
+	if res.status == store.EventCancelled {
+		res.errText = "the client disconnected, which cancels an SSE turn; the conversation keeps every step finished before it"
+	}
 
 	// The turn's bookkeeping lands before the client sees the end, so its next request finds
 	// the conversation free; it must land even when the client has gone.
 	done, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if req.EventID != "" {
-		if err := h.opts.Store.FinishEvent(done, acc.ID, req.EventID, res.status, res.usage); err != nil {
+		if err := h.report(done, acc.ID, req.EventID, res, from, turn.NextSeq()); err != nil {
 			log.ErrorContext(ctx, "finishing event", "eventId", req.EventID, "err", err)
 		}
 	}

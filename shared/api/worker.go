@@ -110,7 +110,7 @@ func (w *Worker) turn(ctx context.Context, msg workMessage) error {
 	}
 	log := h.opts.Logger.With("accountId", msg.AccountID, "agentId", req.AgentID, "conversationId", req.ID, "eventId", msg.EventID)
 	report := func(res runResult, from, to int64) error {
-		return w.report(ctx, msg.AccountID, msg.EventID, res, from, to)
+		return w.h.report(ctx, msg.AccountID, msg.EventID, res, from, to)
 	}
 	refuse := func(res runResult) error {
 		if msg.WS != nil {
@@ -251,7 +251,7 @@ func (w *Worker) continueGroup(ctx context.Context, msg workMessage) error {
 		d.end(done, &turnPlan{}, res)
 	}
 	if (g.Delivery.Kind == "async" || g.Delivery.Kind == "ws") && g.Delivery.EventID != "" {
-		if err := w.report(done, g.AccountID, g.Delivery.EventID, res, 0, turn.NextSeq()); err != nil {
+		if err := w.h.report(done, g.AccountID, g.Delivery.EventID, res, 0, turn.NextSeq()); err != nil {
 			return err
 		}
 	}
@@ -287,14 +287,15 @@ func continued(history []model.Message, msgID string) bool {
 	return false
 }
 
-// report records an /async turn's progress on its status row.
-func (w *Worker) report(ctx context.Context, accountID, eventID string, res runResult, from, to int64) error {
+// report records a turn's progress on its status row: its status, usage, error or what it
+// waits for, and the span of messages it wrote (from <= seq < to).
+func (h *Handler) report(ctx context.Context, accountID, eventID string, res runResult, from, to int64) error {
 	b, err := json.Marshal(eventDetail(res))
 	if err != nil {
 		return err
 	}
-	err = w.h.opts.Store.UpdateEvent(ctx, accountID, eventID, store.EventUpdate{
-		Status: res.status, Usage: res.usage, FromSeq: from, ToSeq: to, Detail: b, At: w.h.opts.Now(),
+	err = h.opts.Store.UpdateEvent(ctx, accountID, eventID, store.EventUpdate{
+		Status: res.status, Usage: res.usage, FromSeq: from, ToSeq: to, Detail: b, At: h.opts.Now(),
 	})
 	if errors.Is(err, store.ErrEventFinal) {
 		return nil

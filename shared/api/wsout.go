@@ -362,7 +362,7 @@ func (o *wsOut) end(ctx context.Context, res runResult, aborted bool) {
 	reason := "end_turn"
 	fin, _ := res.finish.(stream.FinishChunk)
 	switch {
-	case aborted:
+	case aborted || res.status == store.EventCancelled:
 		reason = "cancelled"
 	case res.status == store.EventFailed:
 		if res.errText != "" {

@@ -52,7 +52,7 @@ func (r *wsRun) run(ctx context.Context, turn func(context.Context) runResult) (
 	// An abort that came while the turn was queued stops it before it writes anything.
 	if ok, err := r.w.h.opts.Connections.Aborted(ctx, r.d.accountID, r.d.conversationID, r.d.turnID); err == nil && ok {
 		r.d.log.InfoContext(ctx, "turn aborted by the controller before it started")
-		return runResult{status: store.EventFailed, errText: "the turn was aborted before it started"}, true
+		return runResult{status: store.EventCancelled, errText: "the turn was aborted before it started"}, true
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

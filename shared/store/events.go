@@ -44,14 +44,14 @@ type EventUpdate struct {
 func (s *Store) UpdateEvent(ctx context.Context, accountID, eventID string, u EventUpdate) error {
 	values := map[string]types.AttributeValue{
 		":i": num(int64(u.Usage.InputTokens)), ":o": num(int64(u.Usage.OutputTokens)),
-		":done": str(EventCompleted), ":failed": str(EventFailed),
+		":done": str(EventCompleted), ":failed": str(EventFailed), ":cancelled": str(EventCancelled),
 	}
 	update := "SET " + u.set(values) + " ADD inputTokens :i, outputTokens :o"
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 &s.tables.Events,
 		Key:                       map[string]types.AttributeValue{"eventKey": str(accountID + "#" + eventID)},
 		UpdateExpression:          aws.String(update),
-		ConditionExpression:       aws.String("attribute_exists(eventKey) AND #s <> :done AND #s <> :failed"),
+		ConditionExpression:       aws.String("attribute_exists(eventKey) AND #s <> :done AND #s <> :failed AND #s <> :cancelled"),
 		ExpressionAttributeNames:  map[string]string{"#s": "status"},
 		ExpressionAttributeValues: values,
 	})

@@ -132,11 +132,19 @@ const (
 	EventProcessing = "processing"
 	EventCompleted  = "completed"
 	EventFailed     = "failed"
+	// EventCancelled: the turn stopped because its client went away (an SSE disconnect) or
+	// aborted it (a WebSocket abort_message); the conversation keeps what was saved before.
+	EventCancelled = "cancelled"
 	// EventWaiting: the turn paused until the user decides on its held tool calls.
 	EventWaiting = "waiting_for_approval"
 	// EventWaitingAsync: the turn waits for async tool calls that outside workers complete.
 	EventWaitingAsync = "waiting_for_async_tools"
 )
+
+// Final reports whether an event status is an outcome no later update changes.
+func Final(status string) bool {
+	return status == EventCompleted || status == EventFailed || status == EventCancelled
+}
 
 // ClaimEvent records that a turn request with this event id is being handled. A second claim
 // of the same id returns *DuplicateEventError. Rows expire after ttl.
@@ -159,24 +167,6 @@ func (s *Store) ClaimEvent(ctx context.Context, accountID, eventID, conversation
 	}
 	if err != nil {
 		return fmt.Errorf("claiming event %s: %w", eventID, err)
-	}
-	return nil
-}
-
-// FinishEvent records the outcome of a claimed event and the tokens its turn used.
-func (s *Store) FinishEvent(ctx context.Context, accountID, eventID, status string, usage model.Usage) error {
-	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                &s.tables.Events,
-		Key:                      map[string]types.AttributeValue{"eventKey": str(accountID + "#" + eventID)},
-		UpdateExpression:         aws.String("SET #s = :s, inputTokens = :i, outputTokens = :o"),
-		ConditionExpression:      aws.String("attribute_exists(eventKey)"),
-		ExpressionAttributeNames: map[string]string{"#s": "status"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":s": str(status), ":i": num(int64(usage.InputTokens)), ":o": num(int64(usage.OutputTokens)),
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("finishing event %s: %w", eventID, err)
 	}
 	return nil
 }
