@@ -12,11 +12,13 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -265,4 +267,28 @@ func itemsWithPrefix(t testing.TB, db *dynamodb.Client, table, key, prefix strin
 		items = append(items, page.Items...)
 	}
 	return items
+}
+
+// Listener starts a loopback TCP listener that counts the connections it accepts and closes
+// them unanswered; it returns the listener's address (host:port) and the count so far. A test
+// points something at it to prove nothing was ever fetched.
+func Listener(t testing.TB) (addr string, accepted func() int64) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	var n atomic.Int64
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			n.Add(1) // before Close, so the count is in before the client sees its error
+			c.Close()
+		}
+	}()
+	return l.Addr().String(), n.Load
 }

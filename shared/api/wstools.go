@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentharness/harness/shared/asynctools"
 	"github.com/agentharness/harness/shared/connections"
+	"github.com/agentharness/harness/shared/jsonschema"
 	"github.com/agentharness/harness/shared/tool"
 	"github.com/agentharness/harness/shared/wsconn"
 )
@@ -57,6 +58,10 @@ func checkToolGroups(groups []connections.ToolGroup) error {
 				return fmt.Errorf("%s (%s): parameters (a JSON schema) is required", at, t.Name)
 			}
 			if _, err := tool.NewSet(tool.Tool{Name: t.Name, InputSchema: t.Parameters, Execute: noExecute}); err != nil {
+				var re *jsonschema.RefError
+				if errors.As(err, &re) {
+					return fmt.Errorf("%s.parameters.%s (%s): %s", at, re.Path, t.Name, re.Problem)
+				}
 				return fmt.Errorf("%s (%s): parameters: %v", at, t.Name, err)
 			}
 			if g.ScopeID == "" {

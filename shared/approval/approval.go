@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/agentharness/harness/shared/jsonschema"
 	"github.com/xeipuuv/gojsonschema"
 )
 
@@ -130,7 +131,11 @@ func Parse(raw json.RawMessage) (*Policy, error) {
 		if len(bytes.TrimSpace(r.If)) == 0 {
 			return nil, &FieldError{Field: at + ".if", Problem: "is required: a JSON schema the call's input must match"}
 		}
-		schema, err := gojsonschema.NewSchema(gojsonschema.NewBytesLoader(r.If))
+		schema, err := jsonschema.Compile(r.If)
+		var re *jsonschema.RefError
+		if errors.As(err, &re) {
+			return nil, &FieldError{Field: at + ".if." + re.Path, Problem: re.Problem}
+		}
 		if err != nil {
 			return nil, &FieldError{Field: at + ".if", Problem: "is not a valid JSON schema: " + err.Error()}
 		}

@@ -122,6 +122,8 @@ func TestParseErrors(t *testing.T) {
 		{name: "broken JSON", raw: `{"rules":[`, wantField: ""},
 		{name: "first rule without if", raw: `{"rules":[{"then":"denied"}]}`, wantField: "rules.0.if", wantText: "is required"},
 		{name: "first rule with a bad schema", raw: `{"rules":[{"if":{"type":"nope"},"then":"denied"}]}`, wantField: "rules.0.if", wantText: "not a valid JSON schema"},
+		{name: "schema with a remote $ref", raw: `{"rules":[{"if":{},"then":"denied"},{"if":{"$ref":"http://127.0.0.1:9/x"},"then":"approved"}]}`, wantField: "rules.1.if.$ref", wantText: "not a local reference"},
+		{name: "schema with a file $ref in a property", raw: `{"rules":[{"if":{"properties":{"path":{"$ref":"file:///etc/passwd"}}},"then":"approved"}]}`, wantField: "rules.0.if.properties.path.$ref", wantText: "not a local reference"},
 		{name: "second rule with a bad status", raw: `{"rules":[{"if":{},"then":"denied"},{"if":{},"then":"ask"}]}`, wantField: "rules.1.then", wantText: `"ask" is not a status`},
 		{name: "second rule without then", raw: `{"rules":[{"if":{},"then":"approved"},{"if":{}}]}`, wantField: "rules.1.then", wantText: `"" is not a status`},
 		{name: "bad otherwise", raw: `{"rules":[{"if":{},"then":"denied"}],"otherwise":"maybe"}`, wantField: "otherwise", wantText: `"maybe" is not a status`},

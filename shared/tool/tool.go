@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/agentharness/harness/shared/approval"
+	"github.com/agentharness/harness/shared/jsonschema"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/xeipuuv/gojsonschema"
 )
@@ -103,7 +104,7 @@ func NewSet(tools ...Tool) (*Set, error) {
 		if len(t.InputSchema) == 0 {
 			t.InputSchema = emptyObjectSchema
 		}
-		schema, err := gojsonschema.NewSchema(gojsonschema.NewBytesLoader(t.InputSchema))
+		schema, err := jsonschema.Compile(t.InputSchema)
 		if err != nil {
 			return nil, fmt.Errorf("compiling the input schema of tool %q: %w", t.Name, err)
 		}

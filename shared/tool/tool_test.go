@@ -53,6 +53,11 @@ func TestNewSetRejects(t *testing.T) {
 			want:  `input schema of tool "odd"`,
 		},
 		{
+			name:  "schema with a remote $ref",
+			tools: []tool.Tool{{Name: "remote", InputSchema: json.RawMessage(`{"type":"object","properties":{"a":{"$ref":"http://127.0.0.1:9/x"}}}`), Execute: echo}},
+			want:  `input schema of tool "remote": properties.a.$ref: "http://127.0.0.1:9/x" is not a local reference`,
+		},
+		{
 			name:  "schema with a malformed required list",
 			tools: []tool.Tool{{Name: "req", InputSchema: json.RawMessage(`{"type":"object","required":"city"}`), Execute: echo}},
 			want:  `input schema of tool "req"`,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/approval"
+	"github.com/agentharness/harness/shared/jsonschema"
 	"github.com/agentharness/harness/shared/tool"
 	"github.com/xeipuuv/gojsonschema"
 )
@@ -340,7 +341,7 @@ var optionSchemas = func() map[string]*gojsonschema.Schema {
 		if len(raw) == 0 {
 			raw = json.RawMessage(`{"type":"object","additionalProperties":false}`)
 		}
-		s, err := gojsonschema.NewSchema(gojsonschema.NewBytesLoader(raw))
+		s, err := jsonschema.Compile(raw)
 		if err != nil {
 			panic(fmt.Sprintf("tools: options schema of %s: %v", name, err))
 		}
