@@ -147,33 +147,7 @@ func heads(t *testing.T, stack *testenv.Resources, accountID string) []map[strin
 // it would write a conversation after the purge had looked.
 func TestDeletedAccountsWorkIsDropped(t *testing.T) {
 	stack := testenv.Stack(t)
-	env := map[string]string{"ADMIN_SECRET": adminSecret}
-	opts := stack.Options(func(k string) string { return env[k] })
-	workers := make(chan *api.Worker, 1)
-	held := make(chan events.SQSMessage, 10) // the turns, kept off the worker until the test runs them
-	opts.Functions = map[string]localrunner.Constructor{
-		"AsyncWorkerFunction": func(d api.Deps) (localrunner.Handlers, error) {
-			w, err := api.NewWorker(d)
-			if err != nil {
-				return localrunner.Handlers{}, err
-			}
-			workers <- w
-			return localrunner.Handlers{SQS: func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-				var rest []events.SQSMessage
-				for _, rec := range ev.Records {
-					var m struct{ Type string }
-					if json.Unmarshal([]byte(rec.Body), &m) == nil && m.Type == "turn" {
-						held <- rec
-						continue
-					}
-					rest = append(rest, rec)
-				}
-				return w.Handle(ctx, events.SQSEvent{Records: rest})
-			}}, nil
-		},
-	}
-	_, srv := testenv.Serve(t, opts)
-	w := <-workers
+	srv, w, held := serveHoldingTurns(t, stack)
 
 	id, secret := createAccount(t, srv, "ada")
 	if res := call(t, srv, http.MethodPost, "/accounts/me/agents", secret, `{"agentId":"chatty",`+chatty[1:]); res.status != http.StatusCreated {

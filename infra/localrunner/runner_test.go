@@ -2,6 +2,7 @@ package localrunner_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -11,11 +12,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-lambda-go/events"
+
 	"github.com/agentharness/harness/functions/harness-processing/tools"
 	"github.com/agentharness/harness/infra/faketavily"
 	"github.com/agentharness/harness/infra/localrunner"
 	"github.com/agentharness/harness/infra/testenv"
 	"github.com/agentharness/harness/shared/agentconfig"
+	"github.com/agentharness/harness/shared/api"
 	"github.com/agentharness/harness/shared/provider"
 )
 
@@ -260,4 +264,38 @@ func TestEveryRouteIsServed(t *testing.T) {
 			}
 		}
 	}
+}
+
+// serveHoldingTurns serves the stack like runner, but keeps the worker's turn messages on the
+// returned channel for the test to hand to the worker (returned too) when it chooses; other
+// work runs as it comes.
+func serveHoldingTurns(t *testing.T, stack *testenv.Resources) (*httptest.Server, *api.Worker, chan events.SQSMessage) {
+	t.Helper()
+	env := map[string]string{"ADMIN_SECRET": adminSecret}
+	opts := stack.Options(func(k string) string { return env[k] })
+	workers := make(chan *api.Worker, 1)
+	held := make(chan events.SQSMessage, 10)
+	opts.Functions = map[string]localrunner.Constructor{
+		"AsyncWorkerFunction": func(d api.Deps) (localrunner.Handlers, error) {
+			w, err := api.NewWorker(d)
+			if err != nil {
+				return localrunner.Handlers{}, err
+			}
+			workers <- w
+			return localrunner.Handlers{SQS: func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+				var rest []events.SQSMessage
+				for _, rec := range ev.Records {
+					var m struct{ Type string }
+					if json.Unmarshal([]byte(rec.Body), &m) == nil && m.Type == "turn" {
+						held <- rec
+						continue
+					}
+					rest = append(rest, rec)
+				}
+				return w.Handle(ctx, events.SQSEvent{Records: rest})
+			}}, nil
+		},
+	}
+	_, srv := testenv.Serve(t, opts)
+	return srv, <-workers, held
 }

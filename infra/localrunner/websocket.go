@@ -61,6 +61,18 @@ func (s *sockets) Post(ctx context.Context, connectionID string, data []byte) er
 	return nil
 }
 
+// Disconnect closes a connection from the server side, as DELETE @connections does.
+func (s *sockets) Disconnect(ctx context.Context, connectionID string) error {
+	s.mu.Lock()
+	c := s.conns[connectionID]
+	delete(s.conns, connectionID)
+	s.mu.Unlock()
+	if c == nil {
+		return fmt.Errorf("connection %s: %w", connectionID, wsconn.ErrGone)
+	}
+	return c.Close(websocket.StatusPolicyViolation, "closed by the server")
+}
+
 func (s *sockets) add(id string, c *websocket.Conn) {
 	s.mu.Lock()
 	s.conns[id] = c

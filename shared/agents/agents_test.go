@@ -51,6 +51,15 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	db := testenv.DynamoDB(t)
 	tables := testenv.Tables(t, db)
+	// Agents are stored only for live accounts: the tests' accounts are items of the table.
+	for _, id := range []string{"acc_1", "acc_2"} {
+		_, err := db.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: &tables.Accounts, Item: map[string]types.AttributeValue{
+			"accountId": &types.AttributeValueMemberS{Value: id}, "username": &types.AttributeValueMemberS{Value: id},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	return &env{db: db, tables: tables, store: store.New(db, tables)}
 }
 

@@ -75,6 +75,10 @@ func (w *Worker) process(ctx context.Context, body string) error {
 		// A deleted account's work would write conversations its purge has to find again.
 		if _, err := w.h.opts.Store.Account(ctx, msg.AccountID); errors.Is(err, store.ErrNotFound) {
 			w.h.opts.Logger.InfoContext(ctx, "dropping work of a deleted account", "accountId", msg.AccountID, "type", msg.Type)
+			if msg.WS != nil {
+				// The runtime that queued it is told, not left waiting for a stop_reason.
+				w.h.newOut(msg.AccountID, msg.WS.Runtime, msg.EventID).end(ctx, runResult{status: store.EventFailed, errText: "the turn was dropped: the account was deleted"}, false)
+			}
 			return nil
 		} else if err != nil {
 			return err

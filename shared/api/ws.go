@@ -57,7 +57,10 @@ func (g *Gateway) Connect(ctx context.Context, connectionID string, header http.
 	if channel != connections.Both && channel != connections.Control && channel != connections.Stream {
 		return &Error{Status: http.StatusBadRequest, Message: fmt.Sprintf("channel %q is not one of control, stream", channel)}
 	}
-	return g.h.opts.Connections.Connect(ctx, connections.Connection{ID: connectionID, AccountID: acc.ID, Channel: channel}, g.h.opts.Now())
+	secret, _ := bearer(r)
+	return g.h.opts.Connections.Connect(ctx, connections.Connection{
+		ID: connectionID, AccountID: acc.ID, Channel: channel, SecretHash: store.HashSecret(secret),
+	}, g.h.opts.Now())
 }
 
 // Disconnect forgets a connection. Tool calls it was asked to run stay on their rows: another
@@ -75,11 +78,20 @@ type command struct {
 }
 
 // Message handles one frame from a connection. Nothing a client sends drops the socket: bad
-// input gets an error frame, with the request_id when the frame had one.
+// input gets an error frame, with the request_id when the frame had one. What ends the socket
+// is its authority ending: every frame is checked against the account as it is now, so once the
+// account is deleted or its secret rotated, the next frame gets an error and the socket closes.
 func (g *Gateway) Message(ctx context.Context, connectionID string, body []byte) error {
 	conn, err := g.h.opts.Connections.Connection(ctx, connectionID)
 	if errors.Is(err, connections.ErrNotFound) {
 		return g.post(ctx, connectionID, map[string]any{"type": "error", "error": "this connection is not registered (it may have expired); reconnect"})
+	}
+	if err != nil {
+		return err
+	}
+	err = g.h.opts.Store.CheckSecretHash(ctx, conn.AccountID, conn.SecretHash)
+	if errors.Is(err, store.ErrNotFound) {
+		return g.revoke(ctx, conn.ID)
 	}
 	if err != nil {
 		return err
@@ -114,6 +126,18 @@ func (g *Gateway) Message(ctx context.Context, connectionID string, body []byte)
 		return c.fail(ctx, "error", `the frame has no "type"`)
 	}
 	return c.fail(ctx, "error", fmt.Sprintf("unknown or unsupported command type %q", cmd.Type))
+}
+
+// revoke tells a connection its authority has ended and closes it.
+func (g *Gateway) revoke(ctx context.Context, connectionID string) error {
+	msg := map[string]any{"type": "error", "error": "the account was deleted or its secret rotated since this connection opened: it is closed; reconnect with a current secret"}
+	if err := g.post(ctx, connectionID, msg); err != nil {
+		g.h.opts.Logger.WarnContext(ctx, "telling a revoked connection", "connectionId", connectionID, "err", err)
+	}
+	if err := g.h.opts.Poster.Disconnect(ctx, connectionID); err != nil && !errors.Is(err, wsconn.ErrGone) {
+		return fmt.Errorf("closing revoked connection %s: %w", connectionID, err)
+	}
+	return g.h.opts.Connections.Disconnect(context.WithoutCancel(ctx), connectionID)
 }
 
 // post sends msg to one connection; a connection that has gone is forgotten.

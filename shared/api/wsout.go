@@ -19,11 +19,12 @@ import (
 	"github.com/agentharness/harness/shared/wsconn"
 )
 
-// Poster delivers one frame to a WebSocket connection: API Gateway's @connections endpoint in
-// AWS, the socket itself in the local runner. An error wrapping wsconn.ErrGone means the
-// connection has closed.
+// Poster delivers one frame to a WebSocket connection, and closes one: API Gateway's
+// @connections endpoint in AWS, the socket itself in the local runner. An error wrapping
+// wsconn.ErrGone means the connection has closed.
 type Poster interface {
 	Post(ctx context.Context, connectionID string, data []byte) error
+	Disconnect(ctx context.Context, connectionID string) error
 }
 
 // runtimeScope is the App Server's name for a runtime: an agent and a conversation.

@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -29,6 +30,10 @@ func (p *recordingPoster) Post(_ context.Context, _ string, data []byte) error {
 	defer p.mu.Unlock()
 	p.frames = append(p.frames, m)
 	return nil
+}
+
+func (p *recordingPoster) Disconnect(context.Context, string) error {
+	return errors.New("the output never closes a connection")
 }
 
 // deltas returns the message types of the stream deltas posted so far and the content of

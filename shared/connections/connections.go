@@ -57,6 +57,9 @@ type Connection struct {
 	ID        string
 	AccountID string
 	Channel   string
+	// SecretHash is the hash of the account secret the upgrade carried: the connection's
+	// authority lasts while the account is live and still has that secret.
+	SecretHash string
 }
 
 // ToolGroup is a set of controller-owned tools, visible on every turn (no ScopeID) or only on
@@ -122,6 +125,7 @@ func expiry(now time.Time) types.AttributeValue { return n(now.Add(Lifetime).Uni
 func (r *Registry) Connect(ctx context.Context, c Connection, now time.Time) error {
 	item := key(connKey(c.ID), "#")
 	item["accountId"], item["channel"], item["expiresAt"] = s(c.AccountID), s(c.Channel), expiry(now)
+	item["secretHash"] = s(c.SecretHash)
 	item["connectedAt"] = s(now.UTC().Format(time.RFC3339Nano))
 	if _, err := r.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &r.table, Item: item}); err != nil {
 		return fmt.Errorf("recording connection %s: %w", c.ID, err)
@@ -146,7 +150,7 @@ func (r *Registry) Connection(ctx context.Context, id string) (Connection, error
 	if out.Item == nil {
 		return Connection{}, ErrNotFound
 	}
-	return Connection{ID: id, AccountID: getS(out.Item, "accountId"), Channel: getS(out.Item, "channel")}, nil
+	return Connection{ID: id, AccountID: getS(out.Item, "accountId"), Channel: getS(out.Item, "channel"), SecretHash: getS(out.Item, "secretHash")}, nil
 }
 
 // Disconnect forgets a connection with its subscriptions and the tools it registered. Calls

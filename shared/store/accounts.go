@@ -77,6 +77,19 @@ func (s *Store) AccountBySecret(ctx context.Context, secret string) (Account, er
 	return accountFrom(item), nil
 }
 
+// CheckSecretHash returns ErrNotFound unless accountID is live and its secret still hashes to
+// hash: what a connection authenticated once must still hold on each command.
+func (s *Store) CheckSecretHash(ctx context.Context, accountID, hash string) error {
+	item, err := s.accountItem(ctx, accountID)
+	if err != nil {
+		return err
+	}
+	if hash == "" || subtle.ConstantTimeCompare([]byte(getS(item, "secretHash")), []byte(hash)) != 1 {
+		return ErrNotFound
+	}
+	return nil
+}
+
 // accountItem loads a live account's item; a tombstone is not found, like an absent item.
 func (s *Store) accountItem(ctx context.Context, id string) (map[string]types.AttributeValue, error) {
 	item, err := s.rawAccountItem(ctx, id)

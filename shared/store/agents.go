@@ -71,13 +71,28 @@ func (s *Store) CreateAgent(ctx context.Context, a Agent, now time.Time) (Agent,
 	a.Version = 1
 	a.CreatedAt = now.UTC().Format(time.RFC3339)
 	a.UpdatedAt = a.CreatedAt
-	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:           &s.tables.Agents,
-		Item:                agentItem(a),
-		ConditionExpression: aws.String("attribute_not_exists(agentId)"),
-	})
-	if isConditionFailed(err) {
-		return Agent{}, ErrExists
+	// The account must be live as the agent lands: an agent written after the account's purge
+	// has run would never be removed.
+	_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{Put: &types.Put{
+			TableName:           &s.tables.Agents,
+			Item:                agentItem(a),
+			ConditionExpression: aws.String("attribute_not_exists(agentId)"),
+		}},
+		{ConditionCheck: &types.ConditionCheck{
+			TableName:           &s.tables.Accounts,
+			Key:                 map[string]types.AttributeValue{"accountId": str(a.AccountID)},
+			ConditionExpression: aws.String(liveAccount),
+		}},
+	}})
+	var canceled *types.TransactionCanceledException
+	if errors.As(err, &canceled) && len(canceled.CancellationReasons) == 2 {
+		switch {
+		case aws.ToString(canceled.CancellationReasons[0].Code) == "ConditionalCheckFailed":
+			return Agent{}, ErrExists
+		case aws.ToString(canceled.CancellationReasons[1].Code) == "ConditionalCheckFailed":
+			return Agent{}, fmt.Errorf("account %s: %w", a.AccountID, ErrAccountGone)
+		}
 	}
 	if err != nil {
 		return Agent{}, fmt.Errorf("storing agent %s: %w", a.ID, err)

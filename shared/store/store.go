@@ -69,6 +69,8 @@ var (
 	ErrAgentMismatch = errors.New("conversation belongs to another agent")
 	// ErrLeaseLost: the turn's lease expired and another turn took the conversation.
 	ErrLeaseLost = errors.New("conversation lease lost")
+	// ErrAccountGone: the account was deleted (or never existed) when a write needed it live.
+	ErrAccountGone = errors.New("the account is deleted")
 	// ErrMessageTooLarge: a message is larger than MaxMessageBytes.
 	ErrMessageTooLarge = errors.New("message is too large to store")
 )

@@ -108,3 +108,24 @@ func TestEventClaimsAreSingleUse(t *testing.T) {
 		t.Fatalf("claim by another account: %v", err)
 	}
 }
+
+// The agents table refuses an agent of a deleted account even when the write races the
+// deletion past every earlier check: the purge would never find it.
+func TestAgentOfADeletedAccountIsNotStored(t *testing.T) {
+	st := newStore(t)
+	ctx := context.Background()
+	acc, _, err := st.CreateAccount(ctx, "gone", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.DeleteAccount(ctx, acc.ID, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	_, err = st.CreateAgent(ctx, store.Agent{AccountID: acc.ID, ID: "late", Config: []byte(`{}`)}, time.Now())
+	if !errors.Is(err, store.ErrAccountGone) {
+		t.Errorf("CreateAgent on a deleted account = %v, want ErrAccountGone", err)
+	}
+	if agents, _ := st.ListAgents(ctx, acc.ID); len(agents) != 0 {
+		t.Errorf("stored %v", agents)
+	}
+}
