@@ -35,6 +35,9 @@ func checkKeys(raw []byte) error {
 	}
 	for k := range top {
 		if !slices.Contains(fields, k) {
+			if k == "" {
+				k = `""` // so that an empty key is named too
+			}
 			return &FieldError{Field: k, Problem: "is not an agent config field (fields: " + strings.Join(fields, ", ") + ")"}
 		}
 	}

@@ -33,11 +33,11 @@ var jsonEqual = cmp.Comparer(func(a, b json.RawMessage) bool {
 	return norm(a) == norm(b)
 })
 
-// isObject reports whether body is one well-formed JSON object with no key named twice: a body
-// whose refusal must name a field.
+// isObject reports whether body is one well-formed JSON object: a body whose refusal must name a
+// field.
 func isObject(body []byte) bool {
 	b := bytes.TrimSpace(body)
-	return json.Valid(b) && len(b) > 0 && b[0] == '{' && strictjson.CheckKeys(b) == nil
+	return json.Valid(b) && len(b) > 0 && b[0] == '{'
 }
 
 // checkRefusal asserts err is a client error, and that it names a field when body is an object.
