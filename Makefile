@@ -1,6 +1,6 @@
 # The two commands of the quick start. Everything else they need, they install themselves.
 
-.PHONY: dev test bench bench-async build
+.PHONY: dev test fuzz bench bench-async build
 
 # Start the local stack and runner, seed a demo account and agent, print a curl to try.
 dev:
@@ -12,6 +12,17 @@ test:
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	go vet ./...
 	go run ./infra/cmd/stack -- go test -race -count=1 ./...
+
+# Every fuzz target (a func FuzzX in a _test.go file) for FUZZTIME each, one at a time, without
+# the stack. The first failure stops the run; its input is left in the package's testdata/fuzz.
+FUZZTIME ?= 60s
+fuzz:
+	@grep -r --include='*_test.go' --exclude-dir=node -o '^func Fuzz[A-Za-z0-9_]*' . | sort | \
+	  while IFS=: read -r file fn; do \
+	    name=$${fn#func }; pkg=./$$(dirname $${file#./}); \
+	    echo "go test -run '^$$' -fuzz '^$$name\$$' -fuzztime $(FUZZTIME) $$pkg"; \
+	    go test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  done
 
 # Benchmark: harness turns vs the AI SDK on Node against the same local mock model.
 bench:
