@@ -15,13 +15,21 @@ test:
 
 # Every fuzz target (a func FuzzX in a _test.go file) for FUZZTIME each, one at a time, without
 # the stack. The first failure stops the run; its input is left in the package's testdata/fuzz.
+# Go 1.26's fuzz engine may fail a run at the deadline with a bare "context deadline exceeded"
+# and no input (go.dev/issue/75804, fixed in Go 1.27): that is not a finding, and the run goes on.
 FUZZTIME ?= 60s
 fuzz:
-	@grep -r --include='*_test.go' --exclude-dir=node -o '^func Fuzz[A-Za-z0-9_]*' . | sort | \
+	@log=$$(mktemp); trap 'rm -f $$log' EXIT; \
+	grep -r --include='*_test.go' --exclude-dir=node -o '^func Fuzz[A-Za-z0-9_]*' . | sort | \
 	  while IFS=: read -r file fn; do \
 	    name=$${fn#func }; pkg=./$$(dirname $${file#./}); \
 	    echo "go test -run '^$$' -fuzz '^$$name\$$' -fuzztime $(FUZZTIME) $$pkg"; \
-	    go test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	    go test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg 2>&1 | tee $$log; \
+	    grep -q '^ok' $$log && continue; \
+	    if grep -q '^    context deadline exceeded' $$log && ! grep -q 'Failing input written' $$log; then \
+	      echo "$$name: the fuzz engine's deadline race (go.dev/issue/75804), not a finding"; continue; \
+	    fi; \
+	    exit 1; \
 	  done
 
 # Benchmark: harness turns vs the AI SDK on Node against the same local mock model.
