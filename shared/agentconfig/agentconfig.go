@@ -35,6 +35,9 @@ func checkKeys(raw []byte) error {
 	}
 	for k := range top {
 		if !slices.Contains(fields, k) {
+			if k == "" {
+				k = `""` // so that an empty key is named too
+			}
 			return &FieldError{Field: k, Problem: "is not an agent config field (fields: " + strings.Join(fields, ", ") + ")"}
 		}
 	}
@@ -48,7 +51,10 @@ func decodeError(err error) error {
 		return &FieldError{Field: typeErr.Field, Problem: "must be " + jsonKind(typeErr.Type.Kind().String())}
 	}
 	if field, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		f := strings.Trim(field, `"`)
+		f := strings.TrimSuffix(strings.TrimPrefix(field, `"`), `"`)
+		if f == "" {
+			f = `""` // so that an empty key is named too
+		}
 		return &FieldError{Field: f, Problem: "is not an agent config field (fields: name, system, model, maxSteps, tools)"}
 	}
 	return &FieldError{Field: "config", Problem: err.Error()}

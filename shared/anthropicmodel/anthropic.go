@@ -97,6 +97,7 @@ func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.
 		defer stream.Close()
 
 		calls := map[int64]*pendingCall{}
+		ids := map[string]bool{}
 		finish := model.FinishOther
 		var usage model.Usage
 		stopped := false
@@ -111,6 +112,10 @@ func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.
 				case "text":
 					out = model.Event{Type: model.EventTextDelta, Text: b.Text}
 				case "tool_use":
+					if err := model.CheckToolCallID(ids, b.ID); err != nil {
+						yield(model.Event{}, providerError(err, res))
+						return
+					}
 					calls[ev.Index] = &pendingCall{id: b.ID, name: b.Name}
 					out = model.Event{Type: model.EventToolInputStart, ToolCallID: b.ID, ToolName: b.Name}
 				}

@@ -193,10 +193,18 @@ func bodyError(err error) *Error {
 	}
 	if inner := errors.Unwrap(err); inner != nil {
 		if f, ok := strings.CutPrefix(inner.Error(), "json: unknown field "); ok {
-			return fieldError(strings.Trim(f, `"`), "is not a field of this request")
+			return fieldError(keyName(f), "is not a field of this request")
 		}
 	}
 	return &Error{Status: http.StatusBadRequest, Message: err.Error()}
+}
+
+// keyName is the key encoding/json quotes in an unknown-field error; an empty key stays "".
+func keyName(quoted string) string {
+	if k := strings.TrimSuffix(strings.TrimPrefix(quoted, `"`), `"`); k != "" {
+		return k
+	}
+	return `""`
 }
 
 func fieldError(field, problem string) *Error {

@@ -112,6 +112,7 @@ func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.
 		defer stream.Close()
 
 		calls := map[int32]*pendingCall{}
+		ids := map[string]bool{}
 		finish := model.FinishReason("")
 		var usage model.Usage
 		for ev := range stream.Events() {
@@ -123,6 +124,10 @@ func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.
 					continue
 				}
 				c := &pendingCall{id: aws.ToString(start.Value.ToolUseId), name: aws.ToString(start.Value.Name)}
+				if err := model.CheckToolCallID(ids, c.id); err != nil {
+					yield(model.Event{}, providerError(err, requestID))
+					return
+				}
 				calls[aws.ToInt32(ev.Value.ContentBlockIndex)] = c
 				e = model.Event{Type: model.EventToolInputStart, ToolCallID: c.id, ToolName: c.name}
 			case *types.ConverseStreamOutputMemberContentBlockDelta:

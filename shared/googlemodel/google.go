@@ -97,8 +97,9 @@ func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.
 			blocked bool
 			calls   int
 			sources = map[string]bool{}
+			ids     = map[string]bool{}
 		)
-		for resp, err := range m.client.Models.GenerateContentStream(ctx, m.name, contents, config) {
+		for resp, err := range recovered(m.client.Models.GenerateContentStream(ctx, m.name, contents, config)) {
 			if err != nil {
 				yield(model.Event{}, providerError(err, meta))
 				return
@@ -129,6 +130,10 @@ func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.
 							id = callID(len(req.Messages), calls)
 						}
 						calls++
+						if err := model.CheckToolCallID(ids, id); err != nil {
+							yield(model.Event{}, providerError(err, meta))
+							return
+						}
 						args := []byte("{}")
 						if len(p.FunctionCall.Args) > 0 {
 							if args, err = json.Marshal(p.FunctionCall.Args); err != nil {
@@ -168,6 +173,31 @@ func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.
 		}
 		yield(model.Event{Type: model.EventFinish, Finish: finishReason(finish, calls > 0, blocked), Usage: usage}, nil)
 	}
+}
+
+// recovered passes seq on, turning a panic of seq itself into its last error: the SDK panics
+// on some malformed chunks (a null candidate), which must fail the call, not the process. A
+// panic of the consumer's loop body is not caught.
+func recovered[V any](seq iter.Seq2[V, error]) iter.Seq2[V, error] {
+	return func(yield func(V, error) bool) {
+		next, stop := iter.Pull2(seq)
+		defer stop()
+		for {
+			v, err, ok := pull(next)
+			if !ok || !yield(v, err) || err != nil {
+				return
+			}
+		}
+	}
+}
+
+func pull[V any](next func() (V, error, bool)) (v V, err error, ok bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			err, ok = fmt.Errorf("reading the stream: %v", r), true
+		}
+	}()
+	return next()
 }
 
 // callIDPrefix marks the ids this adapter makes up for calls Gemini sent without one.

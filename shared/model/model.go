@@ -5,6 +5,7 @@ package model
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 )
 
@@ -128,6 +129,20 @@ type Event struct {
 	Finish     FinishReason
 	Usage      Usage
 	Source     *Source // EventSource
+}
+
+// CheckToolCallID refuses a tool call id that a model's answer sent without a value, or that
+// another call of the same answer (seen) already has: the loop keys a call, its result and its
+// approval by id. It records id in seen.
+func CheckToolCallID(seen map[string]bool, id string) error {
+	switch {
+	case id == "":
+		return errors.New("the stream sent a tool call without an id")
+	case seen[id]:
+		return fmt.Errorf("the stream sent tool call id %q twice", id)
+	}
+	seen[id] = true
+	return nil
 }
 
 // Source is a web page a provider-defined tool consulted, as the AI SDK's source-url part.

@@ -111,6 +111,7 @@ func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.
 		defer stream.Close()
 
 		calls := map[int64]*pendingCall{}
+		ids := map[string]bool{}
 		finish := model.FinishReason("")
 		var usage model.Usage
 		for stream.Next() {
@@ -127,6 +128,10 @@ func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.
 				for _, tc := range choice.Delta.ToolCalls {
 					c, ok := calls[tc.Index]
 					if !ok {
+						if err := model.CheckToolCallID(ids, tc.ID); err != nil {
+							yield(model.Event{}, providerError(err))
+							return
+						}
 						c = &pendingCall{index: tc.Index, id: tc.ID, name: tc.Function.Name}
 						calls[tc.Index] = c
 						if !yield(model.Event{Type: model.EventToolInputStart, ToolCallID: c.id, ToolName: c.name}, nil) {

@@ -88,6 +88,9 @@ func walk(dec *json.Decoder, path string, depth int) error {
 }
 
 func join(path, key string) string {
+	if key == "" {
+		key = `""` // so that an empty key is named too
+	}
 	if path == "" {
 		return key
 	}

@@ -14,7 +14,7 @@ func TestCheckKeys(t *testing.T) {
 		{"nested object", `{"tools":{"test_async":{"enabled":true,"enabled":false}}}`, "tools.test_async.enabled"},
 		{"inside an array", `{"messages":[{"id":"1"},{"id":"2","id":"3"}]}`, "messages[1].id"},
 		{"array of arrays", `[[{"a":1}],[{"b":1,"b":2}]]`, "[1][0].b"},
-		{"empty key twice", `{"":1,"":2}`, ""},
+		{"empty key twice, named as \"\"", `{"":1,"":2}`, `""`},
 		{"escaped spelling of the same key", `{"approved":false,"appr\u006fved":true}`, "approved"},
 		{"first of several", `{"a":{"x":1,"x":2},"a":3}`, "a.x"},
 	}
