@@ -11,7 +11,9 @@ import (
 
 	"github.com/agentharness/harness/shared/asynctools"
 	"github.com/agentharness/harness/shared/connections"
+	"github.com/agentharness/harness/shared/ids"
 	"github.com/agentharness/harness/shared/model"
+	"github.com/agentharness/harness/shared/store"
 	"github.com/agentharness/harness/shared/strictjson"
 	"github.com/google/go-cmp/cmp"
 )
@@ -93,7 +95,7 @@ func FuzzReadTurn(f *testing.F) {
 		}
 		// What the parser promises of an accepted request.
 		switch {
-		case req.AgentID == "" || len(req.AgentID) > maxIDLength || len(req.ID) > maxIDLength || len(req.EventID) > maxIDLength:
+		case !ids.Valid(req.AgentID) || !ids.Valid(req.ID) || req.EventID != "" && !ids.Valid(req.EventID):
 			t.Fatalf("accepted ids agentId %q id %q eventId %q", req.AgentID, req.ID, req.EventID)
 		case req.ID == "":
 			t.Fatal("accepted request has no conversation id")
@@ -103,13 +105,13 @@ func FuzzReadTurn(f *testing.F) {
 			t.Fatalf("accepted input has message %v and decisions %v: want exactly one", in.message, in.decisions)
 		}
 		if m := in.message; m != nil {
-			if m.ID == "" || m.Role != model.RoleUser || len(m.Parts) != 1 || strings.TrimSpace(m.Text()) == "" {
+			if !ids.Valid(m.ID) || store.MessageBytes(*m) > store.MaxMessageBytes || m.Role != model.RoleUser || len(m.Parts) != 1 || strings.TrimSpace(m.Text()) == "" {
 				t.Fatalf("accepted message %+v: want an id, role user and one non-blank text part", m)
 			}
 		}
 		seen := map[string]bool{}
 		for _, d := range in.decisions {
-			if d.ApprovalID == "" || d.Approved == nil || seen[d.ApprovalID] {
+			if !ids.Valid(d.ApprovalID) || d.Approved == nil || seen[d.ApprovalID] {
 				t.Fatalf("accepted decisions %+v: want each with an id, once, and approved set", in.decisions)
 			}
 			seen[d.ApprovalID] = true
@@ -329,7 +331,7 @@ func checkUserMessage(t *testing.T, p inputPayload) {
 		}
 		return
 	}
-	if m.ID == "" || len(m.ID) > maxIDLength || m.Role != model.RoleUser || len(m.Parts) != 1 || strings.TrimSpace(m.Text()) == "" {
+	if !ids.Valid(m.ID) || m.Role != model.RoleUser || len(m.Parts) != 1 || strings.TrimSpace(m.Text()) == "" {
 		t.Fatalf("accepted message %+v: want an id, role user and one non-blank text part", m)
 	}
 }

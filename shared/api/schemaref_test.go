@@ -10,7 +10,8 @@ import (
 
 // A needsApproval rule whose schema refers outside itself is refused, naming the field down to
 // the reference, before anything is stored, and what it points at is never read: the loopback
-// listener it names takes no connection.
+// listener it names takes no connection. So is one that refers back to itself for the same
+// value.
 func TestAgentApprovalRuleRemoteRefsAreRefused(t *testing.T) {
 	addr, accepted := testenv.Listener(t)
 	f := newManageFixture(t, testAdminSecret, false)
@@ -22,6 +23,8 @@ func TestAgentApprovalRuleRemoteRefsAreRefused(t *testing.T) {
 		{"loopback listener", `{"$ref":"http://` + addr + `/x"}`, rule + "$ref"},
 		{"file", `{"$ref":"file:///etc/passwd"}`, rule + "$ref"},
 		{"nested in properties", `{"type":"object","properties":{"a":{"$ref":"http://` + addr + `/x"}}}`, rule + "properties.a.$ref"},
+		// Compiled, it would recurse until the stack overflows and take the server down.
+		{"back to itself", `{"allOf":[{"$ref":"#"}]}`, rule + "allOf[0].$ref"},
 	}
 	for _, tt := range tests {
 		tools := `{"test_async":{"needsApproval":{"rules":[{"if":` + tt.schema + `,"then":"approved"}]}}}`

@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -29,7 +28,7 @@ func (e *RefError) Error() string { return e.Path + ": " + e.Problem }
 
 // Compile checks that raw refers only within itself and compiles it. A reference that is not
 // local comes back as *RefError.
-func Compile(raw json.RawMessage) (*gojsonschema.Schema, error) {
+func Compile(raw json.RawMessage) (s *gojsonschema.Schema, err error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var doc any
@@ -39,9 +38,22 @@ func Compile(raw json.RawMessage) (*gojsonschema.Schema, error) {
 	if dec.More() {
 		return nil, errors.New("not valid JSON: unexpected data after the schema")
 	}
+	if _, ok := doc.(map[string]any); !ok {
+		return nil, errors.New("a schema must be a JSON object")
+	}
 	if err := checkRefs(doc, "", ""); err != nil {
 		return nil, err
 	}
+	if err := checkRecursion(doc); err != nil {
+		return nil, err
+	}
+	// gojsonschema panics on some inputs it does not expect (a number too large for a float
+	// where it wants one): that is a refusal of this schema, not a crash of the server.
+	defer func() {
+		if r := recover(); r != nil {
+			s, err = nil, fmt.Errorf("the schema could not be compiled: %v", r)
+		}
+	}()
 	// The document checked is the one compiled, not a second decoding of raw.
 	return gojsonschema.NewSchemaLoader().Compile(localLoader{gojsonschema.NewRawLoader(doc)})
 }
@@ -75,12 +87,7 @@ func checkRefs(v any, path, idAt string) error {
 				return &RefError{Path: idAt, Problem: fmt.Sprintf("is not a local identifier, so the reference at %s would resolve outside the schema: a schema may only use \"#…\" identifiers", at)}
 			}
 		}
-		keys := make([]string, 0, len(n))
-		for k := range n {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
+		for _, k := range sortedKeys(n) {
 			if err := checkRefs(n[k], join(path, k), idAt); err != nil {
 				return err
 			}

@@ -3,6 +3,7 @@ package jsonschema
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
@@ -64,7 +65,7 @@ func TestLocalSchemasCompileAndValidate(t *testing.T) {
 			[]string{`[true]`}, []string{`["x"]`}},
 		{"recursion through #", `{"type":"object","properties":{"child":{"$ref":"#"},"v":{"type":"number"}},"additionalProperties":false}`,
 			[]string{`{"child":{"child":{"v":1}}}`}, []string{`{"child":{"w":1}}`}},
-		{"local identifier", `{"definitions":{"x":{"$id":"#pos","minimum":0}},"$ref":"#pos"}`,
+		{"a local identifier beside a pointer", `{"definitions":{"x":{"$id":"#pos","minimum":0}},"$ref":"#/definitions/x"}`,
 			[]string{`1`}, []string{`-1`}},
 		{"identifier with no reference under it", `{"$id":"https://example.com/s.json","type":"object","default":{"id":"abc"}}`,
 			[]string{`{}`}, []string{`[]`}},
@@ -156,5 +157,54 @@ func TestNotJSON(t *testing.T) {
 		if _, err := Compile(json.RawMessage(raw)); err == nil {
 			t.Errorf("Compile(%q) succeeded", raw)
 		}
+	}
+}
+
+// A schema that refers back to itself for the same value would make gojsonschema recurse until
+// the stack overflows, which no recover can catch: it is refused, naming the reference. One
+// whose recursion descends into the value (a tree) compiles and validates.
+func TestSelfReferenceWithoutDescentIsRefused(t *testing.T) {
+	noHTTP(t)
+	laughs := `{"definitions":{`
+	for i := range 20 {
+		laughs += fmt.Sprintf(`"d%d":{"allOf":[{"$ref":"#/definitions/d%d"},{"$ref":"#/definitions/d%d"}]},`, i, i+1, i+1)
+	}
+	laughs += `"d20":{"type":"string"}},"$ref":"#/definitions/d0"}`
+	for _, tt := range []struct{ name, schema, path string }{
+		{"allOf back to the root", `{"allOf":[{"$ref":"#"}]}`, "allOf[0].$ref"},
+		{"the root is its own reference", `{"$ref":"#"}`, "$ref"},
+		{"two definitions in a loop", `{"$ref":"#/definitions/a","definitions":{"a":{"$ref":"#/definitions/b"},"b":{"anyOf":[{"$ref":"#/definitions/a"}]}}}`, "definitions.b.anyOf[0].$ref"},
+		{"through not", `{"not":{"not":{"$ref":"#"}}}`, "not.not.$ref"},
+		{"through if/then", `{"if":{"type":"object"},"then":{"$ref":"#"}}`, "then.$ref"},
+		{"through a schema dependency", `{"dependencies":{"a":{"$ref":"#"}}}`, "dependencies.a.$ref"},
+		{"a name, not a pointer", `{"definitions":{"x":{"$id":"#x","oneOf":[{"$ref":"#x"}]}},"$ref":"#x"}`, "$ref"},
+		{"a pointer to nothing", `{"properties":{"a":{"$ref":"#/definitions/none"}}}`, "properties.a.$ref"},
+		{"a name that is not valid UTF-8", "{\"$ref\":\"#\x8d\xc2\"}", "$ref"},
+		{"an escaped pointer", `{"definitions":{"a/b":{"allOf":[{"$ref":"#/definitions/a~1b"}]}}}`, "definitions.a/b.allOf[0].$ref"},
+		{"fanning out a million checks", laughs, "definitions.d8.allOf[1]"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Compile(json.RawMessage(tt.schema))
+			var re *RefError
+			if !errors.As(err, &re) || re.Path != tt.path {
+				t.Errorf("Compile = %v, want a refusal at %s", err, tt.path)
+			}
+		})
+	}
+
+	tree := `{"type":"object","properties":{"name":{"type":"string"},"children":{"type":"array","items":{"$ref":"#"}}},"required":["name"]}`
+	s, err := Compile(json.RawMessage(tree))
+	if err != nil {
+		t.Fatalf("a tree schema was refused: %v", err)
+	}
+	doc := `{"name":"leaf"}`
+	for range 50 {
+		doc = `{"name":"n","children":[` + doc + `]}`
+	}
+	if res, err := s.Validate(gojsonschema.NewStringLoader(doc)); err != nil || !res.Valid() {
+		t.Errorf("a 50-deep tree: %v %v", res, err)
+	}
+	if res, err := s.Validate(gojsonschema.NewStringLoader(`{"name":"n","children":[{"children":[]}]}`)); err != nil || res.Valid() {
+		t.Errorf("a tree missing a name deep down validated: %v %v", res, err)
 	}
 }
