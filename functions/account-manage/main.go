@@ -12,7 +12,7 @@ import (
 )
 
 func main() {
-	lambdadeps.Main("account-manage", true, func(d api.Deps) error {
+	lambdadeps.Main("account-manage", true, func(d lambdadeps.Deps) error {
 		d.Checks = tools.ConfigChecks()
 		h, err := api.NewAccountManage(d)
 		if err != nil {

@@ -6,14 +6,14 @@
 package main
 
 import (
-	"github.com/agentharness/harness/shared/api"
+	"github.com/agentharness/harness/shared/completion"
 	"github.com/agentharness/harness/shared/lambdadeps"
 	"github.com/agentharness/harness/shared/lambdahttp"
 )
 
 func main() {
-	lambdadeps.Main("async-tool-complete", false, func(d api.Deps) error {
-		h, err := api.NewCompletion(d)
+	lambdadeps.Main("async-tool-complete", false, func(d lambdadeps.Deps) error {
+		h, err := completion.New(d)
 		if err != nil {
 			return err
 		}

@@ -14,7 +14,7 @@ import (
 )
 
 func main() {
-	lambdadeps.Main("async-worker", true, func(d api.Deps) error {
+	lambdadeps.Main("async-worker", true, func(d lambdadeps.Deps) error {
 		d.Tools = tools.Build
 		w, err := api.NewWorker(d)
 		if err != nil {

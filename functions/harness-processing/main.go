@@ -10,7 +10,7 @@ import (
 )
 
 func main() {
-	lambdadeps.Main("harness-processing", true, func(d api.Deps) error {
+	lambdadeps.Main("harness-processing", true, func(d lambdadeps.Deps) error {
 		d.Tools = tools.Build
 		h, err := api.NewHarness(d)
 		if err != nil {

@@ -8,14 +8,14 @@ package main
 import (
 	"context"
 
-	"github.com/agentharness/harness/shared/api"
 	"github.com/agentharness/harness/shared/lambdadeps"
+	"github.com/agentharness/harness/shared/sweeper"
 	"github.com/aws/aws-lambda-go/lambda"
 )
 
 func main() {
-	lambdadeps.Main("sweeper", false, func(d api.Deps) error {
-		s, err := api.NewSweeper(d)
+	lambdadeps.Main("sweeper", false, func(d lambdadeps.Deps) error {
+		s, err := sweeper.New(d)
 		if err != nil {
 			return err
 		}

@@ -12,7 +12,7 @@ import (
 )
 
 func main() {
-	lambdadeps.Main("ws-gateway", true, func(d api.Deps) error {
+	lambdadeps.Main("ws-gateway", true, func(d lambdadeps.Deps) error {
 		d.Tools, d.Checks = tools.Build, tools.ConfigChecks()
 		g, err := api.NewGateway(d)
 		if err != nil {

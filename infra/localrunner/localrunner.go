@@ -21,8 +21,11 @@ import (
 	"github.com/agentharness/harness/infra/template"
 	"github.com/agentharness/harness/shared/agents"
 	"github.com/agentharness/harness/shared/api"
+	"github.com/agentharness/harness/shared/completion"
+	"github.com/agentharness/harness/shared/lambdadeps"
 	"github.com/agentharness/harness/shared/secrets"
 	"github.com/agentharness/harness/shared/store"
+	"github.com/agentharness/harness/shared/sweeper"
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -40,47 +43,47 @@ type Handlers struct {
 }
 
 // Constructor builds a function's handlers from the dependencies its main package builds.
-type Constructor func(api.Deps) (Handlers, error)
+type Constructor func(lambdadeps.Deps) (Handlers, error)
 
 // builtin maps template logical ids to what their main packages run.
 var builtin = map[string]Constructor{
-	"HarnessProcessingFunction": func(d api.Deps) (Handlers, error) {
+	"HarnessProcessingFunction": func(d lambdadeps.Deps) (Handlers, error) {
 		h, err := api.NewHarness(d)
 		if err != nil {
 			return Handlers{}, err
 		}
 		return Handlers{HTTP: h}, nil
 	},
-	"AccountManageFunction": func(d api.Deps) (Handlers, error) {
+	"AccountManageFunction": func(d lambdadeps.Deps) (Handlers, error) {
 		h, err := api.NewAccountManage(d)
 		if err != nil {
 			return Handlers{}, err
 		}
 		return Handlers{HTTP: h}, nil
 	},
-	"AsyncToolCompleteFunction": func(d api.Deps) (Handlers, error) {
-		h, err := api.NewCompletion(d)
+	"AsyncToolCompleteFunction": func(d lambdadeps.Deps) (Handlers, error) {
+		h, err := completion.New(d)
 		if err != nil {
 			return Handlers{}, err
 		}
 		return Handlers{HTTP: h}, nil
 	},
-	"AsyncWorkerFunction": func(d api.Deps) (Handlers, error) {
+	"AsyncWorkerFunction": func(d lambdadeps.Deps) (Handlers, error) {
 		w, err := api.NewWorker(d)
 		if err != nil {
 			return Handlers{}, err
 		}
 		return Handlers{SQS: w.Handle}, nil
 	},
-	"WsGatewayFunction": func(d api.Deps) (Handlers, error) {
+	"WsGatewayFunction": func(d lambdadeps.Deps) (Handlers, error) {
 		g, err := api.NewGateway(d)
 		if err != nil {
 			return Handlers{}, err
 		}
 		return Handlers{WebSocket: g}, nil
 	},
-	"SweeperFunction": func(d api.Deps) (Handlers, error) {
-		s, err := api.NewSweeper(d)
+	"SweeperFunction": func(d lambdadeps.Deps) (Handlers, error) {
+		s, err := sweeper.New(d)
 		if err != nil {
 			return Handlers{}, err
 		}
@@ -135,7 +138,7 @@ type Runner struct {
 	running sync.WaitGroup
 }
 
-// New returns a runner for the template's functions, each built from an api.Deps as its main
+// New returns a runner for the template's functions, each built from an lambdadeps.Deps as its main
 // package builds it.
 func New(opts Options) (*Runner, error) {
 	if opts.Getenv == nil {
@@ -184,7 +187,7 @@ func New(opts Options) (*Runner, error) {
 			return opts.Getenv(k)
 		}
 		logger := opts.Logger.With("function", fn.LogicalID)
-		h, err := build(api.Deps{
+		h, err := build(lambdadeps.Deps{
 			DB: opts.DB, SQS: opts.SQS, S3: opts.S3, Sealer: box, Getenv: getenv,
 			Tools: tools.Build, Checks: tools.ConfigChecks(), Logger: logger, Poster: socks,
 		})

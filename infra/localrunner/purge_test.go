@@ -12,6 +12,7 @@ import (
 	"github.com/agentharness/harness/infra/localrunner"
 	"github.com/agentharness/harness/infra/testenv"
 	"github.com/agentharness/harness/shared/api"
+	"github.com/agentharness/harness/shared/lambdadeps"
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -42,7 +43,7 @@ func TestDeletingAnAccountPurgesItsConversations(t *testing.T) {
 			var mu sync.Mutex
 			passes := map[string]int{} // purge messages received, by account
 			opts.Functions = map[string]localrunner.Constructor{
-				"AsyncWorkerFunction": func(d api.Deps) (localrunner.Handlers, error) {
+				"AsyncWorkerFunction": func(d lambdadeps.Deps) (localrunner.Handlers, error) {
 					w, err := api.NewWorker(d)
 					if err != nil {
 						return localrunner.Handlers{}, err

@@ -20,6 +20,7 @@ import (
 	"github.com/agentharness/harness/infra/testenv"
 	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/api"
+	"github.com/agentharness/harness/shared/lambdadeps"
 	"github.com/agentharness/harness/shared/provider"
 )
 
@@ -276,7 +277,7 @@ func serveHoldingTurns(t *testing.T, stack *testenv.Resources) (*httptest.Server
 	workers := make(chan *api.Worker, 1)
 	held := make(chan events.SQSMessage, 10)
 	opts.Functions = map[string]localrunner.Constructor{
-		"AsyncWorkerFunction": func(d api.Deps) (localrunner.Handlers, error) {
+		"AsyncWorkerFunction": func(d lambdadeps.Deps) (localrunner.Handlers, error) {
 			w, err := api.NewWorker(d)
 			if err != nil {
 				return localrunner.Handlers{}, err

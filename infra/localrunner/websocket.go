@@ -15,7 +15,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/agentharness/harness/shared/api"
+	"github.com/agentharness/harness/shared/httpjson"
 	"github.com/agentharness/harness/shared/wsconn"
 )
 
@@ -99,7 +99,7 @@ func serveWebSocket(fn WebSocket, socks *sockets, timeout time.Duration, logger 
 		id := newConnectionID()
 		if err := fn.Connect(r.Context(), id, r.Header, r.URL.Query()); err != nil {
 			status, msg := http.StatusInternalServerError, "internal error"
-			var e *api.Error
+			var e *httpjson.Error
 			if errors.As(err, &e) {
 				status, msg = e.Status, e.Message
 			} else {

@@ -17,6 +17,7 @@ import (
 	"github.com/agentharness/harness/infra/localrunner"
 	"github.com/agentharness/harness/infra/testenv"
 	"github.com/agentharness/harness/shared/api"
+	"github.com/agentharness/harness/shared/lambdadeps"
 	"github.com/agentharness/harness/shared/wsconn"
 )
 
@@ -36,7 +37,7 @@ func TestWebSocketOnAPIGateway(t *testing.T) {
 	opts := stack.Options(func(k string) string { return env[k] })
 	gateways := make(chan *api.Gateway, 1)
 	opts.Functions = map[string]localrunner.Constructor{
-		"WsGatewayFunction": func(d api.Deps) (localrunner.Handlers, error) {
+		"WsGatewayFunction": func(d lambdadeps.Deps) (localrunner.Handlers, error) {
 			d.Poster = poster
 			g, err := api.NewGateway(d)
 			if err == nil {
@@ -44,7 +45,7 @@ func TestWebSocketOnAPIGateway(t *testing.T) {
 			}
 			return localrunner.Handlers{}, err
 		},
-		"AsyncWorkerFunction": func(d api.Deps) (localrunner.Handlers, error) {
+		"AsyncWorkerFunction": func(d lambdadeps.Deps) (localrunner.Handlers, error) {
 			d.Poster = poster
 			w, err := api.NewWorker(d)
 			if err != nil {

@@ -17,8 +17,9 @@ import (
 
 	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/agents"
-	"github.com/agentharness/harness/shared/ids"
+	"github.com/agentharness/harness/shared/httpjson"
 	"github.com/agentharness/harness/shared/store"
+	"github.com/agentharness/harness/shared/workqueue"
 )
 
 // AccountsOptions wires the account-manage handler.
@@ -41,7 +42,7 @@ type AccountsOptions struct {
 type AccountsHandler struct {
 	opts AccountsOptions
 	mux  *http.ServeMux
-	errs errorWriter
+	errs httpjson.ErrorWriter
 }
 
 // maxConfigBytes bounds an agent config, well under DynamoDB's 400 KB item limit.
@@ -55,7 +56,7 @@ func NewAccounts(opts AccountsOptions) *AccountsHandler {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	h := &AccountsHandler{opts: opts, mux: http.NewServeMux(), errs: errorWriter{opts.Logger}}
+	h := &AccountsHandler{opts: opts, mux: http.NewServeMux(), errs: httpjson.ErrorWriter{Logger: opts.Logger}}
 	me := h.account
 	admin := h.admin
 	routes := map[string]http.HandlerFunc{
@@ -79,7 +80,7 @@ func NewAccounts(opts AccountsOptions) *AccountsHandler {
 		h.mux.HandleFunc(pattern, fn)
 	}
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, &Error{Status: http.StatusNotFound, Message: "no route for " + r.Method + " " + r.URL.Path})
+		httpjson.WriteError(w, &httpjson.Error{Status: http.StatusNotFound, Message: "no route for " + r.Method + " " + r.URL.Path})
 	})
 	return h
 }
@@ -99,7 +100,7 @@ func (h *AccountsHandler) account(next http.HandlerFunc) http.HandlerFunc {
 			err = checkPathID(r, "agentId")
 		}
 		if err != nil {
-			h.errs.fail(w, r, err)
+			h.errs.Fail(w, r, err)
 			return
 		}
 		next(w, r.WithContext(context.WithValue(r.Context(), accountKey{}, acc.ID)))
@@ -114,7 +115,7 @@ func (h *AccountsHandler) admin(next http.HandlerFunc) http.HandlerFunc {
 			err = checkPathID(r, "accountId")
 		}
 		if err != nil {
-			h.errs.fail(w, r, err)
+			h.errs.Fail(w, r, err)
 			return
 		}
 		ctx := r.Context()
@@ -127,16 +128,16 @@ func (h *AccountsHandler) admin(next http.HandlerFunc) http.HandlerFunc {
 
 func (h *AccountsHandler) checkAdmin(r *http.Request) error {
 	if h.opts.AdminSecret == "" {
-		return &Error{Status: http.StatusForbidden, Message: "admin routes are disabled: the deployment sets no admin secret"}
+		return &httpjson.Error{Status: http.StatusForbidden, Message: "admin routes are disabled: the deployment sets no admin secret"}
 	}
-	secret, ok := bearer(r)
+	secret, ok := httpjson.Bearer(r)
 	if !ok {
-		return &Error{Status: http.StatusUnauthorized, Message: "missing bearer token: send Authorization: Bearer <admin secret>"}
+		return &httpjson.Error{Status: http.StatusUnauthorized, Message: "missing bearer token: send Authorization: Bearer <admin secret>"}
 	}
 	// Comparing fixed-length hashes keeps the comparison constant-time whatever the length.
 	got, want := sha256.Sum256([]byte(secret)), sha256.Sum256([]byte(h.opts.AdminSecret))
 	if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
-		return &Error{Status: http.StatusUnauthorized, Message: "invalid admin secret"}
+		return &httpjson.Error{Status: http.StatusUnauthorized, Message: "invalid admin secret"}
 	}
 	return nil
 }
@@ -146,15 +147,15 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxConfigBytes))
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
-		return nil, &Error{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("request body is larger than %d bytes", maxConfigBytes)}
+		return nil, &httpjson.Error{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("request body is larger than %d bytes", maxConfigBytes)}
 	}
 	if err != nil {
-		return nil, &Error{Status: http.StatusBadRequest, Message: "reading the request body: " + err.Error()}
+		return nil, &httpjson.Error{Status: http.StatusBadRequest, Message: "reading the request body: " + err.Error()}
 	}
 	if !json.Valid(body) {
-		return nil, &Error{Status: http.StatusBadRequest, Message: "the request body is not valid JSON"}
+		return nil, &httpjson.Error{Status: http.StatusBadRequest, Message: "the request body is not valid JSON"}
 	}
-	if err := checkKeys(body); err != nil {
+	if err := httpjson.CheckKeys(body); err != nil {
 		return nil, err
 	}
 	return body, nil
@@ -170,86 +171,44 @@ func readUsername(w http.ResponseWriter, r *http.Request) (string, error) {
 		return "", err
 	}
 	var b usernameBody
-	if err := decodeStrict(body, &b); err != nil {
-		return "", bodyError(err)
+	if err := httpjson.DecodeStrict(body, &b); err != nil {
+		return "", httpjson.BodyError(err)
 	}
 	name := strings.TrimSpace(b.Username)
 	switch {
 	case name == "":
-		return "", fieldError("username", "is required")
+		return "", httpjson.FieldError("username", "is required")
 	case len(name) > 64:
-		return "", fieldError("username", "must be at most 64 characters")
+		return "", httpjson.FieldError("username", "must be at most 64 characters")
 	case strings.IndexFunc(name, unicode.IsControl) >= 0:
-		return "", fieldError("username", "must not contain control characters")
+		return "", httpjson.FieldError("username", "must not contain control characters")
 	}
 	return name, nil
 }
 
-// bodyError answers a body decodeStrict refused, naming the field when the problem is one.
-func bodyError(err error) *Error {
-	var typeErr *json.UnmarshalTypeError
-	if errors.As(err, &typeErr) && typeErr.Field != "" {
-		return fieldError(typeErr.Field, "must be a JSON "+typeErr.Type.String())
-	}
-	if inner := errors.Unwrap(err); inner != nil {
-		if f, ok := strings.CutPrefix(inner.Error(), "json: unknown field "); ok {
-			return fieldError(keyName(f), "is not a field of this request")
-		}
-	}
-	return &Error{Status: http.StatusBadRequest, Message: err.Error()}
-}
-
-// keyName is the key encoding/json quotes in an unknown-field error; an empty key stays "".
-func keyName(quoted string) string {
-	if k := strings.TrimSuffix(strings.TrimPrefix(quoted, `"`), `"`); k != "" {
-		return k
-	}
-	return `""`
-}
-
-func fieldError(field, problem string) *Error {
-	return &Error{Status: http.StatusBadRequest, Message: field + ": " + problem, Extra: map[string]any{"field": field}}
-}
-
-// checkID refuses an id the client sent that breaks the id grammar, naming its field.
-func checkID(field, id string) error {
-	if p := ids.Problem(id); p != "" {
-		return fieldError(field, p)
-	}
-	return nil
-}
-
 // checkPathID checks the route's {name} segment, when the route has one.
 func checkPathID(r *http.Request, name string) error {
-	return checkOptionalID(name, r.PathValue(name))
-}
-
-// checkOptionalID is checkID for an id the client may leave out.
-func checkOptionalID(field, id string) error {
-	if id == "" {
-		return nil
-	}
-	return checkID(field, id)
+	return httpjson.CheckOptionalID(name, r.PathValue(name))
 }
 
 func (h *AccountsHandler) createAccount(w http.ResponseWriter, r *http.Request) {
 	if !h.opts.OpenSignup {
 		if err := h.checkAdmin(r); err != nil {
-			h.errs.fail(w, r, err)
+			h.errs.Fail(w, r, err)
 			return
 		}
 	}
 	name, err := readUsername(w, r)
 	if err != nil {
-		h.errs.fail(w, r, err)
+		h.errs.Fail(w, r, err)
 		return
 	}
 	acc, secret, err := h.opts.Store.CreateAccount(r.Context(), name, h.opts.Now())
 	if err != nil {
-		h.errs.fail(w, r, err)
+		h.errs.Fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, struct {
+	httpjson.WriteJSON(w, http.StatusCreated, struct {
 		store.Account
 		Secret string `json:"secret"`
 	}{acc, secret})
@@ -260,40 +219,40 @@ func (h *AccountsHandler) listAccounts(w http.ResponseWriter, r *http.Request) {
 	if s := r.URL.Query().Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > 1000 {
-			h.errs.fail(w, r, fieldError("limit", "must be a number from 1 to 1000"))
+			h.errs.Fail(w, r, httpjson.FieldError("limit", "must be a number from 1 to 1000"))
 			return
 		}
 		limit = int32(n)
 	}
 	accs, next, err := h.opts.Store.ListAccounts(r.Context(), limit, r.URL.Query().Get("cursor"))
 	if err != nil {
-		h.errs.fail(w, r, err)
+		h.errs.Fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"accounts": accs, "cursor": next})
+	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"accounts": accs, "cursor": next})
 }
 
 func (h *AccountsHandler) getAccount(w http.ResponseWriter, r *http.Request) {
 	acc, err := h.opts.Store.Account(r.Context(), accountID(r))
 	if err != nil {
-		h.errs.fail(w, r, notFound(err, "account"))
+		h.errs.Fail(w, r, notFound(err, "account"))
 		return
 	}
-	writeJSON(w, http.StatusOK, acc)
+	httpjson.WriteJSON(w, http.StatusOK, acc)
 }
 
 func (h *AccountsHandler) renameAccount(w http.ResponseWriter, r *http.Request) {
 	name, err := readUsername(w, r)
 	if err != nil {
-		h.errs.fail(w, r, err)
+		h.errs.Fail(w, r, err)
 		return
 	}
 	acc, err := h.opts.Store.RenameAccount(r.Context(), accountID(r), name, h.opts.Now())
 	if err != nil {
-		h.errs.fail(w, r, notFound(err, "account"))
+		h.errs.Fail(w, r, notFound(err, "account"))
 		return
 	}
-	writeJSON(w, http.StatusOK, acc)
+	httpjson.WriteJSON(w, http.StatusOK, acc)
 }
 
 // deleteAccount turns the account into a tombstone first: its secret stops working at once, and
@@ -305,7 +264,7 @@ func (h *AccountsHandler) renameAccount(w http.ResponseWriter, r *http.Request) 
 func (h *AccountsHandler) deleteAccount(w http.ResponseWriter, r *http.Request) {
 	ctx, id := r.Context(), accountID(r)
 	if err := h.opts.Store.DeleteAccount(ctx, id, h.opts.Now()); err != nil {
-		h.errs.fail(w, r, notFound(err, "account"))
+		h.errs.Fail(w, r, notFound(err, "account"))
 		return
 	}
 	ctx = context.WithoutCancel(ctx)
@@ -315,7 +274,7 @@ func (h *AccountsHandler) deleteAccount(w http.ResponseWriter, r *http.Request) 
 	}
 	if h.opts.Enqueue == nil {
 		log.WarnContext(ctx, "no work queue: the sweeper will queue the deleted account's purge")
-	} else if err := h.opts.Enqueue(ctx, purgeMessage(id)); err != nil {
+	} else if err := h.opts.Enqueue(ctx, workqueue.PurgeMessage(id)); err != nil {
 		log.ErrorContext(ctx, "queueing a deleted account's purge; the sweeper will", "err", err)
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -325,43 +284,43 @@ func (h *AccountsHandler) rotateSecret(w http.ResponseWriter, r *http.Request) {
 	id := accountID(r)
 	secret, err := h.opts.Store.RotateSecret(r.Context(), id, h.opts.Now())
 	if err != nil {
-		h.errs.fail(w, r, notFound(err, "account"))
+		h.errs.Fail(w, r, notFound(err, "account"))
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"accountId": id, "secret": secret})
+	httpjson.WriteJSON(w, http.StatusOK, map[string]string{"accountId": id, "secret": secret})
 }
 
 // agentBody is POST /accounts/me/agents: the agent config, with an optional agentId beside it.
 func (h *AccountsHandler) createAgent(w http.ResponseWriter, r *http.Request) {
 	body, err := readBody(w, r)
 	if err != nil {
-		h.errs.fail(w, r, err)
+		h.errs.Fail(w, r, err)
 		return
 	}
 	agentID, config, err := splitAgentID(body)
 	if err != nil {
-		h.errs.fail(w, r, err)
+		h.errs.Fail(w, r, err)
 		return
 	}
 	v, err := h.opts.Agents.Create(r.Context(), accountID(r), agentID, config)
 	if errors.Is(err, store.ErrExists) {
-		err = &Error{Status: http.StatusConflict, Message: "agent " + agentID + " already exists; PATCH it instead"}
+		err = &httpjson.Error{Status: http.StatusConflict, Message: "agent " + agentID + " already exists; PATCH it instead"}
 	}
 	if err != nil {
-		h.errs.fail(w, r, configError(err))
+		h.errs.Fail(w, r, configError(err))
 		return
 	}
 	if len(v.Warnings) > 0 {
 		h.opts.Logger.WarnContext(r.Context(), "agent config accepted with warnings", "accountId", accountID(r), "agentId", v.AgentID, "warnings", v.Warnings)
 	}
-	writeJSON(w, http.StatusCreated, v)
+	httpjson.WriteJSON(w, http.StatusCreated, v)
 }
 
 // splitAgentID takes an optional top-level agentId out of an agent config body.
 func splitAgentID(body []byte) (string, []byte, error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
-		return "", nil, &Error{Status: http.StatusBadRequest, Message: "the request body must be an agent config object"}
+		return "", nil, &httpjson.Error{Status: http.StatusBadRequest, Message: "the request body must be an agent config object"}
 	}
 	raw, ok := fields["agentId"]
 	if !ok {
@@ -369,7 +328,7 @@ func splitAgentID(body []byte) (string, []byte, error) {
 	}
 	var id string
 	if err := json.Unmarshal(raw, &id); err != nil {
-		return "", nil, fieldError("agentId", "must be a string")
+		return "", nil, httpjson.FieldError("agentId", "must be a string")
 	}
 	delete(fields, "agentId")
 	config, err := json.Marshal(fields)
@@ -379,42 +338,42 @@ func splitAgentID(body []byte) (string, []byte, error) {
 func (h *AccountsHandler) listAgents(w http.ResponseWriter, r *http.Request) {
 	all, err := h.opts.Agents.List(r.Context(), accountID(r))
 	if err != nil {
-		h.errs.fail(w, r, err)
+		h.errs.Fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"agents": all})
+	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"agents": all})
 }
 
 func (h *AccountsHandler) getAgent(w http.ResponseWriter, r *http.Request) {
 	v, err := h.opts.Agents.Get(r.Context(), accountID(r), r.PathValue("agentId"))
 	if err != nil {
-		h.errs.fail(w, r, notFound(err, "agent "+r.PathValue("agentId")))
+		h.errs.Fail(w, r, notFound(err, "agent "+r.PathValue("agentId")))
 		return
 	}
-	writeJSON(w, http.StatusOK, v)
+	httpjson.WriteJSON(w, http.StatusOK, v)
 }
 
 func (h *AccountsHandler) updateAgent(w http.ResponseWriter, r *http.Request) {
 	body, err := readBody(w, r)
 	if err != nil {
-		h.errs.fail(w, r, err)
+		h.errs.Fail(w, r, err)
 		return
 	}
 	id := r.PathValue("agentId")
 	v, err := h.opts.Agents.Update(r.Context(), accountID(r), id, body)
 	if errors.Is(err, store.ErrConflict) {
-		err = &Error{Status: http.StatusConflict, Message: "agent " + id + " was changed by another request; read it again and retry"}
+		err = &httpjson.Error{Status: http.StatusConflict, Message: "agent " + id + " was changed by another request; read it again and retry"}
 	}
 	if err != nil {
-		h.errs.fail(w, r, configError(notFound(err, "agent "+id)))
+		h.errs.Fail(w, r, configError(notFound(err, "agent "+id)))
 		return
 	}
-	writeJSON(w, http.StatusOK, v)
+	httpjson.WriteJSON(w, http.StatusOK, v)
 }
 
 func (h *AccountsHandler) deleteAgent(w http.ResponseWriter, r *http.Request) {
 	if err := h.opts.Agents.Delete(r.Context(), accountID(r), r.PathValue("agentId")); err != nil {
-		h.errs.fail(w, r, notFound(err, "agent "+r.PathValue("agentId")))
+		h.errs.Fail(w, r, notFound(err, "agent "+r.PathValue("agentId")))
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -423,7 +382,7 @@ func (h *AccountsHandler) deleteAgent(w http.ResponseWriter, r *http.Request) {
 // notFound turns store.ErrNotFound into a 404; another account's records are just as absent.
 func notFound(err error, what string) error {
 	if errors.Is(err, store.ErrNotFound) {
-		return &Error{Status: http.StatusNotFound, Message: what + " not found"}
+		return &httpjson.Error{Status: http.StatusNotFound, Message: what + " not found"}
 	}
 	return err
 }
@@ -432,7 +391,7 @@ func notFound(err error, what string) error {
 func configError(err error) error {
 	var fe *agentconfig.FieldError
 	if errors.As(err, &fe) {
-		return fieldError(fe.Field, fe.Problem)
+		return httpjson.FieldError(fe.Field, fe.Problem)
 	}
 	return err
 }

@@ -255,26 +255,6 @@ func withID(id, config string) string {
 	return `{"agentId":"` + id + `",` + strings.TrimPrefix(strings.TrimSpace(config), "{")
 }
 
-// wantFieldError fails unless the answer is a 400 JSON error whose "field" is field; an empty
-// field means the body must name none.
-func wantFieldError(t *testing.T, status int, body []byte, field string) {
-	t.Helper()
-	var got map[string]any
-	if err := json.Unmarshal(body, &got); err != nil {
-		t.Fatalf("error body is not JSON: %v: %s", err, body)
-	}
-	msg, _ := got["error"].(string)
-	gotField, hasField := got["field"]
-	switch {
-	case status != http.StatusBadRequest || msg == "":
-		t.Errorf("got %d %s, want 400 with an error message", status, body)
-	case field == "" && hasField:
-		t.Errorf("got field %v (%s), want no field", gotField, body)
-	case field != "" && gotField != field:
-		t.Errorf("got field %v (%s), want %q", gotField, body, field)
-	}
-}
-
 // turn runs a harness turn and returns its status with the stream's chunks, or its error body.
 func (f *manageFixture) turn(t *testing.T, secret, body string) (int, []map[string]any, []byte) {
 	t.Helper()
@@ -437,7 +417,7 @@ func TestUsernameValidation(t *testing.T) {
 		for _, tt := range tests {
 			t.Run(route.method+" "+route.path+"/"+tt.name, func(t *testing.T) {
 				status, body := f.do(t, route.method, route.path, route.bearer, tt.body)
-				wantFieldError(t, status, body, tt.field)
+				testenv.WantFieldError(t, status, body, tt.field)
 			})
 		}
 	}
@@ -577,7 +557,7 @@ func TestAdminRoutes(t *testing.T) {
 	t.Run("bad limit", func(t *testing.T) {
 		for _, limit := range []string{"0", "-1", "1001", "ten"} {
 			status, body := f.do(t, "GET", "/accounts?limit="+limit, testAdminSecret, "")
-			wantFieldError(t, status, body, "limit")
+			testenv.WantFieldError(t, status, body, "limit")
 		}
 	})
 
@@ -725,7 +705,7 @@ func TestAgentLifecycle(t *testing.T) {
 	} {
 		t.Run("agentId "+tt.name, func(t *testing.T) {
 			status, body := f.do(t, "POST", "/accounts/me/agents", acc.Secret, tt.body)
-			wantFieldError(t, status, body, "agentId")
+			testenv.WantFieldError(t, status, body, "agentId")
 		})
 	}
 
@@ -816,7 +796,7 @@ func TestAgentConfigValidation(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			status, body := f.do(t, "POST", "/accounts/me/agents", acc.Secret, tt.body)
-			wantFieldError(t, status, body, tt.field)
+			testenv.WantFieldError(t, status, body, tt.field)
 		})
 	}
 	if list := decodeJSON[struct{ Agents []agentView }](t, f.must(t, http.StatusOK, "GET", "/accounts/me/agents", acc.Secret, "")); len(list.Agents) != 0 {
@@ -844,7 +824,7 @@ func TestAgentConfigValidation(t *testing.T) {
 		} {
 			t.Run(tt.name, func(t *testing.T) {
 				status, body := f.do(t, "PATCH", "/accounts/me/agents/steady", acc.Secret, tt.patch)
-				wantFieldError(t, status, body, tt.field)
+				testenv.WantFieldError(t, status, body, tt.field)
 				after := f.must(t, http.StatusOK, "GET", "/accounts/me/agents/steady", acc.Secret, "")
 				if diff := cmp.Diff(string(before), string(after)); diff != "" {
 					t.Errorf("a refused PATCH changed the agent (-before +after):\n%s", diff)
@@ -943,7 +923,7 @@ func TestAgentSecretsNeverLeave(t *testing.T) {
 	t.Run("a refused PATCH shows no secret", func(t *testing.T) {
 		status, body := f.do(t, "PATCH", "/accounts/me/agents/researcher", acc.Secret, `{"model":{"apiKey":12}}`)
 		wantNoSecret(t, body)
-		wantFieldError(t, status, body, "model.apiKey")
+		testenv.WantFieldError(t, status, body, "model.apiKey")
 		wantLoaded(t, "researcher", modelKey, tavilyKey)
 	})
 
@@ -951,7 +931,7 @@ func TestAgentSecretsNeverLeave(t *testing.T) {
 		// encoding/json would match APIKey to apiKey, past the redaction of model.apiKey.
 		status, body := f.do(t, "POST", "/accounts/me/agents", acc.Secret, `{"name":"a","model":{"provider":"openai","model":"m","APIKey":"`+modelKey+`"}}`)
 		wantNoSecret(t, body)
-		wantFieldError(t, status, body, "model.APIKey")
+		testenv.WantFieldError(t, status, body, "model.APIKey")
 	})
 
 	t.Run("a PATCH may replace a secret", func(t *testing.T) {
@@ -984,7 +964,7 @@ func TestAgentSecretsNeverLeave(t *testing.T) {
 			{`{"model":{"provider":"openai","model":"gpt-4o-mini","script":null,"apiKey":"[redacted]"}}`, "model.apiKey"},
 		} {
 			status, body := f.do(t, "PATCH", "/accounts/me/agents/keyless", acc.Secret, tt.patch)
-			wantFieldError(t, status, body, tt.field)
+			testenv.WantFieldError(t, status, body, tt.field)
 		}
 		got := decodeJSON[agentView](t, f.must(t, http.StatusOK, "GET", "/accounts/me/agents/keyless", acc.Secret, ""))
 		if got.Version != 1 {

@@ -4,22 +4,19 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"github.com/agentharness/harness/shared/connections"
+	"github.com/agentharness/harness/shared/httpjson"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/agents"
 	"github.com/agentharness/harness/shared/asynctools"
 	"github.com/agentharness/harness/shared/store"
-	"github.com/agentharness/harness/shared/strictjson"
 	"github.com/agentharness/harness/shared/tool"
 )
 
@@ -84,7 +81,7 @@ type Options struct {
 type Handler struct {
 	opts Options
 	mux  *http.ServeMux
-	errs errorWriter
+	errs httpjson.ErrorWriter
 }
 
 // New returns the harness-processing handler.
@@ -119,21 +116,21 @@ func New(opts Options) *Handler {
 	if opts.WaitMargin <= 0 {
 		opts.WaitMargin = DefaultWaitMargin
 	}
-	h := &Handler{opts: opts, mux: http.NewServeMux(), errs: errorWriter{opts.Logger}}
+	h := &Handler{opts: opts, mux: http.NewServeMux(), errs: httpjson.ErrorWriter{Logger: opts.Logger}}
 	h.mux.HandleFunc("/{$}", h.root)
 	h.mux.HandleFunc("GET /readyz", probe)
 	h.mux.HandleFunc("GET /healthz", probe)
 	h.mux.HandleFunc("POST /async", h.asyncTurn)
 	h.mux.HandleFunc("GET /status/{eventId}", h.status)
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, &Error{Status: http.StatusNotFound, Message: "no route for " + r.Method + " " + r.URL.Path})
+		httpjson.WriteError(w, &httpjson.Error{Status: http.StatusNotFound, Message: "no route for " + r.Method + " " + r.URL.Path})
 	})
 	return h
 }
 
 // probe answers the App Server's health probes: the listener is up.
 func probe(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	httpjson.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
@@ -141,100 +138,24 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.Serv
 func (h *Handler) root(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		httpjson.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	case http.MethodPost:
 		h.turn(w, r)
 	default:
 		w.Header().Set("Allow", "GET, HEAD, POST")
-		writeError(w, &Error{Status: http.StatusMethodNotAllowed, Message: "method " + r.Method + " is not allowed on /"})
+		httpjson.WriteError(w, &httpjson.Error{Status: http.StatusMethodNotAllowed, Message: "method " + r.Method + " is not allowed on /"})
 	}
-}
-
-// Error is an HTTP error whose Message is safe to show to the client.
-type Error struct {
-	Status  int
-	Message string
-	// Extra fields merged into the JSON body.
-	Extra map[string]any
-	// cause is the condition behind the refusal, for callers that branch on it.
-	cause error
-}
-
-func (e *Error) Error() string { return e.Message }
-func (e *Error) Unwrap() error { return e.cause }
-
-func writeError(w http.ResponseWriter, e *Error) {
-	body := map[string]any{"error": e.Message}
-	for k, v := range e.Extra {
-		body[k] = v
-	}
-	writeJSON(w, e.Status, body)
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v)
-}
-
-// bearer returns the request's bearer token. Every route reads Authorization through it. The
-// scheme is case-insensitive (RFC 7235 §2.1): "bearer x" and "BEARER x" work like "Bearer x".
-func bearer(r *http.Request) (string, bool) {
-	scheme, token, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	token = strings.TrimSpace(token)
-	return token, token != ""
 }
 
 // authenticate resolves the bearer secret to an account.
 func authenticate(r *http.Request, st *store.Store) (store.Account, error) {
-	secret, ok := bearer(r)
+	secret, ok := httpjson.Bearer(r)
 	if !ok {
-		return store.Account{}, &Error{Status: http.StatusUnauthorized, Message: "missing bearer token: send Authorization: Bearer <account secret>"}
+		return store.Account{}, &httpjson.Error{Status: http.StatusUnauthorized, Message: "missing bearer token: send Authorization: Bearer <account secret>"}
 	}
 	acc, err := st.AccountBySecret(r.Context(), secret)
 	if errors.Is(err, store.ErrNotFound) {
-		return store.Account{}, &Error{Status: http.StatusUnauthorized, Message: "invalid account secret"}
+		return store.Account{}, &httpjson.Error{Status: http.StatusUnauthorized, Message: "invalid account secret"}
 	}
 	return acc, err
-}
-
-// errorWriter answers failed requests.
-type errorWriter struct{ logger *slog.Logger }
-
-// fail answers with e if it is an *Error and with a bare 500 otherwise, logging the cause.
-func (ew errorWriter) fail(w http.ResponseWriter, r *http.Request, err error) {
-	var e *Error
-	if errors.As(err, &e) {
-		writeError(w, e)
-		return
-	}
-	ew.logger.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-	writeError(w, &Error{Status: http.StatusInternalServerError, Message: "internal error"})
-}
-
-// checkKeys refuses a body that names a key twice in one object, with 400 naming the field.
-func checkKeys(body []byte) error {
-	var dup *strictjson.DuplicateKeyError
-	if errors.As(strictjson.CheckKeys(body), &dup) {
-		return &Error{Status: http.StatusBadRequest, Message: dup.Error(), Extra: map[string]any{"field": dup.Field}}
-	}
-	return nil
-}
-
-// decodeStrict decodes one JSON value into v, refusing unknown fields.
-func decodeStrict(body []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("malformed JSON body: %w", err)
-	}
-	if dec.More() {
-		return errors.New("malformed JSON body: unexpected data after the JSON value")
-	}
-	return nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/approval"
+	"github.com/agentharness/harness/shared/httpjson"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/store"
 	"github.com/agentharness/harness/shared/tool"
@@ -34,7 +35,7 @@ type turnPlan struct {
 // plan checks the request against the approvals the conversation waits for and records its
 // decisions. Decisions are checked against the persisted approval (same id, same call, same
 // arguments, still pending, before its deadline) and written all or none; expired approvals
-// are settled as such on the way. Its errors are *Error: 404 for an approval the account does
+// are settled as such on the way. Its errors are *httpjson.Error: 404 for an approval the account does
 // not hold, 409 for one that cannot take this decision, or for a new message that would skip
 // pending approvals.
 func (h *Handler) plan(ctx context.Context, accountID string, req *turnRequest, in turnInput, turn *store.Turn, now time.Time) (*turnPlan, error) {
@@ -81,7 +82,7 @@ func (h *Handler) plan(ctx context.Context, accountID string, req *turnRequest, 
 		}
 		switch {
 		case a.Status == store.ApprovalExpired:
-			refusal = &Error{Status: http.StatusConflict, Message: fmt.Sprintf("approval %s expired at %s; the tool never ran", a.ID, a.Deadline.UTC().Format(time.RFC3339)),
+			refusal = &httpjson.Error{Status: http.StatusConflict, Message: fmt.Sprintf("approval %s expired at %s; the tool never ran", a.ID, a.Deadline.UTC().Format(time.RFC3339)),
 				Extra: map[string]any{"approvalId": a.ID, "status": store.ApprovalExpired}}
 		case a.Status == store.ApprovalPending:
 			a.Status, a.Reason = status, reason
@@ -152,7 +153,7 @@ func (h *Handler) plan(ctx context.Context, accountID string, req *turnRequest, 
 // matches checks that a decision answers the call its approval was asked for.
 func matches(d decision, a store.Approval) error {
 	conflict := func(msg string) error {
-		return &Error{Status: http.StatusConflict, Message: msg, Extra: map[string]any{"approvalId": a.ID, "toolCallId": a.ToolCallID}}
+		return &httpjson.Error{Status: http.StatusConflict, Message: msg, Extra: map[string]any{"approvalId": a.ID, "toolCallId": a.ToolCallID}}
 	}
 	if d.ToolCallID != "" && d.ToolCallID != a.ToolCallID {
 		return conflict(fmt.Sprintf("approval %s is for tool call %s, not %s", a.ID, a.ToolCallID, d.ToolCallID))
@@ -171,13 +172,13 @@ func matches(d decision, a store.Approval) error {
 func (h *Handler) staleDecision(ctx context.Context, accountID, conversationID, approvalID string) error {
 	a, err := h.opts.Store.Approval(ctx, accountID, approvalID)
 	if errors.Is(err, store.ErrNotFound) {
-		return &Error{Status: http.StatusNotFound, Message: "approval " + approvalID + " not found"}
+		return &httpjson.Error{Status: http.StatusNotFound, Message: "approval " + approvalID + " not found"}
 	}
 	if err != nil {
 		return err
 	}
 	if a.ConversationID != conversationID {
-		return &Error{Status: http.StatusConflict, Message: fmt.Sprintf("approval %s belongs to conversation %s, not %s", a.ID, a.ConversationID, conversationID),
+		return &httpjson.Error{Status: http.StatusConflict, Message: fmt.Sprintf("approval %s belongs to conversation %s, not %s", a.ID, a.ConversationID, conversationID),
 			Extra: map[string]any{"approvalId": a.ID}}
 	}
 	return decidedError(a)
@@ -189,7 +190,7 @@ func pendingApprovalsError(conversationID string, waiting []store.Approval) erro
 	for _, a := range waiting {
 		ids = append(ids, a.ID)
 	}
-	return &Error{Status: http.StatusConflict,
+	return &httpjson.Error{Status: http.StatusConflict,
 		Message: fmt.Sprintf("conversation %s is waiting for approval of %s: answer them, or send the message with \"onPendingApprovals\": \"deny\" to deny them first", conversationID, strings.Join(ids, ", ")),
 		Extra:   map[string]any{"pendingApprovals": pendingView(waiting)}}
 }
@@ -199,7 +200,7 @@ func decidedError(a store.Approval) error {
 	if status == store.ApprovalPending {
 		status = store.ApprovalExpired
 	}
-	return &Error{Status: http.StatusConflict, Message: fmt.Sprintf("approval %s is already %s; a decision counts once", a.ID, status),
+	return &httpjson.Error{Status: http.StatusConflict, Message: fmt.Sprintf("approval %s is already %s; a decision counts once", a.ID, status),
 		Extra: map[string]any{"approvalId": a.ID, "status": status}}
 }
 
@@ -303,7 +304,7 @@ func withOverrides(tools *tool.Set, overrides map[string]approval.Status) (*tool
 	var oe *tool.OverrideError
 	if errors.As(err, &oe) {
 		field := "toolApproval." + oe.Tool
-		return nil, &Error{Status: http.StatusBadRequest, Message: field + ": " + oe.Err.Error(), Extra: map[string]any{"field": field}}
+		return nil, &httpjson.Error{Status: http.StatusBadRequest, Message: field + ": " + oe.Err.Error(), Extra: map[string]any{"field": field}}
 	}
 	return out, err
 }

@@ -8,8 +8,10 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/agentharness/harness/shared/httpjson"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/store"
+	"github.com/agentharness/harness/shared/workqueue"
 )
 
 // maxWorkMessage keeps an /async request inside SQS's 256 KiB message limit.
@@ -18,8 +20,8 @@ const maxWorkMessage = 250 << 10
 // workMessage is what async-worker takes from its queue: an /async turn to run, the
 // continuation of a settled dispatch group, or the purge of a deleted account's data.
 type workMessage struct {
-	Type      string `json:"type"` // "turn", "continue" or "purge"
-	AccountID string `json:"accountId"`
+	Type      workqueue.Kind `json:"type"`
+	AccountID string         `json:"accountId"`
 
 	// A turn: its event, the secret seed of its group ids, the request and what it brings.
 	EventID    string         `json:"eventId,omitempty"`
@@ -40,54 +42,54 @@ type workMessage struct {
 func (h *Handler) asyncTurn(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	if h.opts.Enqueue == nil {
-		writeError(w, &Error{Status: http.StatusServiceUnavailable, Message: "async turns are not configured here (no work queue)"})
+		httpjson.WriteError(w, &httpjson.Error{Status: http.StatusServiceUnavailable, Message: "async turns are not configured here (no work queue)"})
 		return
 	}
 	acc, err := authenticate(r, h.opts.Store)
 	if err != nil {
-		h.errs.fail(w, r, err)
+		h.errs.Fail(w, r, err)
 		return
 	}
 	req, in, err := h.readTurn(w, r)
 	if err != nil {
-		h.errs.fail(w, r, err)
+		h.errs.Fail(w, r, err)
 		return
 	}
 	if _, err := h.agentFor(ctx, acc.ID, req, false); err != nil {
-		h.errs.fail(w, r, err)
+		h.errs.Fail(w, r, err)
 		return
 	}
 	if req.EventID == "" {
 		req.EventID = store.NewID("evt_")
 	}
 	body, err := json.Marshal(workMessage{
-		Type: "turn", AccountID: acc.ID, EventID: req.EventID, Seed: store.NewID(""),
+		Type: workqueue.Turn, AccountID: acc.ID, EventID: req.EventID, Seed: store.NewID(""),
 		Request: req, Message: in.message, Decisions: in.decisions, RespondsTo: in.respondsTo,
 	})
 	if err != nil {
-		h.errs.fail(w, r, err)
+		h.errs.Fail(w, r, err)
 		return
 	}
 	if len(body) > maxWorkMessage {
-		writeError(w, &Error{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("an /async request must encode to at most %d bytes; send only the new message", maxWorkMessage)})
+		httpjson.WriteError(w, &httpjson.Error{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("an /async request must encode to at most %d bytes; send only the new message", maxWorkMessage)})
 		return
 	}
 	if err := h.precheck(ctx, acc.ID, req, in); err != nil {
-		h.errs.fail(w, r, err)
+		h.errs.Fail(w, r, err)
 		return
 	}
 	if err := h.claimOrReopen(ctx, acc.ID, req, in); err != nil {
-		h.errs.fail(w, r, err)
+		h.errs.Fail(w, r, err)
 		return
 	}
 	if err := h.opts.Enqueue(ctx, string(body)); err != nil {
 		if rerr := h.opts.Store.ReleaseEvent(context.WithoutCancel(ctx), acc.ID, req.EventID); rerr != nil {
 			h.opts.Logger.ErrorContext(ctx, "releasing event", "eventId", req.EventID, "err", rerr)
 		}
-		h.errs.fail(w, r, fmt.Errorf("queueing the turn: %w", err))
+		h.errs.Fail(w, r, fmt.Errorf("queueing the turn: %w", err))
 		return
 	}
-	writeJSON(w, http.StatusAccepted, map[string]string{
+	httpjson.WriteJSON(w, http.StatusAccepted, map[string]string{
 		"eventId": req.EventID, "conversationId": req.ID, "status": store.EventProcessing, "statusUrl": "/status/" + req.EventID,
 	})
 }
@@ -109,7 +111,7 @@ func (h *Handler) precheck(ctx context.Context, accountID string, req *turnReque
 	}
 	switch {
 	case head.AgentID != "" && head.AgentID != req.AgentID:
-		return &Error{Status: http.StatusConflict, Message: "conversation " + req.ID + " belongs to another agent"}
+		return &httpjson.Error{Status: http.StatusConflict, Message: "conversation " + req.ID + " belongs to another agent"}
 	case head.AsyncGroup != "":
 		return waitingForAsyncError(req.ID, head.PendingAsync)
 	}
@@ -155,7 +157,7 @@ func (h *Handler) claimOrReopen(ctx context.Context, accountID string, req *turn
 		if !errors.Is(err, store.ErrNotFound) {
 			var dup *store.DuplicateEventError
 			if errors.As(err, &dup) {
-				return &Error{Status: http.StatusConflict, Message: fmt.Sprintf("event %s is %s, not waiting for approval", dup.EventID, dup.Status), Extra: map[string]any{"eventId": dup.EventID, "status": dup.Status}}
+				return &httpjson.Error{Status: http.StatusConflict, Message: fmt.Sprintf("event %s is %s, not waiting for approval", dup.EventID, dup.Status), Extra: map[string]any{"eventId": dup.EventID, "status": dup.Status}}
 			}
 			return err
 		}
@@ -169,26 +171,26 @@ func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	acc, err := authenticate(r, h.opts.Store)
 	if err != nil {
-		h.errs.fail(w, r, err)
+		h.errs.Fail(w, r, err)
 		return
 	}
 	id := r.PathValue("eventId")
-	if err := checkID("eventId", id); err != nil {
-		h.errs.fail(w, r, err)
+	if err := httpjson.CheckID("eventId", id); err != nil {
+		h.errs.Fail(w, r, err)
 		return
 	}
 	ev, err := h.opts.Store.Event(ctx, acc.ID, id)
 	if errors.Is(err, store.ErrNotFound) {
-		writeError(w, &Error{Status: http.StatusNotFound, Message: "event " + id + " not found"})
+		httpjson.WriteError(w, &httpjson.Error{Status: http.StatusNotFound, Message: "event " + id + " not found"})
 		return
 	}
 	if err != nil {
-		h.errs.fail(w, r, err)
+		h.errs.Fail(w, r, err)
 		return
 	}
 	cur, resumedBy, err := h.followResumed(ctx, acc.ID, ev)
 	if err != nil {
-		h.errs.fail(w, r, err)
+		h.errs.Fail(w, r, err)
 		return
 	}
 	out := map[string]any{}
@@ -207,14 +209,14 @@ func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
 	ev.Status, ev.ToSeq = cur.Status, max(ev.ToSeq, cur.ToSeq)
 	if ev.Status == store.EventWaitingAsync {
 		if err := h.livePending(ctx, out); err != nil {
-			h.errs.fail(w, r, err)
+			h.errs.Fail(w, r, err)
 			return
 		}
 	}
 	if store.Final(ev.Status) {
 		msgs, err := h.opts.Store.Messages(ctx, acc.ID, ev.ConversationID, ev.FromSeq, ev.ToSeq)
 		if err != nil {
-			h.errs.fail(w, r, err)
+			h.errs.Fail(w, r, err)
 			return
 		}
 		if msgs == nil {
@@ -224,7 +226,7 @@ func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
 		out["text"] = answer(msgs)
 	}
 	delete(out, "groupId")
-	writeJSON(w, http.StatusOK, out)
+	httpjson.WriteJSON(w, http.StatusOK, out)
 }
 
 // maxResumeHops bounds how far the status route follows resumedBy.

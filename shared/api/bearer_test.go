@@ -1,6 +1,7 @@
 package api
 
 import (
+	"github.com/agentharness/harness/shared/httpjson"
 	"net/http"
 	"testing"
 )
@@ -31,9 +32,9 @@ func TestBearer(t *testing.T) {
 		if tt.header != "" {
 			r.Header.Set("Authorization", tt.header)
 		}
-		token, ok := bearer(r)
+		token, ok := httpjson.Bearer(r)
 		if token != tt.token || ok != tt.ok {
-			t.Errorf("bearer(%q) = %q, %v; want %q, %v", tt.header, token, ok, tt.token, tt.ok)
+			t.Errorf("httpjson.Bearer(%q) = %q, %v; want %q, %v", tt.header, token, ok, tt.token, tt.ok)
 		}
 	}
 }

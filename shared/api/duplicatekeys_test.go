@@ -3,10 +3,8 @@ package api_test
 import (
 	"net/http"
 	"testing"
-	"time"
 
 	"github.com/agentharness/harness/infra/testenv"
-	"github.com/agentharness/harness/shared/asynctools"
 )
 
 // A body that names a key twice is refused with 400 naming the key's path, on every route
@@ -31,7 +29,7 @@ func TestDuplicateKeysAreRefused(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			status, body := f.do(t, tt.method, tt.path, tt.secret, tt.body)
-			wantFieldError(t, status, body, tt.field)
+			testenv.WantFieldError(t, status, body, tt.field)
 		})
 	}
 	if status, _ := f.do(t, "GET", "/accounts/me/agents/twice", acc.Secret, ""); status != http.StatusNotFound {
@@ -55,21 +53,10 @@ func TestDuplicateKeysAreRefused(t *testing.T) {
 	for _, tt := range turns {
 		t.Run("turn with "+tt.name, func(t *testing.T) {
 			status, _, body := f.turn(t, acc.Secret, tt.body)
-			wantFieldError(t, status, body, tt.field)
+			testenv.WantFieldError(t, status, body, tt.field)
 		})
 	}
 	if items := testenv.ConversationItems(t, f.db, f.tables.Conversations, acc.AccountID); len(items) != 0 {
 		t.Errorf("refused turns wrote %v", items)
-	}
-}
-
-func TestDuplicateKeysInACompletionAreRefused(t *testing.T) {
-	f := newCompleteFixture(t)
-	g := newAsyncGroup()
-	c := f.register(t, g, "call_1", asynctools.ExternalDispatch, time.Hour)
-	status, body := f.complete(t, c.id, c.token, `{"status":"failed","error":"x","status":"completed","response":1}`)
-	wantFieldError(t, status, body, "status")
-	if row := f.row(t, c.id); row.Status != asynctools.Running {
-		t.Errorf("the refused completion settled the row: %s", row.Status)
 	}
 }

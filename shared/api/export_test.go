@@ -33,10 +33,3 @@ func (t *TestOut) End(ctx context.Context) {
 func (t *TestOut) EndWaiting(ctx context.Context) {
 	t.o.end(ctx, runResult{status: store.EventWaitingAsync}, false)
 }
-
-// SweepPurges runs the sweeper's pass over the purges of deleted accounts in st at now, queueing
-// them with enqueue.
-func SweepPurges(ctx context.Context, st *store.Store, now time.Time, enqueue func(context.Context, string) error) error {
-	s := &Sweeper{accounts: st, enqueue: enqueue, now: func() time.Time { return now }, logger: slog.New(slog.DiscardHandler)}
-	return s.purges(ctx)
-}

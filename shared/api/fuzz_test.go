@@ -10,7 +10,9 @@ import (
 	"testing"
 
 	"github.com/agentharness/harness/shared/asynctools"
+	"github.com/agentharness/harness/shared/completion"
 	"github.com/agentharness/harness/shared/connections"
+	"github.com/agentharness/harness/shared/httpjson"
 	"github.com/agentharness/harness/shared/ids"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/store"
@@ -45,9 +47,9 @@ func isObject(body []byte) bool {
 // checkRefusal asserts err is a client error, and that it names a field when body is an object.
 func checkRefusal(t *testing.T, body []byte, err error) {
 	t.Helper()
-	var e *Error
+	var e *httpjson.Error
 	if !errors.As(err, &e) {
-		t.Fatalf("refusal %T %v is not an *Error", err, err)
+		t.Fatalf("refusal %T %v is not an *httpjson.Error", err, err)
 	}
 	if e.Status != http.StatusBadRequest && e.Status != http.StatusRequestEntityTooLarge {
 		t.Fatalf("refusal status %d (%s), want 400 or 413", e.Status, e.Message)
@@ -159,10 +161,10 @@ func FuzzParseCompletion(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		err := checkKeys(body)
+		err := httpjson.CheckKeys(body)
 		var out asynctools.Outcome
 		if err == nil {
-			out, err = parseCompletion(body)
+			out, err = completion.Parse(body)
 		}
 		if err != nil {
 			checkRefusal(t, body, err)
@@ -187,7 +189,7 @@ func FuzzParseCompletion(f *testing.F) {
 		if err != nil {
 			t.Fatalf("encoding %+v: %v", out, err)
 		}
-		out2, err := parseCompletion(again)
+		out2, err := completion.Parse(again)
 		if err != nil {
 			t.Fatalf("the accepted outcome, encoded again as %s, is refused: %v", again, err)
 		}

@@ -10,24 +10,6 @@ import (
 	"github.com/agentharness/harness/infra/testenv"
 )
 
-// badIDs break the id grammar in each way a client has: too long (129, the 1,025 and 2,022
-// that once reached DynamoDB, 3,000), empty where it is a path segment, control characters
-// (header injection in X-Conversation-Id), non-ASCII, and the '#' that joins key parts.
-var badIDs = map[string]string{
-	"129 characters":   strings.Repeat("x", 129),
-	"1025 characters":  strings.Repeat("x", 1025),
-	"2022 characters":  strings.Repeat("x", 2022),
-	"3000 characters":  strings.Repeat("x", 3000),
-	"CRLF":             "conv\r\nX-Injected: 1",
-	"NUL":              "conv\x00",
-	"tab":              "conv\t1",
-	"non-ASCII":        "café",
-	"key separator":    "a#b",
-	"path separator":   "a/b",
-	"space":            "a b",
-	"unicode line sep": "a\u2028b",
-}
-
 // Every id a route reads is checked at the edge: a malformed one gets 400 naming its field,
 // never a DynamoDB validation error (500), and nothing is written.
 func TestMalformedIDsAreRefused(t *testing.T) {
@@ -35,7 +17,7 @@ func TestMalformedIDsAreRefused(t *testing.T) {
 	acc := f.createAccount(t, "ids")
 	f.createAgent(t, acc.Secret, withID("helper", helperConfig))
 
-	for name, id := range badIDs {
+	for name, id := range testenv.BadIDs {
 		b, _ := json.Marshal(id)
 		q := string(b)
 		turns := []struct{ body, field string }{
@@ -51,7 +33,7 @@ func TestMalformedIDsAreRefused(t *testing.T) {
 		for _, tt := range turns {
 			t.Run(name+" in turn "+tt.field, func(t *testing.T) {
 				status, _, body := f.turn(t, acc.Secret, tt.body)
-				wantFieldError(t, status, body, tt.field)
+				testenv.WantFieldError(t, status, body, tt.field)
 			})
 		}
 		if strings.Contains(id, "/") {
@@ -70,10 +52,10 @@ func TestMalformedIDsAreRefused(t *testing.T) {
 				{"POST", "/accounts/" + seg + "/rotate-secret", testAdminSecret, "", "accountId"},
 			} {
 				status, body := f.do(t, r.method, r.path, r.secret, r.body)
-				wantFieldError(t, status, body, r.field)
+				testenv.WantFieldError(t, status, body, r.field)
 			}
 			status, body := call(t, f.harness, "GET", "/status/"+seg, acc.Secret, "")
-			wantFieldError(t, status, body, "eventId")
+			testenv.WantFieldError(t, status, body, "eventId")
 		})
 	}
 	if items := testenv.ConversationItems(t, f.db, f.tables.Conversations, acc.AccountID); len(items) != 0 {
@@ -111,18 +93,5 @@ func TestLongestIDRoundTrips(t *testing.T) {
 	}
 	if status, body := call(t, f.harness, "GET", "/status/"+id, acc.Secret, ""); status != http.StatusOK {
 		t.Errorf("GET /status of a %d-character event id = %d %s", len(id), status, body)
-	}
-}
-
-func TestMalformedResultIDIsRefused(t *testing.T) {
-	f := newCompleteFixture(t)
-	for name, id := range badIDs {
-		if strings.Contains(id, "/") {
-			continue
-		}
-		t.Run(name, func(t *testing.T) {
-			status, body := f.completeRaw(t, "/async-tools/"+url.PathEscape(id)+"/complete", "hsk_any", strings.NewReader(`{"status":"completed","response":1}`))
-			wantFieldError(t, status, body, "resultId")
-		})
 	}
 }

@@ -2,18 +2,12 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"time"
 
 	"github.com/agentharness/harness/shared/store"
+	"github.com/agentharness/harness/shared/workqueue"
 )
-
-// purgeMessage is the work message that purges a deleted account's data.
-func purgeMessage(accountID string) string {
-	b, _ := json.Marshal(workMessage{Type: "purge", AccountID: accountID}) // strings only: cannot fail
-	return string(b)
-}
 
 // purgeMargin is the time a purge leaves before the invocation's deadline to queue its next
 // pass; purgeDefault bounds a pass when there is no deadline.
@@ -47,5 +41,5 @@ func (w *Worker) purge(ctx context.Context, msg workMessage) error {
 	if h.opts.Enqueue == nil {
 		return errors.New("no work queue to continue the purge on")
 	}
-	return h.opts.Enqueue(ctx, purgeMessage(msg.AccountID))
+	return h.opts.Enqueue(ctx, workqueue.PurgeMessage(msg.AccountID))
 }

@@ -3,12 +3,13 @@ package api_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/agentharness/harness/shared/api"
+	"github.com/agentharness/harness/shared/sweeper"
 )
 
 // A purge account-manage could not queue is not lost: the account is deleted all the same (204,
@@ -55,7 +56,7 @@ func TestUnqueuedPurgeIsQueuedBySweeper(t *testing.T) {
 		if tt.failing {
 			sendErr = errors.New("queue unavailable")
 		}
-		err := api.SweepPurges(ctx, f.store, testNow.Add(tt.at), send)
+		err := sweeper.NewFrom(nil, f.store, send, func() time.Time { return testNow.Add(tt.at) }, slog.New(slog.DiscardHandler)).QueuePurges(ctx)
 		if tt.failing != (err != nil) {
 			t.Errorf("sweep at +%s = %v, want an error: %v", tt.at, err, tt.failing)
 		}

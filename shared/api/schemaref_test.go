@@ -30,11 +30,11 @@ func TestAgentApprovalRuleRemoteRefsAreRefused(t *testing.T) {
 		tools := `{"test_async":{"needsApproval":{"rules":[{"if":` + tt.schema + `,"then":"approved"}]}}}`
 		t.Run(tt.name+"/POST", func(t *testing.T) {
 			status, body := f.do(t, "POST", "/accounts/me/agents", acc.Secret, `{"name":"a","model":`+scriptedHi+`,"tools":`+tools+`}`)
-			wantFieldError(t, status, body, tt.field)
+			testenv.WantFieldError(t, status, body, tt.field)
 		})
 		t.Run(tt.name+"/PATCH", func(t *testing.T) {
 			status, body := f.do(t, "PATCH", "/accounts/me/agents/steady", acc.Secret, `{"tools":`+tools+`}`)
-			wantFieldError(t, status, body, tt.field)
+			testenv.WantFieldError(t, status, body, tt.field)
 			after := f.must(t, http.StatusOK, "GET", "/accounts/me/agents/steady", acc.Secret, "")
 			if diff := cmp.Diff(string(before), string(after)); diff != "" {
 				t.Errorf("a refused PATCH changed the agent (-before +after):\n%s", diff)

@@ -15,6 +15,7 @@ import (
 	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/approval"
 	"github.com/agentharness/harness/shared/asynctools"
+	"github.com/agentharness/harness/shared/httpjson"
 	"github.com/agentharness/harness/shared/ids"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/store"
@@ -97,18 +98,18 @@ type turnInput struct {
 func (req *turnRequest) input(newID func() string) (turnInput, error) {
 	if len(req.Approvals) > 0 {
 		if req.Message != nil {
-			return turnInput{}, fieldError("approvals", `send either "message" or "approvals", not both`)
+			return turnInput{}, httpjson.FieldError("approvals", `send either "message" or "approvals", not both`)
 		}
 		return turnInput{decisions: req.Approvals, respondsTo: req.MessageID}, nil
 	}
 	if req.Message != nil {
 		if strings.TrimSpace(*req.Message) == "" {
-			return turnInput{}, fieldError("message", "is empty")
+			return turnInput{}, httpjson.FieldError("message", "is empty")
 		}
 		return turnInput{message: &model.Message{ID: newID(), Role: model.RoleUser, Parts: []model.Part{{Type: model.PartText, Text: *req.Message}}}}, nil
 	}
 	if len(req.Messages) == 0 {
-		return turnInput{}, fieldError("messages", `the request has no user message: send "messages" (AI SDK chat request), "message" (text) or "approvals"`)
+		return turnInput{}, httpjson.FieldError("messages", `the request has no user message: send "messages" (AI SDK chat request), "message" (text) or "approvals"`)
 	}
 	at := len(req.Messages) - 1
 	if req.MessageID != "" {
@@ -128,12 +129,12 @@ func (req *turnRequest) input(newID func() string) (turnInput, error) {
 			}
 		}
 		if len(ds) == 0 {
-			return turnInput{}, fieldError(fmt.Sprintf("messages[%d]", at), "the last message is the assistant's and answers no approval request: end the messages with a user message, or with tool parts in state approval-responded")
+			return turnInput{}, httpjson.FieldError(fmt.Sprintf("messages[%d]", at), "the last message is the assistant's and answers no approval request: end the messages with a user message, or with tool parts in state approval-responded")
 		}
 		return turnInput{decisions: ds, respondsTo: last.ID}, nil
 	}
 	if last.Role != "user" {
-		return turnInput{}, fieldError(fmt.Sprintf("messages[%d].role", at), fmt.Sprintf("the last message must have role user, got %q", last.Role))
+		return turnInput{}, httpjson.FieldError(fmt.Sprintf("messages[%d].role", at), fmt.Sprintf("the last message must have role user, got %q", last.Role))
 	}
 	var text strings.Builder
 	for _, p := range last.Parts {
@@ -142,7 +143,7 @@ func (req *turnRequest) input(newID func() string) (turnInput, error) {
 		}
 	}
 	if strings.TrimSpace(text.String()) == "" {
-		return turnInput{}, fieldError(fmt.Sprintf("messages[%d].parts", at), "the last user message has no text part")
+		return turnInput{}, httpjson.FieldError(fmt.Sprintf("messages[%d].parts", at), "the last user message has no text part")
 	}
 	id := last.ID
 	if id == "" {
@@ -154,22 +155,22 @@ func (req *turnRequest) input(newID func() string) (turnInput, error) {
 func (req *turnRequest) validate() error {
 	switch {
 	case req.AgentID == "":
-		return fieldError("agentId", "is required")
+		return httpjson.FieldError("agentId", "is required")
 	case req.Trigger != "" && req.Trigger != "submit-message":
-		return fieldError("trigger", fmt.Sprintf("%q is not supported (only submit-message)", req.Trigger))
+		return httpjson.FieldError("trigger", fmt.Sprintf("%q is not supported (only submit-message)", req.Trigger))
 	case req.OnPendingApprovals != "" && req.OnPendingApprovals != "reject" && req.OnPendingApprovals != "deny":
-		return fieldError("onPendingApprovals", fmt.Sprintf(`%q is not supported: use "reject" or "deny"`, req.OnPendingApprovals))
+		return httpjson.FieldError("onPendingApprovals", fmt.Sprintf(`%q is not supported: use "reject" or "deny"`, req.OnPendingApprovals))
 	}
-	if err := checkID("agentId", req.AgentID); err != nil {
+	if err := httpjson.CheckID("agentId", req.AgentID); err != nil {
 		return err
 	}
 	for _, f := range []struct{ name, id string }{{"id", req.ID}, {"eventId", req.EventID}, {"messageId", req.MessageID}} {
-		if err := checkOptionalID(f.name, f.id); err != nil {
+		if err := httpjson.CheckOptionalID(f.name, f.id); err != nil {
 			return err
 		}
 	}
 	for i, m := range req.Messages {
-		if err := checkOptionalID(fmt.Sprintf("messages[%d].id", i), m.ID); err != nil {
+		if err := httpjson.CheckOptionalID(fmt.Sprintf("messages[%d].id", i), m.ID); err != nil {
 			return err
 		}
 	}
@@ -178,19 +179,19 @@ func (req *turnRequest) validate() error {
 
 func checkDecisions(ds []decision, conversationID string) error {
 	if conversationID == "" {
-		return fieldError("id", "the conversation is required with approval responses")
+		return httpjson.FieldError("id", "the conversation is required with approval responses")
 	}
 	seen := map[string]bool{}
 	for i, d := range ds {
 		switch {
 		case d.ApprovalID == "":
-			return fieldError(d.field(i, "approvalId", "id"), "is required")
+			return httpjson.FieldError(d.field(i, "approvalId", "id"), "is required")
 		case !ids.Valid(d.ApprovalID):
-			return checkID(d.field(i, "approvalId", "id"), d.ApprovalID)
+			return httpjson.CheckID(d.field(i, "approvalId", "id"), d.ApprovalID)
 		case d.Approved == nil:
-			return fieldError(d.field(i, "approved", "approved"), "is required (true or false)")
+			return httpjson.FieldError(d.field(i, "approved", "approved"), "is required (true or false)")
 		case seen[d.ApprovalID]:
-			return fieldError(d.field(i, "approvalId", "id"), fmt.Sprintf("approval %s is answered twice", d.ApprovalID))
+			return httpjson.FieldError(d.field(i, "approvalId", "id"), fmt.Sprintf("approval %s is answered twice", d.ApprovalID))
 		}
 		seen[d.ApprovalID] = true
 	}
@@ -201,7 +202,7 @@ func checkDecisions(ds []decision, conversationID string) error {
 // message may be, before anything is written.
 func checkMessageSize(field string, m *model.Message) error {
 	if n := store.MessageBytes(*m); n > store.MaxMessageBytes {
-		return &Error{Status: http.StatusRequestEntityTooLarge, Extra: map[string]any{"field": field},
+		return &httpjson.Error{Status: http.StatusRequestEntityTooLarge, Extra: map[string]any{"field": field},
 			Message: fmt.Sprintf("%s: the message takes %d bytes stored, more than the %d one message may hold", field, n, store.MaxMessageBytes)}
 	}
 	return nil
@@ -214,21 +215,21 @@ func (h *Handler) readTurn(w http.ResponseWriter, r *http.Request) (*turnRequest
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes))
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
-		return nil, turnInput{}, &Error{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("request body is larger than %d bytes", h.opts.MaxBodyBytes)}
+		return nil, turnInput{}, &httpjson.Error{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("request body is larger than %d bytes", h.opts.MaxBodyBytes)}
 	}
 	if err != nil {
-		return nil, turnInput{}, &Error{Status: http.StatusBadRequest, Message: "reading the request body: " + err.Error()}
+		return nil, turnInput{}, &httpjson.Error{Status: http.StatusBadRequest, Message: "reading the request body: " + err.Error()}
 	}
-	if err := checkKeys(body); err != nil {
+	if err := httpjson.CheckKeys(body); err != nil {
 		return nil, turnInput{}, err
 	}
 	var req turnRequest
 	if err := json.Unmarshal(body, &req); err != nil {
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) && typeErr.Field != "" {
-			return nil, turnInput{}, fieldError(typeErr.Field, "must be a JSON "+typeErr.Type.String())
+			return nil, turnInput{}, httpjson.FieldError(typeErr.Field, "must be a JSON "+typeErr.Type.String())
 		}
-		return nil, turnInput{}, &Error{Status: http.StatusBadRequest, Message: "malformed JSON body: " + err.Error()}
+		return nil, turnInput{}, &httpjson.Error{Status: http.StatusBadRequest, Message: "malformed JSON body: " + err.Error()}
 	}
 	if err := req.validate(); err != nil {
 		return nil, turnInput{}, err
@@ -259,23 +260,23 @@ func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	acc, err := authenticate(r, h.opts.Store)
 	if err != nil {
-		h.errs.fail(w, r, err)
+		h.errs.Fail(w, r, err)
 		return
 	}
 	req, in, err := h.readTurn(w, r)
 	if err != nil {
-		h.errs.fail(w, r, err)
+		h.errs.Fail(w, r, err)
 		return
 	}
 	cfg, err := h.agentFor(ctx, acc.ID, req, true)
 	if err != nil {
-		h.errs.fail(w, r, err)
+		h.errs.Fail(w, r, err)
 		return
 	}
 	now := h.opts.Now()
 	if req.EventID != "" {
 		if err := h.claimEvent(ctx, acc.ID, req, now); err != nil {
-			h.errs.fail(w, r, err)
+			h.errs.Fail(w, r, err)
 			return
 		}
 	}
@@ -290,7 +291,7 @@ func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 	turn, plan, err := h.begin(ctx, acc.ID, req, in, now)
 	if err != nil {
 		releaseEvent()
-		h.errs.fail(w, r, err)
+		h.errs.Fail(w, r, err)
 		return
 	}
 	cfg.Pause = h.pauseFunc(turn, req.AgentID)
@@ -340,7 +341,7 @@ func (h *Handler) claimEvent(ctx context.Context, accountID string, req *turnReq
 	err := h.opts.Store.ClaimEvent(ctx, accountID, req.EventID, req.ID, now, h.opts.EventTTL)
 	var dup *store.DuplicateEventError
 	if errors.As(err, &dup) {
-		return &Error{Status: http.StatusConflict, Message: dup.Error(), Extra: map[string]any{"eventId": dup.EventID, "status": dup.Status}}
+		return &httpjson.Error{Status: http.StatusConflict, Message: dup.Error(), Extra: map[string]any{"eventId": dup.EventID, "status": dup.Status}}
 	}
 	return err
 }
@@ -355,7 +356,7 @@ func (h *Handler) agentFor(ctx context.Context, accountID string, req *turnReque
 	if stream && cfg.Tools != nil {
 		for _, name := range cfg.Tools.Names() {
 			if cfg.Tools.AsyncMode(name) == asynctools.ExternalDispatch {
-				return cfg, &Error{Status: http.StatusBadRequest, Message: fmt.Sprintf(
+				return cfg, &httpjson.Error{Status: http.StatusBadRequest, Message: fmt.Sprintf(
 					"agent %s cannot run over SSE: its tool %s uses execution %q, whose results arrive after this response has ended; use POST /async",
 					req.AgentID, name, asynctools.ExternalDispatch)}
 			}
@@ -368,14 +369,14 @@ func (h *Handler) agentFor(ctx context.Context, accountID string, req *turnReque
 }
 
 // begin takes the conversation's lease and plans the request against what the conversation
-// waits for. Its refusals are *Error, and on any error the lease is given back.
+// waits for. Its refusals are *httpjson.Error, and on any error the lease is given back.
 func (h *Handler) begin(ctx context.Context, accountID string, req *turnRequest, in turnInput, now time.Time) (*store.Turn, *turnPlan, error) {
 	turn, err := h.opts.Store.BeginTurn(ctx, accountID, req.ID, req.AgentID, now, now.Add(h.opts.Lease))
 	switch {
 	case errors.Is(err, store.ErrBusy):
-		return nil, nil, &Error{Status: http.StatusConflict, Message: "conversation " + req.ID + " is busy with another turn; retry when it ends", cause: err}
+		return nil, nil, &httpjson.Error{Status: http.StatusConflict, Message: "conversation " + req.ID + " is busy with another turn; retry when it ends", Cause: err}
 	case errors.Is(err, store.ErrAgentMismatch):
-		return nil, nil, &Error{Status: http.StatusConflict, Message: "conversation " + req.ID + " belongs to another agent"}
+		return nil, nil, &httpjson.Error{Status: http.StatusConflict, Message: "conversation " + req.ID + " belongs to another agent"}
 	case err != nil:
 		return nil, nil, err
 	}
@@ -400,7 +401,7 @@ func (h *Handler) planTurn(ctx context.Context, accountID string, req *turnReque
 
 // waitingForAsyncError refuses a request on a conversation that waits for async tool calls.
 func waitingForAsyncError(conversationID string, resultIDs []string) error {
-	return &Error{Status: http.StatusConflict, Message: fmt.Sprintf(
+	return &httpjson.Error{Status: http.StatusConflict, Message: fmt.Sprintf(
 		"conversation %s is waiting for %d async tool call(s) to complete; it continues by itself when they do",
 		conversationID, len(resultIDs)), Extra: map[string]any{"pendingAsyncTools": resultIDs}}
 }
@@ -410,10 +411,10 @@ func waitingForAsyncError(conversationID string, resultIDs []string) error {
 func (h *Handler) loadAgent(ctx context.Context, accountID, agentID string) (agent.Config, error) {
 	cfg, err := h.opts.Agents.Load(ctx, accountID, agentID)
 	if errors.Is(err, store.ErrNotFound) {
-		return agent.Config{}, &Error{Status: http.StatusNotFound, Message: "agent " + agentID + " not found"}
+		return agent.Config{}, &httpjson.Error{Status: http.StatusNotFound, Message: "agent " + agentID + " not found"}
 	}
 	invalid := func(err error) error {
-		return &Error{Status: http.StatusBadRequest, Message: "agent " + agentID + " cannot run: " + err.Error()}
+		return &httpjson.Error{Status: http.StatusBadRequest, Message: "agent " + agentID + " cannot run: " + err.Error()}
 	}
 	var fe *agentconfig.FieldError
 	if errors.As(err, &fe) {

@@ -12,8 +12,10 @@ import (
 
 	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/asynctools"
+	"github.com/agentharness/harness/shared/httpjson"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/store"
+	"github.com/agentharness/harness/shared/workqueue"
 	"github.com/aws/aws-lambda-go/events"
 )
 
@@ -71,7 +73,7 @@ func (w *Worker) process(ctx context.Context, body string) error {
 		return nil
 	}
 	switch msg.Type {
-	case "turn", "continue":
+	case workqueue.Turn, workqueue.Continue:
 		// A deleted account's work would write conversations its purge has to find again.
 		if _, err := w.h.opts.Store.Account(ctx, msg.AccountID); errors.Is(err, store.ErrNotFound) {
 			w.h.opts.Logger.InfoContext(ctx, "dropping work of a deleted account", "accountId", msg.AccountID, "type", msg.Type)
@@ -83,11 +85,11 @@ func (w *Worker) process(ctx context.Context, body string) error {
 		} else if err != nil {
 			return err
 		}
-		if msg.Type == "turn" {
+		if msg.Type == workqueue.Turn {
 			return w.turn(ctx, msg)
 		}
 		return w.continueGroup(ctx, msg)
-	case "purge":
+	case workqueue.Purge:
 		return w.purge(ctx, msg)
 	}
 	w.h.opts.Logger.ErrorContext(ctx, "dropping a work message of unknown type", "type", msg.Type)
@@ -129,10 +131,10 @@ func (w *Worker) turn(ctx context.Context, msg workMessage) error {
 	if err == nil && msg.WS != nil {
 		cfg.WaitOnAsync = true
 		if cfg.Tools, err = h.wsToolSet(cfg.Tools, msg.AccountID, msg.WS); err != nil {
-			err = &Error{Status: http.StatusBadRequest, Message: err.Error()}
+			err = &httpjson.Error{Status: http.StatusBadRequest, Message: err.Error()}
 		}
 	}
-	var refused *Error
+	var refused *httpjson.Error
 	if errors.As(err, &refused) {
 		return refuse(runResult{status: store.EventFailed, errText: refused.Message})
 	}

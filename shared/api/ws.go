@@ -12,11 +12,15 @@ import (
 
 	"github.com/agentharness/harness/shared/agents"
 	"github.com/agentharness/harness/shared/asynctools"
+	"github.com/agentharness/harness/shared/completion"
 	"github.com/agentharness/harness/shared/connections"
+	"github.com/agentharness/harness/shared/httpjson"
 	"github.com/agentharness/harness/shared/ids"
+	"github.com/agentharness/harness/shared/lambdadeps"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/store"
 	"github.com/agentharness/harness/shared/strictjson"
+	"github.com/agentharness/harness/shared/workqueue"
 	"github.com/agentharness/harness/shared/wsconn"
 )
 
@@ -34,7 +38,7 @@ type Gateway struct {
 
 // NewGateway wires ws-gateway: the harness's turn machinery, the connections table and the
 // poster, and agent creation with the same checks as account-manage.
-func NewGateway(d Deps) (*Gateway, error) {
+func NewGateway(d lambdadeps.Deps) (*Gateway, error) {
 	h, err := NewHarness(d)
 	if err != nil {
 		return nil, err
@@ -46,7 +50,7 @@ func NewGateway(d Deps) (*Gateway, error) {
 }
 
 // Connect admits a connection: Authorization: Bearer <account secret> on the upgrade, and an
-// optional ?channel=control|stream. Its error is an *Error whose status refuses the upgrade.
+// optional ?channel=control|stream. Its error is an *httpjson.Error whose status refuses the upgrade.
 func (g *Gateway) Connect(ctx context.Context, connectionID string, header http.Header, query url.Values) error {
 	r := (&http.Request{Header: header}).WithContext(ctx)
 	acc, err := authenticate(r, g.h.opts.Store)
@@ -55,9 +59,9 @@ func (g *Gateway) Connect(ctx context.Context, connectionID string, header http.
 	}
 	channel := query.Get("channel")
 	if channel != connections.Both && channel != connections.Control && channel != connections.Stream {
-		return &Error{Status: http.StatusBadRequest, Message: fmt.Sprintf("channel %q is not one of control, stream", channel)}
+		return &httpjson.Error{Status: http.StatusBadRequest, Message: fmt.Sprintf("channel %q is not one of control, stream", channel)}
 	}
-	secret, _ := bearer(r)
+	secret, _ := httpjson.Bearer(r)
 	return g.h.opts.Connections.Connect(ctx, connections.Connection{
 		ID: connectionID, AccountID: acc.ID, Channel: channel, SecretHash: store.HashSecret(secret),
 	}, g.h.opts.Now())
@@ -178,10 +182,10 @@ func (c *call) fail(ctx context.Context, responseType, msg string) error {
 	return c.reply(ctx, out)
 }
 
-// refusal is the client-facing text of err: an *Error's message, a generic text otherwise
+// refusal is the client-facing text of err: an *httpjson.Error's message, a generic text otherwise
 // (logged in full).
 func (c *call) refusal(ctx context.Context, err error) string {
-	var e *Error
+	var e *httpjson.Error
 	if errors.As(err, &e) {
 		return e.Message
 	}
@@ -234,12 +238,12 @@ func (c *call) runtimeStart(ctx context.Context) error {
 		return c.fail(ctx, resp, "send exactly one of conversation_id and create_conversation")
 	}
 	if hasConv {
-		if err := checkID("conversation_id", *cmd.ConversationID); err != nil {
+		if err := httpjson.CheckID("conversation_id", *cmd.ConversationID); err != nil {
 			return c.fail(ctx, resp, c.refusal(ctx, err))
 		}
 	}
 	if cmd.AgentID != nil {
-		if err := checkID("agent_id", *cmd.AgentID); err != nil {
+		if err := httpjson.CheckID("agent_id", *cmd.AgentID); err != nil {
 			return c.fail(ctx, resp, c.refusal(ctx, err))
 		}
 	}
@@ -508,7 +512,7 @@ func (c *call) input(ctx context.Context) error {
 		if p.RequestID == "" {
 			return refuse("payload.request_id (the control_request's request_id) is required")
 		}
-		if err := checkID("payload.request_id", p.RequestID); err != nil {
+		if err := httpjson.CheckID("payload.request_id", p.RequestID); err != nil {
 			return refuse(c.refusal(ctx, err))
 		}
 		d := decision{ApprovalID: p.RequestID}
@@ -537,7 +541,7 @@ func (c *call) input(ctx context.Context) error {
 		return refuse(c.refusal(ctx, err))
 	}
 	body, err := json.Marshal(workMessage{
-		Type: "turn", AccountID: c.conn.AccountID, EventID: req.EventID, Seed: store.NewID(""),
+		Type: workqueue.Turn, AccountID: c.conn.AccountID, EventID: req.EventID, Seed: store.NewID(""),
 		Request: req, Message: in.message, Decisions: in.decisions, WS: turn,
 	})
 	if err != nil {
@@ -810,7 +814,7 @@ func (c *call) toolResponse(ctx context.Context) error {
 	if err != nil {
 		return c.fail(ctx, resp, c.refusal(ctx, err))
 	}
-	if _, err := settleCall(ctx, h.opts.Async, h.opts.Redriver, row, outcome, h.opts.Now()); err != nil {
+	if _, err := completion.Settle(ctx, h.opts.Async, h.opts.Redriver, row, outcome, h.opts.Now()); err != nil {
 		return c.fail(ctx, resp, c.refusal(ctx, err))
 	}
 	return nil

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"github.com/agentharness/harness/shared/httpjson"
 	"net/http"
 	"net/url"
 
@@ -32,7 +33,7 @@ func (g *Gateway) HandleLambda(ctx context.Context, req events.APIGatewayWebsock
 			query.Set(k, v)
 		}
 		if err := g.Connect(ctx, id, header, query); err != nil {
-			var e *Error
+			var e *httpjson.Error
 			if errors.As(err, &e) {
 				return events.APIGatewayProxyResponse{StatusCode: e.Status, Body: e.Message}, nil
 			}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentharness/harness/shared/asynctools"
 	"github.com/agentharness/harness/shared/connections"
+	"github.com/agentharness/harness/shared/httpjson"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/store"
 	"github.com/agentharness/harness/shared/stream"
@@ -36,10 +37,10 @@ type runtimeScope struct {
 // check refuses a runtime whose ids are missing or break the id grammar; at prefixes the
 // fields it names ("runtime.").
 func (rt runtimeScope) check(at string) error {
-	if err := checkID(at+"agent_id", rt.AgentID); err != nil {
+	if err := httpjson.CheckID(at+"agent_id", rt.AgentID); err != nil {
 		return err
 	}
-	return checkID(at+"conversation_id", rt.ConversationID)
+	return httpjson.CheckID(at+"conversation_id", rt.ConversationID)
 }
 
 // subscriberTTL is how long a runtime's subscriber list is reused before it is read again, so

@@ -1,31 +1,63 @@
-// Package lambdadeps builds, inside Lambda, what every function's handler is made from: the JSON
-// logger, the AWS clients from the default credential chain, the environment the SAM template
-// sets, and for functions that open agent secrets the KMS sealer. Each function's main only
-// chooses its handler.
+// Package lambdadeps holds Deps, what every function's handler is made from, and builds them
+// inside Lambda: the JSON logger, the AWS clients from the default credential chain, the
+// environment the SAM template sets, and for functions that open agent secrets the KMS sealer.
+// Each function's main only chooses its handler. It imports no handler package, so a function
+// links only the handler its main names.
 package lambdadeps
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
 
-	"github.com/agentharness/harness/shared/api"
+	"github.com/agentharness/harness/shared/agentconfig"
+	"github.com/agentharness/harness/shared/agents"
 	"github.com/agentharness/harness/shared/awsclient"
 	"github.com/agentharness/harness/shared/logging"
 	"github.com/agentharness/harness/shared/secrets"
+	"github.com/agentharness/harness/shared/tool"
 	"github.com/agentharness/harness/shared/wsconn"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 )
 
+// Deps are what every function's handler is built from: AWS clients, the secrets sealer, the
+// environment the SAM template sets, the tool factories and the logger. Lambda mains and the
+// local runner build handlers from the same Deps, so they serve the same thing.
+type Deps struct {
+	DB     *dynamodb.Client
+	SQS    *sqs.Client
+	S3     *s3.Client
+	Sealer agents.Sealer
+	Getenv func(string) string
+	// Tools builds an agent's ToolSet from its config.tools.
+	Tools func(config map[string]json.RawMessage, env tool.Env) (*tool.Set, error)
+	// Checks validate agent configs when they are written (account-manage).
+	Checks agentconfig.Checks
+	Logger *slog.Logger
+	// Poster sends frames to WebSocket connections (API Gateway's @connections, or the local
+	// runner's sockets); nil where none can be reached.
+	Poster Poster
+}
+
+// Poster sends frames to WebSocket connections and closes them (wsconn.Poster in AWS).
+type Poster interface {
+	Post(ctx context.Context, connectionID string, data []byte) error
+	Disconnect(ctx context.Context, connectionID string) error
+}
+
 // Load builds the deps from the environment; openSecrets adds the sealer of agent secrets.
-func Load(ctx context.Context, openSecrets bool) (api.Deps, error) {
+func Load(ctx context.Context, openSecrets bool) (Deps, error) {
 	logger := logging.New(os.Stderr, os.Getenv("LOG_LEVEL"))
 	cfg, err := awsclient.Config(ctx)
 	if err != nil {
-		return api.Deps{}, fmt.Errorf("loading AWS config: %w", err)
+		return Deps{}, fmt.Errorf("loading AWS config: %w", err)
 	}
-	d := api.Deps{
+	d := Deps{
 		DB: awsclient.DynamoDB(cfg), SQS: awsclient.SQS(cfg), S3: awsclient.S3(cfg),
 		Getenv: os.Getenv, Logger: logger,
 	}
@@ -36,7 +68,7 @@ func Load(ctx context.Context, openSecrets bool) (api.Deps, error) {
 	if openSecrets {
 		d.Sealer, err = secrets.FromEnv(ctx, os.Getenv, func() secrets.KMSAPI { return kms.NewFromConfig(cfg) })
 		if err != nil {
-			return api.Deps{}, err
+			return Deps{}, err
 		}
 	}
 	return d, nil
@@ -44,7 +76,7 @@ func Load(ctx context.Context, openSecrets bool) (api.Deps, error) {
 
 // Main loads the deps and runs start, which builds the handler and hands it to Lambda; a
 // function that cannot start logs why and exits 1.
-func Main(name string, openSecrets bool, start func(api.Deps) error) {
+func Main(name string, openSecrets bool, start func(Deps) error) {
 	d, err := Load(context.Background(), openSecrets)
 	if err == nil {
 		err = start(d)

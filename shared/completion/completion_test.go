@@ -1,4 +1,4 @@
-package api_test
+package completion_test
 
 import (
 	"bytes"
@@ -9,15 +9,17 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentharness/harness/infra/testenv"
-	"github.com/agentharness/harness/shared/api"
 	"github.com/agentharness/harness/shared/asynctools"
 	"github.com/agentharness/harness/shared/blobstore"
+	"github.com/agentharness/harness/shared/completion"
+	"github.com/agentharness/harness/shared/lambdadeps"
 	"github.com/agentharness/harness/shared/store"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -25,7 +27,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
-// completeFixture serves async-tool-complete, built by api.NewCompletion from the environment
+// completeFixture serves async-tool-complete, built by completion.New from the environment
 // the template gives it, over real HTTP, on a stack of its own (DynamoDB Local, SQS and S3
 // emulators), with one account that owns the calls.
 type completeFixture struct {
@@ -52,7 +54,7 @@ func newCompleteFixture(t *testing.T) *completeFixture {
 			t.Fatalf("the stack has no value for %s", k)
 		}
 	}
-	h, err := api.NewCompletion(api.Deps{
+	h, err := completion.New(lambdadeps.Deps{
 		DB: res.DB, SQS: res.SQS, S3: res.S3,
 		Getenv: func(k string) string { return env[k] },
 		Logger: slog.New(slog.DiscardHandler),
@@ -473,7 +475,7 @@ func TestCompleteBadBodies(t *testing.T) {
 		}
 	}
 
-	big := `{"status":"completed","response":"` + strings.Repeat("x", api.DefaultMaxCompletionBytes) + `"}`
+	big := `{"status":"completed","response":"` + strings.Repeat("x", completion.DefaultMaxBytes) + `"}`
 	status, got := f.complete(t, a.id, a.token, big)
 	if status != http.StatusRequestEntityTooLarge {
 		t.Fatalf("oversized body = %d %.200s, want 413", status, got)
@@ -608,5 +610,29 @@ func TestCompleteBearerSchemeIsCaseInsensitive(t *testing.T) {
 		if r := f.row(t, a.id); r.Status != asynctools.Completed {
 			t.Errorf("row after a completion with %q is %s, want completed", scheme, r.Status)
 		}
+	}
+}
+
+func TestDuplicateKeysInACompletionAreRefused(t *testing.T) {
+	f := newCompleteFixture(t)
+	g := newAsyncGroup()
+	c := f.register(t, g, "call_1", asynctools.ExternalDispatch, time.Hour)
+	status, body := f.complete(t, c.id, c.token, `{"status":"failed","error":"x","status":"completed","response":1}`)
+	testenv.WantFieldError(t, status, body, "status")
+	if row := f.row(t, c.id); row.Status != asynctools.Running {
+		t.Errorf("the refused completion settled the row: %s", row.Status)
+	}
+}
+
+func TestMalformedResultIDIsRefused(t *testing.T) {
+	f := newCompleteFixture(t)
+	for name, id := range testenv.BadIDs {
+		if strings.Contains(id, "/") {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			status, body := f.completeRaw(t, "/async-tools/"+url.PathEscape(id)+"/complete", "hsk_any", strings.NewReader(`{"status":"completed","response":1}`))
+			testenv.WantFieldError(t, status, body, "resultId")
+		})
 	}
 }

@@ -1,4 +1,7 @@
-package api
+// Package sweeper is the scheduled function that recovers what nothing else will finish: async
+// tool calls past their deadline, dispatch groups whose re-drive was lost, and the purges of
+// deleted accounts.
+package sweeper
 
 import (
 	"context"
@@ -7,7 +10,9 @@ import (
 	"time"
 
 	"github.com/agentharness/harness/shared/asynctools"
+	"github.com/agentharness/harness/shared/lambdadeps"
 	"github.com/agentharness/harness/shared/store"
+	"github.com/agentharness/harness/shared/workqueue"
 )
 
 // sweepBatch bounds how many due items one pass of a sweep reads.
@@ -26,7 +31,7 @@ type Sweeper struct {
 // Run sweeps until no due item is left or ctx ends. Neither recovery waits on the other's
 // failure.
 func (s *Sweeper) Run(ctx context.Context) error {
-	return errors.Join(s.purges(ctx), s.asyncTools(ctx))
+	return errors.Join(s.QueuePurges(ctx), s.asyncTools(ctx))
 }
 
 // asyncTools times out async calls past their deadline and finishes dispatch groups.
@@ -55,10 +60,10 @@ func (s *Sweeper) asyncTools(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// purges queues again the purges of deleted accounts that are due: never queued (account-manage
+// QueuePurges queues again the purges of deleted accounts that are due: never queued (account-manage
 // could not), or not finished in time (the worker died, or the message was lost). Each is
 // claimed before it is queued, so a failed send is retried by a later sweep, not lost.
-func (s *Sweeper) purges(ctx context.Context) error {
+func (s *Sweeper) QueuePurges(ctx context.Context) error {
 	queued := 0
 	defer func() {
 		if queued > 0 {
@@ -68,7 +73,7 @@ func (s *Sweeper) purges(ctx context.Context) error {
 	for ctx.Err() == nil {
 		ids, err := s.accounts.ClaimDuePurges(ctx, s.now(), sweepBatch)
 		for _, id := range ids {
-			if err := s.enqueue(ctx, purgeMessage(id)); err != nil {
+			if err := s.enqueue(ctx, workqueue.PurgeMessage(id)); err != nil {
 				return err
 			}
 			queued++
@@ -78,4 +83,30 @@ func (s *Sweeper) purges(ctx context.Context) error {
 		}
 	}
 	return ctx.Err()
+}
+
+// New wires the sweeper: the async tool store, and ACCOUNTS_TABLE for the purges of
+// deleted accounts it queues again on ASYNC_WORK_QUEUE_URL.
+func New(d lambdadeps.Deps) (*Sweeper, error) {
+	_, redriver, err := workqueue.AsyncTools(d)
+	if err != nil {
+		return nil, err
+	}
+	accounts := d.Getenv("ACCOUNTS_TABLE")
+	if accounts == "" {
+		return nil, errors.New("environment variable ACCOUNTS_TABLE is not set")
+	}
+	logger := d.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	queue, send := d.Getenv("ASYNC_WORK_QUEUE_URL"), workqueue.SQS(d.SQS)
+	enqueue := func(ctx context.Context, body string) error { return send(ctx, queue, body) }
+	return NewFrom(redriver, store.New(d.DB, store.Tables{Accounts: accounts}), enqueue, time.Now, logger), nil
+}
+
+// NewFrom builds a sweeper from its parts: the redriver of async calls, the accounts store, how
+// a purge is queued, and the clock.
+func NewFrom(redriver *asynctools.Redriver, accounts *store.Store, enqueue func(ctx context.Context, body string) error, now func() time.Time, logger *slog.Logger) *Sweeper {
+	return &Sweeper{redriver: redriver, accounts: accounts, enqueue: enqueue, now: now, logger: logger}
 }
