@@ -21,7 +21,7 @@ import (
 	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/api"
 	"github.com/agentharness/harness/shared/lambdadeps"
-	"github.com/agentharness/harness/shared/provider"
+	"github.com/agentharness/harness/shared/modelblock"
 )
 
 const adminSecret = "hadm_test-admin-secret"
@@ -232,7 +232,7 @@ func TestExampleConfig(t *testing.T) {
 			t.Errorf("the example enables no agent with tool %s", name)
 		}
 	}
-	for _, p := range provider.Names {
+	for _, p := range modelblock.Names {
 		if !usedProviders[p] {
 			t.Errorf("the example has no agent on provider %s", p)
 		}

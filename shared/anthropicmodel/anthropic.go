@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agentharness/harness/shared/modelblock"
 	"iter"
 	"net/http"
 	"strings"
@@ -24,18 +25,8 @@ const provider = "anthropic"
 // max_tokens on every call.
 const DefaultMaxTokens = 4096
 
-// Config is the agent's model block for the anthropic provider.
-type Config struct {
-	Provider string         `json:"provider"`
-	Model    string         `json:"model"`
-	BaseURL  string         `json:"baseURL,omitempty"`
-	APIKey   string         `json:"apiKey,omitempty"`
-	Settings model.Settings `json:"settings,omitempty"`
-	// Transport, when set, is the base of the transport the calls go through (provider.New sets
-	// one that connects only to public addresses for a base URL an agent names). Not part of
-	// the JSON block.
-	Transport *http.Transport `json:"-"`
-}
+// Config is the model block this adapter takes.
+type Config = modelblock.Hosted
 
 // Model calls one Anthropic model.
 type Model struct {

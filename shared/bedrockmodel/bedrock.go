@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agentharness/harness/shared/modelblock"
 	"io"
 	"iter"
 	"math"
@@ -25,15 +26,8 @@ import (
 	smithydocument "github.com/aws/smithy-go/document"
 )
 
-// Config is the agent's model block for the bedrock provider.
-type Config struct {
-	Provider string `json:"provider"`
-	// Model is a model id, or an inference profile id or ARN.
-	Model string `json:"model"`
-	// Region overrides the aws.Config's region, for models offered elsewhere than the function runs.
-	Region   string         `json:"region,omitempty"`
-	Settings model.Settings `json:"settings,omitempty"`
-}
+// Config is the model block this adapter takes.
+type Config = modelblock.Bedrock
 
 // Model calls one Bedrock model through ConverseStream.
 type Model struct {

@@ -42,11 +42,3 @@ func ExampleModel_Stream() {
 	// text "Oslo."
 	// finish stop, 9 tokens in, 2 out
 }
-
-func ExampleSupports() {
-	fmt.Println(googlemodel.Supports(model.ProviderGoogleSearch))
-	fmt.Println(googlemodel.Supports("openai.web_search"))
-	// Output:
-	// true
-	// false
-}

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agentharness/harness/shared/modelblock"
 	"iter"
 	"math"
 	"net/http"
@@ -22,30 +23,14 @@ import (
 // provider names this adapter in errors and configs.
 const provider = "google"
 
-// Config is the agent's model block for the google provider.
-type Config struct {
-	Provider string         `json:"provider"`
-	Model    string         `json:"model"`
-	BaseURL  string         `json:"baseURL,omitempty"`
-	APIKey   string         `json:"apiKey,omitempty"`
-	Settings model.Settings `json:"settings,omitempty"`
-	// Transport, when set, is the base of the transport the calls go through (provider.New sets
-	// one that connects only to public addresses for a base URL an agent names). Not part of
-	// the JSON block.
-	Transport *http.Transport `json:"-"`
-}
+// Config is the model block this adapter takes.
+type Config = modelblock.Hosted
 
 // Model calls one Gemini model.
 type Model struct {
 	client   *genai.Client
 	name     string
 	settings model.Settings
-}
-
-// Supports reports whether the adapter runs the provider-defined tool providerTool (a
-// model.ToolSpec's ProviderTool): Google Search grounding only.
-func Supports(providerTool string) bool {
-	return providerTool == model.ProviderGoogleSearch
 }
 
 // New returns a model for cfg. The API key falls back to envKey (the caller passes

@@ -568,14 +568,6 @@ func TestStreamStopsWhenTheConsumerBreaks(t *testing.T) {
 	}
 }
 
-func TestSupports(t *testing.T) {
-	for tool, want := range map[string]bool{model.ProviderGoogleSearch: true, "openai.web_search": false, "": false} {
-		if got := googlemodel.Supports(tool); got != want {
-			t.Errorf("Supports(%q) = %v, want %v", tool, got, want)
-		}
-	}
-}
-
 func TestNew(t *testing.T) {
 	tests := []struct {
 		name    string

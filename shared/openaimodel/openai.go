@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agentharness/harness/shared/modelblock"
 	"iter"
 	"net/http"
 	"sort"
@@ -21,18 +22,8 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 )
 
-// Config is the agent's model block for the openai provider.
-type Config struct {
-	Provider string         `json:"provider"`
-	Model    string         `json:"model"`
-	BaseURL  string         `json:"baseURL,omitempty"`
-	APIKey   string         `json:"apiKey,omitempty"`
-	Settings model.Settings `json:"settings,omitempty"`
-	// Transport, when set, is the base of the transport the calls go through (provider.New sets
-	// one that connects only to public addresses for a base URL an agent names). Not part of
-	// the JSON block.
-	Transport *http.Transport `json:"-"`
-}
+// Config is the model block this adapter takes.
+type Config = modelblock.Hosted
 
 // DefaultBaseURL is where calls go when the config names no baseURL.
 const DefaultBaseURL = "https://api.openai.com/v1/"

@@ -2,14 +2,14 @@ package tools
 
 import (
 	"github.com/agentharness/harness/shared/agentconfig"
-	"github.com/agentharness/harness/shared/provider"
+	"github.com/agentharness/harness/shared/modelblock"
 )
 
 // ConfigChecks are the checks an agent config must pass before it is stored: its model block
 // against the provider registry, its tools against the static specs map.
 func ConfigChecks() agentconfig.Checks {
 	return agentconfig.Checks{
-		Model: provider.Check,
+		Model: modelblock.Check,
 		Tool:  Check,
 	}
 }
