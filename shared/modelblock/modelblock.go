@@ -73,7 +73,7 @@ func Check(block json.RawMessage) (agentconfig.Model, error) {
 			return info, &agentconfig.FieldError{Field: "model." + fieldOf(err.Error()), Problem: problemOf(err.Error())}
 		}
 		return info, nil
-	case "openai":
+	case "openai", "anthropic", "google":
 		var cfg Hosted
 		if err := Decode(block, &cfg); err != nil {
 			return info, err
@@ -82,25 +82,9 @@ func Check(block json.RawMessage) (agentconfig.Model, error) {
 		if err := checkURL("model.baseURL", cfg.BaseURL); err != nil {
 			return info, err
 		}
-	case "anthropic":
-		var cfg Hosted
-		if err := Decode(block, &cfg); err != nil {
-			return info, err
+		if name == "google" {
+			info.RunsProviderTool = GoogleRuns
 		}
-		modelID, apiKey = cfg.Model, cfg.APIKey
-		if err := checkURL("model.baseURL", cfg.BaseURL); err != nil {
-			return info, err
-		}
-	case "google":
-		var cfg Hosted
-		if err := Decode(block, &cfg); err != nil {
-			return info, err
-		}
-		modelID, apiKey = cfg.Model, cfg.APIKey
-		if err := checkURL("model.baseURL", cfg.BaseURL); err != nil {
-			return info, err
-		}
-		info.RunsProviderTool = GoogleRuns
 	case "bedrock":
 		var cfg Bedrock
 		if err := Decode(block, &cfg); err != nil {
