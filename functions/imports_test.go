@@ -20,10 +20,10 @@ var heavy = []string{
 }
 
 // Each Lambda links what its main runs: the sweeper and async-tool-complete settle rows and
-// queue messages, so neither may link a model SDK, a WebSocket library or the turn machinery
-// (each would be a 50 MB binary again, for an 11 MB job).
-func TestLightFunctionsLinkNoModelOrWebSocket(t *testing.T) {
-	for _, fn := range []string{"sweeper", "async-tool-complete"} {
+// queue messages, account-manage stores accounts and checks agent configs, so none may link a
+// model SDK, a WebSocket library or the turn machinery (each would be a 50 MB binary again).
+func TestFunctionsWithoutTurnsLinkNoModelOrWebSocket(t *testing.T) {
+	for _, fn := range []string{"sweeper", "async-tool-complete", "account-manage"} {
 		t.Run(fn, func(t *testing.T) {
 			out, err := exec.Command("go", "list", "-deps", "-tags", "lambda.norpc", "./"+fn).Output()
 			if err != nil {

@@ -6,7 +6,7 @@ package main
 
 import (
 	"github.com/agentharness/harness/functions/harness-processing/tools"
-	"github.com/agentharness/harness/shared/api"
+	"github.com/agentharness/harness/shared/accounts"
 	"github.com/agentharness/harness/shared/lambdadeps"
 	"github.com/agentharness/harness/shared/lambdahttp"
 )
@@ -14,7 +14,7 @@ import (
 func main() {
 	lambdadeps.Main("account-manage", true, func(d lambdadeps.Deps) error {
 		d.Checks = tools.ConfigChecks()
-		h, err := api.NewAccountManage(d)
+		h, err := accounts.New(d)
 		if err != nil {
 			return err
 		}

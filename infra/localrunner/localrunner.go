@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentharness/harness/functions/harness-processing/tools"
 	"github.com/agentharness/harness/infra/template"
+	"github.com/agentharness/harness/shared/accounts"
 	"github.com/agentharness/harness/shared/agents"
 	"github.com/agentharness/harness/shared/api"
 	"github.com/agentharness/harness/shared/completion"
@@ -55,7 +56,7 @@ var builtin = map[string]Constructor{
 		return Handlers{HTTP: h}, nil
 	},
 	"AccountManageFunction": func(d lambdadeps.Deps) (Handlers, error) {
-		h, err := api.NewAccountManage(d)
+		h, err := accounts.New(d)
 		if err != nil {
 			return Handlers{}, err
 		}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentharness/harness/functions/harness-processing/tools"
 	"github.com/agentharness/harness/infra/testenv"
+	"github.com/agentharness/harness/shared/accounts"
 	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/agents"
@@ -103,7 +104,7 @@ func newManageFixture(t *testing.T, adminSecret string, openSignup bool) *manage
 	f := &manageFixture{db: db, tables: tables, store: st, agents: svc}
 	quiet := slog.New(slog.DiscardHandler)
 	noenv := func(string) string { return "" }
-	f.manage = httptest.NewServer(api.NewAccounts(api.AccountsOptions{
+	f.manage = httptest.NewServer(accounts.NewFrom(accounts.Options{
 		Store: st, Agents: svc, AdminSecret: adminSecret, OpenSignup: openSignup, Now: clock, Logger: quiet,
 		Enqueue: func(_ context.Context, body string) error {
 			f.mu.Lock()

@@ -6,7 +6,6 @@ package api
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"github.com/agentharness/harness/shared/connections"
 	"github.com/agentharness/harness/shared/httpjson"
 	"log/slog"
@@ -145,17 +144,4 @@ func (h *Handler) root(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", "GET, HEAD, POST")
 		httpjson.WriteError(w, &httpjson.Error{Status: http.StatusMethodNotAllowed, Message: "method " + r.Method + " is not allowed on /"})
 	}
-}
-
-// authenticate resolves the bearer secret to an account.
-func authenticate(r *http.Request, st *store.Store) (store.Account, error) {
-	secret, ok := httpjson.Bearer(r)
-	if !ok {
-		return store.Account{}, &httpjson.Error{Status: http.StatusUnauthorized, Message: "missing bearer token: send Authorization: Bearer <account secret>"}
-	}
-	acc, err := st.AccountBySecret(r.Context(), secret)
-	if errors.Is(err, store.ErrNotFound) {
-		return store.Account{}, &httpjson.Error{Status: http.StatusUnauthorized, Message: "invalid account secret"}
-	}
-	return acc, err
 }

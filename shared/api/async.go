@@ -45,7 +45,7 @@ func (h *Handler) asyncTurn(w http.ResponseWriter, r *http.Request) {
 		httpjson.WriteError(w, &httpjson.Error{Status: http.StatusServiceUnavailable, Message: "async turns are not configured here (no work queue)"})
 		return
 	}
-	acc, err := authenticate(r, h.opts.Store)
+	acc, err := httpjson.Authenticate(r, h.opts.Store)
 	if err != nil {
 		h.errs.Fail(w, r, err)
 		return
@@ -169,7 +169,7 @@ func (h *Handler) claimOrReopen(ctx context.Context, accountID string, req *turn
 // has ended its answer's text and messages.
 func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	acc, err := authenticate(r, h.opts.Store)
+	acc, err := httpjson.Authenticate(r, h.opts.Store)
 	if err != nil {
 		h.errs.Fail(w, r, err)
 		return

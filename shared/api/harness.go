@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -96,34 +95,3 @@ func NewWorker(d lambdadeps.Deps) (*Worker, error) {
 
 // busyRetrySeconds is how soon a message that found its conversation busy is tried again.
 const busyRetrySeconds = 5
-
-// NewAccountManage wires account-manage: tables, the admin secret and the signup mode from
-// getenv, agent configs checked by d.Checks and their secrets sealed with d.Sealer.
-func NewAccountManage(d lambdadeps.Deps) (*AccountsHandler, error) {
-	getenv := d.Getenv
-	tables, err := store.AccountTablesFromEnv(getenv)
-	if err != nil {
-		return nil, err
-	}
-	var open bool
-	switch mode := getenv("ACCOUNT_SIGNUP"); mode {
-	case "", "admin":
-	case "open":
-		open = true
-	default:
-		return nil, fmt.Errorf("ACCOUNT_SIGNUP is %q, want admin or open", mode)
-	}
-	queue, send := getenv("ASYNC_WORK_QUEUE_URL"), workqueue.SQS(d.SQS)
-	if queue == "" || send == nil {
-		return nil, errors.New("account-manage needs ASYNC_WORK_QUEUE_URL and an SQS client: deleted accounts are purged on async-worker")
-	}
-	st := store.New(d.DB, tables)
-	return NewAccounts(AccountsOptions{
-		Store:       st,
-		Agents:      agents.New(st, d.Sealer, d.Checks, nil),
-		AdminSecret: getenv("ADMIN_SECRET"),
-		OpenSignup:  open,
-		Enqueue:     func(ctx context.Context, body string) error { return send(ctx, queue, body) },
-		Logger:      d.Logger,
-	}), nil
-}

@@ -258,7 +258,7 @@ func (h *Handler) readTurn(w http.ResponseWriter, r *http.Request) (*turnRequest
 // refused request gets a JSON error and writes nothing.
 func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	acc, err := authenticate(r, h.opts.Store)
+	acc, err := httpjson.Authenticate(r, h.opts.Store)
 	if err != nil {
 		h.errs.Fail(w, r, err)
 		return

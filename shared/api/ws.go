@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/agentharness/harness/shared/accounts"
 	"github.com/agentharness/harness/shared/agents"
 	"github.com/agentharness/harness/shared/asynctools"
 	"github.com/agentharness/harness/shared/completion"
@@ -53,7 +54,7 @@ func NewGateway(d lambdadeps.Deps) (*Gateway, error) {
 // optional ?channel=control|stream. Its error is an *httpjson.Error whose status refuses the upgrade.
 func (g *Gateway) Connect(ctx context.Context, connectionID string, header http.Header, query url.Values) error {
 	r := (&http.Request{Header: header}).WithContext(ctx)
-	acc, err := authenticate(r, g.h.opts.Store)
+	acc, err := httpjson.Authenticate(r, g.h.opts.Store)
 	if err != nil {
 		return err
 	}
@@ -260,7 +261,7 @@ func (c *call) runtimeStart(ctx context.Context) error {
 		}
 		view, err = c.g.agents.Create(ctx, acc, store.NewID("agt_"), body)
 		if err != nil {
-			return c.fail(ctx, resp, "create_agent.body: "+c.refusal(ctx, configError(err)))
+			return c.fail(ctx, resp, "create_agent.body: "+c.refusal(ctx, accounts.ConfigError(err)))
 		}
 		created["agent"] = true
 	} else {

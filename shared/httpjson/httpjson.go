@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/agentharness/harness/shared/ids"
+	"github.com/agentharness/harness/shared/store"
 	"github.com/agentharness/harness/shared/strictjson"
 )
 
@@ -135,4 +136,17 @@ func CheckOptionalID(field, id string) error {
 		return nil
 	}
 	return CheckID(field, id)
+}
+
+// Authenticate resolves the bearer secret to an account.
+func Authenticate(r *http.Request, st *store.Store) (store.Account, error) {
+	secret, ok := Bearer(r)
+	if !ok {
+		return store.Account{}, &Error{Status: http.StatusUnauthorized, Message: "missing bearer token: send Authorization: Bearer <account secret>"}
+	}
+	acc, err := st.AccountBySecret(r.Context(), secret)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Account{}, &Error{Status: http.StatusUnauthorized, Message: "invalid account secret"}
+	}
+	return acc, err
 }

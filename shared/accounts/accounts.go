@@ -1,4 +1,6 @@
-package api
+// Package accounts is account-manage: accounts (a one-time secret, stored hashed), their
+// agents with sealed secrets, secret rotation, and the deletion that queues a purge.
+package accounts
 
 import (
 	"context"
@@ -18,12 +20,13 @@ import (
 	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/agents"
 	"github.com/agentharness/harness/shared/httpjson"
+	"github.com/agentharness/harness/shared/lambdadeps"
 	"github.com/agentharness/harness/shared/store"
 	"github.com/agentharness/harness/shared/workqueue"
 )
 
-// AccountsOptions wires the account-manage handler.
-type AccountsOptions struct {
+// Options wires the account-manage handler.
+type Options struct {
 	Store  *store.Store
 	Agents *agents.Service
 	// AdminSecret guards the admin routes; empty disables them.
@@ -38,9 +41,9 @@ type AccountsOptions struct {
 	Logger  *slog.Logger
 }
 
-// AccountsHandler serves account-manage: accounts, their secrets and their agents.
-type AccountsHandler struct {
-	opts AccountsOptions
+// Handler serves account-manage: accounts, their secrets and their agents.
+type Handler struct {
+	opts Options
 	mux  *http.ServeMux
 	errs httpjson.ErrorWriter
 }
@@ -48,15 +51,15 @@ type AccountsHandler struct {
 // maxConfigBytes bounds an agent config, well under DynamoDB's 400 KB item limit.
 const maxConfigBytes = 256 << 10
 
-// NewAccounts returns the account-manage handler.
-func NewAccounts(opts AccountsOptions) *AccountsHandler {
+// NewFrom returns the account-manage handler built from opts.
+func NewFrom(opts Options) *Handler {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	h := &AccountsHandler{opts: opts, mux: http.NewServeMux(), errs: httpjson.ErrorWriter{Logger: opts.Logger}}
+	h := &Handler{opts: opts, mux: http.NewServeMux(), errs: httpjson.ErrorWriter{Logger: opts.Logger}}
 	me := h.account
 	admin := h.admin
 	routes := map[string]http.HandlerFunc{
@@ -85,7 +88,7 @@ func NewAccounts(opts AccountsOptions) *AccountsHandler {
 	return h
 }
 
-func (h *AccountsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
 
 // accountKey carries the account a route acts on.
 type accountKey struct{}
@@ -93,9 +96,9 @@ type accountKey struct{}
 func accountID(r *http.Request) string { return r.Context().Value(accountKey{}).(string) }
 
 // account authenticates the account secret and acts on that account.
-func (h *AccountsHandler) account(next http.HandlerFunc) http.HandlerFunc {
+func (h *Handler) account(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		acc, err := authenticate(r, h.opts.Store)
+		acc, err := httpjson.Authenticate(r, h.opts.Store)
 		if err == nil {
 			err = checkPathID(r, "agentId")
 		}
@@ -108,7 +111,7 @@ func (h *AccountsHandler) account(next http.HandlerFunc) http.HandlerFunc {
 }
 
 // admin authenticates the admin secret and acts on the account in the path.
-func (h *AccountsHandler) admin(next http.HandlerFunc) http.HandlerFunc {
+func (h *Handler) admin(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		err := h.checkAdmin(r)
 		if err == nil {
@@ -126,7 +129,7 @@ func (h *AccountsHandler) admin(next http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-func (h *AccountsHandler) checkAdmin(r *http.Request) error {
+func (h *Handler) checkAdmin(r *http.Request) error {
 	if h.opts.AdminSecret == "" {
 		return &httpjson.Error{Status: http.StatusForbidden, Message: "admin routes are disabled: the deployment sets no admin secret"}
 	}
@@ -191,7 +194,7 @@ func checkPathID(r *http.Request, name string) error {
 	return httpjson.CheckOptionalID(name, r.PathValue(name))
 }
 
-func (h *AccountsHandler) createAccount(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) createAccount(w http.ResponseWriter, r *http.Request) {
 	if !h.opts.OpenSignup {
 		if err := h.checkAdmin(r); err != nil {
 			h.errs.Fail(w, r, err)
@@ -214,7 +217,7 @@ func (h *AccountsHandler) createAccount(w http.ResponseWriter, r *http.Request) 
 	}{acc, secret})
 }
 
-func (h *AccountsHandler) listAccounts(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) listAccounts(w http.ResponseWriter, r *http.Request) {
 	limit := int32(100)
 	if s := r.URL.Query().Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
@@ -232,7 +235,7 @@ func (h *AccountsHandler) listAccounts(w http.ResponseWriter, r *http.Request) {
 	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"accounts": accs, "cursor": next})
 }
 
-func (h *AccountsHandler) getAccount(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) getAccount(w http.ResponseWriter, r *http.Request) {
 	acc, err := h.opts.Store.Account(r.Context(), accountID(r))
 	if err != nil {
 		h.errs.Fail(w, r, notFound(err, "account"))
@@ -241,7 +244,7 @@ func (h *AccountsHandler) getAccount(w http.ResponseWriter, r *http.Request) {
 	httpjson.WriteJSON(w, http.StatusOK, acc)
 }
 
-func (h *AccountsHandler) renameAccount(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) renameAccount(w http.ResponseWriter, r *http.Request) {
 	name, err := readUsername(w, r)
 	if err != nil {
 		h.errs.Fail(w, r, err)
@@ -261,7 +264,7 @@ func (h *AccountsHandler) renameAccount(w http.ResponseWriter, r *http.Request) 
 // conversations (and any agents left) by a purge on async-worker. A purge that cannot be queued
 // is not lost: the tombstone keeps it owed and the sweeper queues it once due. It is queued only
 // after the tombstone is written because the purge refuses live accounts.
-func (h *AccountsHandler) deleteAccount(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) deleteAccount(w http.ResponseWriter, r *http.Request) {
 	ctx, id := r.Context(), accountID(r)
 	if err := h.opts.Store.DeleteAccount(ctx, id, h.opts.Now()); err != nil {
 		h.errs.Fail(w, r, notFound(err, "account"))
@@ -280,7 +283,7 @@ func (h *AccountsHandler) deleteAccount(w http.ResponseWriter, r *http.Request) 
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (h *AccountsHandler) rotateSecret(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) rotateSecret(w http.ResponseWriter, r *http.Request) {
 	id := accountID(r)
 	secret, err := h.opts.Store.RotateSecret(r.Context(), id, h.opts.Now())
 	if err != nil {
@@ -291,7 +294,7 @@ func (h *AccountsHandler) rotateSecret(w http.ResponseWriter, r *http.Request) {
 }
 
 // agentBody is POST /accounts/me/agents: the agent config, with an optional agentId beside it.
-func (h *AccountsHandler) createAgent(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) createAgent(w http.ResponseWriter, r *http.Request) {
 	body, err := readBody(w, r)
 	if err != nil {
 		h.errs.Fail(w, r, err)
@@ -307,7 +310,7 @@ func (h *AccountsHandler) createAgent(w http.ResponseWriter, r *http.Request) {
 		err = &httpjson.Error{Status: http.StatusConflict, Message: "agent " + agentID + " already exists; PATCH it instead"}
 	}
 	if err != nil {
-		h.errs.Fail(w, r, configError(err))
+		h.errs.Fail(w, r, ConfigError(err))
 		return
 	}
 	if len(v.Warnings) > 0 {
@@ -335,7 +338,7 @@ func splitAgentID(body []byte) (string, []byte, error) {
 	return id, config, err
 }
 
-func (h *AccountsHandler) listAgents(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) listAgents(w http.ResponseWriter, r *http.Request) {
 	all, err := h.opts.Agents.List(r.Context(), accountID(r))
 	if err != nil {
 		h.errs.Fail(w, r, err)
@@ -344,7 +347,7 @@ func (h *AccountsHandler) listAgents(w http.ResponseWriter, r *http.Request) {
 	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"agents": all})
 }
 
-func (h *AccountsHandler) getAgent(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) getAgent(w http.ResponseWriter, r *http.Request) {
 	v, err := h.opts.Agents.Get(r.Context(), accountID(r), r.PathValue("agentId"))
 	if err != nil {
 		h.errs.Fail(w, r, notFound(err, "agent "+r.PathValue("agentId")))
@@ -353,7 +356,7 @@ func (h *AccountsHandler) getAgent(w http.ResponseWriter, r *http.Request) {
 	httpjson.WriteJSON(w, http.StatusOK, v)
 }
 
-func (h *AccountsHandler) updateAgent(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) updateAgent(w http.ResponseWriter, r *http.Request) {
 	body, err := readBody(w, r)
 	if err != nil {
 		h.errs.Fail(w, r, err)
@@ -365,13 +368,13 @@ func (h *AccountsHandler) updateAgent(w http.ResponseWriter, r *http.Request) {
 		err = &httpjson.Error{Status: http.StatusConflict, Message: "agent " + id + " was changed by another request; read it again and retry"}
 	}
 	if err != nil {
-		h.errs.Fail(w, r, configError(notFound(err, "agent "+id)))
+		h.errs.Fail(w, r, ConfigError(notFound(err, "agent "+id)))
 		return
 	}
 	httpjson.WriteJSON(w, http.StatusOK, v)
 }
 
-func (h *AccountsHandler) deleteAgent(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) deleteAgent(w http.ResponseWriter, r *http.Request) {
 	if err := h.opts.Agents.Delete(r.Context(), accountID(r), r.PathValue("agentId")); err != nil {
 		h.errs.Fail(w, r, notFound(err, "agent "+r.PathValue("agentId")))
 		return
@@ -387,11 +390,42 @@ func notFound(err error, what string) error {
 	return err
 }
 
-// configError turns a config problem into a 400 naming the field.
-func configError(err error) error {
+// ConfigError turns a config problem into a 400 naming the field.
+func ConfigError(err error) error {
 	var fe *agentconfig.FieldError
 	if errors.As(err, &fe) {
 		return httpjson.FieldError(fe.Field, fe.Problem)
 	}
 	return err
+}
+
+// New wires account-manage: tables, the admin secret and the signup mode from
+// getenv, agent configs checked by d.Checks and their secrets sealed with d.Sealer.
+func New(d lambdadeps.Deps) (*Handler, error) {
+	getenv := d.Getenv
+	tables, err := store.AccountTablesFromEnv(getenv)
+	if err != nil {
+		return nil, err
+	}
+	var open bool
+	switch mode := getenv("ACCOUNT_SIGNUP"); mode {
+	case "", "admin":
+	case "open":
+		open = true
+	default:
+		return nil, fmt.Errorf("ACCOUNT_SIGNUP is %q, want admin or open", mode)
+	}
+	queue, send := getenv("ASYNC_WORK_QUEUE_URL"), workqueue.SQS(d.SQS)
+	if queue == "" || send == nil {
+		return nil, errors.New("account-manage needs ASYNC_WORK_QUEUE_URL and an SQS client: deleted accounts are purged on async-worker")
+	}
+	st := store.New(d.DB, tables)
+	return NewFrom(Options{
+		Store:       st,
+		Agents:      agents.New(st, d.Sealer, d.Checks, nil),
+		AdminSecret: getenv("ADMIN_SECRET"),
+		OpenSignup:  open,
+		Enqueue:     func(ctx context.Context, body string) error { return send(ctx, queue, body) },
+		Logger:      d.Logger,
+	}), nil
 }
