@@ -5,15 +5,15 @@
 package main
 
 import (
-	"github.com/agentharness/harness/functions/harness-processing/tools"
 	"github.com/agentharness/harness/shared/accounts"
+	"github.com/agentharness/harness/shared/builtintools"
 	"github.com/agentharness/harness/shared/lambdadeps"
 	"github.com/agentharness/harness/shared/lambdahttp"
 )
 
 func main() {
 	lambdadeps.Main("account-manage", true, func(d lambdadeps.Deps) error {
-		d.Checks = tools.ConfigChecks()
+		d.Checks = builtintools.ConfigChecks()
 		h, err := accounts.New(d)
 		if err != nil {
 			return err

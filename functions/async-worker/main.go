@@ -7,15 +7,15 @@
 package main
 
 import (
-	"github.com/agentharness/harness/functions/harness-processing/tools"
 	"github.com/agentharness/harness/shared/api"
+	"github.com/agentharness/harness/shared/builtintools"
 	"github.com/agentharness/harness/shared/lambdadeps"
 	"github.com/aws/aws-lambda-go/lambda"
 )
 
 func main() {
 	lambdadeps.Main("async-worker", true, func(d lambdadeps.Deps) error {
-		d.Tools = tools.Build
+		d.Tools = builtintools.Build
 		w, err := api.NewWorker(d)
 		if err != nil {
 			return err

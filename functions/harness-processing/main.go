@@ -3,15 +3,15 @@
 package main
 
 import (
-	"github.com/agentharness/harness/functions/harness-processing/tools"
 	"github.com/agentharness/harness/shared/api"
+	"github.com/agentharness/harness/shared/builtintools"
 	"github.com/agentharness/harness/shared/lambdadeps"
 	"github.com/agentharness/harness/shared/lambdahttp"
 )
 
 func main() {
 	lambdadeps.Main("harness-processing", true, func(d lambdadeps.Deps) error {
-		d.Tools = tools.Build
+		d.Tools = builtintools.Build
 		h, err := api.NewHarness(d)
 		if err != nil {
 			return err

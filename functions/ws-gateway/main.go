@@ -5,15 +5,15 @@
 package main
 
 import (
-	"github.com/agentharness/harness/functions/harness-processing/tools"
 	"github.com/agentharness/harness/shared/api"
+	"github.com/agentharness/harness/shared/builtintools"
 	"github.com/agentharness/harness/shared/lambdadeps"
 	"github.com/aws/aws-lambda-go/lambda"
 )
 
 func main() {
 	lambdadeps.Main("ws-gateway", true, func(d lambdadeps.Deps) error {
-		d.Tools, d.Checks = tools.Build, tools.ConfigChecks()
+		d.Tools, d.Checks = builtintools.Build, builtintools.ConfigChecks()
 		g, err := api.NewGateway(d)
 		if err != nil {
 			return err

@@ -17,11 +17,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentharness/harness/functions/harness-processing/tools"
 	"github.com/agentharness/harness/infra/template"
 	"github.com/agentharness/harness/shared/accounts"
 	"github.com/agentharness/harness/shared/agents"
 	"github.com/agentharness/harness/shared/api"
+	"github.com/agentharness/harness/shared/builtintools"
 	"github.com/agentharness/harness/shared/completion"
 	"github.com/agentharness/harness/shared/lambdadeps"
 	"github.com/agentharness/harness/shared/secrets"
@@ -190,7 +190,7 @@ func New(opts Options) (*Runner, error) {
 		logger := opts.Logger.With("function", fn.LogicalID)
 		h, err := build(lambdadeps.Deps{
 			DB: opts.DB, SQS: opts.SQS, S3: opts.S3, Sealer: box, Getenv: getenv,
-			Tools: tools.Build, Checks: tools.ConfigChecks(), Logger: logger, Poster: socks,
+			Tools: builtintools.Build, Checks: builtintools.ConfigChecks(), Logger: logger, Poster: socks,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("building %s: %w", fn.LogicalID, err)
@@ -201,7 +201,7 @@ func New(opts Options) (*Runner, error) {
 				return nil, err
 			}
 			r.store = store.New(opts.DB, tables)
-			r.agents = agents.New(r.store, box, tools.ConfigChecks(), nil)
+			r.agents = agents.New(r.store, box, builtintools.ConfigChecks(), nil)
 		}
 		// Lambda's default timeout is 3 s.
 		timeout := time.Duration(max(fn.Timeout, 3)) * time.Second

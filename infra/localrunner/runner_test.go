@@ -14,12 +14,12 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/agentharness/harness/functions/harness-processing/tools"
 	"github.com/agentharness/harness/infra/faketavily"
 	"github.com/agentharness/harness/infra/localrunner"
 	"github.com/agentharness/harness/infra/testenv"
 	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/api"
+	"github.com/agentharness/harness/shared/builtintools"
 	"github.com/agentharness/harness/shared/lambdadeps"
 	"github.com/agentharness/harness/shared/modelblock"
 )
@@ -215,7 +215,7 @@ func TestExampleConfig(t *testing.T) {
 	}
 	usedTools, usedProviders := map[string]bool{}, map[string]bool{}
 	for _, a := range seed.Agents {
-		v, err := agentconfig.Validate(a.Config, tools.ConfigChecks())
+		v, err := agentconfig.Validate(a.Config, builtintools.ConfigChecks())
 		if err != nil {
 			t.Errorf("agent %s: %v", a.AgentID, err)
 			continue
@@ -227,7 +227,7 @@ func TestExampleConfig(t *testing.T) {
 		_ = json.Unmarshal(v.Config.Model, &head)
 		usedProviders[head.Provider] = true
 	}
-	for _, name := range tools.Names() {
+	for _, name := range builtintools.Names() {
 		if !usedTools[name] {
 			t.Errorf("the example enables no agent with tool %s", name)
 		}
@@ -237,7 +237,7 @@ func TestExampleConfig(t *testing.T) {
 			t.Errorf("the example has no agent on provider %s", p)
 		}
 	}
-	if seed.Agents[0].AgentID != "demo" || !slices.Contains(tools.Names(), "current_time") {
+	if seed.Agents[0].AgentID != "demo" || !slices.Contains(builtintools.Names(), "current_time") {
 		t.Errorf("the first agent is %s, want the scripted demo that make dev prints a curl for", seed.Agents[0].AgentID)
 	}
 }

@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentharness/harness/functions/harness-processing/tools"
 	"github.com/agentharness/harness/infra/testenv"
 	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/agents"
+	"github.com/agentharness/harness/shared/builtintools"
 	"github.com/agentharness/harness/shared/secrets"
 	"github.com/agentharness/harness/shared/store"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -65,7 +65,7 @@ func newEnv(t *testing.T) *env {
 
 // service returns a service over the env's store; sealer may be nil.
 func (e *env) service(sealer agents.Sealer) *agents.Service {
-	return agents.New(e.store, sealer, tools.ConfigChecks(), func() time.Time { return testNow })
+	return agents.New(e.store, sealer, builtintools.ConfigChecks(), func() time.Time { return testNow })
 }
 
 // newBox seals with a fresh local key.

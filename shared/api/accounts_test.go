@@ -17,13 +17,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentharness/harness/functions/harness-processing/tools"
 	"github.com/agentharness/harness/infra/testenv"
 	"github.com/agentharness/harness/shared/accounts"
 	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/agents"
 	"github.com/agentharness/harness/shared/api"
+	"github.com/agentharness/harness/shared/builtintools"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/provider"
 	"github.com/agentharness/harness/shared/store"
@@ -100,7 +100,7 @@ func newManageFixture(t *testing.T, adminSecret string, openSignup bool) *manage
 	tables := testenv.Tables(t, db)
 	st := store.New(db, tables)
 	clock := func() time.Time { return testNow }
-	svc := agents.New(st, testBox(t), tools.ConfigChecks(), clock)
+	svc := agents.New(st, testBox(t), builtintools.ConfigChecks(), clock)
 	f := &manageFixture{db: db, tables: tables, store: st, agents: svc}
 	quiet := slog.New(slog.DiscardHandler)
 	noenv := func(string) string { return "" }
@@ -124,7 +124,7 @@ func newManageFixture(t *testing.T, adminSecret string, openSignup bool) *manage
 			f.mu.Lock()
 			f.toolConfigs = append(f.toolConfigs, c)
 			f.mu.Unlock()
-			return tools.Build(c, tool.Env{Getenv: noenv})
+			return builtintools.Build(c, tool.Env{Getenv: noenv})
 		},
 		Model: func(block json.RawMessage) (agent.Model, error) {
 			m, err := provider.New(block, noenv)

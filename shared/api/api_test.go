@@ -21,11 +21,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentharness/harness/functions/harness-processing/tools"
 	"github.com/agentharness/harness/infra/testenv"
 	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/agents"
 	"github.com/agentharness/harness/shared/api"
+	"github.com/agentharness/harness/shared/builtintools"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/provider"
 	"github.com/agentharness/harness/shared/secrets"
@@ -75,7 +75,7 @@ func newFixtureWith(t *testing.T, o fixtureOptions) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := agents.New(st, testBox(t), tools.ConfigChecks(), nil)
+	svc := agents.New(st, testBox(t), builtintools.ConfigChecks(), nil)
 	if _, err := svc.Create(ctx, acc.ID, "demo", []byte(demoConfig)); err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func newFixtureWith(t *testing.T, o fixtureOptions) *fixture {
 		newModel = func(json.RawMessage) (agent.Model, error) { return model, nil }
 	}
 	buildTools := func(c map[string]json.RawMessage) (*tool.Set, error) {
-		return tools.Build(c, tool.Env{Getenv: os.Getenv})
+		return builtintools.Build(c, tool.Env{Getenv: os.Getenv})
 	}
 	if o.tools != nil {
 		buildTools = o.tools

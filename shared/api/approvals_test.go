@@ -12,11 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentharness/harness/functions/harness-processing/tools"
 	"github.com/agentharness/harness/infra/testenv"
 	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/agents"
 	"github.com/agentharness/harness/shared/api"
+	"github.com/agentharness/harness/shared/builtintools"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/provider"
 	"github.com/agentharness/harness/shared/store"
@@ -121,7 +121,7 @@ func newApprovalFixture(t *testing.T) *approvalFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := agents.New(st, testBox(t), tools.ConfigChecks(), nil)
+	svc := agents.New(st, testBox(t), builtintools.ConfigChecks(), nil)
 	for id, cfg := range map[string]string{"deployer": deployer, "parallel": parallel, "guarded": guarded} {
 		if _, err := svc.Create(ctx, acc.ID, id, []byte(cfg)); err != nil {
 			t.Fatalf("creating %s: %v", id, err)
@@ -131,7 +131,7 @@ func newApprovalFixture(t *testing.T) *approvalFixture {
 	h := api.New(api.Options{
 		Store: st, Agents: svc, Now: c.Now,
 		Tools: func(cfg map[string]json.RawMessage) (*tool.Set, error) {
-			return tools.Build(cfg, tool.Env{Getenv: os.Getenv})
+			return builtintools.Build(cfg, tool.Env{Getenv: os.Getenv})
 		},
 		Model: func(block json.RawMessage) (agent.Model, error) {
 			return provider.New(block, func(string) string { return "" })

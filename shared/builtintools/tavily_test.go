@@ -1,4 +1,4 @@
-package tools_test
+package builtintools_test
 
 import (
 	"context"
@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentharness/harness/functions/harness-processing/tools"
 	"github.com/agentharness/harness/infra/faketavily"
 	"github.com/agentharness/harness/shared/agentconfig"
+	"github.com/agentharness/harness/shared/builtintools"
 	"github.com/agentharness/harness/shared/tool"
 	"github.com/google/go-cmp/cmp"
 )
@@ -47,7 +47,7 @@ func envWith(base string, vars map[string]string) func(string) string {
 // runTool builds config, prepares one call of name with input and runs it.
 func runTool(t *testing.T, cfg string, getenv func(string) string, name, input string) (json.RawMessage, error) {
 	t.Helper()
-	set, err := tools.Build(config(t, cfg), tool.Env{Getenv: getenv})
+	set, err := builtintools.Build(config(t, cfg), tool.Env{Getenv: getenv})
 	if err != nil {
 		t.Fatalf("Build: %v", err)
 	}
@@ -264,7 +264,7 @@ func TestTavilyFailures(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			set, err := tools.Build(config(t, tt.config), tool.Env{Getenv: envWith(tt.base, nil)})
+			set, err := builtintools.Build(config(t, tt.config), tool.Env{Getenv: envWith(tt.base, nil)})
 			if err != nil {
 				t.Fatalf("Build: %v", err)
 			}
@@ -307,10 +307,10 @@ func TestTavilyMissingKey(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.tool, func(t *testing.T) {
-			set, err := tools.Build(config(t, tt.config), tool.Env{Getenv: noEnv})
-			var missing *tools.MissingVariableError
+			set, err := builtintools.Build(config(t, tt.config), tool.Env{Getenv: noEnv})
+			var missing *builtintools.MissingVariableError
 			if !errors.As(err, &missing) {
-				t.Fatalf("Build() = %v, %v; want a *tools.MissingVariableError", set, err)
+				t.Fatalf("Build() = %v, %v; want a *builtintools.MissingVariableError", set, err)
 			}
 			if missing.Tool != tt.tool || missing.Variable.Name != "TAVILY_API_KEY" {
 				t.Errorf("missing = %s's %s, want %s's TAVILY_API_KEY", missing.Tool, missing.Variable.Name, tt.tool)
@@ -328,7 +328,7 @@ func TestTavilyBaseURL(t *testing.T) {
 	for _, base := range []string{"ftp://tavily.internal", "api.tavily.com", "http://"} {
 		t.Run(base, func(t *testing.T) {
 			env := envWith(base, map[string]string{"TAVILY_API_KEY": tavilyKey})
-			set, err := tools.Build(config(t, `{"tavilySearch":{}}`), tool.Env{Getenv: env})
+			set, err := builtintools.Build(config(t, `{"tavilySearch":{}}`), tool.Env{Getenv: env})
 			if err == nil || !strings.Contains(err.Error(), "TAVILY_BASE_URL") {
 				t.Errorf("Build() = %v, %v; want an error naming TAVILY_BASE_URL", set, err)
 			}
@@ -337,7 +337,7 @@ func TestTavilyBaseURL(t *testing.T) {
 }
 
 func TestTavilyInputSchema(t *testing.T) {
-	set, err := tools.Build(config(t, `{"tavilySearch":{"apiKey":"k"},"tavilyExtract":{"apiKey":"k"}}`), tool.Env{Getenv: noEnv})
+	set, err := builtintools.Build(config(t, `{"tavilySearch":{"apiKey":"k"},"tavilyExtract":{"apiKey":"k"}}`), tool.Env{Getenv: noEnv})
 	if err != nil {
 		t.Fatalf("Build: %v", err)
 	}
@@ -374,7 +374,7 @@ func TestTavilyCheck(t *testing.T) {
 		name        string
 		tool        string
 		raw         string
-		wantField   string // the *tools.FieldError's field; empty when the entry is valid
+		wantField   string // the *builtintools.FieldError's field; empty when the entry is valid
 		wantProblem string // a substring of its problem
 		wantSecrets []string
 	}{
@@ -397,7 +397,7 @@ func TestTavilyCheck(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := tools.Check(tt.tool, json.RawMessage(tt.raw), agentconfig.Model{})
+			got, err := builtintools.Check(tt.tool, json.RawMessage(tt.raw), agentconfig.Model{})
 			if tt.wantField == "" {
 				if err != nil {
 					t.Fatalf("Check() error = %v, want none", err)
@@ -407,9 +407,9 @@ func TestTavilyCheck(t *testing.T) {
 				}
 				return
 			}
-			var fe *tools.FieldError
+			var fe *builtintools.FieldError
 			if !errors.As(err, &fe) {
-				t.Fatalf("Check() error = %v, want a *tools.FieldError at %s", err, tt.wantField)
+				t.Fatalf("Check() error = %v, want a *builtintools.FieldError at %s", err, tt.wantField)
 			}
 			if fe.Field != tt.wantField {
 				t.Errorf("field = %q (%v), want %q", fe.Field, fe, tt.wantField)

@@ -1,4 +1,4 @@
-package tools
+package builtintools
 
 // googleSearch: Gemini's grounding with Google Search, a provider-defined tool. The model's
 // provider runs the search and cites its sources, so the harness has no execute for it, and

@@ -1,4 +1,4 @@
-package tools
+package builtintools
 
 // tavilySearch and tavilyExtract: web search and page extraction through Tavily's REST API
 // (POST {base}/search and POST {base}/extract, Authorization: Bearer <key>), called directly

@@ -1,4 +1,4 @@
-package tools
+package builtintools
 
 // test_async: a local execute tool that waits delayMs milliseconds and returns the echo it was
 // given, to exercise async wrapping (config.tools.test_async.async: true) without an outside

@@ -1,4 +1,4 @@
-package tools_test
+package builtintools_test
 
 import (
 	"bytes"
@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentharness/harness/functions/harness-processing/tools"
 	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/approval"
+	"github.com/agentharness/harness/shared/builtintools"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/tool"
 	"github.com/google/go-cmp/cmp"
@@ -43,7 +43,7 @@ func TestBuild(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			set, err := tools.Build(config(t, tt.config), tool.Env{Getenv: noEnv})
+			set, err := builtintools.Build(config(t, tt.config), tool.Env{Getenv: noEnv})
 			if err != nil {
 				t.Fatalf("Build: %v", err)
 			}
@@ -62,7 +62,7 @@ func TestBuild(t *testing.T) {
 }
 
 func TestBuildNil(t *testing.T) {
-	set, err := tools.Build(nil, tool.Env{Getenv: noEnv})
+	set, err := builtintools.Build(nil, tool.Env{Getenv: noEnv})
 	if err != nil {
 		t.Fatalf("Build(nil): %v", err)
 	}
@@ -110,7 +110,7 @@ func TestBuildRejects(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			set, err := tools.Build(config(t, tt.config), tool.Env{Getenv: noEnv})
+			set, err := builtintools.Build(config(t, tt.config), tool.Env{Getenv: noEnv})
 			if err == nil {
 				t.Fatalf("Build() = %v, nil; want an error", set)
 			}
@@ -127,13 +127,13 @@ func TestBuildRejects(t *testing.T) {
 }
 
 func TestNames(t *testing.T) {
-	if diff := cmp.Diff([]string{"current_time", "googleSearch", "tavilyExtract", "tavilySearch", "test_async", "test_external_async"}, tools.Names()); diff != "" {
+	if diff := cmp.Diff([]string{"current_time", "googleSearch", "tavilyExtract", "tavilySearch", "test_async", "test_external_async"}, builtintools.Names()); diff != "" {
 		t.Errorf("Names() (-want +got):\n%s", diff)
 	}
 }
 
 func TestCurrentTime(t *testing.T) {
-	set, err := tools.Build(config(t, `{"current_time":{}}`), tool.Env{Getenv: noEnv})
+	set, err := builtintools.Build(config(t, `{"current_time":{}}`), tool.Env{Getenv: noEnv})
 	if err != nil {
 		t.Fatalf("Build: %v", err)
 	}
@@ -174,7 +174,7 @@ func TestCurrentTime(t *testing.T) {
 }
 
 func TestGoogleSearchIsProviderDefined(t *testing.T) {
-	set, err := tools.Build(config(t, `{"googleSearch":{}}`), tool.Env{Getenv: noEnv})
+	set, err := builtintools.Build(config(t, `{"googleSearch":{}}`), tool.Env{Getenv: noEnv})
 	if err != nil {
 		t.Fatalf("Build: %v", err)
 	}
@@ -188,18 +188,18 @@ func TestGoogleSearchIsProviderDefined(t *testing.T) {
 
 	google := agentconfig.Model{Provider: "google", RunsProviderTool: func(p string) bool { return p == model.ProviderGoogleSearch }}
 	openai := agentconfig.Model{Provider: "openai", RunsProviderTool: func(string) bool { return false }}
-	got, err := tools.Check("googleSearch", json.RawMessage(`{"async":true}`), google)
+	got, err := builtintools.Check("googleSearch", json.RawMessage(`{"async":true}`), google)
 	if err != nil || len(got.Warnings) != 1 || !strings.Contains(got.Warnings[0], "tools.googleSearch.async is ignored") {
 		t.Errorf("Check(async on google) = %+v, %v; want accepted with one warning about async", got, err)
 	}
 	var fe *agentconfig.FieldError
-	if _, err := tools.Check("googleSearch", json.RawMessage(`{}`), openai); !errors.As(err, &fe) || fe.Field != "tools.googleSearch" {
+	if _, err := builtintools.Check("googleSearch", json.RawMessage(`{}`), openai); !errors.As(err, &fe) || fe.Field != "tools.googleSearch" {
 		t.Errorf("Check(googleSearch on openai) = %v, want a FieldError at tools.googleSearch", err)
 	}
 
 	// At run time async leaves the tool provider-defined, and the build logs a warning.
 	var logs bytes.Buffer
-	set, err = tools.Build(config(t, `{"googleSearch":{"async":true}}`), tool.Env{Getenv: noEnv, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	set, err = builtintools.Build(config(t, `{"googleSearch":{"async":true}}`), tool.Env{Getenv: noEnv, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	if err != nil || !cmp.Equal(want, set.Specs()) {
 		t.Fatalf("Build(async googleSearch) = %v, %v; want the provider-defined tool", set, err)
 	}
@@ -210,7 +210,7 @@ func TestGoogleSearchIsProviderDefined(t *testing.T) {
 }
 
 func TestTestAsync(t *testing.T) {
-	set, err := tools.Build(config(t, `{"test_async":{"async":true,"maxDelayMs":1000}}`), tool.Env{Getenv: noEnv})
+	set, err := builtintools.Build(config(t, `{"test_async":{"async":true,"maxDelayMs":1000}}`), tool.Env{Getenv: noEnv})
 	if err != nil {
 		t.Fatalf("Build: %v", err)
 	}
@@ -245,7 +245,7 @@ func TestTestAsync(t *testing.T) {
 // Without maxDelayMs a call may wait up to 30 s; the option is bounded and the old maxSeconds is
 // refused by name.
 func TestTestAsyncOptions(t *testing.T) {
-	set, err := tools.Build(config(t, `{"test_async":{}}`), tool.Env{Getenv: noEnv})
+	set, err := builtintools.Build(config(t, `{"test_async":{}}`), tool.Env{Getenv: noEnv})
 	if err != nil {
 		t.Fatalf("Build: %v", err)
 	}
@@ -260,12 +260,12 @@ func TestTestAsyncOptions(t *testing.T) {
 		{`{"maxDelayMs":"long"}`, "tools.test_async.maxDelayMs"},
 		{`{"maxSeconds":10}`, "tools.test_async.maxSeconds"},
 	} {
-		var fe *tools.FieldError
-		if _, err := tools.Check("test_async", json.RawMessage(tt.raw), agentconfig.Model{}); !errors.As(err, &fe) || fe.Field != tt.field {
+		var fe *builtintools.FieldError
+		if _, err := builtintools.Check("test_async", json.RawMessage(tt.raw), agentconfig.Model{}); !errors.As(err, &fe) || fe.Field != tt.field {
 			t.Errorf("Check(%s) = %v, want a field error at %s", tt.raw, err, tt.field)
 		}
 	}
-	if _, err := tools.Check("test_async", json.RawMessage(`{"async":true,"maxDelayMs":900000}`), agentconfig.Model{}); err != nil {
+	if _, err := builtintools.Check("test_async", json.RawMessage(`{"async":true,"maxDelayMs":900000}`), agentconfig.Model{}); err != nil {
 		t.Errorf("Check(maxDelayMs 900000) = %v, want it accepted", err)
 	}
 }
@@ -273,7 +273,7 @@ func TestTestAsyncOptions(t *testing.T) {
 // needsApproval reaches the built tool as its policy, rules included, and bad policies are
 // refused at the exact field.
 func TestNeedsApprovalPolicy(t *testing.T) {
-	set, err := tools.Build(config(t, `{"test_async":{"needsApproval":{"rules":[{"if":{"properties":{"delayMs":{"maximum":1000}}},"then":"approved"}],"otherwise":"user-approval"}}}`), tool.Env{Getenv: noEnv})
+	set, err := builtintools.Build(config(t, `{"test_async":{"needsApproval":{"rules":[{"if":{"properties":{"delayMs":{"maximum":1000}}},"then":"approved"}],"otherwise":"user-approval"}}}`), tool.Env{Getenv: noEnv})
 	if err != nil {
 		t.Fatalf("Build: %v", err)
 	}
@@ -298,14 +298,14 @@ func TestNeedsApprovalPolicy(t *testing.T) {
 		{`{"needsApproval":{"rules":[{"if":{},"then":"maybe"}]}}`, "tools.test_async.needsApproval.rules.0.then"},
 		{`{"needsApproval":{"otherwise":"later"}}`, "tools.test_async.needsApproval.otherwise"},
 	} {
-		_, err := tools.Check("test_async", json.RawMessage(tt.raw), agentconfig.Model{})
-		var fe *tools.FieldError
+		_, err := builtintools.Check("test_async", json.RawMessage(tt.raw), agentconfig.Model{})
+		var fe *builtintools.FieldError
 		if !errors.As(err, &fe) || fe.Field != tt.field {
 			t.Errorf("Check(%s) = %v, want a field error at %s", tt.raw, err, tt.field)
 		}
 	}
-	_, err = tools.Check("googleSearch", json.RawMessage(`{"needsApproval":true}`), agentconfig.Model{RunsProviderTool: func(string) bool { return true }})
-	var fe *tools.FieldError
+	_, err = builtintools.Check("googleSearch", json.RawMessage(`{"needsApproval":true}`), agentconfig.Model{RunsProviderTool: func(string) bool { return true }})
+	var fe *builtintools.FieldError
 	if !errors.As(err, &fe) || fe.Field != "tools.googleSearch.needsApproval" {
 		t.Errorf("Check(googleSearch needsApproval) = %v, want a field error: the provider runs it", err)
 	}

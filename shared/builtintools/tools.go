@@ -1,7 +1,8 @@
-// Package tools builds an agent's model-facing ToolSet from its config.tools. The static specs
-// map below is the only source of tool names: a name it does not hold is rejected, both when a
-// config is written (Check) and when a turn runs (Build).
-package tools
+// Package builtintools holds the tools the harness ships and builds an agent's model-facing
+// ToolSet from its config.tools. The static specs map below is the only source of tool names: a
+// name it does not hold is rejected, both when a config is written (Check) and when a turn runs
+// (Build).
+package builtintools
 
 import (
 	"bytes"

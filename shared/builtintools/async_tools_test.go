@@ -1,4 +1,4 @@
-package tools_test
+package builtintools_test
 
 import (
 	"context"
@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentharness/harness/functions/harness-processing/tools"
 	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/asynctools"
+	"github.com/agentharness/harness/shared/builtintools"
 	"github.com/agentharness/harness/shared/tool"
 	"github.com/google/go-cmp/cmp"
 )
@@ -41,7 +41,7 @@ func ticket() asynctools.Ticket {
 // prepare builds test_external_async from entry and env and prepares a call with input.
 func prepare(t *testing.T, entry string, env tool.Env, input string) *tool.Call {
 	t.Helper()
-	set, err := tools.Build(config(t, `{"test_external_async":`+entry+`}`), env)
+	set, err := builtintools.Build(config(t, `{"test_external_async":`+entry+`}`), env)
 	if err != nil {
 		t.Fatalf("Build: %v", err)
 	}
@@ -148,7 +148,7 @@ func TestTestExternalAsyncFailures(t *testing.T) {
 		}
 	})
 	t.Run("input without echo", func(t *testing.T) {
-		set, err := tools.Build(config(t, `{"test_external_async":`+entry+`}`), tool.Env{Getenv: env})
+		set, err := builtintools.Build(config(t, `{"test_external_async":`+entry+`}`), tool.Env{Getenv: env})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -161,8 +161,8 @@ func TestTestExternalAsyncFailures(t *testing.T) {
 // Without a queue from the config or the environment, the turn stops before its first model
 // call, naming the variable and where to set it.
 func TestTestExternalAsyncNeedsAQueue(t *testing.T) {
-	_, err := tools.Build(config(t, `{"test_external_async":{"async":true,"execution":"external-dispatch"}}`), tool.Env{Getenv: envOf(map[string]string{"AGENT_SERVICE_URL": "http://127.0.0.1:3000"})})
-	var me *tools.MissingVariableError
+	_, err := builtintools.Build(config(t, `{"test_external_async":{"async":true,"execution":"external-dispatch"}}`), tool.Env{Getenv: envOf(map[string]string{"AGENT_SERVICE_URL": "http://127.0.0.1:3000"})})
+	var me *builtintools.MissingVariableError
 	if !errors.As(err, &me) {
 		t.Fatalf("Build = %v, want *MissingVariableError", err)
 	}
@@ -176,11 +176,11 @@ func TestTestExternalAsyncNeedsAQueue(t *testing.T) {
 
 // Only a tool whose execute dispatches may use execution "external-dispatch".
 func TestCheckExternalDispatch(t *testing.T) {
-	if _, err := tools.Check("test_external_async", json.RawMessage(`{"async":true,"execution":"external-dispatch"}`), agentconfig.Model{}); err != nil {
+	if _, err := builtintools.Check("test_external_async", json.RawMessage(`{"async":true,"execution":"external-dispatch"}`), agentconfig.Model{}); err != nil {
 		t.Errorf("Check(test_external_async external-dispatch) = %v, want it accepted", err)
 	}
-	var fe *tools.FieldError
-	_, err := tools.Check("test_async", json.RawMessage(`{"async":true,"execution":"external-dispatch"}`), agentconfig.Model{})
+	var fe *builtintools.FieldError
+	_, err := builtintools.Check("test_async", json.RawMessage(`{"async":true,"execution":"external-dispatch"}`), agentconfig.Model{})
 	if !errors.As(err, &fe) || fe.Field != "tools.test_async.execution" {
 		t.Errorf("Check(test_async external-dispatch) = %v, want a field error at tools.test_async.execution", err)
 	}
@@ -189,7 +189,7 @@ func TestCheckExternalDispatch(t *testing.T) {
 		{`{"completionBaseUrl":7}`, "tools.test_external_async.completionBaseUrl"},
 		{`{"echo":"x"}`, "tools.test_external_async.echo"},
 	} {
-		if _, err := tools.Check("test_external_async", json.RawMessage(tt.raw), agentconfig.Model{}); !errors.As(err, &fe) || fe.Field != tt.field {
+		if _, err := builtintools.Check("test_external_async", json.RawMessage(tt.raw), agentconfig.Model{}); !errors.As(err, &fe) || fe.Field != tt.field {
 			t.Errorf("Check(%s) = %v, want a field error at %s", tt.raw, err, tt.field)
 		}
 	}

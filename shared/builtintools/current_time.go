@@ -1,4 +1,4 @@
-package tools
+package builtintools
 
 // current_time: the built-in sync tool that proves the tool path. No arguments; returns the
 // current time in RFC 3339 (UTC).

@@ -1,4 +1,4 @@
-package tools
+package builtintools
 
 // test_external_async: an external-dispatch tool for trying async tools with an outside worker.
 // Its execute does no work: it puts one job on the queue EXTERNAL_JOBS_QUEUE_URL and returns
