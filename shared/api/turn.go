@@ -311,7 +311,7 @@ func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 	from := turn.NextSeq()
 	d := &drive{
 		h: h, log: log, accountID: acc.ID, agentID: req.AgentID, conversationID: req.ID,
-		turnID: req.EventID, resumes: turn.Carried().PausedEvent, nonce: store.NewID(""), delivery: asynctools.Delivery{Kind: "stream"},
+		turnID: req.EventID, resumes: turn.Carried().PausedEvent, nonce: store.NewID(""), delivery: asynctools.Delivery{Kind: asynctools.DeliverStream},
 		cfg: cfg, overrides: req.ToolApproval, turn: turn, send: send, heartbeat: func() { _ = out.Comment("keep-alive") },
 	}
 	res := d.run(ctx, plan)

@@ -156,7 +156,7 @@ func (w *Worker) turn(ctx context.Context, msg workMessage) error {
 	from := turn.NextSeq()
 	d := &drive{
 		h: h, log: log, accountID: msg.AccountID, agentID: req.AgentID, conversationID: req.ID,
-		turnID: msg.EventID, resumes: turn.Carried().PausedEvent, nonce: msg.Seed, delivery: asynctools.Delivery{Kind: "async", EventID: msg.EventID, Seed: msg.Seed},
+		turnID: msg.EventID, resumes: turn.Carried().PausedEvent, nonce: msg.Seed, delivery: asynctools.Delivery{Kind: asynctools.DeliverAsync, EventID: msg.EventID, Seed: msg.Seed},
 		cfg: cfg, overrides: req.ToolApproval, turn: turn, send: func(any) {}, heartbeat: func() {},
 	}
 	done := context.WithoutCancel(ctx)
@@ -167,7 +167,7 @@ func (w *Worker) turn(ctx context.Context, msg workMessage) error {
 		d.settleResumed(done, plan, res, from, turn.NextSeq())
 		return err
 	}
-	d.delivery.Kind = "ws"
+	d.delivery.Kind = asynctools.DeliverWebSocket
 	ws := w.wsStart(ctx, d, msg.WS, from)
 	res, aborted := ws.run(ctx, func(ctx context.Context) runResult { return d.run(ctx, plan) })
 	d.end(done, plan, res)
@@ -250,13 +250,13 @@ func (w *Worker) continueGroup(ctx context.Context, msg workMessage) error {
 	}
 	done := context.WithoutCancel(ctx)
 	var res runResult
-	if g.Delivery.Kind == "ws" {
+	if g.Delivery.Kind == asynctools.DeliverWebSocket {
 		res = w.continueWS(ctx, d, st, history)
 	} else {
 		res = w.resume(ctx, d, history, nil)
 		d.end(done, &turnPlan{}, res)
 	}
-	if (g.Delivery.Kind == "async" || g.Delivery.Kind == "ws") && g.Delivery.EventID != "" {
+	if (g.Delivery.Kind == asynctools.DeliverAsync || g.Delivery.Kind == asynctools.DeliverWebSocket) && g.Delivery.EventID != "" {
 		if err := w.h.report(done, g.AccountID, g.Delivery.EventID, res, 0, turn.NextSeq()); err != nil {
 			return err
 		}

@@ -44,15 +44,27 @@ const (
 
 // Delivery says where a turn's outcome goes when its continuation runs.
 type Delivery struct {
-	// Kind is "async" (an /async turn: settle its status row) or "stream" (an SSE turn, which
-	// waits in its own invocation and is never continued from outside).
-	Kind string `json:"kind"`
+	Kind DeliveryKind `json:"kind"`
 	// EventID is the /async status row the outcome settles.
 	EventID string `json:"eventId,omitempty"`
 	// Seed is the turn's secret from which its continuations derive their group ids, so a
 	// retried continuation registers the same rows.
 	Seed string `json:"seed,omitempty"`
 }
+
+// DeliveryKind says which transport a turn's outcome goes back through.
+type DeliveryKind string
+
+const (
+	// DeliverStream: an SSE turn, which waits in its own invocation and is never continued from
+	// outside.
+	DeliverStream DeliveryKind = "stream"
+	// DeliverAsync: an /async turn; its continuation settles the turn's status row.
+	DeliverAsync DeliveryKind = "async"
+	// DeliverWebSocket: a WebSocket turn; its continuation posts to the runtime's connections
+	// and settles the turn's status row.
+	DeliverWebSocket DeliveryKind = "ws"
+)
 
 // Result is one AsyncToolResult row.
 type Result struct {
