@@ -209,6 +209,7 @@ func TestWebSocketControllerTool(t *testing.T) {
 	if m["accepted"] != true {
 		t.Fatalf("input answered %v", m)
 	}
+	runID, _ := m["run_id"].(string)
 	req, _ := c.await("external_tool_call_request", 30*time.Second, typeIs("external_tool_call_request"))
 	input, _ := req["input"].(map[string]any)
 	if req["tool_name"] != "lookup_ticket" || input["id"] != "LET-123" || req["tool_call_id"] == "" {
@@ -220,6 +221,10 @@ func TestWebSocketControllerTool(t *testing.T) {
 	stop, seen := c.await("stop_reason", 30*time.Second, deltaIs("stop_reason"))
 	if d := stop["delta"].(map[string]any); d["stop_reason"] != "end_turn" {
 		t.Errorf("stop_reason %v", d)
+	}
+	// The turn's bookkeeping lands before the runtime hears it ended: its event already says so.
+	if st := call(t, srv, http.MethodGet, "/status/"+runID, secret, ""); st.status != http.StatusOK || st.json(t)["status"] != "completed" {
+		t.Errorf("GET /status/%s right after stop_reason = %d %s, want completed", runID, st.status, st.body)
 	}
 	var text strings.Builder
 	var returned bool

@@ -272,6 +272,29 @@ func (d *drive) end(ctx context.Context, plan *turnPlan, res runResult) {
 	}
 }
 
+// conclude ends this invocation's part of a turn, in the one order every transport follows:
+//  1. the lease ends (or is given back while approvals are pending), so the conversation is
+//     free before anyone can learn the turn is over;
+//  2. the turn's event, when it has one, reports the outcome and the messages written from
+//     from on;
+//  3. an event the turn's paused step was answered under takes the same outcome;
+//  4. tell, when set, tells the client: SSE's finish chunk, the runtime's stop_reason.
+//
+// It returns the report's error, which the worker retries on. Each step runs even when the one
+// before failed: a client that has gone must still leave the conversation free.
+func (d *drive) conclude(ctx context.Context, plan *turnPlan, res runResult, from int64, tell func()) error {
+	d.end(ctx, plan, res)
+	var err error
+	if d.turnID != "" {
+		err = d.h.report(ctx, d.accountID, d.turnID, res, from, d.turn.NextSeq())
+	}
+	d.settleResumed(ctx, plan, res, from, d.turn.NextSeq())
+	if tell != nil {
+		tell()
+	}
+	return err
+}
+
 // fail reports a failed turn to the client.
 func (d *drive) fail(ctx context.Context, err error, public string, usage model.Usage) runResult {
 	d.log.ErrorContext(ctx, "turn failed", "err", err)

@@ -323,15 +323,13 @@ func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 	// the conversation free; it must land even when the client has gone.
 	done, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if req.EventID != "" {
-		if err := h.report(done, acc.ID, req.EventID, res, from, turn.NextSeq()); err != nil {
-			log.ErrorContext(ctx, "finishing event", "eventId", req.EventID, "err", err)
+	err = d.conclude(done, plan, res, from, func() {
+		if res.finish != nil {
+			send(res.finish)
 		}
-	}
-	d.settleResumed(done, plan, res, from, turn.NextSeq())
-	d.end(done, plan, res)
-	if res.finish != nil {
-		send(res.finish)
+	})
+	if err != nil {
+		log.ErrorContext(ctx, "reporting the event", "eventId", req.EventID, "err", err)
 	}
 	_ = out.Done()
 }

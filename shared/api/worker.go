@@ -115,9 +115,6 @@ func (w *Worker) turn(ctx context.Context, msg workMessage) error {
 		return nil
 	}
 	log := h.opts.Logger.With("accountId", msg.AccountID, "agentId", req.AgentID, "conversationId", req.ID, "eventId", msg.EventID)
-	report := func(res runResult, from, to int64) error {
-		return w.h.report(ctx, msg.AccountID, msg.EventID, res, from, to)
-	}
 	refuse := func(res runResult) error {
 		if msg.WS != nil {
 			// The queued record input wrote must not stand in for the runtime's run (an
@@ -125,7 +122,7 @@ func (w *Worker) turn(ctx context.Context, msg workMessage) error {
 			w.wsRefused(ctx, msg)
 			h.newOut(msg.AccountID, msg.WS.Runtime, msg.EventID).end(ctx, res, false)
 		}
-		return report(res, 0, 0)
+		return w.h.report(ctx, msg.AccountID, msg.EventID, res, 0, 0)
 	}
 	cfg, err := h.agentFor(ctx, msg.AccountID, req, false)
 	if err == nil && msg.WS != nil {
@@ -161,20 +158,12 @@ func (w *Worker) turn(ctx context.Context, msg workMessage) error {
 	}
 	done := context.WithoutCancel(ctx)
 	if msg.WS == nil {
-		res := d.run(ctx, plan)
-		d.end(done, plan, res)
-		err := report(res, from, turn.NextSeq())
-		d.settleResumed(done, plan, res, from, turn.NextSeq())
-		return err
+		return d.conclude(done, plan, d.run(ctx, plan), from, nil)
 	}
 	d.delivery.Kind = asynctools.DeliverWebSocket
 	ws := w.wsStart(ctx, d, msg.WS, from)
 	res, aborted := ws.run(ctx, func(ctx context.Context) runResult { return d.run(ctx, plan) })
-	d.end(done, plan, res)
-	ws.finish(done, res, aborted)
-	err = report(res, from, turn.NextSeq())
-	d.settleResumed(done, plan, res, from, turn.NextSeq())
-	return err
+	return d.conclude(done, plan, res, from, func() { ws.finish(done, res, aborted) })
 }
 
 // continueGroup brings a settled group's results back to its parent turn and runs the model
@@ -249,17 +238,14 @@ func (w *Worker) continueGroup(ctx context.Context, msg workMessage) error {
 		turn: turn, send: func(any) {}, heartbeat: func() {},
 	}
 	done := context.WithoutCancel(ctx)
-	var res runResult
 	if g.Delivery.Kind == asynctools.DeliverWebSocket {
-		res = w.continueWS(ctx, d, st, history)
+		err = w.continueWS(ctx, d, st, history)
 	} else {
-		res = w.resume(ctx, d, history, nil)
-		d.end(done, &turnPlan{}, res)
+		// The event's first message was reported by the turn's first invocation: from stays.
+		err = d.conclude(done, &turnPlan{}, w.resume(ctx, d, history, nil), 0, nil)
 	}
-	if (g.Delivery.Kind == asynctools.DeliverAsync || g.Delivery.Kind == asynctools.DeliverWebSocket) && g.Delivery.EventID != "" {
-		if err := w.h.report(done, g.AccountID, g.Delivery.EventID, res, 0, turn.NextSeq()); err != nil {
-			return err
-		}
+	if err != nil {
+		return err
 	}
 	return h.opts.Async.Consume(done, g.ID, h.opts.Now())
 }

@@ -100,7 +100,7 @@ func (r *wsRun) finish(ctx context.Context, res runResult, aborted bool) {
 // continueWS continues a WebSocket turn whose controller-owned (or other external) calls have
 // settled: their results go to the runtime as tool returns, then the model runs again with the
 // turn's tools.
-func (w *Worker) continueWS(ctx context.Context, d *drive, st asynctools.GroupState, history []model.Message) runResult {
+func (w *Worker) continueWS(ctx context.Context, d *drive, st asynctools.GroupState, history []model.Message) error {
 	t := &wsTurn{}
 	run, ok, err := w.h.opts.Connections.Run(ctx, d.accountID, d.conversationID)
 	if err == nil && ok && run.EventID == d.turnID && len(run.Turn) > 0 {
@@ -121,9 +121,8 @@ func (w *Worker) continueWS(ctx context.Context, d *drive, st asynctools.GroupSt
 	res, aborted := r.run(ctx, func(ctx context.Context) runResult {
 		return w.resume(ctx, d, slices.Clone(history), t)
 	})
-	d.end(context.WithoutCancel(ctx), &turnPlan{}, res)
-	r.finish(context.WithoutCancel(ctx), res, aborted)
-	return res
+	done := context.WithoutCancel(ctx)
+	return d.conclude(done, &turnPlan{}, res, 0, func() { r.finish(done, res, aborted) })
 }
 
 // wsRefused records a WebSocket turn the worker refused as failed, so the runtime's run record
