@@ -33,9 +33,28 @@ func runner(t *testing.T, tavily http.Handler) *httptest.Server {
 	stack := testenv.Stack(t)
 	tavilySrv := httptest.NewServer(tavily)
 	t.Cleanup(tavilySrv.Close)
-	env := map[string]string{"ADMIN_SECRET": adminSecret, "TAVILY_BASE_URL": tavilySrv.URL}
-	_, srv := testenv.Serve(t, stack.Options(func(k string) string { return env[k] }))
+	return serve(t, stack, map[string]string{"TAVILY_BASE_URL": tavilySrv.URL})
+}
+
+// serve serves every function of template.yaml on stack, with the admin secret and env set.
+func serve(t *testing.T, stack *testenv.Resources, env map[string]string) *httptest.Server {
+	t.Helper()
+	vars := map[string]string{"ADMIN_SECRET": adminSecret}
+	for k, v := range env {
+		vars[k] = v
+	}
+	_, srv := testenv.Serve(t, stack.Options(func(k string) string { return vars[k] }))
 	return srv
+}
+
+// createAgent stores config as an agent of the account secret opens and returns its id.
+func createAgent(t *testing.T, srv *httptest.Server, secret, config string) string {
+	t.Helper()
+	res := call(t, srv, http.MethodPost, "/accounts/me/agents", secret, config)
+	if res.status != http.StatusCreated {
+		t.Fatalf("creating the agent = %d %s", res.status, res.body)
+	}
+	return res.json(t)["agentId"].(string)
 }
 
 type response struct {

@@ -21,14 +21,9 @@ import (
 func TestWebSocketControllerToolRemoteRefsAreRefused(t *testing.T) {
 	addr, accepted := testenv.Listener(t)
 	stack := testenv.Stack(t)
-	env := map[string]string{"ADMIN_SECRET": adminSecret}
-	_, srv := testenv.Serve(t, stack.Options(func(k string) string { return env[k] }))
+	srv := serve(t, stack, nil)
 	accountID, secret := createAccount(t, srv, "ws-refs")
-	res := call(t, srv, http.MethodPost, "/accounts/me/agents", secret, ticketAgent)
-	if res.status != http.StatusCreated {
-		t.Fatalf("creating the agent = %d %s", res.status, res.body)
-	}
-	agentID := res.json(t)["agentId"].(string)
+	agentID := createAgent(t, srv, secret, ticketAgent)
 	c, _, err := dialWS(t, srv, secret, "")
 	if err != nil {
 		t.Fatal(err)

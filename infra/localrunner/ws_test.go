@@ -185,11 +185,7 @@ func TestWebSocketBadInputKeepsTheSocket(t *testing.T) {
 func TestWebSocketControllerTool(t *testing.T) {
 	srv := runner(t, faketavily.New(nil))
 	_, secret := createAccount(t, srv, "ws-tools")
-	res := call(t, srv, http.MethodPost, "/accounts/me/agents", secret, ticketAgent)
-	if res.status != http.StatusCreated {
-		t.Fatalf("creating the agent = %d %s", res.status, res.body)
-	}
-	agentID := res.json(t)["agentId"].(string)
+	agentID := createAgent(t, srv, secret, ticketAgent)
 	c, _, err := dialWS(t, srv, secret, "")
 	if err != nil {
 		t.Fatal(err)

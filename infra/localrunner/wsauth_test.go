@@ -53,9 +53,7 @@ func TestWebSocketAuthorityEndsWithTheAccount(t *testing.T) {
 
 	t.Run("deleted account", func(t *testing.T) {
 		id, secret := createAccount(t, srv, "ws-deleted")
-		if res := call(t, srv, http.MethodPost, "/accounts/me/agents", secret, `{"agentId":"chatty",`+chatty[1:]); res.status != http.StatusCreated {
-			t.Fatalf("creating the agent = %d %s", res.status, res.body)
-		}
+		createAgent(t, srv, secret, `{"agentId":"chatty",`+chatty[1:])
 		c, _, err := dialWS(t, srv, secret, "")
 		if err != nil {
 			t.Fatal(err)

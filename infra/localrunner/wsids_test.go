@@ -1,7 +1,6 @@
 package localrunner_test
 
 import (
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -14,13 +13,9 @@ import (
 // and nothing is subscribed or written.
 func TestWebSocketMalformedIDsAreRefused(t *testing.T) {
 	stack := testenv.Stack(t)
-	_, srv := testenv.Serve(t, stack.Options(func(k string) string { return map[string]string{"ADMIN_SECRET": adminSecret}[k] }))
+	srv := serve(t, stack, nil)
 	accountID, secret := createAccount(t, srv, "ws-ids")
-	res := call(t, srv, http.MethodPost, "/accounts/me/agents", secret, ticketAgent)
-	if res.status != http.StatusCreated {
-		t.Fatalf("creating the agent = %d %s", res.status, res.body)
-	}
-	agentID := res.json(t)["agentId"].(string)
+	agentID := createAgent(t, srv, secret, ticketAgent)
 	c, _, err := dialWS(t, srv, secret, "")
 	if err != nil {
 		t.Fatal(err)

@@ -57,11 +57,7 @@ func TestWebSocketOnAPIGateway(t *testing.T) {
 	_, srv := testenv.Serve(t, opts)
 	g := <-gateways
 	_, secret := createAccount(t, srv, "apigw")
-	res := call(t, srv, http.MethodPost, "/accounts/me/agents", secret, ticketAgent)
-	if res.status != http.StatusCreated {
-		t.Fatalf("creating the agent = %d %s", res.status, res.body)
-	}
-	agentID := res.json(t)["agentId"].(string)
+	agentID := createAgent(t, srv, secret, ticketAgent)
 
 	ctx := context.Background()
 	invoke := func(route, conn, body string, headers map[string]string) events.APIGatewayProxyResponse {

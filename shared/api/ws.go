@@ -142,6 +142,8 @@ func (g *Gateway) revoke(ctx context.Context, connectionID string) error {
 	if err := g.h.opts.Poster.Disconnect(ctx, connectionID); err != nil && !errors.Is(err, wsconn.ErrGone) {
 		return fmt.Errorf("closing revoked connection %s: %w", connectionID, err)
 	}
+	// $disconnect forgets it too, but API Gateway delivers that route on a best-effort basis:
+	// a revoked connection must not stay subscribed to its runtimes meanwhile.
 	return g.h.opts.Connections.Disconnect(context.WithoutCancel(ctx), connectionID)
 }
 

@@ -14,6 +14,7 @@ import (
 )
 
 // listen returns the address of a loopback listener and a count of the connections it took.
+// It is testenv.Listener, which this internal test cannot import: testenv links this package.
 func listen(t *testing.T) (string, func() int64) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
