@@ -15,7 +15,7 @@ import (
 	"github.com/agentharness/harness/shared/asynctools"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/store"
-	"github.com/agentharness/harness/shared/stream"
+	"github.com/agentharness/harness/shared/turn"
 )
 
 // asyncView is an async call as clients see it while the turn waits for it.
@@ -43,8 +43,9 @@ type drive struct {
 	// the invocation that goes on with it applies them too.
 	overrides map[string]approval.Status
 	turn      *store.Turn
-	// send streams a UI message chunk; heartbeat keeps a quiet stream alive. Both may be no-ops.
-	send      func(any)
+	// emit tells the transport what the turn says, in order; heartbeat keeps a quiet stream
+	// alive. Both may be no-ops.
+	emit      func(turn.Event)
 	heartbeat func()
 	// ended: the lease was already given back (a turn that waits for outside work).
 	ended bool
@@ -58,12 +59,9 @@ func (d *drive) run(ctx context.Context, plan *turnPlan) runResult {
 	if plan.waiting != nil {
 		// Some held calls still wait: report the decisions taken and what is left.
 		for _, dec := range plan.taken {
-			d.send(stream.ToolApprovalResponse(dec.ApprovalID, *dec.Approved, dec.Reason))
+			d.emit(turn.Event{Kind: turn.ApprovalDecided, Decision: turn.Decision{ApprovalID: dec.ApprovalID, Approved: *dec.Approved, Reason: dec.Reason}})
 		}
-		pending := pendingView(plan.waiting)
-		return runResult{status: store.EventWaiting, pendingApprovals: pending, finish: stream.Finish(string(model.FinishToolCalls), map[string]any{
-			"conversationId": d.conversationID, "pendingApprovals": pending,
-		})}
+		return runResult{status: store.EventWaiting, pendingApprovals: pendingView(plan.waiting), reason: model.FinishToolCalls}
 	}
 	history, err := d.turn.History(ctx)
 	if err != nil {
@@ -135,7 +133,7 @@ func (d *drive) passes(ctx context.Context, n int, events func(agent.Config) ite
 		}
 		// The work finishes and its results are kept even if the client has gone.
 		landed := p.Wait(context.WithoutCancel(ctx), d.h.opts.Heartbeat, func(r asynctools.Result) {
-			d.send(stream.Data("async-result", asyncResultView(r), false))
+			d.emit(turn.Event{Kind: turn.AsyncLanded, Result: r})
 		}, d.heartbeat)
 		if len(fin.Pending) > 0 {
 			// The pass also paused for approval: the pause recorded its group, and the resume
@@ -238,21 +236,7 @@ func (d *drive) sealGroup(ctx context.Context, g asynctools.Group, calls []async
 		d.log.ErrorContext(ctx, "sealing dispatch group", "groupId", g.ID, "err", err)
 	}
 	d.log.InfoContext(ctx, "turn waits for async tools", "groupId", g.ID, "calls", len(calls))
-	return runResult{status: store.EventWaitingAsync, usage: usage, asyncGroup: g.ID, pendingAsync: calls,
-		finish: stream.Finish(string(model.FinishToolCalls), map[string]any{
-			"conversationId": d.conversationID, "pendingAsyncTools": calls,
-		})}
-}
-
-// asyncResultView is the data-async-result part streamed when a same-invocation call lands.
-func asyncResultView(r asynctools.Result) map[string]any {
-	v := map[string]any{"resultId": r.ID, "toolCallId": r.ToolCallID, "toolName": r.ToolName, "status": r.Status}
-	if r.Status == asynctools.Completed {
-		v["response"] = r.Response
-	} else {
-		v["error"] = r.Error
-	}
-	return v
+	return runResult{status: store.EventWaitingAsync, usage: usage, asyncGroup: g.ID, pendingAsync: calls, reason: model.FinishToolCalls}
 }
 
 // end gives the conversation back after the invocation's part of the turn: counted as a turn,
@@ -298,8 +282,8 @@ func (d *drive) conclude(ctx context.Context, plan *turnPlan, res runResult, fro
 // fail reports a failed turn to the client.
 func (d *drive) fail(ctx context.Context, err error, public string, usage model.Usage) runResult {
 	d.log.ErrorContext(ctx, "turn failed", "err", err)
-	d.send(stream.Error(public))
-	return runResult{status: store.EventFailed, usage: usage, errText: public, finish: stream.Finish(string(model.FinishError), nil)}
+	d.emit(turn.Event{Kind: turn.Failed, Error: public})
+	return runResult{status: store.EventFailed, usage: usage, errText: public, reason: model.FinishError}
 }
 
 // stopped is how a turn whose context ended went: cancelled when its client went away or
@@ -341,19 +325,18 @@ func (d *drive) consume(ctx context.Context, events iter.Seq2[agent.Event, error
 			usage = prior.Add(ev.Usage)
 			d.log.InfoContext(ctx, "pass finished", "finishReason", ev.Finish, "inputTokens", usage.InputTokens,
 				"outputTokens", usage.OutputTokens, "pendingApprovals", len(ev.Pending), "ms", time.Since(started).Milliseconds())
-			meta := map[string]any{"conversationId": d.conversationID, "usage": usage}
-			res := runResult{status: store.EventCompleted, usage: usage}
+			res := runResult{status: store.EventCompleted, usage: usage, reason: ev.Finish}
 			if len(ev.Pending) > 0 {
 				res.pendingApprovals = pendingFromLoop(ev.Pending)
-				meta["pendingApprovals"] = res.pendingApprovals
 				res.status = store.EventWaiting
 			}
-			res.finish = stream.Finish(string(ev.Finish), meta)
 			return res, &ev
 		}
-		for _, c := range chunksFor(ev) {
-			d.send(c)
+		kind := turn.Loop
+		if ev.Type == agent.ToolOutput && asynctools.IsPlaceholder(ev.Output) {
+			kind = turn.AsyncStarted
 		}
+		d.emit(turn.Event{Kind: kind, Loop: ev})
 	}
 	return runResult{status: store.EventCompleted, usage: usage}, nil
 }

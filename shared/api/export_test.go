@@ -7,9 +7,10 @@ import (
 
 	"github.com/agentharness/harness/shared/connections"
 	"github.com/agentharness/harness/shared/store"
+	"github.com/agentharness/harness/shared/turn"
 )
 
-// TestOut exposes a runtime's WebSocket output to the external tests: the chunks of a turn go
+// TestOut exposes a runtime's WebSocket output to the external tests: the events of a turn go
 // through p to the connections subscribed to the runtime in reg.
 type TestOut struct{ o *wsOut }
 
@@ -21,7 +22,7 @@ func NewTestOut(reg *connections.Registry, p Poster, accountID, agentID, convers
 	}}
 }
 
-func (t *TestOut) Chunk(ctx context.Context, c any) { t.o.chunk(ctx, c) }
+func (t *TestOut) Event(ctx context.Context, ev turn.Event) { t.o.event(ctx, ev) }
 
 // End ends the turn as completed.
 func (t *TestOut) End(ctx context.Context) {

@@ -14,8 +14,8 @@ import (
 	"github.com/agentharness/harness/shared/asynctools"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/store"
-	"github.com/agentharness/harness/shared/stream"
 	"github.com/agentharness/harness/shared/tool"
+	"github.com/agentharness/harness/shared/turn"
 )
 
 // pause holds a step of pass p for approval, recording what its resume needs: the turn's
@@ -107,7 +107,7 @@ func (d *drive) resumeStep(ctx context.Context, plan *turnPlan, history []model.
 		for _, r := range w.results {
 			if r.Mode == asynctools.ExternalDispatch {
 				// It landed after the pausing invocation had ended: no client has seen it yet.
-				d.send(stream.Data("async-result", asyncResultView(r), false))
+				d.emit(turn.Event{Kind: turn.AsyncLanded, Result: r})
 			}
 		}
 		next = append([]model.Message{asynctools.ResultsMessage(resultsMessageID(w.group), w.results)}, next...)
@@ -199,7 +199,7 @@ func (d *drive) decideThenWait(ctx context.Context, decisions map[string]agent.D
 		return res
 	}
 	p.Wait(context.WithoutCancel(ctx), d.h.opts.Heartbeat, func(r asynctools.Result) {
-		d.send(stream.Data("async-result", asyncResultView(r), false))
+		d.emit(turn.Event{Kind: turn.AsyncLanded, Result: r})
 	}, d.heartbeat)
 	g := p.Group()
 	g.Expected = expected()

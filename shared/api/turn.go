@@ -20,6 +20,7 @@ import (
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/store"
 	"github.com/agentharness/harness/shared/stream"
+	"github.com/agentharness/harness/shared/turn"
 )
 
 // turnRequest is the AI SDK chat request (id, messages, trigger, messageId) plus agentId and
@@ -288,13 +289,13 @@ func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 			h.opts.Logger.ErrorContext(ctx, "releasing event", "eventId", req.EventID, "err", err)
 		}
 	}
-	turn, plan, err := h.begin(ctx, acc.ID, req, in, now)
+	lease, plan, err := h.begin(ctx, acc.ID, req, in, now)
 	if err != nil {
 		releaseEvent()
 		h.errs.Fail(w, r, err)
 		return
 	}
-	cfg.Pause = h.pauseFunc(turn, req.AgentID)
+	cfg.Pause = h.pauseFunc(lease, req.AgentID)
 
 	log := h.opts.Logger.With("accountId", acc.ID, "agentId", req.AgentID, "conversationId", req.ID)
 	out := stream.Open(w, http.Header{"X-Conversation-Id": {req.ID}})
@@ -303,16 +304,21 @@ func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 			log.DebugContext(ctx, "client gone", "err", err)
 		}
 	}
+	emit := func(ev turn.Event) {
+		for _, c := range uiChunks(ev) {
+			send(c)
+		}
+	}
 	messageID := in.respondsTo
 	if messageID == "" {
 		messageID = newMessageID()
 	}
 	send(stream.Start(messageID))
-	from := turn.NextSeq()
+	from := lease.NextSeq()
 	d := &drive{
 		h: h, log: log, accountID: acc.ID, agentID: req.AgentID, conversationID: req.ID,
-		turnID: req.EventID, resumes: turn.Carried().PausedEvent, nonce: store.NewID(""), delivery: asynctools.Delivery{Kind: asynctools.DeliverStream},
-		cfg: cfg, overrides: req.ToolApproval, turn: turn, send: send, heartbeat: func() { _ = out.Comment("keep-alive") },
+		turnID: req.EventID, resumes: lease.Carried().PausedEvent, nonce: store.NewID(""), delivery: asynctools.Delivery{Kind: asynctools.DeliverStream},
+		cfg: cfg, overrides: req.ToolApproval, turn: lease, emit: emit, heartbeat: func() { _ = out.Comment("keep-alive") },
 	}
 	res := d.run(ctx, plan)
 	if res.status == store.EventCancelled {
@@ -324,8 +330,8 @@ func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 	done, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	err = d.conclude(done, plan, res, from, func() {
-		if res.finish != nil {
-			send(res.finish)
+		if fin := finishChunk(req.ID, res); fin != nil {
+			send(fin)
 		}
 	})
 	if err != nil {
@@ -369,7 +375,7 @@ func (h *Handler) agentFor(ctx context.Context, accountID string, req *turnReque
 // begin takes the conversation's lease and plans the request against what the conversation
 // waits for. Its refusals are *httpjson.Error, and on any error the lease is given back.
 func (h *Handler) begin(ctx context.Context, accountID string, req *turnRequest, in turnInput, now time.Time) (*store.Turn, *turnPlan, error) {
-	turn, err := h.opts.Store.BeginTurn(ctx, accountID, req.ID, req.AgentID, now, now.Add(h.opts.Lease))
+	lease, err := h.opts.Store.BeginTurn(ctx, accountID, req.ID, req.AgentID, now, now.Add(h.opts.Lease))
 	switch {
 	case errors.Is(err, store.ErrBusy):
 		return nil, nil, &httpjson.Error{Status: http.StatusConflict, Message: "conversation " + req.ID + " is busy with another turn; retry when it ends", Cause: err}
@@ -378,23 +384,23 @@ func (h *Handler) begin(ctx context.Context, accountID string, req *turnRequest,
 	case err != nil:
 		return nil, nil, err
 	}
-	plan, err := h.planTurn(ctx, accountID, req, in, turn, now)
+	plan, err := h.planTurn(ctx, accountID, req, in, lease, now)
 	if err != nil {
-		if rerr := turn.Release(context.WithoutCancel(ctx)); rerr != nil {
+		if rerr := lease.Release(context.WithoutCancel(ctx)); rerr != nil {
 			h.opts.Logger.ErrorContext(ctx, "releasing conversation", "conversationId", req.ID, "err", rerr)
 		}
 		return nil, nil, err
 	}
-	return turn, plan, nil
+	return lease, plan, nil
 }
 
 // planTurn refuses a request on a conversation that waits for async tools, then plans it
 // against pending approvals.
-func (h *Handler) planTurn(ctx context.Context, accountID string, req *turnRequest, in turnInput, turn *store.Turn, now time.Time) (*turnPlan, error) {
-	if group, ids := turn.AsyncGroup(); group != "" {
+func (h *Handler) planTurn(ctx context.Context, accountID string, req *turnRequest, in turnInput, lease *store.Turn, now time.Time) (*turnPlan, error) {
+	if group, ids := lease.AsyncGroup(); group != "" {
 		return nil, waitingForAsyncError(req.ID, ids)
 	}
-	return h.plan(ctx, accountID, req, in, turn, now)
+	return h.plan(ctx, accountID, req, in, lease, now)
 }
 
 // waitingForAsyncError refuses a request on a conversation that waits for async tool calls.
@@ -438,7 +444,9 @@ func (h *Handler) loadAgent(ctx context.Context, accountID, agentID string) (age
 type runResult struct {
 	status string
 	usage  model.Usage
-	finish any
+	// reason is the finish reason a client is told; empty when the turn ended without one
+	// (its context was cancelled).
+	reason model.FinishReason
 	// errText is the client-safe reason of a failed turn, errExtra the refusal's details.
 	errText  string
 	errExtra map[string]any
@@ -486,56 +494,81 @@ func (l toolLog) observe(ctx context.Context, ev agent.Event) {
 	}
 }
 
-// chunksFor maps a loop event to its UI message chunks.
-func chunksFor(ev agent.Event) []any {
-	switch ev.Type {
+// uiChunks encodes one turn event as the UI message chunks of the AI SDK stream.
+func uiChunks(ev turn.Event) []any {
+	switch ev.Kind {
+	case turn.ApprovalDecided:
+		return []any{stream.ToolApprovalResponse(ev.Decision.ApprovalID, ev.Decision.Approved, ev.Decision.Reason)}
+	case turn.AsyncLanded:
+		r := ev.Result
+		v := map[string]any{"resultId": r.ID, "toolCallId": r.ToolCallID, "toolName": r.ToolName, "status": r.Status}
+		if r.Status == asynctools.Completed {
+			v["response"] = r.Response
+		} else {
+			v["error"] = r.Error
+		}
+		return []any{stream.Data("async-result", v, false)}
+	case turn.Failed:
+		return []any{stream.Error(ev.Error)}
+	}
+	le := ev.Loop
+	switch le.Type {
+	case agent.StepStart:
+		return []any{stream.StartStep()}
+	case agent.StepFinish:
+		return []any{stream.FinishStep()}
+	case agent.TextStart:
+		return []any{stream.TextStart(le.ID)}
+	case agent.TextDelta:
+		return []any{stream.TextDelta(le.ID, le.Text)}
+	case agent.TextEnd:
+		return []any{stream.TextEnd(le.ID)}
+	case agent.ToolInputStart:
+		return []any{stream.ToolInputStart(le.ToolCallID, le.ToolName)}
+	case agent.ToolInputDelta:
+		return []any{stream.ToolInputDelta(le.ToolCallID, le.Text)}
+	case agent.ToolInputAvailable:
+		return []any{stream.ToolInputAvailable(le.ToolCallID, le.ToolName, le.Input)}
+	case agent.ToolInputError:
+		return []any{stream.ToolInputError(le.ToolCallID, le.ToolName, le.Input, le.ErrorText)}
+	case agent.ToolOutput:
+		return []any{stream.ToolOutput(le.ToolCallID, le.Output)}
+	case agent.ToolOutputError:
+		return []any{stream.ToolOutputError(le.ToolCallID, le.ErrorText)}
+	case agent.Source:
+		return []any{stream.SourceURL(le.Source.ID, le.Source.URL, le.Source.Title)}
 	case agent.ToolApprovalRequest:
-		return []any{stream.ToolApprovalRequest(ev.ApprovalID, ev.ToolCallID, ev.Text, false)}
+		return []any{stream.ToolApprovalRequest(le.ApprovalID, le.ToolCallID, le.Text, false)}
 	case agent.ToolOutputDenied:
-		if ev.Automatic {
+		if le.Automatic {
 			// A policy refused the call: say so the way the AI SDK does, as an automatic
 			// request and its denial, so the client's part has its approval.
 			return []any{
-				stream.ToolApprovalRequest(ev.ApprovalID, ev.ToolCallID, "", true),
-				stream.ToolApprovalResponse(ev.ApprovalID, false, ev.ErrorText),
-				stream.ToolOutputDenied(ev.ToolCallID),
+				stream.ToolApprovalRequest(le.ApprovalID, le.ToolCallID, "", true),
+				stream.ToolApprovalResponse(le.ApprovalID, false, le.ErrorText),
+				stream.ToolOutputDenied(le.ToolCallID),
 			}
 		}
-		return []any{stream.ToolOutputDenied(ev.ToolCallID)}
-	}
-	if c := chunkFor(ev); c != nil {
-		return []any{c}
+		return []any{stream.ToolOutputDenied(le.ToolCallID)}
 	}
 	return nil
 }
 
-// chunkFor maps a loop event to its UI message chunk.
-func chunkFor(ev agent.Event) any {
-	switch ev.Type {
-	case agent.StepStart:
-		return stream.StartStep()
-	case agent.StepFinish:
-		return stream.FinishStep()
-	case agent.TextStart:
-		return stream.TextStart(ev.ID)
-	case agent.TextDelta:
-		return stream.TextDelta(ev.ID, ev.Text)
-	case agent.TextEnd:
-		return stream.TextEnd(ev.ID)
-	case agent.ToolInputStart:
-		return stream.ToolInputStart(ev.ToolCallID, ev.ToolName)
-	case agent.ToolInputDelta:
-		return stream.ToolInputDelta(ev.ToolCallID, ev.Text)
-	case agent.ToolInputAvailable:
-		return stream.ToolInputAvailable(ev.ToolCallID, ev.ToolName, ev.Input)
-	case agent.ToolInputError:
-		return stream.ToolInputError(ev.ToolCallID, ev.ToolName, ev.Input, ev.ErrorText)
-	case agent.ToolOutput:
-		return stream.ToolOutput(ev.ToolCallID, ev.Output)
-	case agent.ToolOutputError:
-		return stream.ToolOutputError(ev.ToolCallID, ev.ErrorText)
-	case agent.Source:
-		return stream.SourceURL(ev.Source.ID, ev.Source.URL, ev.Source.Title)
+// finishChunk is the finish chunk that ends a turn's stream, with what the turn waits for in
+// its metadata; nil when the turn ended without a finish reason.
+func finishChunk(conversationID string, res runResult) any {
+	switch res.reason {
+	case "":
+		return nil
+	case model.FinishError:
+		return stream.Finish(string(model.FinishError), nil)
 	}
-	return nil
+	meta := map[string]any{"conversationId": conversationID, "usage": res.usage}
+	if len(res.pendingApprovals) > 0 {
+		meta["pendingApprovals"] = res.pendingApprovals
+	}
+	if res.status == store.EventWaitingAsync {
+		meta["pendingAsyncTools"] = res.pendingAsync
+	}
+	return stream.Finish(string(res.reason), meta)
 }

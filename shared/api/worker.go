@@ -15,6 +15,7 @@ import (
 	"github.com/agentharness/harness/shared/httpjson"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/store"
+	"github.com/agentharness/harness/shared/turn"
 	"github.com/agentharness/harness/shared/workqueue"
 	"github.com/aws/aws-lambda-go/events"
 )
@@ -139,7 +140,7 @@ func (w *Worker) turn(ctx context.Context, msg workMessage) error {
 		return err
 	}
 	in := turnInput{message: msg.Message, decisions: msg.Decisions, respondsTo: msg.RespondsTo}
-	turn, plan, err := h.begin(ctx, msg.AccountID, req, in, h.opts.Now())
+	lease, plan, err := h.begin(ctx, msg.AccountID, req, in, h.opts.Now())
 	if errors.As(err, &refused) {
 		if errors.Is(err, store.ErrBusy) {
 			return errBusy
@@ -149,12 +150,12 @@ func (w *Worker) turn(ctx context.Context, msg workMessage) error {
 	if err != nil {
 		return err
 	}
-	cfg.Pause = h.pauseFunc(turn, req.AgentID)
-	from := turn.NextSeq()
+	cfg.Pause = h.pauseFunc(lease, req.AgentID)
+	from := lease.NextSeq()
 	d := &drive{
 		h: h, log: log, accountID: msg.AccountID, agentID: req.AgentID, conversationID: req.ID,
-		turnID: msg.EventID, resumes: turn.Carried().PausedEvent, nonce: msg.Seed, delivery: asynctools.Delivery{Kind: asynctools.DeliverAsync, EventID: msg.EventID, Seed: msg.Seed},
-		cfg: cfg, overrides: req.ToolApproval, turn: turn, send: func(any) {}, heartbeat: func() {},
+		turnID: msg.EventID, resumes: lease.Carried().PausedEvent, nonce: msg.Seed, delivery: asynctools.Delivery{Kind: asynctools.DeliverAsync, EventID: msg.EventID, Seed: msg.Seed},
+		cfg: cfg, overrides: req.ToolApproval, turn: lease, emit: func(turn.Event) {}, heartbeat: func() {},
 	}
 	done := context.WithoutCancel(ctx)
 	if msg.WS == nil {
@@ -185,7 +186,7 @@ func (w *Worker) continueGroup(ctx context.Context, msg workMessage) error {
 	}
 	log := h.opts.Logger.With("accountId", g.AccountID, "agentId", g.AgentID, "conversationId", g.ConversationID, "groupId", g.ID)
 	now := h.opts.Now()
-	turn, err := h.opts.Store.BeginTurn(ctx, g.AccountID, g.ConversationID, g.AgentID, now, now.Add(h.opts.Lease))
+	lease, err := h.opts.Store.BeginTurn(ctx, g.AccountID, g.ConversationID, g.AgentID, now, now.Add(h.opts.Lease))
 	switch {
 	case errors.Is(err, store.ErrBusy):
 		return errBusy
@@ -194,18 +195,18 @@ func (w *Worker) continueGroup(ctx context.Context, msg workMessage) error {
 	case err != nil:
 		return err
 	}
-	history, err := turn.History(ctx)
+	history, err := lease.History(ctx)
 	if err != nil {
-		_ = turn.Release(context.WithoutCancel(ctx))
+		_ = lease.Release(context.WithoutCancel(ctx))
 		return err
 	}
-	waiting, _ := turn.AsyncGroup()
+	waiting, _ := lease.AsyncGroup()
 	msgID := resultsMessageID(g.ID)
 	switch {
-	case turn.Carried().PausedGroup == g.ID:
+	case lease.Carried().PausedGroup == g.ID:
 		// Its pass paused for approval: the step's resume brings the results back.
 		log.InfoContext(ctx, "continuation of a step paused for approval ignored")
-		if err := turn.Release(ctx); err != nil {
+		if err := lease.Release(ctx); err != nil {
 			return err
 		}
 		return h.opts.Async.Consume(ctx, g.ID, now)
@@ -217,8 +218,8 @@ func (w *Worker) continueGroup(ctx context.Context, msg workMessage) error {
 			}
 		}
 		m := asynctools.ResultsMessage(msgID, results)
-		if err := turn.Append(ctx, m); err != nil {
-			_ = turn.Release(context.WithoutCancel(ctx))
+		if err := lease.Append(ctx, m); err != nil {
+			_ = lease.Release(context.WithoutCancel(ctx))
 			return err
 		}
 		history = append(history, m)
@@ -226,7 +227,7 @@ func (w *Worker) continueGroup(ctx context.Context, msg workMessage) error {
 		// An earlier attempt brought the results back and stopped before the model answered.
 	default:
 		log.InfoContext(ctx, "duplicate continuation ignored")
-		if err := turn.Release(ctx); err != nil {
+		if err := lease.Release(ctx); err != nil {
 			return err
 		}
 		return h.opts.Async.Consume(ctx, g.ID, now)
@@ -235,7 +236,7 @@ func (w *Worker) continueGroup(ctx context.Context, msg workMessage) error {
 	d := &drive{
 		h: h, log: log, accountID: g.AccountID, agentID: g.AgentID, conversationID: g.ConversationID,
 		turnID: g.Delivery.EventID, nonce: asynctools.NewGroupID(g.Delivery.Seed+"/"+g.ID, 0), delivery: g.Delivery,
-		turn: turn, send: func(any) {}, heartbeat: func() {},
+		turn: lease, emit: func(turn.Event) {}, heartbeat: func() {},
 	}
 	done := context.WithoutCancel(ctx)
 	if g.Delivery.Kind == asynctools.DeliverWebSocket {

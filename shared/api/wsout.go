@@ -11,12 +11,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/asynctools"
 	"github.com/agentharness/harness/shared/connections"
 	"github.com/agentharness/harness/shared/httpjson"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/store"
-	"github.com/agentharness/harness/shared/stream"
+	"github.com/agentharness/harness/shared/turn"
 	"github.com/agentharness/harness/shared/wsconn"
 )
 
@@ -82,6 +83,8 @@ type wsOut struct {
 	// text is assistant text not sent yet; window is how long it may wait (0 sends each delta).
 	text   *pendingText
 	window time.Duration
+	// failed: the run's loop_error went out.
+	failed bool
 }
 
 // pendingText is one text part's deltas waiting to go out as one.
@@ -236,49 +239,59 @@ func (o *wsOut) queue(ctx context.Context) {
 	o.send(ctx, connections.Stream, map[string]any{"type": "update_queue", "queue": []any{}, "removed": []any{}}, true)
 }
 
-// chunk turns one UI message chunk of a turn into stream deltas.
-func (o *wsOut) chunk(ctx context.Context, c any) {
-	switch c := c.(type) {
-	case stream.TextDeltaChunk:
-		o.addText(ctx, c.ID, c.Delta)
-	case stream.ToolInputAvailableChunk:
-		call := toolCallView{Name: c.ToolName, Arguments: string(c.Input), ID: c.ToolCallID}
+// event encodes one turn event as the App Server's frames.
+func (o *wsOut) event(ctx context.Context, ev turn.Event) {
+	switch ev.Kind {
+	case turn.AsyncStarted:
+		// The async call's result comes later. Say so now, before the group is sealed and its
+		// continuation may start elsewhere.
 		o.mu.Lock()
-		o.calls[c.ToolCallID] = call
+		o.executing = append(o.executing, ev.Loop.ToolCallID)
+		ids := slices.Clone(o.executing)
 		o.mu.Unlock()
-		o.delta(ctx, message("tool_call_message", map[string]any{"tool_call": call, "tool_calls": []toolCallView{call}}))
-	case stream.ToolInputErrorChunk:
-		// A call the harness could not run (unknown tool, bad arguments) is still a call.
-		o.chunk(ctx, stream.ToolInputAvailable(c.ToolCallID, c.ToolName, c.Input))
-		o.toolReturn(ctx, c.ToolCallID, c.ErrorText, false)
-	case stream.ToolOutputAvailableChunk:
-		if isPlaceholder(c.Output) {
-			// The async call's result comes later. Say so now, before the group is sealed
-			// and its continuation may start elsewhere.
-			o.mu.Lock()
-			o.executing = append(o.executing, c.ToolCallID)
-			ids := slices.Clone(o.executing)
-			o.mu.Unlock()
-			o.loopStatus(ctx, "EXECUTING_CLIENT_SIDE_TOOL", []string{o.runID}, ids)
-			return
+		o.loopStatus(ctx, "EXECUTING_CLIENT_SIDE_TOOL", []string{o.runID}, ids)
+	case turn.AsyncLanded:
+		o.results(ctx, []asynctools.Result{ev.Result})
+	case turn.Failed:
+		o.failure(ctx, ev.Error)
+	case turn.Loop:
+		le := ev.Loop
+		switch le.Type {
+		case agent.TextDelta:
+			o.addText(ctx, le.ID, le.Text)
+		case agent.ToolInputAvailable:
+			o.toolCall(ctx, le.ToolCallID, le.ToolName, le.Input)
+		case agent.ToolInputError:
+			// A call the harness could not run (unknown tool, bad arguments) is still a call.
+			o.toolCall(ctx, le.ToolCallID, le.ToolName, le.Input)
+			o.toolReturn(ctx, le.ToolCallID, le.ErrorText, false)
+		case agent.ToolOutput:
+			o.toolReturn(ctx, le.ToolCallID, outputText(le.Output), true)
+		case agent.ToolOutputError:
+			o.toolReturn(ctx, le.ToolCallID, le.ErrorText, false)
+		case agent.ToolOutputDenied:
+			o.toolReturn(ctx, le.ToolCallID, "the tool call was denied", false)
 		}
-		o.toolReturn(ctx, c.ToolCallID, outputText(c.Output), true)
-	case stream.ToolOutputErrorChunk:
-		o.toolReturn(ctx, c.ToolCallID, c.ErrorText, false)
-	case stream.ToolOutputDeniedChunk:
-		o.toolReturn(ctx, c.ToolCallID, "the tool call was denied", false)
-	case stream.DataChunk:
-		if r, ok := c.Data.(map[string]any); ok && c.Type == "data-async-result" {
-			id, _ := r["toolCallId"].(string)
-			if r["status"] == asynctools.Completed {
-				b, _ := json.Marshal(r["response"])
-				o.toolReturn(ctx, id, outputText(b), true)
-			} else {
-				o.toolReturn(ctx, id, fmt.Sprint(r["error"]), false)
-			}
-		}
-	case stream.ErrorChunk:
-		o.delta(ctx, map[string]any{"message_type": "loop_error", "message": c.ErrorText, "stop_reason": "error", "is_terminal": true})
+	}
+}
+
+// toolCall sends a tool call, and remembers it for the approval request that may repeat it.
+func (o *wsOut) toolCall(ctx context.Context, id, name string, input json.RawMessage) {
+	call := toolCallView{Name: name, Arguments: string(input), ID: id}
+	o.mu.Lock()
+	o.calls[id] = call
+	o.mu.Unlock()
+	o.delta(ctx, message("tool_call_message", map[string]any{"tool_call": call, "tool_calls": []toolCallView{call}}))
+}
+
+// failure sends a terminal loop_error, once per run.
+func (o *wsOut) failure(ctx context.Context, text string) {
+	o.mu.Lock()
+	sent := o.failed
+	o.failed = true
+	o.mu.Unlock()
+	if !sent {
+		o.delta(ctx, map[string]any{"message_type": "loop_error", "message": text, "stop_reason": "error", "is_terminal": true})
 	}
 }
 
@@ -362,18 +375,17 @@ func (o *wsOut) end(ctx context.Context, res runResult, aborted bool) {
 		return
 	}
 	reason := "end_turn"
-	fin, _ := res.finish.(stream.FinishChunk)
 	switch {
 	case aborted || res.status == store.EventCancelled:
 		reason = "cancelled"
 	case res.status == store.EventFailed:
 		if res.errText != "" {
-			o.delta(ctx, map[string]any{"message_type": "loop_error", "message": res.errText, "stop_reason": "error", "is_terminal": true})
+			o.failure(ctx, res.errText)
 		}
 		reason = "error"
-	case fin.FinishReason == string(model.FinishLength):
+	case res.reason == model.FinishLength:
 		reason = "max_tokens_exceeded"
-	case fin.FinishReason == string(model.FinishToolCalls):
+	case res.reason == model.FinishToolCalls:
 		reason = "max_steps"
 	}
 	// The status goes first: a client that stops reading at stop_reason has seen it.
@@ -400,21 +412,12 @@ func (o *wsOut) replay(ctx context.Context, msgs []model.Message) {
 			case m.Role == model.RoleAssistant && p.Type == model.PartText && p.Text != "":
 				o.delta(ctx, message("assistant_message", map[string]any{"id": m.ID, "content": p.Text}))
 			case p.Type == model.PartToolCall:
-				o.chunk(ctx, stream.ToolInputAvailable(p.ToolCallID, p.ToolName, p.Input))
-			case p.Type == model.PartToolResult && !isPlaceholder(p.Output):
+				o.toolCall(ctx, p.ToolCallID, p.ToolName, p.Input)
+			case p.Type == model.PartToolResult && !asynctools.IsPlaceholder(p.Output):
 				o.toolReturn(ctx, p.ToolCallID, outputText(p.Output), !p.IsError)
 			}
 		}
 	}
-}
-
-// isPlaceholder reports whether a tool output is the placeholder of an async call.
-func isPlaceholder(out json.RawMessage) bool {
-	var p struct {
-		ResultID string `json:"resultId"`
-		Status   string `json:"status"`
-	}
-	return json.Unmarshal(out, &p) == nil && p.ResultID != "" && p.Status == asynctools.Running
 }
 
 // outputText is a tool output as text: a JSON string unquoted, anything else as JSON.

@@ -10,9 +10,10 @@ import (
 	"time"
 
 	"github.com/agentharness/harness/infra/testenv"
+	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/api"
 	"github.com/agentharness/harness/shared/connections"
-	"github.com/agentharness/harness/shared/stream"
+	"github.com/agentharness/harness/shared/turn"
 )
 
 // recordingPoster keeps every frame posted, in order.
@@ -83,9 +84,9 @@ func TestWebSocketTextIsCoalesced(t *testing.T) {
 		for i := range 200 {
 			d := " word" + string(rune('a'+i%26))
 			want.WriteString(d)
-			out.Chunk(ctx, stream.TextDelta("text-1-1", d))
+			out.Event(ctx, textDelta("text-1-1", d))
 		}
-		out.Chunk(ctx, stream.ToolInputAvailable("call_1", "current_time", json.RawMessage(`{}`)))
+		out.Event(ctx, turn.Event{Kind: turn.Loop, Loop: agent.Event{Type: agent.ToolInputAvailable, ToolCallID: "call_1", ToolName: "current_time", Input: json.RawMessage(`{}`)}})
 		kinds, texts := p.deltas()
 		if strings.Join(kinds, ",") != "assistant_message,tool_call_message" || len(texts) != 1 || texts[0] != want.String() {
 			t.Errorf("frames %v with text %q, want the whole text in one assistant_message before the tool call", kinds, texts)
@@ -93,7 +94,7 @@ func TestWebSocketTextIsCoalesced(t *testing.T) {
 	})
 	t.Run("text waits at most the window", func(t *testing.T) {
 		out, p := newOut(t, 20*time.Millisecond)
-		out.Chunk(ctx, stream.TextDelta("text-1-1", "Thinking"))
+		out.Event(ctx, textDelta("text-1-1", "Thinking"))
 		deadline := time.Now().Add(5 * time.Second)
 		for {
 			if _, texts := p.deltas(); len(texts) == 1 && texts[0] == "Thinking" {
@@ -108,10 +109,10 @@ func TestWebSocketTextIsCoalesced(t *testing.T) {
 	})
 	t.Run("parts stay apart and a long part is split", func(t *testing.T) {
 		out, p := newOut(t, time.Minute)
-		out.Chunk(ctx, stream.TextDelta("text-1-1", "first part"))
+		out.Event(ctx, textDelta("text-1-1", "first part"))
 		chunk := strings.Repeat("x", 1024)
 		for range 40 {
-			out.Chunk(ctx, stream.TextDelta("text-2-1", chunk))
+			out.Event(ctx, textDelta("text-2-1", chunk))
 		}
 		out.End(ctx)
 		kinds, texts := p.deltas()
@@ -129,7 +130,7 @@ func TestWebSocketTextIsCoalesced(t *testing.T) {
 	})
 	t.Run("the end of the invocation sends what is queued", func(t *testing.T) {
 		out, p := newOut(t, time.Minute)
-		out.Chunk(ctx, stream.TextDelta("text-1-1", "Done."))
+		out.Event(ctx, textDelta("text-1-1", "Done."))
 		out.End(ctx)
 		kinds, texts := p.deltas()
 		if len(kinds) == 0 || kinds[0] != "assistant_message" || kinds[len(kinds)-1] != "stop_reason" || len(texts) != 1 || texts[0] != "Done." {
@@ -137,10 +138,14 @@ func TestWebSocketTextIsCoalesced(t *testing.T) {
 		}
 		// A turn that goes on waiting for external calls says nothing more at its end.
 		out, p = newOut(t, time.Minute)
-		out.Chunk(ctx, stream.TextDelta("text-1-1", "Asking the controller."))
+		out.Event(ctx, textDelta("text-1-1", "Asking the controller."))
 		out.EndWaiting(ctx)
 		if _, texts := p.deltas(); len(texts) != 1 || texts[0] != "Asking the controller." {
 			t.Errorf("texts %q when the invocation ended waiting, want the queued text sent", texts)
 		}
 	})
+}
+
+func textDelta(id, text string) turn.Event {
+	return turn.Event{Kind: turn.Loop, Loop: agent.Event{Type: agent.TextDelta, ID: id, Text: text}}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/agentharness/harness/shared/connections"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/store"
+	"github.com/agentharness/harness/shared/turn"
 )
 
 // runQueued is the status of a WebSocket run accepted but not yet picked up by a worker.
@@ -29,7 +30,7 @@ type wsRun struct {
 // wsStart records the run and tells the runtime it is processing.
 func (w *Worker) wsStart(ctx context.Context, d *drive, t *wsTurn, from int64) *wsRun {
 	r := &wsRun{w: w, d: d, turn: t, from: from, out: w.h.newOut(d.accountID, t.Runtime, d.turnID)}
-	d.send = func(c any) { r.out.chunk(ctx, c) }
+	d.emit = func(ev turn.Event) { r.out.event(ctx, ev) }
 	r.record(ctx, store.EventProcessing)
 	r.out.loopStatus(ctx, "PROCESSING_API_RESPONSE", []string{d.turnID}, nil)
 	return r

@@ -70,6 +70,16 @@ func placeholder(id string) json.RawMessage {
 	return b
 }
 
+// IsPlaceholder reports whether a tool output is an async call's placeholder: the call was
+// started and its result comes later.
+func IsPlaceholder(out json.RawMessage) bool {
+	var p struct {
+		ResultID string `json:"resultId"`
+		Status   string `json:"status"`
+	}
+	return json.Unmarshal(out, &p) == nil && p.ResultID != "" && p.Status == Running
+}
+
 // Run starts one async call and returns its placeholder; it is the loop's agent.AsyncFunc.
 // The row is written before any work starts. A call a retried pass already registered is not
 // dispatched again; same-invocation work that died with an earlier invocation runs again.

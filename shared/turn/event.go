@@ -1,0 +1,46 @@
+// Package turn says what a turn's output is, independent of any wire. The engine produces these
+// events in order; each transport encodes them for its own clients: the AI SDK UI message stream
+// over SSE, Letta frames over the App Server protocol. A transport never reads another's
+// encoding.
+package turn
+
+import (
+	"github.com/agentharness/harness/shared/agent"
+	"github.com/agentharness/harness/shared/asynctools"
+)
+
+// Kind says which of an Event's fields is set.
+type Kind int
+
+const (
+	// Loop is an event of the model loop (Event.Loop): a step, text, a tool call and its
+	// output, a source, an approval request or a denial.
+	Loop Kind = iota + 1
+	// AsyncStarted is a tool call that went async (Event.Loop is its ToolOutput, whose output
+	// is the placeholder the model sees): its result comes later, as AsyncLanded or in a
+	// continuation.
+	AsyncStarted
+	// AsyncLanded is an async call that settled while a client follows the turn (Event.Result).
+	AsyncLanded
+	// ApprovalDecided is a held call decided by the request that goes on with the turn
+	// (Event.Decision), reported when other held calls still wait.
+	ApprovalDecided
+	// Failed is a turn that stopped on a failure; Event.Error is what its client may be told.
+	Failed
+)
+
+// Event is one thing a turn's output says.
+type Event struct {
+	Kind     Kind
+	Loop     agent.Event
+	Result   asynctools.Result
+	Decision Decision
+	Error    string
+}
+
+// Decision is the answer to one held call.
+type Decision struct {
+	ApprovalID string
+	Approved   bool
+	Reason     string
+}
