@@ -109,6 +109,21 @@ type conformanceSummary struct {
 		Accepted, ALoopStatus, Response asFrame
 		ASeen, Replay, After            []asFrame
 	}
+	AbortApproval struct {
+		Asked, Next asTurn
+		Response    asFrame
+		Frames      []asFrame
+	}
+	AbortTool struct {
+		Accepted, Response, Late asFrame
+		ElapsedMs                float64
+		Frames                   []asFrame
+		Requests                 []asToolRequest
+	}
+	Queue struct {
+		First, Second asFrame
+		Frames        []asFrame
+	}
 }
 
 // asField walks nested objects: asField(f, "delta", "tool_call", "name").
@@ -196,8 +211,8 @@ func asCheckEnvelopes(t *testing.T, what, runtime string, fs []asFrame, keys map
 		if got := asRuntime(f); got != runtime {
 			t.Errorf("%s: %s carries runtime %s, want %s", what, f["type"], got, runtime)
 		}
-		if seq, ok := f["event_seq"].(float64); !ok || seq <= 0 {
-			t.Errorf("%s: %s has event_seq %v, want a positive number", what, f["type"], f["event_seq"])
+		if seq, ok := f["event_seq"].(float64); !ok || seq <= 0 || seq > 1<<53 {
+			t.Errorf("%s: %s has event_seq %v, want a positive number a JavaScript client reads exactly (at most 2^53)", what, f["type"], f["event_seq"])
 		}
 		if _, err := time.Parse(time.RFC3339Nano, asStr(f, "emitted_at")); err != nil {
 			t.Errorf("%s: %s has emitted_at %q: %v", what, f["type"], f["emitted_at"], err)
@@ -386,7 +401,9 @@ func asActiveRun(f asFrame) bool {
 // (@letta-ai/letta-code/app-server-client) against the local runner's GET /ws through every
 // part of the protocol the harness serves: info, runtime_start with external tools, controller
 // tools (text, is_error, a thrown error, a scoped tool with and without its scope), approvals
-// (allow and deny), abort_message, and sync from a second connection mid-turn.
+// (allow and deny), abort_message (of a running turn, a turn held for approval and a turn
+// waiting for the controller's tool), sync from a second connection mid-turn, and the queue of
+// a runtime that gets a message while it runs.
 func TestAppServerConformance(t *testing.T) {
 	srv := runner(t, faketavily.New(nil))
 	_, secret := createAccount(t, srv, "conformance")
@@ -552,4 +569,78 @@ func TestAppServerConformance(t *testing.T) {
 		t.Errorf("sync: client B got the answer %q, want %q", text, "slow answer")
 	}
 	asCheckEnded(t, "sync", sy.After, "end_turn")
+
+	// i. Abort while the turn is held for approval: the held call is denied as cancelled and
+	// the turn ends with stop_reason cancelled before abort() resolves; a new message is then
+	// accepted and runs (it is not refused for pending approvals).
+	aa := got.AbortApproval
+	asCheckEnded(t, "abort approval: ask", aa.Asked.Frames, "requires_approval")
+	if r := aa.Response; r["type"] != "abort_message_response" || r["aborted"] != true || r["success"] != true {
+		t.Errorf("abort approval: abort() resolved with %v, want aborted and success", r)
+	}
+	asCheckEnded(t, "abort approval", aa.Frames, "cancelled")
+	held := asDeltas(aa.Asked.Frames, "tool_call_message")
+	returns := asDeltas(aa.Frames, "tool_return_message")
+	if len(held) != 1 || len(returns) != 1 || asStr(returns[0], "tool_call_id") != asStr(held[0], "tool_call", "tool_call_id") || asStr(returns[0], "status") != "error" {
+		t.Errorf("abort approval: tool returns %v after the call %v, want the held call returned as an error", returns, held)
+	}
+	if text := asText(aa.Frames); text != "" {
+		t.Errorf("abort approval: the model answered %q after the abort, want no model call", text)
+	}
+	asCheckAccepted(t, "abort approval: next message", asRuntime(aa.Asked.Accepted), aa.Next.Accepted)
+	asCheckEnded(t, "abort approval: next message", aa.Next.Frames, "requires_approval")
+
+	// j. Abort while the turn waits for the controller's tool: it ends with cancelled well
+	// before any answer, the model is not called again, and the late answer is refused.
+	at := got.AbortTool
+	if r := at.Response; r["type"] != "abort_message_response" || r["aborted"] != true || r["success"] != true {
+		t.Errorf("abort tool: abort() resolved with %v, want aborted and success", r)
+	}
+	asCheckEnded(t, "abort tool", at.Frames, "cancelled")
+	if text := asText(at.Frames); text != "" {
+		t.Errorf("abort tool: the model answered %q after the abort, want no model call", text)
+	}
+	if len(at.Requests) != 1 {
+		t.Fatalf("abort tool: the handler was asked %d times, want once", len(at.Requests))
+	}
+	var cancelled bool
+	for _, d := range asDeltas(at.Frames, "tool_return_message") {
+		cancelled = cancelled || (asStr(d, "tool_call_id") == at.Requests[0].ToolCallID && asStr(d, "status") == "error" && strings.Contains(asStr(d, "tool_return"), "aborted"))
+	}
+	if !cancelled {
+		t.Errorf("abort tool: frames [%s], want the waiting call %s returned as cancelled", asBrief(at.Frames), at.Requests[0].ToolCallID)
+	}
+	if at.ElapsedMs > 10000 {
+		t.Errorf("abort tool: stop_reason cancelled came %.0f ms after abort(), want it at once", at.ElapsedMs)
+	}
+	if l := at.Late; l["success"] != false || !strings.Contains(asStr(l, "error"), "already cancelled") {
+		t.Errorf("abort tool: the late answer got %v, want it refused as already cancelled", l)
+	}
+
+	// k. The queue: the second message is queued while the first runs, update_queue shows it
+	// with its client_message_id, and the next update_queue says it was dequeued when it
+	// started; both turns end.
+	q := got.Queue
+	if q.First["disposition"] != "started" || q.Second["disposition"] != "queued" || q.Second["accepted"] != true {
+		t.Errorf("queue: dispositions %v and %v, want started then queued", q.First["disposition"], q.Second)
+	}
+	updates := asFrames(q.Frames, "update_queue")
+	listed, dequeued := -1, -1
+	for i, f := range updates {
+		items, _ := f["queue"].([]any)
+		removed, _ := f["removed"].([]any)
+		if len(items) == 1 && asStr(items[0], "client_message_id") == "cm-second" && asStr(items[0], "kind") == "message" &&
+			asStr(items[0], "content") == "Then answer again" && asStr(items[0], "id") == asStr(q.Second, "run_id") && listed < 0 {
+			listed = i
+		}
+		if len(items) == 0 && len(removed) == 1 && asStr(removed[0], "client_message_id") == "cm-second" && asStr(removed[0], "disposition") == "dequeued" {
+			dequeued = i
+		}
+	}
+	if listed < 0 || dequeued < listed {
+		t.Errorf("queue: update_queue frames %v, want the queued message listed, then dequeued", updates)
+	}
+	if got := asStopReasons(q.Frames); !slices.Equal(got, []string{"end_turn", "end_turn"}) {
+		t.Errorf("queue: stop reasons %v, want both turns to end", got)
+	}
 }

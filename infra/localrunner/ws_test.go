@@ -109,6 +109,24 @@ func deltaIs(kind string) func(map[string]any) bool {
 	}
 }
 
+// startRuntime creates the agent agentJSON for the account, connects, and starts a runtime of
+// the agent in a new conversation; it returns the connection and the runtime.
+func startRuntime(t *testing.T, srv *httptest.Server, secret, agentJSON string) (*wsClient, any) {
+	t.Helper()
+	res := call(t, srv, http.MethodPost, "/accounts/me/agents", secret, agentJSON)
+	if res.status != http.StatusCreated {
+		t.Fatalf("creating the agent = %d %s", res.status, res.body)
+	}
+	agentID := res.json(t)["agentId"].(string)
+	c, _, err := dialWS(t, srv, secret, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.send(map[string]any{"type": "runtime_start", "request_id": "rs-1", "agent_id": agentID, "create_conversation": map[string]any{"body": map[string]any{}}})
+	m, _ := c.await("runtime_start_response", 10*time.Second, typeIs("runtime_start_response"))
+	return c, m["runtime"]
+}
+
 // ticketAgent calls the controller's lookup_ticket, then answers with what it returned.
 const ticketAgent = `{
   "name": "tickets",
@@ -255,18 +273,7 @@ func TestWebSocketAbortBeforeTheTurnStarts(t *testing.T) {
 	t.Cleanup(srv.Close)
 
 	_, secret := createAccount(t, srv, "ws-abort")
-	res := call(t, srv, http.MethodPost, "/accounts/me/agents", secret, `{"name":"echo","model":{"provider":"scripted","script":[{"text":"Hello there."}]}}`)
-	if res.status != http.StatusCreated {
-		t.Fatalf("creating the agent = %d %s", res.status, res.body)
-	}
-	agentID := res.json(t)["agentId"].(string)
-	c, _, err := dialWS(t, srv, secret, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.send(map[string]any{"type": "runtime_start", "request_id": "rs-1", "agent_id": agentID, "create_conversation": map[string]any{"body": map[string]any{}}})
-	m, _ := c.await("runtime_start_response", 10*time.Second, typeIs("runtime_start_response"))
-	rt := m["runtime"]
+	c, rt := startRuntime(t, srv, secret, `{"name":"echo","model":{"provider":"scripted","script":[{"text":"Hello there."}]}}`)
 	input := func(id, text string) {
 		c.send(map[string]any{"type": "input", "request_id": id, "runtime": rt, "payload": map[string]any{
 			"kind": "create_message", "messages": []any{map[string]any{"role": "user", "content": text}},
@@ -308,5 +315,56 @@ func TestWebSocketAbortBeforeTheTurnStarts(t *testing.T) {
 	}
 	if d := stop["delta"].(map[string]any); d["stop_reason"] != "end_turn" || text.String() != "Hello there." {
 		t.Errorf("next turn on %s: stop_reason %v, text %q", conv, d, text.String())
+	}
+}
+
+// sync's options are honoured or refused: recover_approvals false replays a held turn's status
+// without putting its approvals to the controller again, the default puts them again, and
+// force_device_status true is refused (the harness has no device) without subscribing anything.
+func TestWebSocketSyncOptions(t *testing.T) {
+	srv := runner(t, faketavily.New(nil))
+	_, secret := createAccount(t, srv, "ws-sync-options")
+	c, rt := startRuntime(t, srv, secret, `{"name":"approver","model":{"provider":"scripted","script":[
+		{"toolCalls":[{"name":"test_async","input":{"delayMs":0,"echo":"deployed"}}]},{"text":"done"}]},
+		"tools":{"test_async":{"needsApproval":true}}}`)
+	c.send(map[string]any{"type": "input", "request_id": "in-1", "runtime": rt, "payload": map[string]any{
+		"kind": "create_message", "messages": []any{map[string]any{"role": "user", "content": "deploy"}},
+	}})
+	if stop, seen := c.await("stop_reason", 30*time.Second, deltaIs("stop_reason")); stop["delta"].(map[string]any)["stop_reason"] != "requires_approval" {
+		t.Fatalf("the turn ended with %v, want requires_approval; frames %v", stop, seen)
+	}
+
+	syncFrames := func(id string, extra map[string]any) (map[string]any, []map[string]any) {
+		cmd := map[string]any{"type": "sync", "request_id": id, "runtime": rt}
+		for k, v := range extra {
+			cmd[k] = v
+		}
+		c.send(cmd)
+		return c.await("sync_response", 10*time.Second, func(m map[string]any) bool { return m["type"] == "sync_response" && m["request_id"] == id })
+	}
+	count := func(fs []map[string]any, typ string) int {
+		n := 0
+		for _, f := range fs {
+			if f["type"] == typ {
+				n++
+			}
+		}
+		return n
+	}
+	resp, seen := syncFrames("sync-keep", map[string]any{"recover_approvals": false})
+	if resp["success"] != true || count(seen, "control_request") != 0 || count(seen, "update_loop_status") != 1 || count(seen, "update_queue") != 1 {
+		t.Errorf("sync with recover_approvals false: %v after [%v], want success, the loop status and the queue, and no control_request", resp, seen)
+	}
+	resp, seen = syncFrames("sync-recover", nil)
+	if resp["success"] != true || count(seen, "control_request") != 1 {
+		t.Errorf("sync by default: %v after %v, want the held approval put to the controller again", resp, seen)
+	}
+	resp, seen = syncFrames("sync-device", map[string]any{"force_device_status": true})
+	if resp["success"] != false || !strings.Contains(resp["error"].(string), "force_device_status") || len(seen) != 1 {
+		t.Errorf("sync with force_device_status: %v after %v, want a refusal naming it and nothing replayed", resp, seen)
+	}
+	resp, _ = syncFrames("sync-bad", map[string]any{"recover_approvals": "yes"})
+	if resp["success"] != false || !strings.Contains(resp["error"].(string), "recover_approvals") {
+		t.Errorf("sync with a string recover_approvals: %v, want a refusal naming it", resp)
 	}
 }

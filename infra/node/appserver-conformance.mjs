@@ -14,7 +14,13 @@
 //   approve, deny f. an approval-gated tool: control_request, approval_request_message,
 //                 requires_approval; answered allow, then (another turn) deny with a message;
 //   abort         g. a slow turn aborted while it runs; a second abort with nothing running;
-//   sync          h. client A starts a slow turn and closes; client B syncs and gets the rest.
+//   sync          h. client A starts a slow turn and closes; client B syncs and gets the rest;
+//   abortApproval i. a turn held for approval is aborted: cancelled at once, and the next
+//                 message is accepted right after;
+//   abortTool     j. a turn waiting for the controller's tool is aborted; the handler answers
+//                 late, and that answer is refused;
+//   queue         k. a second message while the first runs: queued, shown by update_queue, and
+//                 dequeued when it starts.
 //
 // Usage: node appserver-conformance.mjs <baseUrl> <accountSecret> <agentsJSON>   (Node 22)
 // agentsJSON names the agents the caller created:
@@ -71,7 +77,7 @@ function fail(message) {
 }
 
 // The whole run has an upper bound too, below the Go test's.
-setTimeout(() => stop('the scenarios did not finish within 100 s'), 100_000).unref();
+setTimeout(() => stop('the scenarios did not finish within 110 s'), 110_000).unref();
 
 const lookupTicket = {
   name: 'lookup_ticket',
@@ -389,6 +395,75 @@ async function main() {
     b.client.close();
   }
 
+  // --- i. abort a turn held for approval; the conversation takes a new message at once.
+  {
+    const st = await start(ctl, agents.approver);
+    const rt = st.runtime;
+    const conv = rt.conversation_id;
+    const asked = await ask(ctl, rt, 'Deploy it');
+    const from = ctl.mark();
+    const response = await step('abort() a held turn', ctl.client.abort({ runtime: rt }));
+    // The turn ended before the answer went out: its frames are already here.
+    const frames = ctl.about(conv, from, ctl.frames.indexOf(response));
+    const next = await ask(ctl, rt, 'Deploy it after all');
+    summary.abortApproval = { asked, response, frames, next };
+  }
+
+  // --- j. abort a turn waiting for the controller's tool; the tool answers late.
+  {
+    const st = await start(ctl, agents.tickets, externalTools);
+    const rt = st.runtime;
+    const conv = rt.conversation_id;
+    let release;
+    const released = new Promise((resolve) => (release = resolve));
+    let called;
+    const request = new Promise((resolve) => (called = resolve));
+    handlers.set(conv, async (req) => {
+      called(req);
+      await released;
+      return { content: [{ type: 'text', text: 'LET-123 is assigned to Support.' }] };
+    });
+    const from = ctl.mark();
+    const accepted = await step(
+      'abortTool: submitInput',
+      ctl.client.submitInput({ runtime: rt, payload: { kind: 'create_message', messages: [{ role: 'user', content: 'Look up LET-123' }] } }),
+    );
+    if (accepted?.accepted !== true) fail(`abortTool: the input was not accepted: ${JSON.stringify(accepted)}`);
+    const timeout = new Promise((_, reject) => setTimeout(() => reject(new Error(`no external tool call within ${STEP_MS} ms`)), STEP_MS).unref());
+    await step('abortTool: the tool call', Promise.race([request, timeout]));
+    const t0 = Date.now();
+    const response = await step('abort() a turn waiting for its tool', ctl.client.abort({ runtime: rt }));
+    const stopAt = await ctl.wait('stop_reason after the abort', (f) => isDelta(f, 'stop_reason') && convOf(f) === conv, from);
+    const elapsedMs = ctl.times[stopAt] - t0;
+    const frames = await ctl.untilStop(conv, from);
+    const lateFrom = ctl.mark();
+    release();
+    const late = await ctl.wait('the answer to the late tool result', (f) => f.type === 'error', lateFrom);
+    summary.abortTool = { accepted, response, elapsedMs, frames, late: ctl.frames[late], requests: requestsFor(conv) };
+  }
+
+  // --- k. a message sent while another runs waits on the runtime's queue.
+  {
+    const st = await start(ctl, agents.sluggish);
+    const rt = st.runtime;
+    const conv = rt.conversation_id;
+    const from = ctl.mark();
+    const submit = (text, id) =>
+      step(
+        `queue: submitInput ${id}`,
+        ctl.client.submitInput({ runtime: rt, payload: { kind: 'create_message', messages: [{ role: 'user', content: text, client_message_id: id }] } }),
+      );
+    const first = await submit('Answer slowly', 'cm-first');
+    await ctl.wait(
+      'update_loop_status with an active run',
+      (f) => f.type === 'update_loop_status' && convOf(f) === conv && (f.loop_status?.active_run_ids?.length ?? 0) > 0,
+      from,
+    );
+    const second = await submit('Then answer again', 'cm-second');
+    const firstStop = await ctl.wait('the first stop_reason', (f) => isDelta(f, 'stop_reason') && convOf(f) === conv, from);
+    const frames = await ctl.untilStop(conv, firstStop + 1);
+    summary.queue = { first, second, frames: ctl.about(conv, from, ctl.frames.indexOf(frames[frames.length - 1])) };
+  }
 }
 
 main().then(

@@ -30,6 +30,9 @@ type turnPlan struct {
 	// resume: the message was already saved by an earlier attempt of this turn; the pass picks
 	// the conversation up where it stopped.
 	resume bool
+	// cancel: the turn was aborted; the paused step ends with its calls denied, its outside
+	// async calls cancelled, and no further model call.
+	cancel bool
 }
 
 // plan checks the request against the approvals the conversation waits for and records its
@@ -39,7 +42,7 @@ type turnPlan struct {
 // not hold, 409 for one that cannot take this decision, or for a new message that would skip
 // pending approvals.
 func (h *Handler) plan(ctx context.Context, accountID string, req *turnRequest, in turnInput, turn *store.Turn, now time.Time) (*turnPlan, error) {
-	plan := &turnPlan{message: in.message}
+	plan := &turnPlan{message: in.message, cancel: in.cancel}
 	held := turn.Pending()
 	if len(held) == 0 {
 		if in.decisions == nil {
@@ -77,6 +80,9 @@ func (h *Handler) plan(ctx context.Context, accountID string, req *turnRequest, 
 			break
 		}
 		status, reason := store.ApprovalDenied, deniedText(d.Reason)
+		if in.cancel {
+			reason = abortedText
+		}
 		if *d.Approved {
 			status, reason = store.ApprovalApproved, d.Reason
 		}
@@ -229,6 +235,9 @@ func deniedText(reason string) string {
 	}
 	return "denied by the user; the tool did not run"
 }
+
+// abortedText is what the model is told of a held call whose turn was aborted.
+const abortedText = "cancelled: the turn was aborted before the call was approved; the tool did not run"
 
 func expiredText(a store.Approval) string {
 	return fmt.Sprintf("the approval request expired after %s without an answer; the tool never ran", a.Deadline.Sub(a.CreatedAt).Round(time.Second))

@@ -100,6 +100,11 @@ func (d *drive) resumeStep(ctx context.Context, plan *turnPlan, history []model.
 	if plan.message != nil {
 		next = append(next, *plan.message)
 	}
+	if w != nil && w.outside && plan.cancel {
+		if err := d.cancelOutside(ctx, w); err != nil {
+			return d.fail(ctx, err, "internal error: the paused step's async tools could not be cancelled", model.Usage{})
+		}
+	}
 	if w != nil && w.outside {
 		return d.decideThenWait(ctx, plan.decisions, history, next, w)
 	}
@@ -112,10 +117,47 @@ func (d *drive) resumeStep(ctx context.Context, plan *turnPlan, history []model.
 		}
 		next = append([]model.Message{asynctools.ResultsMessage(resultsMessageID(w.group), w.results)}, next...)
 	}
+	if plan.cancel {
+		res := d.passes(ctx, 0, func(cfg agent.Config) iter.Seq2[agent.Event, error] {
+			return agent.Decide(ctx, cfg, history, plan.decisions, next...)
+		})
+		if res.status == store.EventCompleted {
+			res.status, res.reason, res.errText = store.EventCancelled, "", abortedTurnText
+		}
+		return res
+	}
 	return d.passes(ctx, 0, func(cfg agent.Config) iter.Seq2[agent.Event, error] {
 		return agent.Resume(ctx, cfg, history, plan.decisions, next...)
 	})
 }
+
+// abortedTurnText is the outcome of an aborted turn.
+const abortedTurnText = "the turn was aborted; the conversation keeps every step finished before it"
+
+// cancelOutside settles the paused step's async calls still running outside as cancelled,
+// through the conditional write an answer takes, so a late answer is refused; a call answered
+// meanwhile keeps its answer.
+func (d *drive) cancelOutside(ctx context.Context, w *pausedWork) error {
+	for i, r := range w.results {
+		if r.Status != asynctools.Running {
+			continue
+		}
+		got, _, err := d.h.opts.Async.Settle(ctx, r.ID, asynctools.Outcome{Status: asynctools.Cancelled, Error: cancelledCallText}, d.h.opts.Now())
+		var conflict *asynctools.ConflictError
+		if errors.As(err, &conflict) {
+			got, err = conflict.Recorded, nil
+		}
+		if err != nil {
+			return err
+		}
+		w.results[i] = got
+	}
+	w.outside = false
+	return nil
+}
+
+// cancelledCallText is what the model is told of an async call whose turn was aborted.
+const cancelledCallText = "cancelled: the turn was aborted before the tool answered"
 
 // pausedWork is what the async calls of a paused pass left: their group and, in call order,
 // their results, some of them still running outside when outside is set.

@@ -92,6 +92,8 @@ type turnInput struct {
 	// respondsTo is the client's id of the assistant message the decisions answer, so the
 	// resumed stream continues that message.
 	respondsTo string
+	// cancel ends the turn with its decisions, all denials: the model is not called again.
+	cancel bool
 }
 
 // input returns the request's new user message or its decisions. History is held by the

@@ -121,7 +121,9 @@ func (w *Worker) turn(ctx context.Context, msg workMessage) error {
 			// The queued record input wrote must not stand in for the runtime's run (an
 			// approval_response continues the run's turn, with its tools).
 			w.wsRefused(ctx, msg)
-			h.newOut(msg.AccountID, msg.WS.Runtime, msg.EventID).end(ctx, res, false)
+			out := h.newOut(msg.AccountID, msg.WS.Runtime, msg.EventID)
+			h.dequeue(ctx, out, msg.EventID, "cancelled")
+			out.end(ctx, res, false)
 		}
 		return w.h.report(ctx, msg.AccountID, msg.EventID, res, 0, 0)
 	}

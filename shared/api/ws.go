@@ -312,7 +312,7 @@ func (c *call) runtimeStart(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	return c.g.replay(ctx, c.conn, rt)
+	return c.g.replay(ctx, c.conn, rt, true)
 }
 
 // checkToolsAgainstAgent refuses external tools named like one of the agent's own tools: the
@@ -557,7 +557,7 @@ func (c *call) input(ctx context.Context) error {
 		return refuse(c.refusal(ctx, err))
 	}
 	disposition := "started"
-	if hasRun && run.Status == store.EventProcessing {
+	if hasRun && (run.Status == store.EventProcessing || run.Status == runQueued) {
 		disposition = "queued"
 	}
 	if err := h.claimEvent(ctx, c.conn.AccountID, req, h.opts.Now()); err != nil {
@@ -573,7 +573,24 @@ func (c *call) input(ctx context.Context) error {
 			h.opts.Logger.ErrorContext(ctx, "recording the queued websocket run", "eventId", req.EventID, "err", err)
 		}
 	}
+	if disposition == "queued" {
+		// On the runtime's queue before the worker can start it and take it off.
+		q := connections.Queued{ID: req.EventID, Kind: "message", Source: "user", EnqueuedAt: h.opts.Now()}
+		if in.message != nil {
+			q.ClientMessageID, q.Content = in.message.ID, in.message.Text()
+		} else {
+			q.Kind, q.ClientMessageID = "approval_result", p.RequestID
+		}
+		if err := h.opts.Connections.Enqueue(ctx, c.conn.AccountID, rt.ConversationID, q); err != nil {
+			return refuse(c.refusal(ctx, err))
+		}
+	}
 	if err := h.opts.Enqueue(ctx, string(body)); err != nil {
+		if disposition == "queued" {
+			if _, derr := h.opts.Connections.Dequeue(context.WithoutCancel(ctx), c.conn.AccountID, rt.ConversationID, req.EventID); derr != nil {
+				h.opts.Logger.ErrorContext(ctx, "dequeueing the refused input", "eventId", req.EventID, "err", derr)
+			}
+		}
 		if rerr := h.opts.Store.ReleaseEvent(context.WithoutCancel(ctx), c.conn.AccountID, req.EventID); rerr != nil {
 			h.opts.Logger.ErrorContext(ctx, "releasing event", "eventId", req.EventID, "err", rerr)
 		}
@@ -585,10 +602,15 @@ func (c *call) input(ctx context.Context) error {
 		}
 		return refuse(c.refusal(ctx, fmt.Errorf("queueing the turn: %w", err)))
 	}
-	if c.cmd.RequestID == "" {
-		return nil
+	if c.cmd.RequestID != "" {
+		if err := c.reply(ctx, map[string]any{"type": "input_accepted", "runtime": rt, "accepted": true, "disposition": disposition, "run_id": req.EventID}); err != nil {
+			return err
+		}
 	}
-	return c.reply(ctx, map[string]any{"type": "input_accepted", "runtime": rt, "accepted": true, "disposition": disposition, "run_id": req.EventID})
+	if disposition == "queued" {
+		h.newOut(c.conn.AccountID, rt, run.EventID).queue(ctx)
+	}
+	return nil
 }
 
 // userMessage joins the text of create_message's messages into one user message.
@@ -666,17 +688,29 @@ func (c *call) sync(ctx context.Context) error {
 	if err == nil && head.AgentID != rt.AgentID {
 		return c.fail(ctx, resp, "conversation "+rt.ConversationID+" belongs to another agent")
 	}
+	var opts struct {
+		RecoverApprovals  *bool `json:"recover_approvals"`
+		ForceDeviceStatus *bool `json:"force_device_status"`
+	}
+	if err := json.Unmarshal(c.body, &opts); err != nil {
+		return c.fail(ctx, resp, "recover_approvals and force_device_status must be booleans")
+	}
+	if opts.ForceDeviceStatus != nil && *opts.ForceDeviceStatus {
+		return c.fail(ctx, resp, "force_device_status: the harness runs no device, so it has no device status to send; omit it or send false")
+	}
 	if err := c.g.h.opts.Connections.Subscribe(ctx, c.conn, rt.AgentID, rt.ConversationID, nil, c.g.h.opts.Now()); err != nil {
 		return c.fail(ctx, resp, c.refusal(ctx, err))
 	}
-	if err := c.g.replay(ctx, c.conn, *rt); err != nil {
+	// Held approvals are put to the controller again unless it says it has them already.
+	recoverHeld := opts.RecoverApprovals == nil || *opts.RecoverApprovals
+	if err := c.g.replay(ctx, c.conn, *rt, recoverHeld); err != nil {
 		return err
 	}
 	return c.reply(ctx, map[string]any{"type": resp, "runtime": rt, "success": true})
 }
 
 // replay sends a runtime's state to one connection (and the account's stream connections).
-func (g *Gateway) replay(ctx context.Context, conn connections.Connection, rt runtimeScope) error {
+func (g *Gateway) replay(ctx context.Context, conn connections.Connection, rt runtimeScope, recoverApprovals bool) error {
 	h := g.h
 	run, hasRun, err := h.opts.Connections.Run(ctx, conn.AccountID, rt.ConversationID)
 	if err != nil {
@@ -700,17 +734,19 @@ func (g *Gateway) replay(ctx context.Context, conn connections.Connection, rt ru
 		}
 		out.replay(ctx, msgs)
 	case len(head.PendingApprovals) > 0:
-		rows, err := h.opts.Store.Approvals(ctx, conn.AccountID, head.PendingApprovals)
-		if err != nil {
-			return err
-		}
-		var asks []approvalAsk
-		for _, id := range head.PendingApprovals {
-			if a, ok := rows[id]; ok && a.Status == store.ApprovalPending && !a.Expired(h.opts.Now()) {
-				asks = append(asks, approvalAsk{approvalID: a.ID, call: toolCallView{Name: a.ToolName, Arguments: string(a.Input), ID: a.ToolCallID}})
+		if recoverApprovals {
+			rows, err := h.opts.Store.Approvals(ctx, conn.AccountID, head.PendingApprovals)
+			if err != nil {
+				return err
 			}
+			var asks []approvalAsk
+			for _, id := range head.PendingApprovals {
+				if a, ok := rows[id]; ok && a.Status == store.ApprovalPending && !a.Expired(h.opts.Now()) {
+					asks = append(asks, approvalAsk{approvalID: a.ID, call: toolCallView{Name: a.ToolName, Arguments: string(a.Input), ID: a.ToolCallID}})
+				}
+			}
+			out.approvals(ctx, asks)
 		}
-		out.approvals(ctx, asks)
 		out.loopStatus(ctx, "WAITING_ON_APPROVAL", []string{run.EventID}, nil)
 	case head.AsyncGroup != "":
 		var executing []string
@@ -727,28 +763,6 @@ func (g *Gateway) replay(ctx context.Context, conn connections.Connection, rt ru
 	}
 	out.queue(ctx)
 	return nil
-}
-
-// abort stops the runtime's running turn: the worker running it sees the request within a
-// moment, cancels the model call, and the turn ends with stop_reason cancelled.
-func (c *call) abort(ctx context.Context) error {
-	const resp = "abort_message_response"
-	rt, _, err := c.runtime(ctx)
-	if err != nil {
-		return c.fail(ctx, resp, err.Error())
-	}
-	run, ok, err := c.g.h.opts.Connections.Run(ctx, c.conn.AccountID, rt.ConversationID)
-	if err != nil {
-		return c.fail(ctx, resp, c.refusal(ctx, err))
-	}
-	aborted := false
-	if ok && (run.Status == store.EventProcessing || run.Status == runQueued) {
-		if err := c.g.h.opts.Connections.Abort(ctx, c.conn.AccountID, rt.ConversationID, run.EventID); err != nil {
-			return c.fail(ctx, resp, c.refusal(ctx, err))
-		}
-		aborted = true
-	}
-	return c.reply(ctx, map[string]any{"type": resp, "runtime": rt, "aborted": aborted, "success": true})
 }
 
 // toolResponse settles an external tool call with the controller's answer, exactly as the

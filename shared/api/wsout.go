@@ -75,7 +75,8 @@ type wsOut struct {
 	mu      sync.Mutex
 	subs    []connections.Subscriber
 	fetched time.Time
-	seq     int64
+	// seq is the last event_seq sent.
+	seq int64
 	// calls remembers each tool call's name and input, which an approval request repeats.
 	calls map[string]toolCallView
 	// executing are the async calls started so far.
@@ -168,11 +169,13 @@ func (o *wsOut) post(ctx context.Context, channel string, msg map[string]any, en
 		}
 	}
 	if envelope {
-		o.seq++
-		// Sequence numbers grow across invocations too: a continuation runs elsewhere.
-		msg["runtime"], msg["event_seq"] = o.rt, now.UnixMicro()*1000+o.seq%1000
+		// Sequence numbers grow across invocations too (a continuation runs elsewhere), so they
+		// come from the clock: microseconds, which stay exact in a JavaScript number (below
+		// 2^53), and one more than the last when two frames share a microsecond.
+		o.seq = max(o.seq+1, now.UnixMicro())
+		msg["runtime"], msg["event_seq"] = o.rt, o.seq
 		msg["emitted_at"] = now.UTC().Format(time.RFC3339Nano)
-		msg["idempotency_key"] = fmt.Sprintf("%s:%d:%d", o.runID, now.UnixMicro(), o.seq)
+		msg["idempotency_key"] = fmt.Sprintf("%s:%d", o.runID, o.seq)
 	}
 	b, err := json.Marshal(msg)
 	if err != nil {
@@ -233,10 +236,28 @@ func (o *wsOut) loopStatus(ctx context.Context, status string, runs []string, ex
 	}}, true)
 }
 
-// queue sends update_queue: the harness runs a conversation's turns one at a time from the work
-// queue, and keeps no per-runtime queue of its own to show.
-func (o *wsOut) queue(ctx context.Context) {
-	o.send(ctx, connections.Stream, map[string]any{"type": "update_queue", "queue": []any{}, "removed": []any{}}, true)
+// queueRemoval is an input that left the runtime's queue: "dequeued" when its run started,
+// "cancelled" when it was dropped.
+type queueRemoval struct {
+	ClientMessageID string `json:"client_message_id"`
+	Disposition     string `json:"disposition"`
+}
+
+// queue sends update_queue: the inputs accepted while another run was busy and not started
+// yet, read from the connections table, with the transitions that just removed some.
+func (o *wsOut) queue(ctx context.Context, removed ...queueRemoval) {
+	items, err := o.reg.Queue(ctx, o.account, o.rt.ConversationID)
+	if err != nil {
+		o.log.ErrorContext(ctx, "listing the runtime's queue", "err", err)
+		return
+	}
+	if items == nil {
+		items = []connections.Queued{}
+	}
+	if removed == nil {
+		removed = []queueRemoval{}
+	}
+	o.send(ctx, connections.Stream, map[string]any{"type": "update_queue", "queue": items, "removed": removed}, true)
 }
 
 // event encodes one turn event as the App Server's frames.

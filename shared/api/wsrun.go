@@ -33,7 +33,21 @@ func (w *Worker) wsStart(ctx context.Context, d *drive, t *wsTurn, from int64) *
 	d.emit = func(ev turn.Event) { r.out.event(ctx, ev) }
 	r.record(ctx, store.EventProcessing)
 	r.out.loopStatus(ctx, "PROCESSING_API_RESPONSE", []string{d.turnID}, nil)
+	w.h.dequeue(ctx, r.out, d.turnID, "dequeued")
 	return r
+}
+
+// dequeue takes run eventID's input off the runtime's queue, when it waited there, and tells the
+// runtime with disposition.
+func (h *Handler) dequeue(ctx context.Context, out *wsOut, eventID, disposition string) {
+	q, err := h.opts.Connections.Dequeue(ctx, out.account, out.rt.ConversationID, eventID)
+	if err != nil {
+		out.log.ErrorContext(ctx, "dequeueing the websocket input", "eventId", eventID, "err", err)
+		return
+	}
+	if q != nil {
+		out.queue(ctx, queueRemoval{ClientMessageID: q.ClientMessageID, Disposition: disposition})
+	}
 }
 
 // record writes the runtime's run record.
@@ -50,10 +64,11 @@ func (r *wsRun) record(ctx context.Context, status string) {
 // run runs the turn under a context that an abort_message cancels; aborted says whether one
 // did.
 func (r *wsRun) run(ctx context.Context, turn func(context.Context) runResult) (runResult, bool) {
-	// An abort that came while the turn was queued stops it before it writes anything.
+	// An abort that came while the turn was queued, or while it waited for tool calls (which
+	// the abort cancelled), stops it before the model is called.
 	if ok, err := r.w.h.opts.Connections.Aborted(ctx, r.d.accountID, r.d.conversationID, r.d.turnID); err == nil && ok {
-		r.d.log.InfoContext(ctx, "turn aborted by the controller before it started")
-		return runResult{status: store.EventCancelled, errText: "the turn was aborted before it started"}, true
+		r.d.log.InfoContext(ctx, "turn aborted by the controller before this invocation called the model")
+		return runResult{status: store.EventCancelled, errText: abortedTurnText}, true
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

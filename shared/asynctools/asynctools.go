@@ -40,6 +40,9 @@ const (
 	Running   = "running"
 	Completed = "completed"
 	Failed    = "failed"
+	// Cancelled: the turn waiting for the call was aborted; the model is told so, as for a
+	// failure, and a later answer is refused.
+	Cancelled = "cancelled"
 )
 
 // Delivery says where a turn's outcome goes when its continuation runs.

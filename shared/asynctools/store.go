@@ -197,7 +197,7 @@ func (s *Store) Settle(ctx context.Context, id string, o Outcome, now time.Time)
 		if !json.Valid(o.Response) {
 			return Result{}, false, fmt.Errorf("settling async tool result %s: the response is not JSON", id)
 		}
-	case Failed:
+	case Failed, Cancelled:
 	default:
 		return Result{}, false, fmt.Errorf("settling async tool result %s: unknown status %q", id, o.Status)
 	}

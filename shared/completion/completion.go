@@ -145,8 +145,11 @@ func Settle(ctx context.Context, async *asynctools.Store, redriver *asynctools.R
 	case errors.As(err, &conflict):
 		rec := conflict.Recorded
 		msg := "async tool result " + id + " is already " + rec.Status
-		if rec.Error == asynctools.TimeoutError {
+		switch {
+		case rec.Error == asynctools.TimeoutError:
 			msg += ": it timed out before this result arrived"
+		case rec.Status == asynctools.Cancelled:
+			msg += ": its turn was aborted before this result arrived"
 		}
 		return Settlement{}, &httpjson.Error{Status: http.StatusConflict, Message: msg, Extra: map[string]any{"resultId": id, "status": rec.Status}}
 	case errors.Is(err, asynctools.ErrNotFound):

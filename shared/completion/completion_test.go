@@ -363,6 +363,25 @@ func TestCompleteAfterTimeout(t *testing.T) {
 	}
 }
 
+// A call whose turn was aborted is settled cancelled through the same conditional write: the
+// outside worker's late answer is 409 and says why, and the row keeps the cancellation.
+func TestCompleteAfterAbort(t *testing.T) {
+	f := newCompleteFixture(t)
+	g := newAsyncGroup()
+	a := f.register(t, g, "toolu_a", asynctools.ExternalDispatch, time.Hour)
+	f.seal(t, g, a)
+	if _, _, err := f.async.Settle(context.Background(), a.id, asynctools.Outcome{Status: asynctools.Cancelled, Error: "cancelled: the turn was aborted"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	v := f.mustComplete(t, http.StatusConflict, a.id, a.token, `{"status":"completed","response":"finally"}`)
+	if v["status"] != asynctools.Cancelled || !strings.Contains(v["error"].(string), "already cancelled: its turn was aborted") {
+		t.Fatalf("late success = %v, want 409 naming the abort", v)
+	}
+	if r := f.row(t, a.id); r.Status != asynctools.Cancelled {
+		t.Fatalf("row = %s %q, want the cancellation kept", r.Status, r.Error)
+	}
+}
+
 // Unknown ids, malformed ids, another account's secret, an unknown secret and a token that does
 // not open the call all get the same 404, so none tells that an id exists; the row stays
 // running.

@@ -9,6 +9,7 @@
 //	conn#<id>               rt#<conversation>  back-reference, to clean up on disconnect
 //	rt#<account>#<conv>     conn#<id>          a subscription: agent, channel, external tools
 //	rt#<account>#<conv>     #run               the runtime's latest run
+//	rt#<account>#<conv>     q#<event>          an input accepted while a run was busy
 //	acct#<account>          conn#<id>          a stream-channel connection of the account
 //
 // Every item expires (TTL) a little after API Gateway's two-hour connection limit, so a
@@ -20,6 +21,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -311,4 +313,82 @@ func (r *Registry) Aborted(ctx context.Context, accountID, conversationID, event
 		return false, fmt.Errorf("reading the run of %s: %w", conversationID, err)
 	}
 	return getS(out.Item, "abortEvent") == eventID, nil
+}
+
+// Queued is an input accepted while the runtime was busy with another run, waiting for a
+// worker to start it. It is the App Server's queue item.
+type Queued struct {
+	// ID is the run the input becomes (its event id).
+	ID              string `json:"id"`
+	ClientMessageID string `json:"client_message_id"`
+	// Kind is "message" (create_message) or "approval_result" (approval_response).
+	Kind       string    `json:"kind"`
+	Source     string    `json:"source"`
+	Content    string    `json:"content"`
+	EnqueuedAt time.Time `json:"enqueued_at"`
+}
+
+func queueKey(eventID string) string { return "q#" + eventID }
+
+// Enqueue records an input waiting for the runtime's current run to end.
+func (r *Registry) Enqueue(ctx context.Context, accountID, conversationID string, q Queued) error {
+	b, err := json.Marshal(q)
+	if err != nil {
+		return err
+	}
+	item := key(runtimeKey(accountID, conversationID), queueKey(q.ID))
+	item["queued"], item["expiresAt"] = s(string(b)), expiry(q.EnqueuedAt)
+	if _, err := r.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &r.table, Item: item}); err != nil {
+		return fmt.Errorf("queueing input %s of %s: %w", q.ID, conversationID, err)
+	}
+	return nil
+}
+
+// Dequeue removes the input of run eventID from the runtime's queue, once a worker starts it or
+// drops it; removed is the input, when it was queued.
+func (r *Registry) Dequeue(ctx context.Context, accountID, conversationID, eventID string) (removed *Queued, err error) {
+	out, err := r.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName: &r.table, Key: key(runtimeKey(accountID, conversationID), queueKey(eventID)),
+		ReturnValues: types.ReturnValueAllOld,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dequeueing input %s of %s: %w", eventID, conversationID, err)
+	}
+	raw := getS(out.Attributes, "queued")
+	if raw == "" {
+		return nil, nil
+	}
+	var q Queued
+	if err := json.Unmarshal([]byte(raw), &q); err != nil {
+		return nil, fmt.Errorf("queued input %s of %s: %w", eventID, conversationID, err)
+	}
+	return &q, nil
+}
+
+// Queue lists the runtime's queued inputs, oldest first.
+func (r *Registry) Queue(ctx context.Context, accountID, conversationID string) ([]Queued, error) {
+	var qs []Queued
+	var start map[string]types.AttributeValue
+	for {
+		out, err := r.db.Query(ctx, &dynamodb.QueryInput{
+			TableName: &r.table, KeyConditionExpression: aws.String("pk = :pk AND begins_with(sk, :q)"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(runtimeKey(accountID, conversationID)), ":q": s("q#")},
+			ConsistentRead:            aws.Bool(true), ExclusiveStartKey: start,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("listing the queue of %s: %w", conversationID, err)
+		}
+		for _, it := range out.Items {
+			var q Queued
+			if err := json.Unmarshal([]byte(getS(it, "queued")), &q); err != nil {
+				return nil, fmt.Errorf("queued input of %s: %w", conversationID, err)
+			}
+			qs = append(qs, q)
+		}
+		if start = out.LastEvaluatedKey; start == nil {
+			break
+		}
+	}
+	slices.SortStableFunc(qs, func(a, b Queued) int { return a.EnqueuedAt.Compare(b.EnqueuedAt) })
+	return qs, nil
 }
