@@ -3,12 +3,9 @@ package api
 import (
 	"context"
 	"errors"
-	"net/http"
 
 	"github.com/agentharness/harness/shared/asynctools"
-	"github.com/agentharness/harness/shared/completion"
 	"github.com/agentharness/harness/shared/connections"
-	"github.com/agentharness/harness/shared/httpjson"
 	"github.com/agentharness/harness/shared/store"
 	"github.com/agentharness/harness/shared/turn"
 )
@@ -48,7 +45,7 @@ func (c *call) abort(ctx context.Context) error {
 		aborted, err = h.abortApprovals(ctx, accountID, rt, run)
 	case hasRun && (run.Status == store.EventProcessing || run.Status == runQueued):
 		if err = h.opts.Connections.Abort(ctx, accountID, rt.ConversationID, run.EventID); err == nil && head.AsyncGroup != "" {
-			err = h.cancelGroup(ctx, accountID, head.AsyncGroup, run.EventID)
+			err = h.eng.CancelGroup(ctx, accountID, head.AsyncGroup, run.EventID)
 		}
 		aborted = err == nil
 	}
@@ -58,100 +55,38 @@ func (c *call) abort(ctx context.Context) error {
 	return c.reply(ctx, map[string]any{"type": resp, "runtime": rt, "aborted": aborted, "success": true})
 }
 
-// abortApprovals ends a turn held for approval: every pending approval is denied as cancelled
-// through the same rules as an answer (plan), the paused step is closed with those denials
-// without calling the model, and the runtime is told stop_reason cancelled. aborted is false
-// when another request holds the conversation (an answer being applied) or nothing is pending
-// any more.
+// abortApprovals ends a turn held for approval (turn.Engine.BeginCancel) and tells the runtime
+// stop_reason cancelled. aborted is false when another request holds the conversation (an
+// answer being applied) or nothing is pending any more.
 func (h *Handler) abortApprovals(ctx context.Context, accountID string, rt runtimeScope, run connections.Run) (aborted bool, err error) {
-	req := &turnRequest{ID: rt.ConversationID, AgentID: rt.AgentID}
-	cfg, err := h.agentFor(ctx, accountID, req, false)
+	req := turn.Request{ConversationID: rt.ConversationID, AgentID: rt.AgentID}
+	cfg, err := h.eng.Agent(ctx, accountID, req, false)
 	if err != nil {
 		return false, err
 	}
-	now := h.opts.Now()
-	lease, err := h.opts.Store.BeginTurn(ctx, accountID, req.ID, req.AgentID, now, now.Add(h.opts.Lease))
-	if errors.Is(err, store.ErrBusy) {
-		return false, nil
-	}
-	if err != nil {
+	var out *wsOut
+	r, err := h.eng.BeginCancel(ctx, turn.Start{
+		AccountID: accountID, Request: req, Config: cfg, Delivery: asynctools.Delivery{Kind: asynctools.DeliverWebSocket},
+		Emit: func(ev turn.Event) { out.event(ctx, ev) },
+	})
+	if r == nil || err != nil {
 		return false, err
 	}
-	in := turnInput{cancel: true}
-	rows, err := h.opts.Store.Approvals(ctx, accountID, lease.Pending())
-	if err != nil {
-		_ = lease.Release(context.WithoutCancel(ctx))
-		return false, err
-	}
-	for _, id := range lease.Pending() {
-		if a, ok := rows[id]; ok && a.Status == store.ApprovalPending && !a.Expired(now) {
-			in.decisions = append(in.decisions, decision{ApprovalID: id, Approved: new(false)})
-		}
-	}
-	if len(in.decisions) == 0 {
-		// Expired meanwhile: the next request settles them, as it would without the abort.
-		return false, lease.Release(ctx)
-	}
-	plan, err := h.plan(ctx, accountID, req, in, lease, now)
-	if err != nil {
-		_ = lease.Release(context.WithoutCancel(ctx))
-		var refused *httpjson.Error
-		if errors.As(err, &refused) && refused.Status == http.StatusConflict {
-			return false, nil // answered meanwhile
-		}
-		return false, err
-	}
-	cfg.Pause = h.pauseFunc(lease, req.AgentID)
 	runID := run.EventID
 	if runID == "" {
-		runID = lease.Carried().PausedEvent
+		runID = r.ResumedEvent()
 	}
-	out := h.newOut(accountID, rt, runID)
-	d := &drive{
-		h: h, log: h.opts.Logger.With("accountId", accountID, "agentId", req.AgentID, "conversationId", req.ID),
-		accountID: accountID, agentID: req.AgentID, conversationID: req.ID,
-		resumes: lease.Carried().PausedEvent, nonce: store.NewID(""), delivery: asynctools.Delivery{Kind: asynctools.DeliverWebSocket},
-		cfg: cfg, turn: lease, emit: func(ev turn.Event) { out.event(ctx, ev) }, heartbeat: func() {},
-	}
-	from := lease.NextSeq()
-	res := d.run(ctx, plan)
+	out = h.newOut(accountID, rt, runID)
+	res := r.Execute(ctx)
 	done := context.WithoutCancel(ctx)
-	err = d.conclude(done, plan, res, from, func() {
+	err = r.Conclude(done, res, func() {
 		if run.EventID != "" {
-			run.Status, run.UpdatedAt = res.status, h.opts.Now()
+			run.Status, run.UpdatedAt = res.Status, h.opts.Now()
 			if err := h.opts.Connections.SetRun(done, accountID, rt.ConversationID, run); err != nil {
-				d.log.ErrorContext(done, "recording the aborted websocket run", "err", err)
+				out.log.ErrorContext(done, "recording the aborted websocket run", "err", err)
 			}
 		}
 		out.end(done, res, true)
 	})
 	return true, err
-}
-
-// cancelGroup settles the running calls of the dispatch group a WebSocket run waits for as
-// cancelled. A call answered meanwhile keeps its answer; a group that belongs to another turn
-// (an /async turn on the same conversation) is left alone.
-func (h *Handler) cancelGroup(ctx context.Context, accountID, groupID, runID string) error {
-	st, err := h.opts.Async.Load(ctx, groupID)
-	if err != nil {
-		return err
-	}
-	if st.Group == nil || st.Group.AccountID != accountID || st.Group.Delivery.EventID != runID {
-		return nil
-	}
-	for _, id := range st.Pending() {
-		row, ok := st.Row(id)
-		if !ok {
-			continue
-		}
-		_, err := completion.Settle(ctx, h.opts.Async, h.opts.Redriver, row, asynctools.Outcome{Status: asynctools.Cancelled, Error: cancelledCallText}, h.opts.Now())
-		var refused *httpjson.Error
-		if errors.As(err, &refused) && refused.Status == http.StatusConflict {
-			continue // answered, or timed out, meanwhile
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }

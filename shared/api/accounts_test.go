@@ -28,6 +28,7 @@ import (
 	"github.com/agentharness/harness/shared/provider"
 	"github.com/agentharness/harness/shared/store"
 	"github.com/agentharness/harness/shared/tool"
+	"github.com/agentharness/harness/shared/turn"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/go-cmp/cmp"
@@ -117,7 +118,7 @@ func newManageFixture(t *testing.T, adminSecret string, openSignup bool) *manage
 		},
 	}))
 	t.Cleanup(f.manage.Close)
-	f.harness = httptest.NewServer(api.New(api.Options{
+	f.harness = httptest.NewServer(api.New(api.Options{Options: turn.Options{
 		Store:  st,
 		Agents: svc,
 		Tools: func(c map[string]json.RawMessage) (*tool.Set, error) {
@@ -134,7 +135,7 @@ func newManageFixture(t *testing.T, adminSecret string, openSignup bool) *manage
 			return &recordingModel{f: f, next: m}, nil
 		},
 		Logger: quiet,
-	}))
+	}}))
 	t.Cleanup(f.harness.Close)
 	return f
 }

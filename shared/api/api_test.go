@@ -31,6 +31,7 @@ import (
 	"github.com/agentharness/harness/shared/secrets"
 	"github.com/agentharness/harness/shared/store"
 	"github.com/agentharness/harness/shared/tool"
+	"github.com/agentharness/harness/shared/turn"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -91,7 +92,7 @@ func newFixtureWith(t *testing.T, o fixtureOptions) *fixture {
 	if o.tools != nil {
 		buildTools = o.tools
 	}
-	h := api.New(api.Options{Store: st, Agents: svc, Tools: buildTools, Model: newModel, Logger: o.logger, MaxBodyBytes: 4096})
+	h := api.New(api.Options{Options: turn.Options{Store: st, Agents: svc, Tools: buildTools, Model: newModel, Logger: o.logger}, MaxBodyBytes: 4096})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &fixture{srv: srv, store: st, acc: acc, secret: secret}

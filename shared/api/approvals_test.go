@@ -21,6 +21,7 @@ import (
 	"github.com/agentharness/harness/shared/provider"
 	"github.com/agentharness/harness/shared/store"
 	"github.com/agentharness/harness/shared/tool"
+	"github.com/agentharness/harness/shared/turn"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -128,7 +129,7 @@ func newApprovalFixture(t *testing.T) *approvalFixture {
 		}
 	}
 	c := &clock{now: time.Now()}
-	h := api.New(api.Options{
+	h := api.New(api.Options{Options: turn.Options{
 		Store: st, Agents: svc, Now: c.Now,
 		Tools: func(cfg map[string]json.RawMessage) (*tool.Set, error) {
 			return builtintools.Build(cfg, tool.Env{Getenv: os.Getenv})
@@ -136,7 +137,7 @@ func newApprovalFixture(t *testing.T) *approvalFixture {
 		Model: func(block json.RawMessage) (agent.Model, error) {
 			return provider.New(block, func(string) string { return "" })
 		},
-	})
+	}})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &approvalFixture{fixture: &fixture{srv: srv, store: st, acc: acc, secret: secret}, clock: c, agents: svc}
@@ -389,7 +390,7 @@ func TestBadDecisionsAreRefused(t *testing.T) {
 func TestApprovalExpires(t *testing.T) {
 	f := newApprovalFixture(t)
 	id := approvalRequests(f.turn(t, ask("deployer-1", "deploy it")))[0]["approvalId"].(string)
-	f.clock.Advance(api.DefaultApprovalTimeout + time.Second)
+	f.clock.Advance(turn.DefaultApprovalTimeout + time.Second)
 
 	late := f.refused(t, f.secret, decide("deployer-1", approve(id)), http.StatusConflict)
 	if late["status"] != "expired" || !strings.Contains(late["error"].(string), "never ran") {

@@ -11,6 +11,7 @@ import (
 	"github.com/agentharness/harness/shared/httpjson"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/store"
+	"github.com/agentharness/harness/shared/turn"
 	"github.com/agentharness/harness/shared/workqueue"
 )
 
@@ -24,12 +25,12 @@ type workMessage struct {
 	AccountID string         `json:"accountId"`
 
 	// A turn: its event, the secret seed of its group ids, the request and what it brings.
-	EventID    string         `json:"eventId,omitempty"`
-	Seed       string         `json:"seed,omitempty"`
-	Request    *turnRequest   `json:"request,omitempty"`
-	Message    *model.Message `json:"message,omitempty"`
-	Decisions  []decision     `json:"decisions,omitempty"`
-	RespondsTo string         `json:"respondsTo,omitempty"`
+	EventID    string          `json:"eventId,omitempty"`
+	Seed       string          `json:"seed,omitempty"`
+	Request    *turn.Request   `json:"request,omitempty"`
+	Message    *model.Message  `json:"message,omitempty"`
+	Decisions  []turn.Decision `json:"decisions,omitempty"`
+	RespondsTo string          `json:"respondsTo,omitempty"`
 	// WS is set for a WebSocket turn: its output goes to the runtime's connections.
 	WS *wsTurn `json:"ws,omitempty"`
 
@@ -55,7 +56,7 @@ func (h *Handler) asyncTurn(w http.ResponseWriter, r *http.Request) {
 		h.errs.Fail(w, r, err)
 		return
 	}
-	if _, err := h.agentFor(ctx, acc.ID, req, false); err != nil {
+	if _, err := h.eng.Agent(ctx, acc.ID, req.Request, false); err != nil {
 		h.errs.Fail(w, r, err)
 		return
 	}
@@ -64,7 +65,7 @@ func (h *Handler) asyncTurn(w http.ResponseWriter, r *http.Request) {
 	}
 	body, err := json.Marshal(workMessage{
 		Type: workqueue.Turn, AccountID: acc.ID, EventID: req.EventID, Seed: store.NewID(""),
-		Request: req, Message: in.message, Decisions: in.decisions, RespondsTo: in.respondsTo,
+		Request: &req.Request, Message: in.Message, Decisions: in.Decisions, RespondsTo: in.RespondsTo,
 	})
 	if err != nil {
 		h.errs.Fail(w, r, err)
@@ -74,7 +75,7 @@ func (h *Handler) asyncTurn(w http.ResponseWriter, r *http.Request) {
 		httpjson.WriteError(w, &httpjson.Error{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("an /async request must encode to at most %d bytes; send only the new message", maxWorkMessage)})
 		return
 	}
-	if err := h.precheck(ctx, acc.ID, req, in); err != nil {
+	if err := h.eng.Precheck(ctx, acc.ID, req.Request, in); err != nil {
 		h.errs.Fail(w, r, err)
 		return
 	}
@@ -90,70 +91,15 @@ func (h *Handler) asyncTurn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	httpjson.WriteJSON(w, http.StatusAccepted, map[string]string{
-		"eventId": req.EventID, "conversationId": req.ID, "status": store.EventProcessing, "statusUrl": "/status/" + req.EventID,
+		"eventId": req.EventID, "conversationId": req.ConversationID, "status": store.EventProcessing, "statusUrl": "/status/" + req.EventID,
 	})
-}
-
-// precheck refuses, before anything is queued, what the worker would refuse: a conversation of
-// another agent, one waiting for async tools, a new message while approvals are pending, and
-// decisions for approvals it does not wait for. It only reads; the worker checks again under
-// the conversation's lease.
-func (h *Handler) precheck(ctx context.Context, accountID string, req *turnRequest, in turnInput) error {
-	head, err := h.opts.Store.ConversationHead(ctx, accountID, req.ID)
-	if errors.Is(err, store.ErrNotFound) {
-		if in.decisions != nil {
-			return h.staleDecision(ctx, accountID, req.ID, in.decisions[0].ApprovalID)
-		}
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	switch {
-	case head.AgentID != "" && head.AgentID != req.AgentID:
-		return &httpjson.Error{Status: http.StatusConflict, Message: "conversation " + req.ID + " belongs to another agent"}
-	case head.AsyncGroup != "":
-		return waitingForAsyncError(req.ID, head.PendingAsync)
-	}
-	if in.decisions == nil && (len(head.PendingApprovals) == 0 || req.OnPendingApprovals == "deny") {
-		return nil
-	}
-	rows, err := h.opts.Store.Approvals(ctx, accountID, head.PendingApprovals)
-	if err != nil {
-		return err
-	}
-	now := h.opts.Now()
-	for _, d := range in.decisions {
-		a, ok := rows[d.ApprovalID]
-		if !ok {
-			return h.staleDecision(ctx, accountID, req.ID, d.ApprovalID)
-		}
-		if err := matches(d, a); err != nil {
-			return err
-		}
-		if a.Status != store.ApprovalPending || a.Expired(now) {
-			return decidedError(a)
-		}
-	}
-	if in.message != nil {
-		var waiting []store.Approval
-		for _, id := range head.PendingApprovals {
-			if a, ok := rows[id]; ok && a.Status == store.ApprovalPending && !a.Expired(now) {
-				waiting = append(waiting, a)
-			}
-		}
-		if len(waiting) > 0 {
-			return pendingApprovalsError(req.ID, waiting)
-		}
-	}
-	return nil
 }
 
 // claimOrReopen records the request's event. Approvals may answer under the event id of the
 // turn that waits for them: that event goes back to processing and settles with the answer.
-func (h *Handler) claimOrReopen(ctx context.Context, accountID string, req *turnRequest, in turnInput) error {
-	if in.decisions != nil {
-		err := h.opts.Store.ReopenEvent(ctx, accountID, req.EventID, req.ID, h.opts.Now())
+func (h *Handler) claimOrReopen(ctx context.Context, accountID string, req *turnRequest, in turn.Input) error {
+	if in.Decisions != nil {
+		err := h.opts.Store.ReopenEvent(ctx, accountID, req.EventID, req.ConversationID, h.opts.Now())
 		if !errors.Is(err, store.ErrNotFound) {
 			var dup *store.DuplicateEventError
 			if errors.As(err, &dup) {
@@ -162,7 +108,7 @@ func (h *Handler) claimOrReopen(ctx context.Context, accountID string, req *turn
 			return err
 		}
 	}
-	return h.claimEvent(ctx, accountID, req, h.opts.Now())
+	return h.eng.ClaimEvent(ctx, accountID, req.Request)
 }
 
 // status runs GET /status/{eventId}: where an /async turn is, what it waits for, and once it

@@ -17,6 +17,7 @@ import (
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/store"
 	"github.com/agentharness/harness/shared/strictjson"
+	"github.com/agentharness/harness/shared/turn"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -63,7 +64,7 @@ func checkRefusal(t *testing.T, body []byte, err error) {
 	}
 }
 
-func readTurnBody(body []byte) (*turnRequest, turnInput, error) {
+func readTurnBody(body []byte) (*turnRequest, turn.Input, error) {
 	h := &Handler{opts: Options{MaxBodyBytes: DefaultMaxBodyBytes}}
 	r := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
 	return h.readTurn(httptest.NewRecorder(), r)
@@ -97,24 +98,24 @@ func FuzzReadTurn(f *testing.F) {
 		}
 		// What the parser promises of an accepted request.
 		switch {
-		case !ids.Valid(req.AgentID) || !ids.Valid(req.ID) || req.EventID != "" && !ids.Valid(req.EventID):
-			t.Fatalf("accepted ids agentId %q id %q eventId %q", req.AgentID, req.ID, req.EventID)
-		case req.ID == "":
+		case !ids.Valid(req.AgentID) || !ids.Valid(req.ConversationID) || req.EventID != "" && !ids.Valid(req.EventID):
+			t.Fatalf("accepted ids agentId %q id %q eventId %q", req.AgentID, req.ConversationID, req.EventID)
+		case req.ConversationID == "":
 			t.Fatal("accepted request has no conversation id")
 		case req.Trigger != "" && req.Trigger != "submit-message":
 			t.Fatalf("accepted trigger %q", req.Trigger)
-		case (in.message == nil) == (in.decisions == nil):
-			t.Fatalf("accepted input has message %v and decisions %v: want exactly one", in.message, in.decisions)
+		case (in.Message == nil) == (in.Decisions == nil):
+			t.Fatalf("accepted input has message %v and decisions %v: want exactly one", in.Message, in.Decisions)
 		}
-		if m := in.message; m != nil {
+		if m := in.Message; m != nil {
 			if !ids.Valid(m.ID) || store.MessageBytes(*m) > store.MaxMessageBytes || m.Role != model.RoleUser || len(m.Parts) != 1 || strings.TrimSpace(m.Text()) == "" {
 				t.Fatalf("accepted message %+v: want an id, role user and one non-blank text part", m)
 			}
 		}
 		seen := map[string]bool{}
-		for _, d := range in.decisions {
+		for _, d := range in.Decisions {
 			if !ids.Valid(d.ApprovalID) || d.Approved == nil || seen[d.ApprovalID] {
-				t.Fatalf("accepted decisions %+v: want each with an id, once, and approved set", in.decisions)
+				t.Fatalf("accepted decisions %+v: want each with an id, once, and approved set", in.Decisions)
 			}
 			seen[d.ApprovalID] = true
 		}
@@ -128,14 +129,14 @@ func FuzzReadTurn(f *testing.F) {
 		if err != nil {
 			t.Fatalf("the accepted request %s, encoded again, is refused: %v", again, err)
 		}
-		opts := cmp.Options{jsonEqual, cmp.AllowUnexported(decision{})}
+		opts := cmp.Options{jsonEqual}
 		if diff := cmp.Diff(req, req2, opts); diff != "" {
 			t.Fatalf("request round trip (-first +again):\n%s", diff)
 		}
-		if diff := cmp.Diff(in.decisions, in2.decisions, opts); diff != "" {
+		if diff := cmp.Diff(in.Decisions, in2.Decisions, opts); diff != "" {
 			t.Fatalf("decisions round trip (-first +again):\n%s", diff)
 		}
-		if in.respondsTo != in2.respondsTo || (in.message != nil && in.message.Text() != in2.message.Text()) {
+		if in.RespondsTo != in2.RespondsTo || (in.Message != nil && in.Message.Text() != in2.Message.Text()) {
 			t.Fatalf("input round trip: %+v then %+v", in, in2)
 		}
 	})

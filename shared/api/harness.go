@@ -14,6 +14,7 @@ import (
 	"github.com/agentharness/harness/shared/provider"
 	"github.com/agentharness/harness/shared/store"
 	"github.com/agentharness/harness/shared/tool"
+	"github.com/agentharness/harness/shared/turn"
 	"github.com/agentharness/harness/shared/workqueue"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 )
@@ -49,18 +50,20 @@ func NewHarness(d lambdadeps.Deps) (*Handler, error) {
 	send := workqueue.SQS(d.SQS)
 	queue := getenv("ASYNC_WORK_QUEUE_URL")
 	return New(Options{
-		ApprovalTimeout:  timeout,
-		Store:            st,
-		Agents:           agents.New(st, d.Sealer, agentconfig.Checks{}, nil),
-		Tools:            func(config map[string]json.RawMessage) (*tool.Set, error) { return d.Tools(config, env) },
-		Model:            func(block json.RawMessage) (agent.Model, error) { return provider.New(block, getenv) },
-		Logger:           d.Logger,
-		Async:            async,
-		Redriver:         redriver,
-		AsyncToolTimeout: asyncTimeout,
-		Enqueue:          func(ctx context.Context, body string) error { return send(ctx, queue, body) },
-		Connections:      conns,
-		Poster:           d.Poster,
+		Options: turn.Options{
+			ApprovalTimeout:  timeout,
+			Store:            st,
+			Agents:           agents.New(st, d.Sealer, agentconfig.Checks{}, nil),
+			Tools:            func(config map[string]json.RawMessage) (*tool.Set, error) { return d.Tools(config, env) },
+			Model:            func(block json.RawMessage) (agent.Model, error) { return provider.New(block, getenv) },
+			Logger:           d.Logger,
+			Async:            async,
+			Redriver:         redriver,
+			AsyncToolTimeout: asyncTimeout,
+		},
+		Enqueue:     func(ctx context.Context, body string) error { return send(ctx, queue, body) },
+		Connections: conns,
+		Poster:      d.Poster,
 	}), nil
 }
 

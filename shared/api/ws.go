@@ -21,6 +21,7 @@ import (
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/store"
 	"github.com/agentharness/harness/shared/strictjson"
+	"github.com/agentharness/harness/shared/turn"
 	"github.com/agentharness/harness/shared/workqueue"
 	"github.com/agentharness/harness/shared/wsconn"
 )
@@ -321,7 +322,7 @@ func (c *call) checkToolsAgainstAgent(ctx context.Context, agentID string, group
 	if len(groups) == 0 {
 		return nil
 	}
-	cfg, err := c.g.h.loadAgent(ctx, c.conn.AccountID, agentID)
+	cfg, err := c.g.h.eng.LoadAgent(ctx, c.conn.AccountID, agentID)
 	if err != nil {
 		return errors.New(c.refusal(ctx, err))
 	}
@@ -499,18 +500,18 @@ func (c *call) input(ctx context.Context) error {
 	if err != nil {
 		return refuse(c.refusal(ctx, err))
 	}
-	req := &turnRequest{ID: rt.ConversationID, AgentID: rt.AgentID, EventID: store.NewID("evt_")}
-	var in turnInput
-	turn := &wsTurn{Runtime: rt}
+	req := &turn.Request{ConversationID: rt.ConversationID, AgentID: rt.AgentID, EventID: store.NewID("evt_")}
+	var in turn.Input
+	wt := &wsTurn{Runtime: rt}
 	switch p.Kind {
 	case "create_message":
 		msg, err := userMessage(p)
 		if err != nil {
 			return refuse(err.Error())
 		}
-		in.message = msg
-		turn.Tools = visibleTools(subs, p.ExternalToolScopeIDs)
-		turn.Allowlist = p.ClientToolAllowlist
+		in.Message = msg
+		wt.Tools = visibleTools(subs, p.ExternalToolScopeIDs)
+		wt.Allowlist = p.ClientToolAllowlist
 	case "approval_response":
 		if p.RequestID == "" {
 			return refuse("payload.request_id (the control_request's request_id) is required")
@@ -518,7 +519,7 @@ func (c *call) input(ctx context.Context) error {
 		if err := httpjson.CheckID("payload.request_id", p.RequestID); err != nil {
 			return refuse(c.refusal(ctx, err))
 		}
-		d := decision{ApprovalID: p.RequestID}
+		d := turn.Decision{ApprovalID: p.RequestID}
 		switch {
 		case p.Error != "":
 			d.Approved, d.Reason = new(false), p.Error
@@ -531,21 +532,21 @@ func (c *call) input(ctx context.Context) error {
 		default:
 			return refuse(fmt.Sprintf("payload.decision.behavior %q is not allow or deny", p.Decision.Behavior))
 		}
-		in.decisions = []decision{d}
+		in.Decisions = []turn.Decision{d}
 		// The answer continues the turn that asked, with the tools it had.
 		if hasRun && len(run.Turn) > 0 {
-			_ = json.Unmarshal(run.Turn, turn)
-			turn.Runtime = rt
+			_ = json.Unmarshal(run.Turn, wt)
+			wt.Runtime = rt
 		}
 	default:
 		return refuse(fmt.Sprintf("payload.kind %q is not create_message or approval_response", p.Kind))
 	}
-	if _, err := h.agentFor(ctx, c.conn.AccountID, req, false); err != nil {
+	if _, err := h.eng.Agent(ctx, c.conn.AccountID, *req, false); err != nil {
 		return refuse(c.refusal(ctx, err))
 	}
 	body, err := json.Marshal(workMessage{
 		Type: workqueue.Turn, AccountID: c.conn.AccountID, EventID: req.EventID, Seed: store.NewID(""),
-		Request: req, Message: in.message, Decisions: in.decisions, WS: turn,
+		Request: req, Message: in.Message, Decisions: in.Decisions, WS: wt,
 	})
 	if err != nil {
 		return err
@@ -553,21 +554,21 @@ func (c *call) input(ctx context.Context) error {
 	if len(body) > maxWorkMessage {
 		return refuse(fmt.Sprintf("the turn must encode to at most %d bytes", maxWorkMessage))
 	}
-	if err := h.precheck(ctx, c.conn.AccountID, req, in); err != nil {
+	if err := h.eng.Precheck(ctx, c.conn.AccountID, *req, in); err != nil {
 		return refuse(c.refusal(ctx, err))
 	}
 	disposition := "started"
 	if hasRun && (run.Status == store.EventProcessing || run.Status == runQueued) {
 		disposition = "queued"
 	}
-	if err := h.claimEvent(ctx, c.conn.AccountID, req, h.opts.Now()); err != nil {
+	if err := h.eng.ClaimEvent(ctx, c.conn.AccountID, *req); err != nil {
 		return refuse(c.refusal(ctx, err))
 	}
 	// The run is recorded as queued before the worker can pick the turn up (and record its own
 	// progress, which this must not overwrite), so an abort_message that comes first reaches it.
 	var queued *connections.Run
 	if disposition == "started" {
-		b, _ := json.Marshal(turn)
+		b, _ := json.Marshal(wt)
 		queued = &connections.Run{EventID: req.EventID, FromSeq: -1, Status: runQueued, Turn: b, UpdatedAt: h.opts.Now()}
 		if err := h.opts.Connections.SetRun(ctx, c.conn.AccountID, rt.ConversationID, *queued); err != nil {
 			h.opts.Logger.ErrorContext(ctx, "recording the queued websocket run", "eventId", req.EventID, "err", err)
@@ -576,8 +577,8 @@ func (c *call) input(ctx context.Context) error {
 	if disposition == "queued" {
 		// On the runtime's queue before the worker can start it and take it off.
 		q := connections.Queued{ID: req.EventID, Kind: "message", Source: "user", EnqueuedAt: h.opts.Now()}
-		if in.message != nil {
-			q.ClientMessageID, q.Content = in.message.ID, in.message.Text()
+		if in.Message != nil {
+			q.ClientMessageID, q.Content = in.Message.ID, in.Message.Text()
 		} else {
 			q.Kind, q.ClientMessageID = "approval_result", p.RequestID
 		}
@@ -641,10 +642,10 @@ func userMessage(p inputPayload) (*model.Message, error) {
 		return nil, errors.New("payload.messages has no text")
 	}
 	if id == "" {
-		id = newMessageID()
+		id = turn.NewMessageID()
 	}
 	m := &model.Message{ID: id, Role: model.RoleUser, Parts: []model.Part{{Type: model.PartText, Text: joined}}}
-	if err := checkMessageSize("payload.messages", m); err != nil {
+	if err := turn.CheckMessageSize("payload.messages", m); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -370,18 +370,18 @@ type approvalAsk struct {
 
 // end reports how this invocation's part of the turn ended: a stop_reason when the turn is
 // over or waits for approval, the executing calls when it waits for the controller's tools.
-func (o *wsOut) end(ctx context.Context, res runResult, aborted bool) {
+func (o *wsOut) end(ctx context.Context, res turn.Outcome, aborted bool) {
 	// Queued text goes now: the invocation may end (and freeze) before its timer fires.
 	o.mu.Lock()
 	o.flushText(ctx)
 	o.mu.Unlock()
-	switch res.status {
+	switch res.Status {
 	case store.EventWaitingAsync:
 		return // said as each call started; the continuation carries the turn on
 	case store.EventWaiting:
-		asks := make([]approvalAsk, 0, len(res.pendingApprovals))
+		asks := make([]approvalAsk, 0, len(res.PendingApprovals))
 		o.mu.Lock()
-		for _, p := range res.pendingApprovals {
+		for _, p := range res.PendingApprovals {
 			call, ok := o.calls[p.ToolCallID]
 			if !ok {
 				call = toolCallView{Name: p.ToolName, Arguments: "{}", ID: p.ToolCallID}
@@ -390,27 +390,27 @@ func (o *wsOut) end(ctx context.Context, res runResult, aborted bool) {
 		}
 		o.mu.Unlock()
 		o.approvals(ctx, asks)
-		o.usage(ctx, res.usage)
+		o.usage(ctx, res.Usage)
 		o.loopStatus(ctx, "WAITING_ON_APPROVAL", []string{o.runID}, nil)
 		o.stop(ctx, "requires_approval")
 		return
 	}
 	reason := "end_turn"
 	switch {
-	case aborted || res.status == store.EventCancelled:
+	case aborted || res.Status == store.EventCancelled:
 		reason = "cancelled"
-	case res.status == store.EventFailed:
-		if res.errText != "" {
-			o.failure(ctx, res.errText)
+	case res.Status == store.EventFailed:
+		if res.Error != "" {
+			o.failure(ctx, res.Error)
 		}
 		reason = "error"
-	case res.reason == model.FinishLength:
+	case res.Reason == model.FinishLength:
 		reason = "max_tokens_exceeded"
-	case res.reason == model.FinishToolCalls:
+	case res.Reason == model.FinishToolCalls:
 		reason = "max_steps"
 	}
 	// The status goes first: a client that stops reading at stop_reason has seen it.
-	o.usage(ctx, res.usage)
+	o.usage(ctx, res.Usage)
 	o.loopStatus(ctx, "WAITING_ON_INPUT", nil, nil)
 	o.stop(ctx, reason)
 }

@@ -3,12 +3,10 @@ package api
 import (
 	"context"
 	"encoding/json"
-	"slices"
 	"time"
 
-	"github.com/agentharness/harness/shared/asynctools"
+	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/connections"
-	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/store"
 	"github.com/agentharness/harness/shared/turn"
 )
@@ -20,21 +18,24 @@ const runQueued = "queued"
 // runtime's connections, and the runtime's run record says what it is doing, for sync and
 // abort_message.
 type wsRun struct {
-	w    *Worker
-	d    *drive
-	turn *wsTurn
-	out  *wsOut
-	from int64
+	h         *Handler
+	accountID string
+	eventID   string
+	turn      *wsTurn
+	out       *wsOut
+	from      int64
 }
 
-// wsStart records the run and tells the runtime it is processing.
-func (w *Worker) wsStart(ctx context.Context, d *drive, t *wsTurn, from int64) *wsRun {
-	r := &wsRun{w: w, d: d, turn: t, from: from, out: w.h.newOut(d.accountID, t.Runtime, d.turnID)}
-	d.emit = func(ev turn.Event) { r.out.event(ctx, ev) }
+// newWSRun is the output side of a WebSocket turn's invocation; start records it.
+func (h *Handler) newWSRun(accountID, eventID string, t *wsTurn, from int64) *wsRun {
+	return &wsRun{h: h, accountID: accountID, eventID: eventID, turn: t, from: from, out: h.newOut(accountID, t.Runtime, eventID)}
+}
+
+// start records the run and tells the runtime it is processing.
+func (r *wsRun) start(ctx context.Context) {
 	r.record(ctx, store.EventProcessing)
-	r.out.loopStatus(ctx, "PROCESSING_API_RESPONSE", []string{d.turnID}, nil)
-	w.h.dequeue(ctx, r.out, d.turnID, "dequeued")
-	return r
+	r.out.loopStatus(ctx, "PROCESSING_API_RESPONSE", []string{r.eventID}, nil)
+	r.h.dequeue(ctx, r.out, r.eventID, "dequeued")
 }
 
 // dequeue takes run eventID's input off the runtime's queue, when it waited there, and tells the
@@ -53,36 +54,36 @@ func (h *Handler) dequeue(ctx context.Context, out *wsOut, eventID, disposition 
 // record writes the runtime's run record.
 func (r *wsRun) record(ctx context.Context, status string) {
 	b, _ := json.Marshal(r.turn)
-	err := r.w.h.opts.Connections.SetRun(ctx, r.d.accountID, r.d.conversationID, connections.Run{
-		EventID: r.d.turnID, FromSeq: r.from, Status: status, Turn: b, UpdatedAt: r.w.h.opts.Now(),
+	err := r.h.opts.Connections.SetRun(ctx, r.accountID, r.turn.Runtime.ConversationID, connections.Run{
+		EventID: r.eventID, FromSeq: r.from, Status: status, Turn: b, UpdatedAt: r.h.opts.Now(),
 	})
 	if err != nil {
-		r.d.log.ErrorContext(ctx, "recording the websocket run", "err", err)
+		r.out.log.ErrorContext(ctx, "recording the websocket run", "err", err)
 	}
 }
 
 // run runs the turn under a context that an abort_message cancels; aborted says whether one
 // did.
-func (r *wsRun) run(ctx context.Context, turn func(context.Context) runResult) (runResult, bool) {
+func (r *wsRun) run(ctx context.Context, execute func(context.Context) turn.Outcome) (turn.Outcome, bool) {
 	// An abort that came while the turn was queued, or while it waited for tool calls (which
 	// the abort cancelled), stops it before the model is called.
-	if ok, err := r.w.h.opts.Connections.Aborted(ctx, r.d.accountID, r.d.conversationID, r.d.turnID); err == nil && ok {
-		r.d.log.InfoContext(ctx, "turn aborted by the controller before this invocation called the model")
-		return runResult{status: store.EventCancelled, errText: abortedTurnText}, true
+	if ok, err := r.h.opts.Connections.Aborted(ctx, r.accountID, r.turn.Runtime.ConversationID, r.eventID); err == nil && ok {
+		r.out.log.InfoContext(ctx, "turn aborted by the controller before this invocation called the model")
+		return turn.Outcome{Status: store.EventCancelled, Error: turn.AbortedTurnText}, true
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	aborted := make(chan struct{})
 	stop := make(chan struct{})
 	go func() {
-		t := time.NewTicker(r.w.h.opts.AbortPoll)
+		t := time.NewTicker(r.h.opts.AbortPoll)
 		defer t.Stop()
 		for {
 			select {
 			case <-stop:
 				return
 			case <-t.C:
-				ok, err := r.w.h.opts.Connections.Aborted(ctx, r.d.accountID, r.d.conversationID, r.d.turnID)
+				ok, err := r.h.opts.Connections.Aborted(ctx, r.accountID, r.turn.Runtime.ConversationID, r.eventID)
 				if err == nil && ok {
 					close(aborted)
 					cancel()
@@ -91,12 +92,21 @@ func (r *wsRun) run(ctx context.Context, turn func(context.Context) runResult) (
 			}
 		}
 	}()
-	res := turn(ctx)
+	res := execute(ctx)
 	close(stop)
 	select {
 	case <-aborted:
-		r.d.log.InfoContext(ctx, "turn aborted by the controller")
-		res.errText = "the turn was aborted"
+		r.out.log.InfoContext(ctx, "turn aborted by the controller")
+		if res.Status == store.EventWaitingAsync {
+			// The abort came while the pass dispatched its calls, before the conversation
+			// recorded the wait the gateway cancels: cancel them now. Their continuation finds
+			// the abort and ends the turn with stop_reason cancelled.
+			if err := r.h.eng.CancelGroup(context.WithoutCancel(ctx), r.accountID, res.AsyncGroup, r.eventID); err != nil {
+				r.out.log.ErrorContext(ctx, "cancelling the calls of an aborted turn", "groupId", res.AsyncGroup, "err", err)
+			}
+			return res, false
+		}
+		res.Error = "the turn was aborted"
 		return res, true
 	default:
 		return res, false
@@ -106,9 +116,9 @@ func (r *wsRun) run(ctx context.Context, turn func(context.Context) runResult) (
 // finish records how the run ended and tells the runtime. A run waiting for its external calls
 // stays recorded as processing: its group may already have re-driven, and the continuation's own
 // record must not be overwritten.
-func (r *wsRun) finish(ctx context.Context, res runResult, aborted bool) {
-	if res.status != store.EventWaitingAsync {
-		r.record(ctx, res.status)
+func (r *wsRun) finish(ctx context.Context, res turn.Outcome, aborted bool) {
+	if res.Status != store.EventWaitingAsync {
+		r.record(ctx, res.Status)
 	}
 	r.out.end(ctx, res, aborted)
 }
@@ -116,29 +126,29 @@ func (r *wsRun) finish(ctx context.Context, res runResult, aborted bool) {
 // continueWS continues a WebSocket turn whose controller-owned (or other external) calls have
 // settled: their results go to the runtime as tool returns, then the model runs again with the
 // turn's tools.
-func (w *Worker) continueWS(ctx context.Context, d *drive, st asynctools.GroupState, history []model.Message) error {
+func (h *Handler) continueWS(ctx context.Context, c *turn.Continuation) error {
+	g := c.Group.Group
 	t := &wsTurn{}
-	run, ok, err := w.h.opts.Connections.Run(ctx, d.accountID, d.conversationID)
-	if err == nil && ok && run.EventID == d.turnID && len(run.Turn) > 0 {
+	run, ok, err := h.opts.Connections.Run(ctx, g.AccountID, g.ConversationID)
+	if err == nil && ok && run.EventID == g.Delivery.EventID && len(run.Turn) > 0 {
 		_ = json.Unmarshal(run.Turn, t)
 	}
-	from := run.FromSeq
 	if t.Runtime.ConversationID == "" {
-		t.Runtime = runtimeScope{AgentID: d.agentID, ConversationID: d.conversationID}
+		t.Runtime = runtimeScope{AgentID: g.AgentID, ConversationID: g.ConversationID}
 	}
-	r := w.wsStart(ctx, d, t, from)
-	results := make([]asynctools.Result, 0, len(st.Group.Expected))
-	for _, id := range st.Group.Expected {
-		if row, ok := st.Row(id); ok {
-			results = append(results, row)
-		}
-	}
-	r.out.results(ctx, results)
-	res, aborted := r.run(ctx, func(ctx context.Context) runResult {
-		return w.resume(ctx, d, slices.Clone(history), t)
+	r := h.newWSRun(g.AccountID, g.Delivery.EventID, t, run.FromSeq)
+	c.SetEmit(func(ev turn.Event) { r.out.event(ctx, ev) })
+	r.start(ctx)
+	r.out.results(ctx, c.Group.Results())
+	res, aborted := r.run(ctx, func(ctx context.Context) turn.Outcome {
+		return c.Execute(ctx, func(cfg *agent.Config) (err error) {
+			cfg.WaitOnAsync = true
+			cfg.Tools, err = h.wsToolSet(cfg.Tools, g.AccountID, t)
+			return err
+		})
 	})
 	done := context.WithoutCancel(ctx)
-	return d.conclude(done, &turnPlan{}, res, 0, func() { r.finish(done, res, aborted) })
+	return c.Conclude(done, res, func() { r.finish(done, res, aborted) })
 }
 
 // wsRefused records a WebSocket turn the worker refused as failed, so the runtime's run record

@@ -466,6 +466,20 @@ func (st GroupState) Pending() []string {
 // Settled reports whether the group is sealed and every expected call has a settled row.
 func (st GroupState) Settled() bool { return st.Group != nil && len(st.Pending()) == 0 }
 
+// Results returns the rows of the expected calls, in the order the group expects them.
+func (st GroupState) Results() []Result {
+	if st.Group == nil {
+		return nil
+	}
+	out := make([]Result, 0, len(st.Group.Expected))
+	for _, id := range st.Group.Expected {
+		if r, ok := st.Row(id); ok {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // Row returns the group's row with resultId id.
 func (st GroupState) Row(id string) (Result, bool) {
 	for _, r := range st.Rows {

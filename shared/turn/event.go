@@ -37,10 +37,3 @@ type Event struct {
 	Decision Decision
 	Error    string
 }
-
-// Decision is the answer to one held call.
-type Decision struct {
-	ApprovalID string
-	Approved   bool
-	Reason     string
-}

@@ -1,4 +1,4 @@
-package api
+package turn
 
 import (
 	"context"
@@ -26,7 +26,7 @@ type turnPlan struct {
 	// waiting lists the approvals still pending after this request: the pass only reports
 	// the decisions it took (taken) and ends.
 	waiting []store.Approval
-	taken   []decision
+	taken   []Decision
 	// resume: the message was already saved by an earlier attempt of this turn; the pass picks
 	// the conversation up where it stopped.
 	resume bool
@@ -41,17 +41,17 @@ type turnPlan struct {
 // are settled as such on the way. Its errors are *httpjson.Error: 404 for an approval the account does
 // not hold, 409 for one that cannot take this decision, or for a new message that would skip
 // pending approvals.
-func (h *Handler) plan(ctx context.Context, accountID string, req *turnRequest, in turnInput, turn *store.Turn, now time.Time) (*turnPlan, error) {
-	plan := &turnPlan{message: in.message, cancel: in.cancel}
+func (e *Engine) plan(ctx context.Context, accountID string, req Request, in Input, turn *store.Turn, now time.Time) (*turnPlan, error) {
+	plan := &turnPlan{message: in.Message, cancel: in.Cancel}
 	held := turn.Pending()
 	if len(held) == 0 {
-		if in.decisions == nil {
+		if in.Decisions == nil {
 			return plan, nil
 		}
 		// Nothing waits: every decision is for an unknown, foreign or settled approval.
-		return nil, h.staleDecision(ctx, accountID, req.ID, in.decisions[0].ApprovalID)
+		return nil, e.staleDecision(ctx, accountID, req.ConversationID, in.Decisions[0].ApprovalID)
 	}
-	rows, err := h.opts.Store.Approvals(ctx, accountID, held)
+	rows, err := e.opts.Store.Approvals(ctx, accountID, held)
 	if err != nil {
 		return nil, err
 	}
@@ -60,7 +60,7 @@ func (h *Handler) plan(ctx context.Context, accountID string, req *turnRequest, 
 	for _, id := range held {
 		a, ok := rows[id]
 		if !ok {
-			return nil, fmt.Errorf("conversation %s waits for approval %s, which is missing", req.ID, id)
+			return nil, fmt.Errorf("conversation %s waits for approval %s, which is missing", req.ConversationID, id)
 		}
 		if a.Expired(now) {
 			a.Status, a.Reason = store.ApprovalExpired, expiredText(a)
@@ -69,10 +69,10 @@ func (h *Handler) plan(ctx context.Context, accountID string, req *turnRequest, 
 		outcome[id] = a
 	}
 	var refusal error
-	for _, d := range in.decisions {
+	for _, d := range in.Decisions {
 		a, ok := outcome[d.ApprovalID]
 		if !ok {
-			refusal = h.staleDecision(ctx, accountID, req.ID, d.ApprovalID)
+			refusal = e.staleDecision(ctx, accountID, req.ConversationID, d.ApprovalID)
 			break
 		}
 		if err := matches(d, a); err != nil {
@@ -80,7 +80,7 @@ func (h *Handler) plan(ctx context.Context, accountID string, req *turnRequest, 
 			break
 		}
 		status, reason := store.ApprovalDenied, deniedText(d.Reason)
-		if in.cancel {
+		if in.Cancel {
 			reason = abortedText
 		}
 		if *d.Approved {
@@ -103,7 +103,7 @@ func (h *Handler) plan(ctx context.Context, accountID string, req *turnRequest, 
 			break
 		}
 	}
-	if refusal == nil && in.message != nil {
+	if refusal == nil && in.Message != nil {
 		var waiting []string
 		for _, id := range held {
 			if outcome[id].Status == store.ApprovalPending {
@@ -111,7 +111,7 @@ func (h *Handler) plan(ctx context.Context, accountID string, req *turnRequest, 
 			}
 		}
 		if len(waiting) > 0 && req.OnPendingApprovals != "deny" {
-			refusal = pendingApprovalsError(req.ID, approvalsOf(outcome, waiting))
+			refusal = pendingApprovalsError(req.ConversationID, approvalsOf(outcome, waiting))
 		}
 		for _, id := range waiting {
 			a := outcome[id]
@@ -157,7 +157,7 @@ func (h *Handler) plan(ctx context.Context, accountID string, req *turnRequest, 
 }
 
 // matches checks that a decision answers the call its approval was asked for.
-func matches(d decision, a store.Approval) error {
+func matches(d Decision, a store.Approval) error {
 	conflict := func(msg string) error {
 		return &httpjson.Error{Status: http.StatusConflict, Message: msg, Extra: map[string]any{"approvalId": a.ID, "toolCallId": a.ToolCallID}}
 	}
@@ -175,8 +175,8 @@ func matches(d decision, a store.Approval) error {
 
 // staleDecision explains a decision for an approval the conversation does not wait for: the
 // same 404 for an id the account does not hold as for another account's, else 409.
-func (h *Handler) staleDecision(ctx context.Context, accountID, conversationID, approvalID string) error {
-	a, err := h.opts.Store.Approval(ctx, accountID, approvalID)
+func (e *Engine) staleDecision(ctx context.Context, accountID, conversationID, approvalID string) error {
+	a, err := e.opts.Store.Approval(ctx, accountID, approvalID)
 	if errors.Is(err, store.ErrNotFound) {
 		return &httpjson.Error{Status: http.StatusNotFound, Message: "approval " + approvalID + " not found"}
 	}
@@ -243,41 +243,41 @@ func expiredText(a store.Approval) string {
 	return fmt.Sprintf("the approval request expired after %s without an answer; the tool never ran", a.Deadline.Sub(a.CreatedAt).Round(time.Second))
 }
 
-// pendingApproval is how a waiting approval is shown to clients.
-type pendingApproval struct {
+// PendingApproval is how a waiting approval is shown to clients.
+type PendingApproval struct {
 	ApprovalID string `json:"approvalId"`
 	ToolCallID string `json:"toolCallId"`
 	ToolName   string `json:"toolName"`
 	Deadline   string `json:"expiresAt,omitempty"`
 }
 
-func pendingView(as []store.Approval) []pendingApproval {
-	out := make([]pendingApproval, 0, len(as))
+func pendingView(as []store.Approval) []PendingApproval {
+	out := make([]PendingApproval, 0, len(as))
 	for _, a := range as {
-		out = append(out, pendingApproval{ApprovalID: a.ID, ToolCallID: a.ToolCallID, ToolName: a.ToolName, Deadline: a.Deadline.UTC().Format(time.RFC3339)})
+		out = append(out, PendingApproval{ApprovalID: a.ID, ToolCallID: a.ToolCallID, ToolName: a.ToolName, Deadline: a.Deadline.UTC().Format(time.RFC3339)})
 	}
 	return out
 }
 
-func pendingFromLoop(ps []agent.Pending) []pendingApproval {
-	out := make([]pendingApproval, 0, len(ps))
+func pendingFromLoop(ps []agent.Pending) []PendingApproval {
+	out := make([]PendingApproval, 0, len(ps))
 	for _, p := range ps {
-		out = append(out, pendingApproval{ApprovalID: p.ApprovalID, ToolCallID: p.ToolCallID, ToolName: p.ToolName})
+		out = append(out, PendingApproval{ApprovalID: p.ApprovalID, ToolCallID: p.ToolCallID, ToolName: p.ToolName})
 	}
 	return out
 }
 
 // pauseFunc persists a step held for approval: its messages and one pending approval per held
 // call, bound to the call's exact arguments, with the configured deadline.
-func (h *Handler) pauseFunc(turn *store.Turn, agentID string) agent.PauseFunc {
-	return h.pauseCarrying(turn, agentID, nil)
+func (e *Engine) pauseFunc(turn *store.Turn, agentID string) agent.PauseFunc {
+	return e.pauseCarrying(turn, agentID, nil)
 }
 
 // pauseCarrying is pauseFunc with what the paused turn leaves for its resume, which carry
 // returns (and may prepare) given the approvals' deadline; nil carries nothing.
-func (h *Handler) pauseCarrying(turn *store.Turn, agentID string, carry func(ctx context.Context, deadline time.Time) (store.Carry, error)) agent.PauseFunc {
+func (e *Engine) pauseCarrying(turn *store.Turn, agentID string, carry func(ctx context.Context, deadline time.Time) (store.Carry, error)) agent.PauseFunc {
 	return func(ctx context.Context, msgs []model.Message, pending []agent.Pending) error {
-		now := h.opts.Now()
+		now := e.opts.Now()
 		rows := make([]store.Approval, 0, len(pending))
 		for _, p := range pending {
 			hash, err := approval.ArgsHash(p.Input)
@@ -287,13 +287,13 @@ func (h *Handler) pauseCarrying(turn *store.Turn, agentID string, carry func(ctx
 			rows = append(rows, store.Approval{
 				ID: p.ApprovalID, AgentID: agentID, ToolCallID: p.ToolCallID, ToolName: p.ToolName,
 				Input: p.Input, ArgsHash: hash, RequestReason: p.Reason,
-				CreatedAt: now, Deadline: now.Add(h.opts.ApprovalTimeout),
+				CreatedAt: now, Deadline: now.Add(e.opts.ApprovalTimeout),
 			})
 		}
 		var c store.Carry
 		if carry != nil {
 			var err error
-			if c, err = carry(ctx, now.Add(h.opts.ApprovalTimeout)); err != nil {
+			if c, err = carry(ctx, now.Add(e.opts.ApprovalTimeout)); err != nil {
 				return err
 			}
 		}

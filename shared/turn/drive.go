@@ -1,4 +1,4 @@
-package api
+package turn
 
 import (
 	"context"
@@ -15,17 +15,13 @@ import (
 	"github.com/agentharness/harness/shared/asynctools"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/store"
-	"github.com/agentharness/harness/shared/turn"
 )
-
-// asyncView is an async call as clients see it while the turn waits for it.
-type asyncView = asynctools.Call
 
 // drive carries one invocation's part of a turn: a model pass, then the async work the pass
 // started, whose results go back to the model for another pass, until the turn ends or waits
 // for outside workers.
 type drive struct {
-	h              *Handler
+	e              *Engine
 	log            *slog.Logger
 	accountID      string
 	agentID        string
@@ -42,10 +38,10 @@ type drive struct {
 	// overrides are the turn's toolApproval overrides, recorded whenever it stops to wait, so
 	// the invocation that goes on with it applies them too.
 	overrides map[string]approval.Status
-	turn      *store.Turn
+	lease     *store.Turn
 	// emit tells the transport what the turn says, in order; heartbeat keeps a quiet stream
 	// alive. Both may be no-ops.
-	emit      func(turn.Event)
+	emit      func(Event)
 	heartbeat func()
 	// ended: the lease was already given back (a turn that waits for outside work).
 	ended bool
@@ -55,15 +51,15 @@ type drive struct {
 }
 
 // run carries out the plan of a request.
-func (d *drive) run(ctx context.Context, plan *turnPlan) runResult {
+func (d *drive) run(ctx context.Context, plan *turnPlan) Outcome {
 	if plan.waiting != nil {
 		// Some held calls still wait: report the decisions taken and what is left.
 		for _, dec := range plan.taken {
-			d.emit(turn.Event{Kind: turn.ApprovalDecided, Decision: turn.Decision{ApprovalID: dec.ApprovalID, Approved: *dec.Approved, Reason: dec.Reason}})
+			d.emit(Event{Kind: ApprovalDecided, Decision: dec})
 		}
-		return runResult{status: store.EventWaiting, pendingApprovals: pendingView(plan.waiting), reason: model.FinishToolCalls}
+		return Outcome{Status: store.EventWaiting, PendingApprovals: pendingView(plan.waiting), Reason: model.FinishToolCalls}
 	}
-	history, err := d.turn.History(ctx)
+	history, err := d.lease.History(ctx)
 	if err != nil {
 		return d.fail(ctx, err, "internal error: the conversation could not be loaded", model.Usage{})
 	}
@@ -88,7 +84,7 @@ func (d *drive) run(ctx context.Context, plan *turnPlan) runResult {
 		// A retried invocation whose message is already in the conversation picks it up.
 		first = func(cfg agent.Config) iter.Seq2[agent.Event, error] { return agent.Continue(ctx, cfg, history) }
 	default:
-		if err := d.turn.Append(ctx, *plan.message); err != nil {
+		if err := d.lease.Append(ctx, *plan.message); err != nil {
 			return d.fail(ctx, err, "internal error: the message could not be saved", model.Usage{})
 		}
 		d.history = append(d.history, *plan.message)
@@ -100,9 +96,9 @@ func (d *drive) run(ctx context.Context, plan *turnPlan) runResult {
 
 // passes runs model passes from pass number n, starting with events over d.history, for as long
 // as each pass leaves same-invocation results to bring back to the model.
-func (d *drive) passes(ctx context.Context, n int, events func(agent.Config) iter.Seq2[agent.Event, error]) runResult {
+func (d *drive) passes(ctx context.Context, n int, events func(agent.Config) iter.Seq2[agent.Event, error]) Outcome {
 	d.cfg.Save = func(ctx context.Context, msgs []model.Message) error {
-		if err := d.turn.Append(ctx, msgs...); err != nil {
+		if err := d.lease.Append(ctx, msgs...); err != nil {
 			return err
 		}
 		d.history = append(d.history, msgs...)
@@ -119,7 +115,7 @@ func (d *drive) passes(ctx context.Context, n int, events func(agent.Config) ite
 			cfg.Pause = d.pause(p)
 		}
 		res, fin := d.consume(ctx, events(cfg), total)
-		total = res.usage
+		total = res.Usage
 		if p == nil {
 			return res
 		}
@@ -132,8 +128,8 @@ func (d *drive) passes(ctx context.Context, n int, events func(agent.Config) ite
 			return res
 		}
 		// The work finishes and its results are kept even if the client has gone.
-		landed := p.Wait(context.WithoutCancel(ctx), d.h.opts.Heartbeat, func(r asynctools.Result) {
-			d.emit(turn.Event{Kind: turn.AsyncLanded, Result: r})
+		landed := p.Wait(context.WithoutCancel(ctx), d.e.opts.Heartbeat, func(r asynctools.Result) {
+			d.emit(Event{Kind: AsyncLanded, Result: r})
 		}, d.heartbeat)
 		if len(fin.Pending) > 0 {
 			// The pass also paused for approval: the pause recorded its group, and the resume
@@ -144,7 +140,7 @@ func (d *drive) passes(ctx context.Context, n int, events func(agent.Config) ite
 			return d.waitForGroup(context.WithoutCancel(ctx), p, total)
 		}
 		msg := asynctools.ResultsMessage(resultsMessageID(p.GroupID()), landed)
-		if err := d.turn.Append(context.WithoutCancel(ctx), msg); err != nil {
+		if err := d.lease.Append(context.WithoutCancel(ctx), msg); err != nil {
 			return d.fail(ctx, err, "internal error: the async tool results could not be saved", total)
 		}
 		d.history = append(d.history, msg)
@@ -197,28 +193,28 @@ func (d *drive) newPass(ctx context.Context, n int) *asynctools.Pass {
 // passIn returns a coordinator of async calls in the dispatch group groupID; nil where async
 // tools are not wired.
 func (d *drive) passIn(ctx context.Context, groupID string) *asynctools.Pass {
-	if d.h.opts.Async == nil {
+	if d.e.opts.Async == nil {
 		return nil
 	}
-	now := d.h.opts.Now()
-	until := now.Add(d.h.opts.Lease)
+	now := d.e.opts.Now()
+	until := now.Add(d.e.opts.Lease)
 	if dl, ok := ctx.Deadline(); ok && dl.Before(until) {
 		until = dl
 	}
 	return asynctools.NewPass(asynctools.PassConfig{
-		Store: d.h.opts.Async, GroupID: groupID,
+		Store: d.e.opts.Async, GroupID: groupID,
 		AccountID: d.accountID, AgentID: d.agentID, ConversationID: d.conversationID, TurnID: d.turnID,
-		Delivery: d.delivery, WaitUntil: until.Add(-d.h.opts.WaitMargin),
-		ExternalTimeout: d.h.opts.AsyncToolTimeout, Now: d.h.opts.Now,
+		Delivery: d.delivery, WaitUntil: until.Add(-d.e.opts.WaitMargin),
+		ExternalTimeout: d.e.opts.AsyncToolTimeout, Now: d.e.opts.Now,
 	})
 }
 
 // waitForGroup ends this invocation's part of the turn: the conversation records the group it
 // waits for, the lease is given back, and the group is sealed with the exact set of calls. The
 // seal runs the group check itself, so results that all arrived already re-drive at once.
-func (d *drive) waitForGroup(ctx context.Context, p *asynctools.Pass, usage model.Usage) runResult {
+func (d *drive) waitForGroup(ctx context.Context, p *asynctools.Pass, usage model.Usage) Outcome {
 	g := p.Group()
-	if err := d.turn.WaitForAsync(ctx, g.ID, g.Expected, d.carriedApproval()); err != nil {
+	if err := d.lease.WaitForAsync(ctx, g.ID, g.Expected, d.carriedApproval()); err != nil {
 		return d.fail(ctx, err, "internal error: the turn could not wait for its async tools", usage)
 	}
 	return d.sealGroup(ctx, g, p.Calls(), usage)
@@ -226,30 +222,30 @@ func (d *drive) waitForGroup(ctx context.Context, p *asynctools.Pass, usage mode
 
 // sealGroup ends the part of a turn that waits for the group g, once the conversation records
 // the wait: the lease is given back, then the group is sealed.
-func (d *drive) sealGroup(ctx context.Context, g asynctools.Group, calls []asyncView, usage model.Usage) runResult {
+func (d *drive) sealGroup(ctx context.Context, g asynctools.Group, calls []asynctools.Call, usage model.Usage) Outcome {
 	d.ended = true
-	if err := d.turn.End(ctx, usage); err != nil {
+	if err := d.lease.End(ctx, usage); err != nil {
 		d.log.ErrorContext(ctx, "ending turn", "err", err)
 	}
-	if _, err := d.h.opts.Redriver.Seal(ctx, g); err != nil {
+	if _, err := d.e.opts.Redriver.Seal(ctx, g); err != nil {
 		// The sweeper seals a group whose parent stopped before sealing it.
 		d.log.ErrorContext(ctx, "sealing dispatch group", "groupId", g.ID, "err", err)
 	}
 	d.log.InfoContext(ctx, "turn waits for async tools", "groupId", g.ID, "calls", len(calls))
-	return runResult{status: store.EventWaitingAsync, usage: usage, asyncGroup: g.ID, pendingAsync: calls, reason: model.FinishToolCalls}
+	return Outcome{Status: store.EventWaitingAsync, Usage: usage, AsyncGroup: g.ID, PendingAsync: calls, Reason: model.FinishToolCalls}
 }
 
 // end gives the conversation back after the invocation's part of the turn: counted as a turn,
 // or only released when the request just recorded decisions while others still wait.
-func (d *drive) end(ctx context.Context, plan *turnPlan, res runResult) {
+func (d *drive) end(ctx context.Context, plan *turnPlan, res Outcome) {
 	if d.ended {
 		return
 	}
 	var err error
 	if plan.waiting != nil {
-		err = d.turn.Release(ctx)
+		err = d.lease.Release(ctx)
 	} else {
-		err = d.turn.End(ctx, res.usage)
+		err = d.lease.End(ctx, res.Usage)
 	}
 	if err != nil {
 		d.log.ErrorContext(ctx, "ending turn", "err", err)
@@ -266,13 +262,13 @@ func (d *drive) end(ctx context.Context, plan *turnPlan, res runResult) {
 //
 // It returns the report's error, which the worker retries on. Each step runs even when the one
 // before failed: a client that has gone must still leave the conversation free.
-func (d *drive) conclude(ctx context.Context, plan *turnPlan, res runResult, from int64, tell func()) error {
+func (d *drive) conclude(ctx context.Context, plan *turnPlan, res Outcome, from int64, tell func()) error {
 	d.end(ctx, plan, res)
 	var err error
 	if d.turnID != "" {
-		err = d.h.report(ctx, d.accountID, d.turnID, res, from, d.turn.NextSeq())
+		err = d.e.Report(ctx, d.accountID, d.turnID, res, from, d.lease.NextSeq())
 	}
-	d.settleResumed(ctx, plan, res, from, d.turn.NextSeq())
+	d.settleResumed(ctx, plan, res, from, d.lease.NextSeq())
 	if tell != nil {
 		tell()
 	}
@@ -280,25 +276,25 @@ func (d *drive) conclude(ctx context.Context, plan *turnPlan, res runResult, fro
 }
 
 // fail reports a failed turn to the client.
-func (d *drive) fail(ctx context.Context, err error, public string, usage model.Usage) runResult {
+func (d *drive) fail(ctx context.Context, err error, public string, usage model.Usage) Outcome {
 	d.log.ErrorContext(ctx, "turn failed", "err", err)
-	d.emit(turn.Event{Kind: turn.Failed, Error: public})
-	return runResult{status: store.EventFailed, usage: usage, errText: public, reason: model.FinishError}
+	d.emit(Event{Kind: Failed, Error: public})
+	return Outcome{Status: store.EventFailed, Usage: usage, Error: public, Reason: model.FinishError}
 }
 
 // stopped is how a turn whose context ended went: cancelled when its client went away or
 // aborted it (each transport words errText for its own case), failed when the invocation ran
 // out of time.
-func stopped(ctx context.Context, usage model.Usage) runResult {
+func stopped(ctx context.Context, usage model.Usage) Outcome {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return runResult{status: store.EventFailed, usage: usage, errText: "the turn ran out of time; the conversation keeps every step finished before it"}
+		return Outcome{Status: store.EventFailed, Usage: usage, Error: "the turn ran out of time; the conversation keeps every step finished before it"}
 	}
-	return runResult{status: store.EventCancelled, usage: usage, errText: "the turn was cancelled; the conversation keeps every step finished before it"}
+	return Outcome{Status: store.EventCancelled, Usage: usage, Error: "the turn was cancelled; the conversation keeps every step finished before it"}
 }
 
 // consume streams one pass's events through send and returns how the pass ended, with its
 // Finish event (nil when it ended otherwise). prior is the turn's usage before the pass.
-func (d *drive) consume(ctx context.Context, events iter.Seq2[agent.Event, error], prior model.Usage) (runResult, *agent.Event) {
+func (d *drive) consume(ctx context.Context, events iter.Seq2[agent.Event, error], prior model.Usage) (Outcome, *agent.Event) {
 	usage := prior
 	started := time.Now()
 	tools := toolLog{log: d.log, started: map[string]toolStart{}}
@@ -325,18 +321,18 @@ func (d *drive) consume(ctx context.Context, events iter.Seq2[agent.Event, error
 			usage = prior.Add(ev.Usage)
 			d.log.InfoContext(ctx, "pass finished", "finishReason", ev.Finish, "inputTokens", usage.InputTokens,
 				"outputTokens", usage.OutputTokens, "pendingApprovals", len(ev.Pending), "ms", time.Since(started).Milliseconds())
-			res := runResult{status: store.EventCompleted, usage: usage, reason: ev.Finish}
+			res := Outcome{Status: store.EventCompleted, Usage: usage, Reason: ev.Finish}
 			if len(ev.Pending) > 0 {
-				res.pendingApprovals = pendingFromLoop(ev.Pending)
-				res.status = store.EventWaiting
+				res.PendingApprovals = pendingFromLoop(ev.Pending)
+				res.Status = store.EventWaiting
 			}
 			return res, &ev
 		}
-		kind := turn.Loop
+		kind := Loop
 		if ev.Type == agent.ToolOutput && asynctools.IsPlaceholder(ev.Output) {
-			kind = turn.AsyncStarted
+			kind = AsyncStarted
 		}
-		d.emit(turn.Event{Kind: kind, Loop: ev})
+		d.emit(Event{Kind: kind, Loop: ev})
 	}
-	return runResult{status: store.EventCompleted, usage: usage}, nil
+	return Outcome{Status: store.EventCompleted, Usage: usage}, nil
 }

@@ -1,4 +1,4 @@
-package api
+package turn
 
 import (
 	"context"
@@ -15,7 +15,6 @@ import (
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/store"
 	"github.com/agentharness/harness/shared/tool"
-	"github.com/agentharness/harness/shared/turn"
 )
 
 // pause holds a step of pass p for approval, recording what its resume needs: the turn's
@@ -24,13 +23,13 @@ import (
 // the calls outside workers complete are first kept from being sealed as orphans until the
 // approvals' deadline.
 func (d *drive) pause(p *asynctools.Pass) agent.PauseFunc {
-	return d.h.pauseCarrying(d.turn, d.agentID, func(ctx context.Context, deadline time.Time) (store.Carry, error) {
+	return d.e.pauseCarrying(d.lease, d.agentID, func(ctx context.Context, deadline time.Time) (store.Carry, error) {
 		c := store.Carry{ToolApproval: d.carriedApproval(), PausedEvent: d.pauseEvent()}
 		if p == nil || !p.HasWork() {
 			return c, nil
 		}
 		for _, id := range p.External() {
-			if err := d.h.opts.Async.HoldParent(ctx, id, deadline); err != nil {
+			if err := d.e.opts.Async.HoldParent(ctx, id, deadline); err != nil {
 				return c, err
 			}
 		}
@@ -61,11 +60,11 @@ func (d *drive) pauseEvent() string {
 // goes on later under Y (an async continuation, or a second pause answered under Z), X is not
 // written again: GET /status/X follows resumedBy while X is not final (see followResumed), so
 // X shows the turn's outcome once Y has one.
-func (d *drive) settleResumed(ctx context.Context, plan *turnPlan, res runResult, from, to int64) {
+func (d *drive) settleResumed(ctx context.Context, plan *turnPlan, res Outcome, from, to int64) {
 	if plan.decisions == nil || d.resumes == "" || d.resumes == d.turnID {
 		return
 	}
-	if (res.status == store.EventFailed || res.status == store.EventCancelled) && len(d.turn.Pending()) > 0 {
+	if (res.Status == store.EventFailed || res.Status == store.EventCancelled) && len(d.lease.Pending()) > 0 {
 		return // the step never resumed: its approvals may still be answered, and X with them
 	}
 	detail := eventDetail(res)
@@ -74,8 +73,8 @@ func (d *drive) settleResumed(ctx context.Context, plan *turnPlan, res runResult
 	}
 	b, err := json.Marshal(detail)
 	if err == nil {
-		_, err = d.h.opts.Store.SettleResumedEvent(ctx, d.accountID, d.resumes, d.conversationID, store.EventUpdate{
-			Status: res.status, FromSeq: from, ToSeq: to, Detail: b, At: d.h.opts.Now(),
+		_, err = d.e.opts.Store.SettleResumedEvent(ctx, d.accountID, d.resumes, d.conversationID, store.EventUpdate{
+			Status: res.Status, FromSeq: from, ToSeq: to, Detail: b, At: d.e.opts.Now(),
 		})
 	}
 	if err != nil {
@@ -87,7 +86,7 @@ func (d *drive) settleResumed(ctx context.Context, plan *turnPlan, res runResult
 // and the results of the async calls the paused pass made go back to the model after theirs and
 // before its next step: in the same write, when they have all landed; otherwise the pass ends
 // there and the turn waits for them, as a pass that dispatched outside work does.
-func (d *drive) resumeStep(ctx context.Context, plan *turnPlan, history []model.Message) runResult {
+func (d *drive) resumeStep(ctx context.Context, plan *turnPlan, history []model.Message) Outcome {
 	if plan.message == nil {
 		// The same turn goes on; a new message starts another, with its own overrides.
 		d.cfg.Tools = d.withCarried(ctx, d.cfg.Tools)
@@ -112,7 +111,7 @@ func (d *drive) resumeStep(ctx context.Context, plan *turnPlan, history []model.
 		for _, r := range w.results {
 			if r.Mode == asynctools.ExternalDispatch {
 				// It landed after the pausing invocation had ended: no client has seen it yet.
-				d.emit(turn.Event{Kind: turn.AsyncLanded, Result: r})
+				d.emit(Event{Kind: AsyncLanded, Result: r})
 			}
 		}
 		next = append([]model.Message{asynctools.ResultsMessage(resultsMessageID(w.group), w.results)}, next...)
@@ -121,8 +120,8 @@ func (d *drive) resumeStep(ctx context.Context, plan *turnPlan, history []model.
 		res := d.passes(ctx, 0, func(cfg agent.Config) iter.Seq2[agent.Event, error] {
 			return agent.Decide(ctx, cfg, history, plan.decisions, next...)
 		})
-		if res.status == store.EventCompleted {
-			res.status, res.reason, res.errText = store.EventCancelled, "", abortedTurnText
+		if res.Status == store.EventCompleted {
+			res.Status, res.Reason, res.Error = store.EventCancelled, "", AbortedTurnText
 		}
 		return res
 	}
@@ -131,8 +130,8 @@ func (d *drive) resumeStep(ctx context.Context, plan *turnPlan, history []model.
 	})
 }
 
-// abortedTurnText is the outcome of an aborted turn.
-const abortedTurnText = "the turn was aborted; the conversation keeps every step finished before it"
+// AbortedTurnText is the outcome of an aborted turn.
+const AbortedTurnText = "the turn was aborted; the conversation keeps every step finished before it"
 
 // cancelOutside settles the paused step's async calls still running outside as cancelled,
 // through the conditional write an answer takes, so a late answer is refused; a call answered
@@ -142,7 +141,7 @@ func (d *drive) cancelOutside(ctx context.Context, w *pausedWork) error {
 		if r.Status != asynctools.Running {
 			continue
 		}
-		got, _, err := d.h.opts.Async.Settle(ctx, r.ID, asynctools.Outcome{Status: asynctools.Cancelled, Error: cancelledCallText}, d.h.opts.Now())
+		got, _, err := d.e.opts.Async.Settle(ctx, r.ID, asynctools.Outcome{Status: asynctools.Cancelled, Error: cancelledCallText}, d.e.opts.Now())
 		var conflict *asynctools.ConflictError
 		if errors.As(err, &conflict) {
 			got, err = conflict.Recorded, nil
@@ -170,11 +169,11 @@ type pausedWork struct {
 // pausedWork loads the results of the async calls the paused pass made; nil when it made none,
 // or when they were brought back already.
 func (d *drive) pausedWork(ctx context.Context, history []model.Message) (*pausedWork, error) {
-	c := d.turn.Carried()
-	if c.PausedGroup == "" || d.h.opts.Async == nil || hasMessage(history, resultsMessageID(c.PausedGroup)) {
+	c := d.lease.Carried()
+	if c.PausedGroup == "" || d.e.opts.Async == nil || hasMessage(history, resultsMessageID(c.PausedGroup)) {
 		return nil, nil
 	}
-	st, err := d.h.opts.Async.Load(ctx, c.PausedGroup)
+	st, err := d.e.opts.Async.Load(ctx, c.PausedGroup)
 	if err != nil {
 		return nil, err
 	}
@@ -200,7 +199,7 @@ func (d *drive) pausedWork(ctx context.Context, history []model.Message) (*pause
 // started it waited for it before giving the conversation back, so the invocation running it
 // stopped before it landed.
 func (d *drive) settleAbandoned(ctx context.Context, r asynctools.Result) (asynctools.Result, error) {
-	got, _, err := d.h.opts.Async.Settle(ctx, r.ID, asynctools.Outcome{Status: asynctools.Failed, Error: "the invocation running the tool stopped before it finished"}, d.h.opts.Now())
+	got, _, err := d.e.opts.Async.Settle(ctx, r.ID, asynctools.Outcome{Status: asynctools.Failed, Error: "the invocation running the tool stopped before it finished"}, d.e.opts.Now())
 	var conflict *asynctools.ConflictError
 	if errors.As(err, &conflict) {
 		return conflict.Recorded, nil
@@ -212,7 +211,7 @@ func (d *drive) settleAbandoned(ctx context.Context, r asynctools.Result) (async
 // run, their results (and next) are saved with the wait for the paused pass's group, which the
 // async calls of approved tools join, and the group is sealed. Its continuation brings every
 // result back to the model at once.
-func (d *drive) decideThenWait(ctx context.Context, decisions map[string]agent.Decision, history, next []model.Message, w *pausedWork) runResult {
+func (d *drive) decideThenWait(ctx context.Context, decisions map[string]agent.Decision, history, next []model.Message, w *pausedWork) Outcome {
 	p := d.passIn(ctx, w.group)
 	expected := func() []string {
 		ids := make([]string, 0, len(w.results))
@@ -229,7 +228,7 @@ func (d *drive) decideThenWait(ctx context.Context, decisions map[string]agent.D
 	cfg := d.cfg
 	cfg.Async = p.Run
 	cfg.Save = func(ctx context.Context, msgs []model.Message) error {
-		if err := d.turn.WaitForAsync(ctx, w.group, expected(), d.carriedApproval(), msgs...); err != nil {
+		if err := d.lease.WaitForAsync(ctx, w.group, expected(), d.carriedApproval(), msgs...); err != nil {
 			return err
 		}
 		d.history = append(d.history, msgs...)
@@ -240,17 +239,17 @@ func (d *drive) decideThenWait(ctx context.Context, decisions map[string]agent.D
 		p.Abort()
 		return res
 	}
-	p.Wait(context.WithoutCancel(ctx), d.h.opts.Heartbeat, func(r asynctools.Result) {
-		d.emit(turn.Event{Kind: turn.AsyncLanded, Result: r})
+	p.Wait(context.WithoutCancel(ctx), d.e.opts.Heartbeat, func(r asynctools.Result) {
+		d.emit(Event{Kind: AsyncLanded, Result: r})
 	}, d.heartbeat)
 	g := p.Group()
 	g.Expected = expected()
-	calls := make([]asyncView, 0, len(g.Expected))
+	calls := make([]asynctools.Call, 0, len(g.Expected))
 	for _, r := range w.results {
-		calls = append(calls, asyncView{ResultID: r.ID, ToolCallID: r.ToolCallID, ToolName: r.ToolName})
+		calls = append(calls, asynctools.Call{ResultID: r.ID, ToolCallID: r.ToolCallID, ToolName: r.ToolName})
 	}
 	calls = append(calls, p.Calls()...)
-	return d.sealGroup(context.WithoutCancel(ctx), g, calls, res.usage)
+	return d.sealGroup(context.WithoutCancel(ctx), g, calls, res.Usage)
 }
 
 // withCarried applies the approval overrides a waiting turn recorded to tools, for the
@@ -258,7 +257,7 @@ func (d *drive) decideThenWait(ctx context.Context, decisions map[string]agent.D
 // overrides of the request that started a turn hold for the whole turn. One the agent's policy
 // no longer allows is left out, which leaves the tool's own, stricter, policy.
 func (d *drive) withCarried(ctx context.Context, tools *tool.Set) *tool.Set {
-	carried := d.turn.Carried().ToolApproval
+	carried := d.lease.Carried().ToolApproval
 	if len(carried) == 0 {
 		return tools
 	}

@@ -1,0 +1,658 @@
+package turn
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"log/slog"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/agentharness/harness/shared/agent"
+	"github.com/agentharness/harness/shared/agentconfig"
+	"github.com/agentharness/harness/shared/agents"
+	"github.com/agentharness/harness/shared/approval"
+	"github.com/agentharness/harness/shared/asynctools"
+	"github.com/agentharness/harness/shared/completion"
+	"github.com/agentharness/harness/shared/httpjson"
+	"github.com/agentharness/harness/shared/model"
+	"github.com/agentharness/harness/shared/store"
+	"github.com/agentharness/harness/shared/tool"
+)
+
+// Defaults for Options left zero.
+const (
+	// DefaultLease matches Lambda's longest invocation: a crashed turn frees its conversation
+	// after at most this long.
+	DefaultLease    = 15 * time.Minute
+	DefaultEventTTL = 7 * 24 * time.Hour
+	// DefaultApprovalTimeout is how long a held call waits for the user's decision.
+	DefaultApprovalTimeout = 24 * time.Hour
+	// DefaultAsyncToolTimeout is how long an outside worker has to complete a call.
+	DefaultAsyncToolTimeout = time.Hour
+	DefaultHeartbeat        = 10 * time.Second
+	DefaultWaitMargin       = 30 * time.Second
+)
+
+// Options wires the engine's dependencies.
+type Options struct {
+	Store *store.Store
+	// Agents loads agent configs with their secrets.
+	Agents *agents.Service
+	// Tools builds an agent's ToolSet from its config.tools.
+	Tools func(config map[string]json.RawMessage) (*tool.Set, error)
+	// Model builds an agent's model from its model block.
+	Model func(block json.RawMessage) (agent.Model, error)
+	// Now is the clock; nil means time.Now.
+	Now      func() time.Time
+	Logger   *slog.Logger
+	Lease    time.Duration
+	EventTTL time.Duration
+	// ApprovalTimeout: a held call not decided within it is denied as expired.
+	ApprovalTimeout time.Duration
+
+	// Async keeps async tool rows and dispatch groups; nil runs async tools inline.
+	Async *asynctools.Store
+	// Redriver seals groups and re-drives settled ones.
+	Redriver *asynctools.Redriver
+	// AsyncToolTimeout is an external-dispatch call's deadline.
+	AsyncToolTimeout time.Duration
+	// Heartbeat is how often a stream waiting for async work sends a keep-alive comment.
+	Heartbeat time.Duration
+	// WaitMargin is how long before the invocation's deadline the parent stops waiting for
+	// same-invocation work, leaving time to record the outcome.
+	WaitMargin time.Duration
+}
+
+// Engine runs turns for every transport: it takes a conversation's lease, plans a request
+// against what the conversation waits for, runs the model loop, and ends each invocation's part
+// of a turn in one order (Run.Conclude). Transports range over its events.
+type Engine struct {
+	opts Options
+}
+
+// New returns an engine, with defaults for the options left zero.
+func New(opts Options) *Engine {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{
+		{&opts.Lease, DefaultLease}, {&opts.EventTTL, DefaultEventTTL}, {&opts.ApprovalTimeout, DefaultApprovalTimeout},
+		{&opts.AsyncToolTimeout, DefaultAsyncToolTimeout}, {&opts.Heartbeat, DefaultHeartbeat}, {&opts.WaitMargin, DefaultWaitMargin},
+	} {
+		if *d.v <= 0 {
+			*d.v = d.def
+		}
+	}
+	return &Engine{opts: opts}
+}
+
+// Options returns the options the engine runs with, defaults filled in.
+func (e *Engine) Options() Options { return e.opts }
+
+// Request names the turn a request is about, and how it treats approvals.
+type Request struct {
+	ConversationID string `json:"id"`
+	AgentID        string `json:"agentId"`
+	// EventID is the turn's event, whose row /status reads; empty for a turn without one.
+	EventID string `json:"eventId"`
+	// OnPendingApprovals says what a new message does to calls still awaiting approval:
+	// "reject" (the default: 409) or "deny" (they are denied first, then the message runs).
+	OnPendingApprovals string `json:"onPendingApprovals"`
+	// ToolApproval overrides tools' approval policies for this request.
+	ToolApproval map[string]approval.Status `json:"toolApproval"`
+}
+
+// Input is what a request brings: a new user message, or decisions on held calls.
+type Input struct {
+	Message   *model.Message
+	Decisions []Decision
+	// RespondsTo is the client's id of the assistant message the decisions answer, so the
+	// resumed stream continues that message.
+	RespondsTo string
+	// Cancel ends the turn with its decisions, all denials: the model is not called again.
+	Cancel bool
+}
+
+// Decision is the answer to one held call. ToolCallID and Input, when given (the AI SDK sends
+// both), must match the call the approval was asked for.
+type Decision struct {
+	ApprovalID string          `json:"approvalId"`
+	Approved   *bool           `json:"approved"`
+	Reason     string          `json:"reason"`
+	ToolCallID string          `json:"toolCallId"`
+	Input      json.RawMessage `json:"input,omitempty"`
+	// From is where the client carried the decision ("messages[1].parts[2].approval"), so a
+	// refusal names the field it sent; empty for a compact list of decisions.
+	From string `json:"-"`
+}
+
+// Outcome is how a turn (or the part of it this invocation ran) ended: the event status, the
+// tokens it used, the finish reason a client is told, and what it waits for.
+type Outcome struct {
+	Status string
+	Usage  model.Usage
+	// Reason is the finish reason a client is told; empty when the turn ended without one
+	// (its context was cancelled).
+	Reason model.FinishReason
+	// Error is the client-safe reason of a failed turn, ErrExtra the refusal's details.
+	Error    string
+	ErrExtra map[string]any
+	// PendingApprovals and AsyncGroup/PendingAsync say what a waiting turn waits for.
+	PendingApprovals []PendingApproval
+	AsyncGroup       string
+	PendingAsync     []asynctools.Call
+}
+
+// Start is what Begin needs to take up a turn.
+type Start struct {
+	AccountID string
+	Request
+	Input Input
+	// Config is the agent as the transport runs it (Agent's, with its own tool changes).
+	Config agent.Config
+	// Seed is the turn's secret seed of dispatch group ids: the same for a retried invocation.
+	Seed     string
+	Delivery asynctools.Delivery
+	// Emit receives the turn's events in order; Heartbeat keeps a quiet transport alive. Both
+	// may be nil.
+	Emit      func(Event)
+	Heartbeat func()
+}
+
+// Run is one invocation's part of a turn, begun: the lease is held and the request planned.
+type Run struct {
+	d    *drive
+	plan *turnPlan
+	from int64
+}
+
+// Begin takes the conversation's lease and plans the request against what the conversation
+// waits for. Its refusals are *httpjson.Error, and on any error the lease is given back.
+func (e *Engine) Begin(ctx context.Context, s Start) (*Run, error) {
+	lease, plan, err := e.begin(ctx, s.AccountID, s.Request, s.Input, e.opts.Now())
+	if err != nil {
+		return nil, err
+	}
+	return e.newRun(s, lease, plan), nil
+}
+
+func (e *Engine) newRun(s Start, lease *store.Turn, plan *turnPlan) *Run {
+	cfg := s.Config
+	cfg.Pause = e.pauseFunc(lease, s.AgentID)
+	d := &drive{
+		e: e, log: e.opts.Logger.With("accountId", s.AccountID, "agentId", s.AgentID, "conversationId", s.ConversationID, "eventId", s.EventID),
+		accountID: s.AccountID, agentID: s.AgentID, conversationID: s.ConversationID,
+		turnID: s.EventID, resumes: lease.Carried().PausedEvent, nonce: s.Seed, delivery: s.Delivery,
+		cfg: cfg, overrides: s.ToolApproval, lease: lease, emit: s.Emit, heartbeat: s.Heartbeat,
+	}
+	if d.emit == nil {
+		d.emit = func(Event) {}
+	}
+	if d.heartbeat == nil {
+		d.heartbeat = func() {}
+	}
+	if d.nonce == "" {
+		d.nonce = store.NewID("")
+	}
+	return &Run{d: d, plan: plan, from: lease.NextSeq()}
+}
+
+// Execute runs the turn's part in this invocation, emitting its events, and returns how it
+// ended. Nothing is reported until Conclude.
+func (r *Run) Execute(ctx context.Context) Outcome { return r.d.run(ctx, r.plan) }
+
+// Conclude ends this invocation's part of the turn (drive.conclude: lease, event, resumed
+// event, then tell) and returns the report's error.
+func (r *Run) Conclude(ctx context.Context, o Outcome, tell func()) error {
+	return r.d.conclude(ctx, r.plan, o, r.from, tell)
+}
+
+// ResumedEvent is the event the conversation's paused step was reported under when this run
+// began; empty when it resumed none.
+func (r *Run) ResumedEvent() string { return r.d.resumes }
+
+// From is the sequence number of the first message this run writes.
+func (r *Run) From() int64 { return r.from }
+
+// BeginCancel takes up a turn held for approval to end it: every approval still pending is
+// denied as cancelled through the same rules as an answer, and Execute closes the paused step
+// without calling the model. A nil Run with a nil error: there is nothing to cancel (another
+// request holds the conversation, or nothing is pending any more).
+func (e *Engine) BeginCancel(ctx context.Context, s Start) (*Run, error) {
+	now := e.opts.Now()
+	lease, err := e.opts.Store.BeginTurn(ctx, s.AccountID, s.ConversationID, s.AgentID, now, now.Add(e.opts.Lease))
+	if errors.Is(err, store.ErrBusy) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	release := func() {
+		if rerr := lease.Release(context.WithoutCancel(ctx)); rerr != nil {
+			e.opts.Logger.ErrorContext(ctx, "releasing conversation", "conversationId", s.ConversationID, "err", rerr)
+		}
+	}
+	rows, err := e.opts.Store.Approvals(ctx, s.AccountID, lease.Pending())
+	if err != nil {
+		release()
+		return nil, err
+	}
+	s.Input = Input{Cancel: true}
+	for _, id := range lease.Pending() {
+		if a, ok := rows[id]; ok && a.Status == store.ApprovalPending && !a.Expired(now) {
+			s.Input.Decisions = append(s.Input.Decisions, Decision{ApprovalID: id, Approved: new(false)})
+		}
+	}
+	if len(s.Input.Decisions) == 0 {
+		// Expired meanwhile: the next request settles them, as it would without the abort.
+		release()
+		return nil, nil
+	}
+	plan, err := e.plan(ctx, s.AccountID, s.Request, s.Input, lease, now)
+	if err != nil {
+		release()
+		var refused *httpjson.Error
+		if errors.As(err, &refused) && refused.Status == http.StatusConflict {
+			return nil, nil // answered meanwhile
+		}
+		return nil, err
+	}
+	return e.newRun(s, lease, plan), nil
+}
+
+// Continuation is the turn of a settled dispatch group, taken up again: the lease is held and
+// the group's results are in the conversation.
+type Continuation struct {
+	*Run
+	// Group is the settled group, with its rows.
+	Group   asynctools.GroupState
+	history []model.Message
+}
+
+// TakeUp takes up the turn of the settled dispatch group groupID. A nil Continuation with a
+// nil error: there is nothing to continue (the group was consumed already, belongs to a step
+// paused for approval, or its results were brought back by an earlier attempt that finished);
+// such a group is consumed. An error wrapping store.ErrBusy: the conversation runs another turn.
+func (e *Engine) TakeUp(ctx context.Context, accountID, groupID string) (*Continuation, error) {
+	st, err := e.opts.Async.Load(ctx, groupID)
+	if err != nil {
+		return nil, err
+	}
+	g := st.Group
+	if g == nil || g.AccountID != accountID || !g.ConsumedAt.IsZero() {
+		return nil, nil
+	}
+	if !st.Settled() {
+		e.opts.Logger.ErrorContext(ctx, "continuation of a group that is not settled", "groupId", g.ID)
+		return nil, nil
+	}
+	log := e.opts.Logger.With("accountId", g.AccountID, "agentId", g.AgentID, "conversationId", g.ConversationID, "groupId", g.ID)
+	now := e.opts.Now()
+	lease, err := e.opts.Store.BeginTurn(ctx, g.AccountID, g.ConversationID, g.AgentID, now, now.Add(e.opts.Lease))
+	switch {
+	case errors.Is(err, store.ErrAgentMismatch):
+		return nil, e.opts.Async.Consume(ctx, g.ID, now)
+	case err != nil:
+		return nil, err
+	}
+	skip := func(why string) (*Continuation, error) {
+		log.InfoContext(ctx, why)
+		if err := lease.Release(ctx); err != nil {
+			return nil, err
+		}
+		return nil, e.opts.Async.Consume(ctx, g.ID, now)
+	}
+	history, err := lease.History(ctx)
+	if err != nil {
+		_ = lease.Release(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	waiting, _ := lease.AsyncGroup()
+	msgID := resultsMessageID(g.ID)
+	switch {
+	case lease.Carried().PausedGroup == g.ID:
+		// Its pass paused for approval: the step's resume brings the results back.
+		return skip("continuation of a step paused for approval ignored")
+	case waiting == g.ID:
+		m := asynctools.ResultsMessage(msgID, st.Results())
+		if err := lease.Append(ctx, m); err != nil {
+			_ = lease.Release(context.WithoutCancel(ctx))
+			return nil, err
+		}
+		history = append(history, m)
+	case hasMessage(history, msgID) && !continued(history, msgID):
+		// An earlier attempt brought the results back and stopped before the model answered.
+	default:
+		return skip("duplicate continuation ignored")
+	}
+	log.InfoContext(ctx, "continuation started", "results", len(g.Expected))
+	run := e.newRun(Start{
+		AccountID: g.AccountID, Request: Request{ConversationID: g.ConversationID, AgentID: g.AgentID, EventID: g.Delivery.EventID},
+		Seed: asynctools.NewGroupID(g.Delivery.Seed+"/"+g.ID, 0), Delivery: g.Delivery,
+	}, lease, &turnPlan{})
+	run.d.log = log
+	// The event's first message was reported by the turn's first invocation: from stays.
+	run.from = 0
+	return &Continuation{Run: run, Group: st, history: history}, nil
+}
+
+// SetEmit sends the continuation's events to emit.
+func (c *Continuation) SetEmit(emit func(Event)) { c.d.emit = emit }
+
+// Execute loads the agent, with the approval overrides its turn carries, lets adapt change it
+// (a transport's own tools; nil leaves it), and runs the model again over the conversation.
+func (c *Continuation) Execute(ctx context.Context, adapt func(*agent.Config) error) Outcome {
+	d := c.d
+	cfg, err := d.e.LoadAgent(ctx, d.accountID, d.agentID)
+	if err == nil {
+		cfg.Tools = d.withCarried(ctx, cfg.Tools)
+		if adapt != nil {
+			err = adapt(&cfg)
+		}
+	}
+	if err != nil {
+		return d.fail(ctx, err, "the agent could not continue: "+err.Error(), model.Usage{})
+	}
+	cfg.Pause = d.e.pauseFunc(d.lease, d.agentID)
+	history := c.history
+	d.cfg, d.history = cfg, slices.Clone(history)
+	return d.passes(ctx, 0, func(cfg agent.Config) iter.Seq2[agent.Event, error] { return agent.Continue(ctx, cfg, history) })
+}
+
+// Consume marks the group's continuation done, once its outcome is concluded.
+func (c *Continuation) Consume(ctx context.Context) error {
+	return c.d.e.opts.Async.Consume(ctx, c.Group.Group.ID, c.d.e.opts.Now())
+}
+
+// continued reports whether the model already answered after the message with id msgID.
+func continued(history []model.Message, msgID string) bool {
+	for i, m := range history {
+		if m.ID == msgID {
+			return i < len(history)-1
+		}
+	}
+	return false
+}
+
+// ClaimEvent records a request's event id, refusing one already used with 409.
+func (e *Engine) ClaimEvent(ctx context.Context, accountID string, req Request) error {
+	err := e.opts.Store.ClaimEvent(ctx, accountID, req.EventID, req.ConversationID, e.opts.Now(), e.opts.EventTTL)
+	var dup *store.DuplicateEventError
+	if errors.As(err, &dup) {
+		return &httpjson.Error{Status: http.StatusConflict, Message: dup.Error(), Extra: map[string]any{"eventId": dup.EventID, "status": dup.Status}}
+	}
+	return err
+}
+
+// Agent loads the request's agent with its per-request approval overrides. A stream cannot
+// wait for an outside worker, so it refuses agents with external-dispatch tools.
+func (e *Engine) Agent(ctx context.Context, accountID string, req Request, stream bool) (agent.Config, error) {
+	cfg, err := e.LoadAgent(ctx, accountID, req.AgentID)
+	if err != nil {
+		return cfg, err
+	}
+	if stream && cfg.Tools != nil {
+		for _, name := range cfg.Tools.Names() {
+			if cfg.Tools.AsyncMode(name) == asynctools.ExternalDispatch {
+				return cfg, &httpjson.Error{Status: http.StatusBadRequest, Message: fmt.Sprintf(
+					"agent %s cannot run over SSE: its tool %s uses execution %q, whose results arrive after this response has ended; use POST /async",
+					req.AgentID, name, asynctools.ExternalDispatch)}
+			}
+		}
+	}
+	if cfg.Tools, err = withOverrides(cfg.Tools, req.ToolApproval); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+// begin takes the conversation's lease and plans the request against what the conversation
+// waits for. Its refusals are *httpjson.Error, and on any error the lease is given back.
+func (e *Engine) begin(ctx context.Context, accountID string, req Request, in Input, now time.Time) (*store.Turn, *turnPlan, error) {
+	lease, err := e.opts.Store.BeginTurn(ctx, accountID, req.ConversationID, req.AgentID, now, now.Add(e.opts.Lease))
+	switch {
+	case errors.Is(err, store.ErrBusy):
+		return nil, nil, &httpjson.Error{Status: http.StatusConflict, Message: "conversation " + req.ConversationID + " is busy with another turn; retry when it ends", Cause: err}
+	case errors.Is(err, store.ErrAgentMismatch):
+		return nil, nil, &httpjson.Error{Status: http.StatusConflict, Message: "conversation " + req.ConversationID + " belongs to another agent"}
+	case err != nil:
+		return nil, nil, err
+	}
+	plan, err := e.planTurn(ctx, accountID, req, in, lease, now)
+	if err != nil {
+		if rerr := lease.Release(context.WithoutCancel(ctx)); rerr != nil {
+			e.opts.Logger.ErrorContext(ctx, "releasing conversation", "conversationId", req.ConversationID, "err", rerr)
+		}
+		return nil, nil, err
+	}
+	return lease, plan, nil
+}
+
+// planTurn refuses a request on a conversation that waits for async tools, then plans it
+// against pending approvals.
+func (e *Engine) planTurn(ctx context.Context, accountID string, req Request, in Input, lease *store.Turn, now time.Time) (*turnPlan, error) {
+	if group, ids := lease.AsyncGroup(); group != "" {
+		return nil, waitingForAsyncError(req.ConversationID, ids)
+	}
+	return e.plan(ctx, accountID, req, in, lease, now)
+}
+
+// waitingForAsyncError refuses a request on a conversation that waits for async tool calls.
+func waitingForAsyncError(conversationID string, resultIDs []string) error {
+	return &httpjson.Error{Status: http.StatusConflict, Message: fmt.Sprintf(
+		"conversation %s is waiting for %d async tool call(s) to complete; it continues by itself when they do",
+		conversationID, len(resultIDs)), Extra: map[string]any{"pendingAsyncTools": resultIDs}}
+}
+
+// LoadAgent loads the agent and builds its model and tools, before anything is written. A
+// tool whose required variable does not resolve stops the turn here, before any model call.
+func (e *Engine) LoadAgent(ctx context.Context, accountID, agentID string) (agent.Config, error) {
+	cfg, err := e.opts.Agents.Load(ctx, accountID, agentID)
+	if errors.Is(err, store.ErrNotFound) {
+		return agent.Config{}, &httpjson.Error{Status: http.StatusNotFound, Message: "agent " + agentID + " not found"}
+	}
+	invalid := func(err error) error {
+		return &httpjson.Error{Status: http.StatusBadRequest, Message: "agent " + agentID + " cannot run: " + err.Error()}
+	}
+	var fe *agentconfig.FieldError
+	if errors.As(err, &fe) {
+		return agent.Config{}, invalid(err)
+	}
+	if err != nil {
+		return agent.Config{}, err
+	}
+	m, err := e.opts.Model(cfg.Model)
+	if err != nil {
+		return agent.Config{}, invalid(err)
+	}
+	tools, err := e.opts.Tools(cfg.Tools)
+	if err != nil {
+		return agent.Config{}, invalid(err)
+	}
+	return agent.Config{Model: m, Tools: tools, System: cfg.System, MaxSteps: cfg.MaxSteps, NewID: NewMessageID}, nil
+}
+
+// NewMessageID names a message the harness creates.
+func NewMessageID() string { return store.NewID("msg_") }
+
+// CheckMessageSize refuses, with 413 naming the field, a user message larger than a stored
+// message may be, before anything is written.
+func CheckMessageSize(field string, m *model.Message) error {
+	if n := store.MessageBytes(*m); n > store.MaxMessageBytes {
+		return &httpjson.Error{Status: http.StatusRequestEntityTooLarge, Extra: map[string]any{"field": field},
+			Message: fmt.Sprintf("%s: the message takes %d bytes stored, more than the %d one message may hold", field, n, store.MaxMessageBytes)}
+	}
+	return nil
+}
+
+// Report records a turn's progress on its status row: its status, usage, error or what it
+// waits for, and the span of messages it wrote (from <= seq < to).
+func (e *Engine) Report(ctx context.Context, accountID, eventID string, o Outcome, from, to int64) error {
+	b, err := json.Marshal(eventDetail(o))
+	if err != nil {
+		return err
+	}
+	err = e.opts.Store.UpdateEvent(ctx, accountID, eventID, store.EventUpdate{
+		Status: o.Status, Usage: o.Usage, FromSeq: from, ToSeq: to, Detail: b, At: e.opts.Now(),
+	})
+	if errors.Is(err, store.ErrEventFinal) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reporting event %s: %w", eventID, err)
+	}
+	return nil
+}
+
+// CancelGroup settles the running calls of a turn's dispatch group as cancelled, through the
+// conditional write an answer takes, so a late answer is refused; the last one re-drives the
+// turn, whose continuation finds the abort. A call answered meanwhile keeps its answer; a group
+// of another turn than eventID is left alone.
+func (e *Engine) CancelGroup(ctx context.Context, accountID, groupID, eventID string) error {
+	st, err := e.opts.Async.Load(ctx, groupID)
+	if err != nil {
+		return err
+	}
+	if st.Group == nil || st.Group.AccountID != accountID || st.Group.Delivery.EventID != eventID {
+		return nil
+	}
+	for _, id := range st.Pending() {
+		row, ok := st.Row(id)
+		if !ok {
+			continue
+		}
+		_, err := completion.Settle(ctx, e.opts.Async, e.opts.Redriver, row, asynctools.Outcome{Status: asynctools.Cancelled, Error: cancelledCallText}, e.opts.Now())
+		var refused *httpjson.Error
+		if errors.As(err, &refused) && refused.Status == http.StatusConflict {
+			continue // answered, or timed out, meanwhile
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// eventDetail is what an event's status shows besides its status: the error, or what the turn
+// waits for.
+func eventDetail(res Outcome) map[string]any {
+	detail := map[string]any{}
+	for k, v := range res.ErrExtra {
+		detail[k] = v
+	}
+	switch {
+	case res.Error != "":
+		detail["error"] = res.Error
+	case res.Status == store.EventWaitingAsync:
+		detail["pendingAsyncTools"], detail["groupId"] = res.PendingAsync, res.AsyncGroup
+	case res.Status == store.EventWaiting:
+		detail["pendingApprovals"] = res.PendingApprovals
+	}
+	if res.Status == store.EventFailed && res.Error == "" {
+		detail["error"] = "the turn failed"
+	}
+	return detail
+}
+
+// toolLog writes the structured tool start, finish and failure logs, with durations.
+type toolLog struct {
+	log     *slog.Logger
+	started map[string]toolStart
+}
+
+type toolStart struct {
+	name string
+	at   time.Time
+}
+
+func (l toolLog) observe(ctx context.Context, ev agent.Event) {
+	switch ev.Type {
+	case agent.ToolInputAvailable:
+		l.started[ev.ToolCallID] = toolStart{name: ev.ToolName, at: time.Now()}
+		l.log.InfoContext(ctx, "tool started", "tool", ev.ToolName, "toolCallId", ev.ToolCallID)
+	case agent.ToolInputError:
+		l.log.WarnContext(ctx, "tool call rejected", "tool", ev.ToolName, "toolCallId", ev.ToolCallID, "err", ev.ErrorText)
+	case agent.ToolApprovalRequest:
+		delete(l.started, ev.ToolCallID)
+		l.log.InfoContext(ctx, "tool held for approval", "tool", ev.ToolName, "toolCallId", ev.ToolCallID, "approvalId", ev.ApprovalID)
+	case agent.ToolOutputDenied:
+		delete(l.started, ev.ToolCallID)
+		l.log.InfoContext(ctx, "tool denied", "tool", ev.ToolName, "toolCallId", ev.ToolCallID, "automatic", ev.Automatic, "reason", ev.ErrorText)
+	case agent.ToolOutput, agent.ToolOutputError:
+		attrs := []any{"tool", ev.ToolName, "toolCallId", ev.ToolCallID}
+		if s, ok := l.started[ev.ToolCallID]; ok {
+			attrs = append(attrs, "ms", time.Since(s.at).Milliseconds())
+		}
+		delete(l.started, ev.ToolCallID)
+		if ev.Type == agent.ToolOutput {
+			l.log.InfoContext(ctx, "tool finished", append(attrs, "outputBytes", len(ev.Output))...)
+		} else {
+			l.log.WarnContext(ctx, "tool failed", append(attrs, "err", ev.ErrorText)...)
+		}
+	}
+}
+
+// Precheck refuses, before anything is queued, what the worker would refuse: a conversation of
+// another agent, one waiting for async tools, a new message while approvals are pending, and
+// decisions for approvals it does not wait for. It only reads; the worker checks again under
+// the conversation's lease.
+func (e *Engine) Precheck(ctx context.Context, accountID string, req Request, in Input) error {
+	head, err := e.opts.Store.ConversationHead(ctx, accountID, req.ConversationID)
+	if errors.Is(err, store.ErrNotFound) {
+		if in.Decisions != nil {
+			return e.staleDecision(ctx, accountID, req.ConversationID, in.Decisions[0].ApprovalID)
+		}
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	switch {
+	case head.AgentID != "" && head.AgentID != req.AgentID:
+		return &httpjson.Error{Status: http.StatusConflict, Message: "conversation " + req.ConversationID + " belongs to another agent"}
+	case head.AsyncGroup != "":
+		return waitingForAsyncError(req.ConversationID, head.PendingAsync)
+	}
+	if in.Decisions == nil && (len(head.PendingApprovals) == 0 || req.OnPendingApprovals == "deny") {
+		return nil
+	}
+	rows, err := e.opts.Store.Approvals(ctx, accountID, head.PendingApprovals)
+	if err != nil {
+		return err
+	}
+	now := e.opts.Now()
+	for _, d := range in.Decisions {
+		a, ok := rows[d.ApprovalID]
+		if !ok {
+			return e.staleDecision(ctx, accountID, req.ConversationID, d.ApprovalID)
+		}
+		if err := matches(d, a); err != nil {
+			return err
+		}
+		if a.Status != store.ApprovalPending || a.Expired(now) {
+			return decidedError(a)
+		}
+	}
+	if in.Message != nil {
+		var waiting []store.Approval
+		for _, id := range head.PendingApprovals {
+			if a, ok := rows[id]; ok && a.Status == store.ApprovalPending && !a.Expired(now) {
+				waiting = append(waiting, a)
+			}
+		}
+		if len(waiting) > 0 {
+			return pendingApprovalsError(req.ConversationID, waiting)
+		}
+	}
+	return nil
+}
