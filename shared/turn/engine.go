@@ -16,7 +16,6 @@ import (
 	"github.com/agentharness/harness/shared/agents"
 	"github.com/agentharness/harness/shared/approval"
 	"github.com/agentharness/harness/shared/asynctools"
-	"github.com/agentharness/harness/shared/completion"
 	"github.com/agentharness/harness/shared/httpjson"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/store"
@@ -527,16 +526,16 @@ func (e *Engine) CancelGroup(ctx context.Context, accountID, groupID, eventID st
 		return nil
 	}
 	for _, id := range st.Pending() {
-		row, ok := st.Row(id)
-		if !ok {
-			continue
-		}
-		_, err := completion.Settle(ctx, e.opts.Async, e.opts.Redriver, row, asynctools.Outcome{Status: asynctools.Cancelled, Error: cancelledCallText}, e.opts.Now())
-		var refused *httpjson.Error
-		if errors.As(err, &refused) && refused.Status == http.StatusConflict {
+		_, duplicate, err := e.opts.Async.Settle(ctx, id, asynctools.Outcome{Status: asynctools.Cancelled, Error: cancelledCallText}, e.opts.Now())
+		var conflict *asynctools.ConflictError
+		if errors.As(err, &conflict) || errors.Is(err, asynctools.ErrNotFound) {
 			continue // answered, or timed out, meanwhile
 		}
 		if err != nil {
+			return err
+		}
+		// The last settlement of a sealed group re-drives it, as an answer's would.
+		if _, err := e.opts.Redriver.Settled(ctx, id, duplicate); err != nil {
 			return err
 		}
 	}
