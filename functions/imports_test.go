@@ -6,8 +6,10 @@ import (
 	"testing"
 )
 
-// heavy are the packages only a function that runs model turns or serves WebSockets needs: the
-// model SDKs, the WebSocket libraries, and the harness's turn machinery that links them.
+const shared = "github.com/agentharness/harness/shared/"
+
+// heavy are the packages only a function that runs model turns needs: the model SDKs, the
+// WebSocket libraries, and the harness's turn engine and its edges, which link them.
 var heavy = []string{
 	"github.com/openai/openai-go",
 	"github.com/anthropics/anthropic-sdk-go",
@@ -15,15 +17,30 @@ var heavy = []string{
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime",
 	"github.com/coder/websocket",
 	"github.com/gorilla/websocket",
-	"github.com/agentharness/harness/shared/api",
-	"github.com/agentharness/harness/shared/provider",
+	shared + "provider",
+	shared + "turn",
+	shared + "chathttp",
+	shared + "appserver",
+	shared + "worker",
 }
 
-// Each Lambda links what its main runs: the sweeper and async-tool-complete settle rows and
-// queue messages, account-manage stores accounts and checks agent configs, so none may link a
-// model SDK, a WebSocket library or the turn machinery (each would be a 50 MB binary again).
-func TestFunctionsWithoutTurnsLinkNoModelOrWebSocket(t *testing.T) {
-	for _, fn := range []string{"sweeper", "async-tool-complete", "account-manage"} {
+// Each Lambda links what its main runs and no other edge. The sweeper and async-tool-complete
+// settle rows and queue messages, account-manage stores accounts and checks agent configs, so
+// none may link a model SDK, a WebSocket library or the turn engine (each would be a 50 MB
+// binary again). The three that run turns link the engine and their own edge only:
+// harness-processing serves HTTP and knows nothing of WebSocket connections; ws-gateway and
+// async-worker serve no HTTP turns.
+var forbidden = map[string][]string{
+	"sweeper":             heavy,
+	"async-tool-complete": heavy,
+	"account-manage":      heavy,
+	"harness-processing":  {shared + "appserver", shared + "worker", shared + "connections", shared + "completion"},
+	"ws-gateway":          {shared + "chathttp", shared + "worker", shared + "stream"},
+	"async-worker":        {shared + "chathttp", shared + "stream"},
+}
+
+func TestEachFunctionLinksOnlyItsEdge(t *testing.T) {
+	for fn, banned := range forbidden {
 		t.Run(fn, func(t *testing.T) {
 			out, err := exec.Command("go", "list", "-deps", "-tags", "lambda.norpc", "./"+fn).Output()
 			if err != nil {
@@ -34,8 +51,8 @@ func TestFunctionsWithoutTurnsLinkNoModelOrWebSocket(t *testing.T) {
 				t.Fatalf("go list listed %d packages for ./%s: %v", len(deps), fn, deps)
 			}
 			for _, dep := range deps {
-				for _, h := range heavy {
-					if dep == h || strings.HasPrefix(dep, h+"/") {
+				for _, b := range banned {
+					if dep == b || strings.HasPrefix(dep, b+"/") {
 						t.Errorf("%s links %s", fn, dep)
 					}
 				}

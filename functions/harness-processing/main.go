@@ -3,8 +3,8 @@
 package main
 
 import (
-	"github.com/agentharness/harness/shared/api"
 	"github.com/agentharness/harness/shared/builtintools"
+	"github.com/agentharness/harness/shared/chathttp"
 	"github.com/agentharness/harness/shared/lambdadeps"
 	"github.com/agentharness/harness/shared/lambdahttp"
 )
@@ -12,7 +12,7 @@ import (
 func main() {
 	lambdadeps.Main("harness-processing", true, func(d lambdadeps.Deps) error {
 		d.Tools = builtintools.Build
-		h, err := api.NewHarness(d)
+		h, err := chathttp.NewHarness(d)
 		if err != nil {
 			return err
 		}

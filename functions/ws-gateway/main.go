@@ -5,7 +5,7 @@
 package main
 
 import (
-	"github.com/agentharness/harness/shared/api"
+	"github.com/agentharness/harness/shared/appserver"
 	"github.com/agentharness/harness/shared/builtintools"
 	"github.com/agentharness/harness/shared/lambdadeps"
 	"github.com/aws/aws-lambda-go/lambda"
@@ -14,7 +14,7 @@ import (
 func main() {
 	lambdadeps.Main("ws-gateway", true, func(d lambdadeps.Deps) error {
 		d.Tools, d.Checks = builtintools.Build, builtintools.ConfigChecks()
-		g, err := api.NewGateway(d)
+		g, err := appserver.NewGateway(d)
 		if err != nil {
 			return err
 		}

@@ -287,7 +287,7 @@ func (e *asyncEnv) refusedWhileWaiting(t *testing.T, body, field string, want []
 		}
 		t.Errorf("PRODUCTION BUG: POST /async %s on a waiting conversation answered 202 %s; its event then went %s (error %q) "+
 			"and the client never learns the %s. Want 409 listing %v before anything is queued, as POST / answers: "+
-			"the refusal (shared/api/turn.go planTurn, approvals.go plan) only runs in async-worker (shared/api/worker.go turn)",
+			"the refusal (turn.Engine.Begin, approvals.go plan) only runs in async-worker (shared/worker)",
 			body, res.body, st.Status, st.Error, field, want)
 		return
 	}

@@ -20,13 +20,15 @@ import (
 	"github.com/agentharness/harness/infra/template"
 	"github.com/agentharness/harness/shared/accounts"
 	"github.com/agentharness/harness/shared/agents"
-	"github.com/agentharness/harness/shared/api"
+	"github.com/agentharness/harness/shared/appserver"
 	"github.com/agentharness/harness/shared/builtintools"
+	"github.com/agentharness/harness/shared/chathttp"
 	"github.com/agentharness/harness/shared/completion"
 	"github.com/agentharness/harness/shared/lambdadeps"
 	"github.com/agentharness/harness/shared/secrets"
 	"github.com/agentharness/harness/shared/store"
 	"github.com/agentharness/harness/shared/sweeper"
+	"github.com/agentharness/harness/shared/worker"
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -49,7 +51,7 @@ type Constructor func(lambdadeps.Deps) (Handlers, error)
 // builtin maps template logical ids to what their main packages run.
 var builtin = map[string]Constructor{
 	"HarnessProcessingFunction": func(d lambdadeps.Deps) (Handlers, error) {
-		h, err := api.NewHarness(d)
+		h, err := chathttp.NewHarness(d)
 		if err != nil {
 			return Handlers{}, err
 		}
@@ -70,14 +72,14 @@ var builtin = map[string]Constructor{
 		return Handlers{HTTP: h}, nil
 	},
 	"AsyncWorkerFunction": func(d lambdadeps.Deps) (Handlers, error) {
-		w, err := api.NewWorker(d)
+		w, err := worker.FromDeps(d)
 		if err != nil {
 			return Handlers{}, err
 		}
 		return Handlers{SQS: w.Handle}, nil
 	},
 	"WsGatewayFunction": func(d lambdadeps.Deps) (Handlers, error) {
-		g, err := api.NewGateway(d)
+		g, err := appserver.NewGateway(d)
 		if err != nil {
 			return Handlers{}, err
 		}

@@ -11,8 +11,8 @@ import (
 
 	"github.com/agentharness/harness/infra/localrunner"
 	"github.com/agentharness/harness/infra/testenv"
-	"github.com/agentharness/harness/shared/api"
 	"github.com/agentharness/harness/shared/lambdadeps"
+	"github.com/agentharness/harness/shared/worker"
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -44,7 +44,7 @@ func TestDeletingAnAccountPurgesItsConversations(t *testing.T) {
 			passes := map[string]int{} // purge messages received, by account
 			opts.Functions = map[string]localrunner.Constructor{
 				"AsyncWorkerFunction": func(d lambdadeps.Deps) (localrunner.Handlers, error) {
-					w, err := api.NewWorker(d)
+					w, err := worker.FromDeps(d)
 					if err != nil {
 						return localrunner.Handlers{}, err
 					}

@@ -18,10 +18,10 @@ import (
 	"github.com/agentharness/harness/infra/localrunner"
 	"github.com/agentharness/harness/infra/testenv"
 	"github.com/agentharness/harness/shared/agentconfig"
-	"github.com/agentharness/harness/shared/api"
 	"github.com/agentharness/harness/shared/builtintools"
 	"github.com/agentharness/harness/shared/lambdadeps"
 	"github.com/agentharness/harness/shared/modelblock"
+	"github.com/agentharness/harness/shared/worker"
 )
 
 const adminSecret = "hadm_test-admin-secret"
@@ -289,15 +289,15 @@ func TestEveryRouteIsServed(t *testing.T) {
 // serveHoldingTurns serves the stack like runner, but keeps the worker's turn messages on the
 // returned channel for the test to hand to the worker (returned too) when it chooses; other
 // work runs as it comes.
-func serveHoldingTurns(t *testing.T, stack *testenv.Resources) (*httptest.Server, *api.Worker, chan events.SQSMessage) {
+func serveHoldingTurns(t *testing.T, stack *testenv.Resources) (*httptest.Server, *worker.Worker, chan events.SQSMessage) {
 	t.Helper()
 	env := map[string]string{"ADMIN_SECRET": adminSecret}
 	opts := stack.Options(func(k string) string { return env[k] })
-	workers := make(chan *api.Worker, 1)
+	workers := make(chan *worker.Worker, 1)
 	held := make(chan events.SQSMessage, 10)
 	opts.Functions = map[string]localrunner.Constructor{
 		"AsyncWorkerFunction": func(d lambdadeps.Deps) (localrunner.Handlers, error) {
-			w, err := api.NewWorker(d)
+			w, err := worker.FromDeps(d)
 			if err != nil {
 				return localrunner.Handlers{}, err
 			}

@@ -16,8 +16,9 @@ import (
 	"github.com/agentharness/harness/infra/fakeapigw"
 	"github.com/agentharness/harness/infra/localrunner"
 	"github.com/agentharness/harness/infra/testenv"
-	"github.com/agentharness/harness/shared/api"
+	"github.com/agentharness/harness/shared/appserver"
 	"github.com/agentharness/harness/shared/lambdadeps"
+	"github.com/agentharness/harness/shared/worker"
 	"github.com/agentharness/harness/shared/wsconn"
 )
 
@@ -35,11 +36,11 @@ func TestWebSocketOnAPIGateway(t *testing.T) {
 	stack := testenv.Stack(t)
 	env := map[string]string{"ADMIN_SECRET": adminSecret}
 	opts := stack.Options(func(k string) string { return env[k] })
-	gateways := make(chan *api.Gateway, 1)
+	gateways := make(chan *appserver.Gateway, 1)
 	opts.Functions = map[string]localrunner.Constructor{
 		"WsGatewayFunction": func(d lambdadeps.Deps) (localrunner.Handlers, error) {
 			d.Poster = poster
-			g, err := api.NewGateway(d)
+			g, err := appserver.NewGateway(d)
 			if err == nil {
 				gateways <- g
 			}
@@ -47,7 +48,7 @@ func TestWebSocketOnAPIGateway(t *testing.T) {
 		},
 		"AsyncWorkerFunction": func(d lambdadeps.Deps) (localrunner.Handlers, error) {
 			d.Poster = poster
-			w, err := api.NewWorker(d)
+			w, err := worker.FromDeps(d)
 			if err != nil {
 				return localrunner.Handlers{}, err
 			}

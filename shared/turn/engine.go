@@ -216,6 +216,10 @@ func (r *Run) Conclude(ctx context.Context, o Outcome, tell func()) error {
 	return r.d.conclude(ctx, r.plan, o, r.from, tell)
 }
 
+// SetEmit sends the run's events to emit from now on: for a transport that can only open its
+// output once the run has begun.
+func (r *Run) SetEmit(emit func(Event)) { r.d.emit = emit }
+
 // ResumedEvent is the event the conversation's paused step was reported under when this run
 // began; empty when it resumed none.
 func (r *Run) ResumedEvent() string { return r.d.resumes }
@@ -344,9 +348,6 @@ func (e *Engine) TakeUp(ctx context.Context, accountID, groupID string) (*Contin
 	run.from = 0
 	return &Continuation{Run: run, Group: st, history: history}, nil
 }
-
-// SetEmit sends the continuation's events to emit.
-func (c *Continuation) SetEmit(emit func(Event)) { c.d.emit = emit }
 
 // Execute loads the agent, with the approval overrides its turn carries, lets adapt change it
 // (a transport's own tools; nil leaves it), and runs the model again over the conversation.

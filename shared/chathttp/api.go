@@ -1,0 +1,71 @@
+// Package chathttp serves harness-processing over HTTP: POST / (an agent turn streamed as a
+// Vercel AI SDK UI message stream), POST /async (a turn queued for async-worker), GET /status
+// (where an /async turn is) and the health checks. It is an edge of the turn engine: it reads
+// requests, ranges over the engine's events as UI message chunks and maps the engine's refusals
+// to HTTP. Lambda adapts the handler in main; the local runner serves it directly.
+package chathttp
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/agentharness/harness/shared/httpjson"
+	"github.com/agentharness/harness/shared/turn"
+)
+
+// DefaultMaxBodyBytes bounds a request body when Options leaves it zero.
+const DefaultMaxBodyBytes = 1 << 20
+
+// Options wires the handler's dependencies: the turn engine's, and the HTTP edge's own.
+type Options struct {
+	turn.Options
+	MaxBodyBytes int64
+	// Enqueue puts work for async-worker on its queue (/async turns); nil disables /async.
+	Enqueue func(ctx context.Context, body string) error
+}
+
+// Handler serves harness-processing's routes.
+type Handler struct {
+	eng  *turn.Engine
+	opts Options
+	mux  *http.ServeMux
+	errs httpjson.ErrorWriter
+}
+
+// New returns the harness-processing handler.
+func New(opts Options) *Handler {
+	eng := turn.New(opts.Options)
+	opts.Options = eng.Options()
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	h := &Handler{eng: eng, opts: opts, mux: http.NewServeMux(), errs: httpjson.ErrorWriter{Logger: opts.Logger}}
+	h.mux.HandleFunc("/{$}", h.root)
+	h.mux.HandleFunc("GET /readyz", probe)
+	h.mux.HandleFunc("GET /healthz", probe)
+	h.mux.HandleFunc("POST /async", h.asyncTurn)
+	h.mux.HandleFunc("GET /status/{eventId}", h.status)
+	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		httpjson.WriteError(w, &httpjson.Error{Status: http.StatusNotFound, Message: "no route for " + r.Method + " " + r.URL.Path})
+	})
+	return h
+}
+
+// probe answers the App Server's health probes: the listener is up.
+func probe(w http.ResponseWriter, _ *http.Request) {
+	httpjson.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+func (h *Handler) root(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		httpjson.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	case http.MethodPost:
+		h.turn(w, r)
+	default:
+		w.Header().Set("Allow", "GET, HEAD, POST")
+		httpjson.WriteError(w, &httpjson.Error{Status: http.StatusMethodNotAllowed, Message: "method " + r.Method + " is not allowed on /"})
+	}
+}

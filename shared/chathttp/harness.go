@@ -1,0 +1,24 @@
+package chathttp
+
+import (
+	"context"
+
+	"github.com/agentharness/harness/shared/lambdadeps"
+	"github.com/agentharness/harness/shared/turn"
+	"github.com/agentharness/harness/shared/workqueue"
+)
+
+// NewHarness wires harness-processing from the function's dependencies: the turn engine, and
+// async-worker's queue for POST /async.
+func NewHarness(d lambdadeps.Deps) (*Handler, error) {
+	opts, err := turn.OptionsFrom(d)
+	if err != nil {
+		return nil, err
+	}
+	send := workqueue.SQS(d.SQS)
+	queue := d.Getenv("ASYNC_WORK_QUEUE_URL")
+	return New(Options{
+		Options: opts,
+		Enqueue: func(ctx context.Context, body string) error { return send(ctx, queue, body) },
+	}), nil
+}

@@ -1,0 +1,375 @@
+package chathttp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/agentharness/harness/shared/agent"
+	"github.com/agentharness/harness/shared/asynctools"
+	"github.com/agentharness/harness/shared/httpjson"
+	"github.com/agentharness/harness/shared/ids"
+	"github.com/agentharness/harness/shared/model"
+	"github.com/agentharness/harness/shared/store"
+	"github.com/agentharness/harness/shared/stream"
+	"github.com/agentharness/harness/shared/turn"
+)
+
+// turnRequest is the AI SDK chat request (id, messages, trigger, messageId) plus agentId and
+// eventId; {"agentId":…,"message":"text"} is the curl shorthand. A request either brings a new
+// user message or answers held tool calls: in its messages (the AI SDK's approval-responded
+// tool parts) or in the compact "approvals" list.
+type turnRequest struct {
+	turn.Request
+	Messages  []uiMessage     `json:"messages"`
+	Trigger   string          `json:"trigger"`
+	MessageID string          `json:"messageId"`
+	Message   *string         `json:"message"`
+	Approvals []turn.Decision `json:"approvals"`
+}
+
+type uiMessage struct {
+	ID    string   `json:"id"`
+	Role  string   `json:"role"`
+	Parts []uiPart `json:"parts"`
+}
+
+// uiPart holds the fields of a UI message part the harness reads: text, and the approval
+// response of a tool part.
+type uiPart struct {
+	Type       string          `json:"type"`
+	Text       string          `json:"text"`
+	ToolCallID string          `json:"toolCallId"`
+	State      string          `json:"state"`
+	Input      json.RawMessage `json:"input"`
+	Approval   *struct {
+		ID       string `json:"id"`
+		Approved *bool  `json:"approved"`
+		Reason   string `json:"reason"`
+	} `json:"approval"`
+}
+
+// input returns the request's new user message or its decisions. History is held by the
+// server, so only the client's latest message is read.
+func (req *turnRequest) input(newID func() string) (turn.Input, error) {
+	if len(req.Approvals) > 0 {
+		if req.Message != nil {
+			return turn.Input{}, httpjson.FieldError("approvals", `send either "message" or "approvals", not both`)
+		}
+		return turn.Input{Decisions: req.Approvals, RespondsTo: req.MessageID}, nil
+	}
+	if req.Message != nil {
+		if strings.TrimSpace(*req.Message) == "" {
+			return turn.Input{}, httpjson.FieldError("message", "is empty")
+		}
+		return turn.Input{Message: &model.Message{ID: newID(), Role: model.RoleUser, Parts: []model.Part{{Type: model.PartText, Text: *req.Message}}}}, nil
+	}
+	if len(req.Messages) == 0 {
+		return turn.Input{}, httpjson.FieldError("messages", `the request has no user message: send "messages" (AI SDK chat request), "message" (text) or "approvals"`)
+	}
+	at := len(req.Messages) - 1
+	if req.MessageID != "" {
+		for i, m := range req.Messages {
+			if m.ID == req.MessageID && m.Role == "assistant" {
+				at = i
+			}
+		}
+	}
+	last := req.Messages[at]
+	if last.Role == "assistant" {
+		var ds []turn.Decision
+		for i, p := range last.Parts {
+			if p.State == "approval-responded" && p.Approval != nil {
+				ds = append(ds, turn.Decision{ApprovalID: p.Approval.ID, Approved: p.Approval.Approved, Reason: p.Approval.Reason, ToolCallID: p.ToolCallID, Input: p.Input,
+					From: fmt.Sprintf("messages[%d].parts[%d].approval", at, i)})
+			}
+		}
+		if len(ds) == 0 {
+			return turn.Input{}, httpjson.FieldError(fmt.Sprintf("messages[%d]", at), "the last message is the assistant's and answers no approval request: end the messages with a user message, or with tool parts in state approval-responded")
+		}
+		return turn.Input{Decisions: ds, RespondsTo: last.ID}, nil
+	}
+	if last.Role != "user" {
+		return turn.Input{}, httpjson.FieldError(fmt.Sprintf("messages[%d].role", at), fmt.Sprintf("the last message must have role user, got %q", last.Role))
+	}
+	var text strings.Builder
+	for _, p := range last.Parts {
+		if p.Type == "text" {
+			text.WriteString(p.Text)
+		}
+	}
+	if strings.TrimSpace(text.String()) == "" {
+		return turn.Input{}, httpjson.FieldError(fmt.Sprintf("messages[%d].parts", at), "the last user message has no text part")
+	}
+	id := last.ID
+	if id == "" {
+		id = newID()
+	}
+	return turn.Input{Message: &model.Message{ID: id, Role: model.RoleUser, Parts: []model.Part{{Type: model.PartText, Text: text.String()}}}}, nil
+}
+
+func (req *turnRequest) validate() error {
+	switch {
+	case req.AgentID == "":
+		return httpjson.FieldError("agentId", "is required")
+	case req.Trigger != "" && req.Trigger != "submit-message":
+		return httpjson.FieldError("trigger", fmt.Sprintf("%q is not supported (only submit-message)", req.Trigger))
+	case req.OnPendingApprovals != "" && req.OnPendingApprovals != "reject" && req.OnPendingApprovals != "deny":
+		return httpjson.FieldError("onPendingApprovals", fmt.Sprintf(`%q is not supported: use "reject" or "deny"`, req.OnPendingApprovals))
+	}
+	if err := httpjson.CheckID("agentId", req.AgentID); err != nil {
+		return err
+	}
+	for _, f := range []struct{ name, id string }{{"id", req.ConversationID}, {"eventId", req.EventID}, {"messageId", req.MessageID}} {
+		if err := httpjson.CheckOptionalID(f.name, f.id); err != nil {
+			return err
+		}
+	}
+	for i, m := range req.Messages {
+		if err := httpjson.CheckOptionalID(fmt.Sprintf("messages[%d].id", i), m.ID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// decisionField names a decision's key in the request: approvals[i].<compact> or <From>.<ui>.
+func decisionField(d turn.Decision, i int, compact, ui string) string {
+	if d.From != "" {
+		return d.From + "." + ui
+	}
+	return fmt.Sprintf("approvals[%d].%s", i, compact)
+}
+
+func checkDecisions(ds []turn.Decision, conversationID string) error {
+	if conversationID == "" {
+		return httpjson.FieldError("id", "the conversation is required with approval responses")
+	}
+	seen := map[string]bool{}
+	for i, d := range ds {
+		switch {
+		case d.ApprovalID == "":
+			return httpjson.FieldError(decisionField(d, i, "approvalId", "id"), "is required")
+		case !ids.Valid(d.ApprovalID):
+			return httpjson.CheckID(decisionField(d, i, "approvalId", "id"), d.ApprovalID)
+		case d.Approved == nil:
+			return httpjson.FieldError(decisionField(d, i, "approved", "approved"), "is required (true or false)")
+		case seen[d.ApprovalID]:
+			return httpjson.FieldError(decisionField(d, i, "approvalId", "id"), fmt.Sprintf("approval %s is answered twice", d.ApprovalID))
+		}
+		seen[d.ApprovalID] = true
+	}
+	return nil
+}
+
+// readTurn decodes and checks the request body.
+func (h *Handler) readTurn(w http.ResponseWriter, r *http.Request) (*turnRequest, turn.Input, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes))
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return nil, turn.Input{}, &httpjson.Error{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("request body is larger than %d bytes", h.opts.MaxBodyBytes)}
+	}
+	if err != nil {
+		return nil, turn.Input{}, &httpjson.Error{Status: http.StatusBadRequest, Message: "reading the request body: " + err.Error()}
+	}
+	if err := httpjson.CheckKeys(body); err != nil {
+		return nil, turn.Input{}, err
+	}
+	var req turnRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) && typeErr.Field != "" {
+			// encoding/json names a field of the embedded turn.Request by its Go path.
+			field := strings.TrimPrefix(typeErr.Field, "Request.")
+			return nil, turn.Input{}, httpjson.FieldError(field, "must be a JSON "+typeErr.Type.String())
+		}
+		return nil, turn.Input{}, &httpjson.Error{Status: http.StatusBadRequest, Message: "malformed JSON body: " + err.Error()}
+	}
+	if err := req.validate(); err != nil {
+		return nil, turn.Input{}, err
+	}
+	in, err := req.input(turn.NewMessageID)
+	if err == nil && in.Decisions != nil {
+		err = checkDecisions(in.Decisions, req.ConversationID)
+	}
+	if err == nil && in.Message != nil {
+		field := "message"
+		if req.Message == nil {
+			field = fmt.Sprintf("messages[%d]", len(req.Messages)-1)
+		}
+		err = turn.CheckMessageSize(field, in.Message)
+	}
+	if err != nil {
+		return nil, turn.Input{}, err
+	}
+	if req.ConversationID == "" {
+		req.ConversationID = store.NewID("conv_")
+	}
+	return &req, in, nil
+}
+
+// turn runs POST /. Everything that can be refused is checked before the stream opens, so a
+// refused request gets a JSON error and writes nothing.
+func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	acc, err := httpjson.Authenticate(r, h.opts.Store)
+	if err != nil {
+		h.errs.Fail(w, r, err)
+		return
+	}
+	req, in, err := h.readTurn(w, r)
+	if err != nil {
+		h.errs.Fail(w, r, err)
+		return
+	}
+	cfg, err := h.eng.Agent(ctx, acc.ID, req.Request, true)
+	if err != nil {
+		h.errs.Fail(w, r, err)
+		return
+	}
+	if req.EventID != "" {
+		if err := h.eng.ClaimEvent(ctx, acc.ID, req.Request); err != nil {
+			h.errs.Fail(w, r, err)
+			return
+		}
+	}
+	releaseEvent := func() {
+		if req.EventID == "" {
+			return
+		}
+		if err := h.opts.Store.ReleaseEvent(context.WithoutCancel(ctx), acc.ID, req.EventID); err != nil {
+			h.opts.Logger.ErrorContext(ctx, "releasing event", "eventId", req.EventID, "err", err)
+		}
+	}
+	log := h.opts.Logger.With("accountId", acc.ID, "agentId", req.AgentID, "conversationId", req.ConversationID)
+	var out *stream.Writer
+	send := func(chunk any) {
+		if err := out.Send(chunk); err != nil {
+			log.DebugContext(ctx, "client gone", "err", err)
+		}
+	}
+	run, err := h.eng.Begin(ctx, turn.Start{
+		AccountID: acc.ID, Request: req.Request, Input: in, Config: cfg,
+		Delivery: asynctools.Delivery{Kind: asynctools.DeliverStream},
+		Emit: func(ev turn.Event) {
+			for _, c := range uiChunks(ev) {
+				send(c)
+			}
+		},
+		Heartbeat: func() { _ = out.Comment("keep-alive") },
+	})
+	if err != nil {
+		releaseEvent()
+		h.errs.Fail(w, r, err)
+		return
+	}
+	// Everything that can be refused was: the stream opens.
+	out = stream.Open(w, http.Header{"X-Conversation-Id": {req.ConversationID}})
+	messageID := in.RespondsTo
+	if messageID == "" {
+		messageID = turn.NewMessageID()
+	}
+	send(stream.Start(messageID))
+	res := run.Execute(ctx)
+	if res.Status == store.EventCancelled {
+		res.Error = "the client disconnected, which cancels an SSE turn; the conversation keeps every step finished before it"
+	}
+
+	// The turn's bookkeeping lands before the client sees the end, so its next request finds
+	// the conversation free; it must land even when the client has gone.
+	done, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	err = run.Conclude(done, res, func() {
+		if fin := finishChunk(req.ConversationID, res); fin != nil {
+			send(fin)
+		}
+	})
+	if err != nil {
+		log.ErrorContext(ctx, "reporting the event", "eventId", req.EventID, "err", err)
+	}
+	_ = out.Done()
+}
+
+// uiChunks encodes one turn event as the UI message chunks of the AI SDK stream.
+func uiChunks(ev turn.Event) []any {
+	switch ev.Kind {
+	case turn.ApprovalDecided:
+		return []any{stream.ToolApprovalResponse(ev.Decision.ApprovalID, *ev.Decision.Approved, ev.Decision.Reason)}
+	case turn.AsyncLanded:
+		r := ev.Result
+		v := map[string]any{"resultId": r.ID, "toolCallId": r.ToolCallID, "toolName": r.ToolName, "status": r.Status}
+		if r.Status == asynctools.Completed {
+			v["response"] = r.Response
+		} else {
+			v["error"] = r.Error
+		}
+		return []any{stream.Data("async-result", v, false)}
+	case turn.Failed:
+		return []any{stream.Error(ev.Error)}
+	}
+	le := ev.Loop
+	switch le.Type {
+	case agent.StepStart:
+		return []any{stream.StartStep()}
+	case agent.StepFinish:
+		return []any{stream.FinishStep()}
+	case agent.TextStart:
+		return []any{stream.TextStart(le.ID)}
+	case agent.TextDelta:
+		return []any{stream.TextDelta(le.ID, le.Text)}
+	case agent.TextEnd:
+		return []any{stream.TextEnd(le.ID)}
+	case agent.ToolInputStart:
+		return []any{stream.ToolInputStart(le.ToolCallID, le.ToolName)}
+	case agent.ToolInputDelta:
+		return []any{stream.ToolInputDelta(le.ToolCallID, le.Text)}
+	case agent.ToolInputAvailable:
+		return []any{stream.ToolInputAvailable(le.ToolCallID, le.ToolName, le.Input)}
+	case agent.ToolInputError:
+		return []any{stream.ToolInputError(le.ToolCallID, le.ToolName, le.Input, le.ErrorText)}
+	case agent.ToolOutput:
+		return []any{stream.ToolOutput(le.ToolCallID, le.Output)}
+	case agent.ToolOutputError:
+		return []any{stream.ToolOutputError(le.ToolCallID, le.ErrorText)}
+	case agent.Source:
+		return []any{stream.SourceURL(le.Source.ID, le.Source.URL, le.Source.Title)}
+	case agent.ToolApprovalRequest:
+		return []any{stream.ToolApprovalRequest(le.ApprovalID, le.ToolCallID, le.Text, false)}
+	case agent.ToolOutputDenied:
+		if le.Automatic {
+			// A policy refused the call: say so the way the AI SDK does, as an automatic
+			// request and its denial, so the client's part has its approval.
+			return []any{
+				stream.ToolApprovalRequest(le.ApprovalID, le.ToolCallID, "", true),
+				stream.ToolApprovalResponse(le.ApprovalID, false, le.ErrorText),
+				stream.ToolOutputDenied(le.ToolCallID),
+			}
+		}
+		return []any{stream.ToolOutputDenied(le.ToolCallID)}
+	}
+	return nil
+}
+
+// finishChunk is the finish chunk that ends a turn's stream, with what the turn waits for in
+// its metadata; nil when the turn ended without a finish reason.
+func finishChunk(conversationID string, res turn.Outcome) any {
+	switch res.Reason {
+	case "":
+		return nil
+	case model.FinishError:
+		return stream.Finish(string(model.FinishError), nil)
+	}
+	meta := map[string]any{"conversationId": conversationID, "usage": res.Usage}
+	if len(res.PendingApprovals) > 0 {
+		meta["pendingApprovals"] = res.PendingApprovals
+	}
+	if res.Status == store.EventWaitingAsync {
+		meta["pendingAsyncTools"] = res.PendingAsync
+	}
+	return stream.Finish(string(res.Reason), meta)
+}

@@ -1,0 +1,65 @@
+package turn
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/agentharness/harness/shared/agent"
+	"github.com/agentharness/harness/shared/agentconfig"
+	"github.com/agentharness/harness/shared/agents"
+	"github.com/agentharness/harness/shared/lambdadeps"
+	"github.com/agentharness/harness/shared/provider"
+	"github.com/agentharness/harness/shared/store"
+	"github.com/agentharness/harness/shared/tool"
+	"github.com/agentharness/harness/shared/workqueue"
+)
+
+// OptionsFrom wires the engine of a function that runs turns: table names and fallback
+// credentials from the environment, models from the provider registry, agent secrets opened
+// with the sealer, async tool rows with their redriver.
+func OptionsFrom(d lambdadeps.Deps) (Options, error) {
+	getenv := d.Getenv
+	tables, err := store.TablesFromEnv(getenv)
+	if err != nil {
+		return Options{}, err
+	}
+	approvalTimeout, err := duration(getenv, "APPROVAL_TIMEOUT")
+	if err != nil {
+		return Options{}, err
+	}
+	asyncTimeout, err := duration(getenv, "ASYNC_TOOL_TIMEOUT")
+	if err != nil {
+		return Options{}, err
+	}
+	async, redriver, err := workqueue.AsyncTools(d)
+	if err != nil {
+		return Options{}, err
+	}
+	st := store.New(d.DB, tables)
+	env := tool.Env{Getenv: getenv, Send: workqueue.SQS(d.SQS), Logger: d.Logger}
+	return Options{
+		ApprovalTimeout:  approvalTimeout,
+		Store:            st,
+		Agents:           agents.New(st, d.Sealer, agentconfig.Checks{}, nil),
+		Tools:            func(config map[string]json.RawMessage) (*tool.Set, error) { return d.Tools(config, env) },
+		Model:            func(block json.RawMessage) (agent.Model, error) { return provider.New(block, getenv) },
+		Logger:           d.Logger,
+		Async:            async,
+		Redriver:         redriver,
+		AsyncToolTimeout: asyncTimeout,
+	}, nil
+}
+
+// duration reads an optional positive Go duration from the environment.
+func duration(getenv func(string) string, name string) (time.Duration, error) {
+	v := getenv(name)
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%s is %q, want a positive duration such as 24h or 90m", name, v)
+	}
+	return d, nil
+}

@@ -1,0 +1,46 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/agentharness/harness/shared/store"
+	"github.com/agentharness/harness/shared/turn"
+	"github.com/agentharness/harness/shared/workqueue"
+)
+
+// purgeMargin is the time a purge leaves before the invocation's deadline to queue its next
+// pass; purgeDefault bounds a pass when there is no deadline.
+const (
+	purgeMargin  = 30 * time.Second
+	purgeDefault = 5 * time.Minute
+)
+
+// purge deletes a deleted account's data in passes that end before the invocation does: a pass
+// that runs out of time queues the next. Purging twice is harmless. A live account is never
+// purged: the message was forged or misrouted.
+func (w *Worker) purge(ctx context.Context, msg turn.Work) error {
+	o := w.eng.Options()
+	log := o.Logger.With("accountId", msg.AccountID)
+	until := time.Now().Add(purgeDefault)
+	if deadline, ok := ctx.Deadline(); ok {
+		until = deadline.Add(-purgeMargin)
+	}
+	res, err := o.Store.PurgeAccount(ctx, msg.AccountID, store.Purge{Now: o.Now(), Until: until})
+	if errors.Is(err, store.ErrAccountLive) {
+		log.WarnContext(ctx, "refusing to purge a live account")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	log.InfoContext(ctx, "account purge pass", "conversations", res.Conversations, "items", res.Items, "more", res.More, "finished", res.Finished)
+	if !res.More {
+		return nil
+	}
+	if w.opts.Enqueue == nil {
+		return errors.New("no work queue to continue the purge on")
+	}
+	return w.opts.Enqueue(ctx, workqueue.PurgeMessage(msg.AccountID))
+}

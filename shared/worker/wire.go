@@ -1,0 +1,42 @@
+package worker
+
+import (
+	"context"
+
+	"github.com/agentharness/harness/shared/appserver"
+	"github.com/agentharness/harness/shared/lambdadeps"
+	"github.com/agentharness/harness/shared/turn"
+	"github.com/agentharness/harness/shared/workqueue"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+)
+
+// busyRetrySeconds is how soon a message that found its conversation busy is tried again.
+const busyRetrySeconds = 5
+
+// FromDeps wires async-worker: the turn engine, the App Server's part of its turns where a
+// WebSocket API is wired, its own queue for purges, and a way to bring back soon a message whose
+// conversation was busy.
+func FromDeps(d lambdadeps.Deps) (*Worker, error) {
+	topts, err := turn.OptionsFrom(d)
+	if err != nil {
+		return nil, err
+	}
+	eng := turn.New(topts)
+	queue := d.Getenv("ASYNC_WORK_QUEUE_URL")
+	send := workqueue.SQS(d.SQS)
+	opts := Options{
+		Enqueue: func(ctx context.Context, body string) error { return send(ctx, queue, body) },
+		RetrySoon: func(ctx context.Context, receipt string) {
+			_, err := d.SQS.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: &queue, ReceiptHandle: &receipt, VisibilityTimeout: busyRetrySeconds})
+			if err != nil {
+				eng.Options().Logger.WarnContext(ctx, "shortening the retry of a busy message", "err", err)
+			}
+		},
+	}
+	if wsOpts, ok := appserver.OptionsFrom(d); ok {
+		if opts.WebSocket, err = appserver.NewTurns(eng, wsOpts); err != nil {
+			return nil, err
+		}
+	}
+	return New(eng, opts), nil
+}
