@@ -172,9 +172,14 @@ func (c *call) fail(ctx context.Context, responseType, msg string) error {
 	return c.reply(ctx, out)
 }
 
-// refusal is the client-facing text of err: an *httpjson.Error's message, a generic text otherwise
-// (logged in full).
+// refusal is the client-facing text of err: an engine refusal's or an *httpjson.Error's
+// message, a generic text otherwise (logged in full). It is the one place the App Server maps
+// the engine's refusals to its error frames.
 func (c *call) refusal(ctx context.Context, err error) string {
+	var ref *turn.Refusal
+	if errors.As(err, &ref) {
+		return ref.Message
+	}
 	var e *httpjson.Error
 	if errors.As(err, &e) {
 		return e.Message

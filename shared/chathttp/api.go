@@ -7,6 +7,7 @@ package chathttp
 
 import (
 	"context"
+	"errors"
 	"net/http"
 
 	"github.com/agentharness/harness/shared/httpjson"
@@ -68,4 +69,29 @@ func (h *Handler) root(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", "GET, HEAD, POST")
 		httpjson.WriteError(w, &httpjson.Error{Status: http.StatusMethodNotAllowed, Message: "method " + r.Method + " is not allowed on /"})
 	}
+}
+
+// statusOf is the HTTP status of each kind of the engine's refusals.
+var statusOf = map[turn.RefusalKind]int{
+	turn.Invalid:  http.StatusBadRequest,
+	turn.NotFound: http.StatusNotFound,
+	turn.Busy:     http.StatusConflict,
+	turn.Conflict: http.StatusConflict,
+	turn.TooLarge: http.StatusRequestEntityTooLarge,
+}
+
+// fail answers a refused or failed request: an engine refusal with its status, message and
+// detail, an *httpjson.Error as it is, anything else as a bare 500 (logged in full). It is the
+// one place the HTTP edge maps the engine's refusals.
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
+	h.errs.Fail(w, r, httpError(err))
+}
+
+// httpError is err as the HTTP edge answers it: an engine refusal becomes an *httpjson.Error.
+func httpError(err error) error {
+	var ref *turn.Refusal
+	if errors.As(err, &ref) {
+		return &httpjson.Error{Status: statusOf[ref.Kind], Message: ref.Message, Extra: ref.Detail, Cause: ref.Cause}
+	}
+	return err
 }

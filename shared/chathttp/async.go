@@ -25,16 +25,16 @@ func (h *Handler) asyncTurn(w http.ResponseWriter, r *http.Request) {
 	}
 	acc, err := httpjson.Authenticate(r, h.opts.Store)
 	if err != nil {
-		h.errs.Fail(w, r, err)
+		h.fail(w, r, err)
 		return
 	}
 	req, in, err := h.readTurn(w, r)
 	if err != nil {
-		h.errs.Fail(w, r, err)
+		h.fail(w, r, err)
 		return
 	}
 	if _, err := h.eng.Agent(ctx, acc.ID, req.Request, false); err != nil {
-		h.errs.Fail(w, r, err)
+		h.fail(w, r, err)
 		return
 	}
 	if req.EventID == "" {
@@ -45,7 +45,7 @@ func (h *Handler) asyncTurn(w http.ResponseWriter, r *http.Request) {
 		Request: &req.Request, Message: in.Message, Decisions: in.Decisions, RespondsTo: in.RespondsTo,
 	})
 	if err != nil {
-		h.errs.Fail(w, r, err)
+		h.fail(w, r, err)
 		return
 	}
 	if len(body) > turn.MaxWorkBytes {
@@ -53,18 +53,18 @@ func (h *Handler) asyncTurn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := h.eng.Precheck(ctx, acc.ID, req.Request, in); err != nil {
-		h.errs.Fail(w, r, err)
+		h.fail(w, r, err)
 		return
 	}
 	if err := h.claimOrReopen(ctx, acc.ID, req, in); err != nil {
-		h.errs.Fail(w, r, err)
+		h.fail(w, r, err)
 		return
 	}
 	if err := h.opts.Enqueue(ctx, string(body)); err != nil {
 		if rerr := h.opts.Store.ReleaseEvent(context.WithoutCancel(ctx), acc.ID, req.EventID); rerr != nil {
 			h.opts.Logger.ErrorContext(ctx, "releasing event", "eventId", req.EventID, "err", rerr)
 		}
-		h.errs.Fail(w, r, fmt.Errorf("queueing the turn: %w", err))
+		h.fail(w, r, fmt.Errorf("queueing the turn: %w", err))
 		return
 	}
 	httpjson.WriteJSON(w, http.StatusAccepted, map[string]string{
@@ -94,12 +94,12 @@ func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	acc, err := httpjson.Authenticate(r, h.opts.Store)
 	if err != nil {
-		h.errs.Fail(w, r, err)
+		h.fail(w, r, err)
 		return
 	}
 	id := r.PathValue("eventId")
 	if err := httpjson.CheckID("eventId", id); err != nil {
-		h.errs.Fail(w, r, err)
+		h.fail(w, r, err)
 		return
 	}
 	ev, err := h.opts.Store.Event(ctx, acc.ID, id)
@@ -108,12 +108,12 @@ func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		h.errs.Fail(w, r, err)
+		h.fail(w, r, err)
 		return
 	}
 	cur, resumedBy, err := h.followResumed(ctx, acc.ID, ev)
 	if err != nil {
-		h.errs.Fail(w, r, err)
+		h.fail(w, r, err)
 		return
 	}
 	out := map[string]any{}
@@ -132,14 +132,14 @@ func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
 	ev.Status, ev.ToSeq = cur.Status, max(ev.ToSeq, cur.ToSeq)
 	if ev.Status == store.EventWaitingAsync {
 		if err := h.livePending(ctx, out); err != nil {
-			h.errs.Fail(w, r, err)
+			h.fail(w, r, err)
 			return
 		}
 	}
 	if store.Final(ev.Status) {
 		msgs, err := h.opts.Store.Messages(ctx, acc.ID, ev.ConversationID, ev.FromSeq, ev.ToSeq)
 		if err != nil {
-			h.errs.Fail(w, r, err)
+			h.fail(w, r, err)
 			return
 		}
 		if msgs == nil {

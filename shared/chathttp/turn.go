@@ -202,7 +202,7 @@ func (h *Handler) readTurn(w http.ResponseWriter, r *http.Request) (*turnRequest
 		if req.Message == nil {
 			field = fmt.Sprintf("messages[%d]", len(req.Messages)-1)
 		}
-		err = turn.CheckMessageSize(field, in.Message)
+		err = httpError(turn.CheckMessageSize(field, in.Message))
 	}
 	if err != nil {
 		return nil, turn.Input{}, err
@@ -219,22 +219,22 @@ func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	acc, err := httpjson.Authenticate(r, h.opts.Store)
 	if err != nil {
-		h.errs.Fail(w, r, err)
+		h.fail(w, r, err)
 		return
 	}
 	req, in, err := h.readTurn(w, r)
 	if err != nil {
-		h.errs.Fail(w, r, err)
+		h.fail(w, r, err)
 		return
 	}
 	cfg, err := h.eng.Agent(ctx, acc.ID, req.Request, true)
 	if err != nil {
-		h.errs.Fail(w, r, err)
+		h.fail(w, r, err)
 		return
 	}
 	if req.EventID != "" {
 		if err := h.eng.ClaimEvent(ctx, acc.ID, req.Request); err != nil {
-			h.errs.Fail(w, r, err)
+			h.fail(w, r, err)
 			return
 		}
 	}
@@ -265,7 +265,7 @@ func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 	})
 	if err != nil {
 		releaseEvent()
-		h.errs.Fail(w, r, err)
+		h.fail(w, r, err)
 		return
 	}
 	// Everything that can be refused was: the stream opens.

@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"time"
 
 	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/approval"
-	"github.com/agentharness/harness/shared/httpjson"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/store"
 	"github.com/agentharness/harness/shared/tool"
@@ -38,8 +36,8 @@ type turnPlan struct {
 // plan checks the request against the approvals the conversation waits for and records its
 // decisions. Decisions are checked against the persisted approval (same id, same call, same
 // arguments, still pending, before its deadline) and written all or none; expired approvals
-// are settled as such on the way. Its errors are *httpjson.Error: 404 for an approval the account does
-// not hold, 409 for one that cannot take this decision, or for a new message that would skip
+// are settled as such on the way. Its refusals are *Refusal: NotFound for an approval the account
+// does not hold, Conflict for one that cannot take this decision, or for a new message that would skip
 // pending approvals.
 func (e *Engine) plan(ctx context.Context, accountID string, req Request, in Input, turn *store.Turn, now time.Time) (*turnPlan, error) {
 	plan := &turnPlan{message: in.Message, cancel: in.Cancel}
@@ -75,32 +73,21 @@ func (e *Engine) plan(ctx context.Context, accountID string, req Request, in Inp
 			refusal = e.staleDecision(ctx, accountID, req.ConversationID, d.ApprovalID)
 			break
 		}
-		if err := matches(d, a); err != nil {
-			refusal = err
+		if refusal = decisionRefusal(d, a); refusal != nil {
 			break
 		}
-		status, reason := store.ApprovalDenied, deniedText(d.Reason)
-		if in.Cancel {
-			reason = abortedText
-		}
-		if *d.Approved {
-			status, reason = store.ApprovalApproved, d.Reason
-		}
-		switch {
-		case a.Status == store.ApprovalExpired:
-			refusal = &httpjson.Error{Status: http.StatusConflict, Message: fmt.Sprintf("approval %s expired at %s; the tool never ran", a.ID, a.Deadline.UTC().Format(time.RFC3339)),
-				Extra: map[string]any{"approvalId": a.ID, "status": store.ApprovalExpired}}
-		case a.Status == store.ApprovalPending:
-			a.Status, a.Reason = status, reason
+		if a.Status == store.ApprovalPending {
+			reason := d.Reason
+			switch {
+			case in.Cancel:
+				reason = abortedText
+			case !*d.Approved:
+				reason = deniedText(d.Reason)
+			}
+			a.Status, a.Reason = decidedStatus(d), reason
 			outcome[a.ID] = a
-			settle = append(settle, store.Settlement{ApprovalID: a.ID, Status: status, Reason: reason})
+			settle = append(settle, store.Settlement{ApprovalID: a.ID, Status: a.Status, Reason: reason})
 			plan.taken = append(plan.taken, d)
-		case a.Status != status:
-			// Decided before, by a request that stopped before the step resumed.
-			refusal = decidedError(a)
-		}
-		if refusal != nil {
-			break
 		}
 	}
 	if refusal == nil && in.Message != nil {
@@ -156,10 +143,36 @@ func (e *Engine) plan(ctx context.Context, accountID string, req Request, in Inp
 	return plan, nil
 }
 
+// decisionRefusal is the rule every decision passes, at Precheck and under the lease alike: it
+// must answer the call its approval was asked for, and the approval must still be pending, or
+// already hold this very decision (taken by a request that stopped before the step resumed). a
+// carries its expiry: its Status is ApprovalExpired once its deadline has passed.
+func decisionRefusal(d Decision, a store.Approval) error {
+	if err := matches(d, a); err != nil {
+		return err
+	}
+	switch {
+	case a.Status == store.ApprovalExpired:
+		return &Refusal{Kind: Conflict, Message: fmt.Sprintf("approval %s expired at %s; the tool never ran", a.ID, a.Deadline.UTC().Format(time.RFC3339)),
+			Detail: map[string]any{"approvalId": a.ID, "status": store.ApprovalExpired}}
+	case a.Status != store.ApprovalPending && a.Status != decidedStatus(d):
+		return decidedError(a)
+	}
+	return nil
+}
+
+// decidedStatus is the status a decision gives its approval.
+func decidedStatus(d Decision) string {
+	if *d.Approved {
+		return store.ApprovalApproved
+	}
+	return store.ApprovalDenied
+}
+
 // matches checks that a decision answers the call its approval was asked for.
 func matches(d Decision, a store.Approval) error {
 	conflict := func(msg string) error {
-		return &httpjson.Error{Status: http.StatusConflict, Message: msg, Extra: map[string]any{"approvalId": a.ID, "toolCallId": a.ToolCallID}}
+		return &Refusal{Kind: Conflict, Message: msg, Detail: map[string]any{"approvalId": a.ID, "toolCallId": a.ToolCallID}}
 	}
 	if d.ToolCallID != "" && d.ToolCallID != a.ToolCallID {
 		return conflict(fmt.Sprintf("approval %s is for tool call %s, not %s", a.ID, a.ToolCallID, d.ToolCallID))
@@ -178,14 +191,14 @@ func matches(d Decision, a store.Approval) error {
 func (e *Engine) staleDecision(ctx context.Context, accountID, conversationID, approvalID string) error {
 	a, err := e.opts.Store.Approval(ctx, accountID, approvalID)
 	if errors.Is(err, store.ErrNotFound) {
-		return &httpjson.Error{Status: http.StatusNotFound, Message: "approval " + approvalID + " not found"}
+		return &Refusal{Kind: NotFound, Message: "approval " + approvalID + " not found"}
 	}
 	if err != nil {
 		return err
 	}
 	if a.ConversationID != conversationID {
-		return &httpjson.Error{Status: http.StatusConflict, Message: fmt.Sprintf("approval %s belongs to conversation %s, not %s", a.ID, a.ConversationID, conversationID),
-			Extra: map[string]any{"approvalId": a.ID}}
+		return &Refusal{Kind: Conflict, Message: fmt.Sprintf("approval %s belongs to conversation %s, not %s", a.ID, a.ConversationID, conversationID),
+			Detail: map[string]any{"approvalId": a.ID}}
 	}
 	return decidedError(a)
 }
@@ -196,9 +209,8 @@ func pendingApprovalsError(conversationID string, waiting []store.Approval) erro
 	for _, a := range waiting {
 		ids = append(ids, a.ID)
 	}
-	return &httpjson.Error{Status: http.StatusConflict,
-		Message: fmt.Sprintf("conversation %s is waiting for approval of %s: answer them, or send the message with \"onPendingApprovals\": \"deny\" to deny them first", conversationID, strings.Join(ids, ", ")),
-		Extra:   map[string]any{"pendingApprovals": pendingView(waiting)}}
+	return &Refusal{Kind: Conflict, Message: fmt.Sprintf("conversation %s is waiting for approval of %s: answer them, or send the message with \"onPendingApprovals\": \"deny\" to deny them first", conversationID, strings.Join(ids, ", ")),
+		Detail: map[string]any{"pendingApprovals": pendingView(waiting)}}
 }
 
 func decidedError(a store.Approval) error {
@@ -206,8 +218,8 @@ func decidedError(a store.Approval) error {
 	if status == store.ApprovalPending {
 		status = store.ApprovalExpired
 	}
-	return &httpjson.Error{Status: http.StatusConflict, Message: fmt.Sprintf("approval %s is already %s; a decision counts once", a.ID, status),
-		Extra: map[string]any{"approvalId": a.ID, "status": status}}
+	return &Refusal{Kind: Conflict, Message: fmt.Sprintf("approval %s is already %s; a decision counts once", a.ID, status),
+		Detail: map[string]any{"approvalId": a.ID, "status": status}}
 }
 
 func expiriesOf(settle []store.Settlement) []store.Settlement {
@@ -313,7 +325,7 @@ func withOverrides(tools *tool.Set, overrides map[string]approval.Status) (*tool
 	var oe *tool.OverrideError
 	if errors.As(err, &oe) {
 		field := "toolApproval." + oe.Tool
-		return nil, &httpjson.Error{Status: http.StatusBadRequest, Message: field + ": " + oe.Err.Error(), Extra: map[string]any{"field": field}}
+		return nil, &Refusal{Kind: Invalid, Message: field + ": " + oe.Err.Error(), Detail: map[string]any{"field": field}}
 	}
 	return out, err
 }

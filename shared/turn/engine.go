@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
-	"net/http"
 	"slices"
 	"time"
 
@@ -16,7 +15,6 @@ import (
 	"github.com/agentharness/harness/shared/agents"
 	"github.com/agentharness/harness/shared/approval"
 	"github.com/agentharness/harness/shared/asynctools"
-	"github.com/agentharness/harness/shared/httpjson"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/store"
 	"github.com/agentharness/harness/shared/tool"
@@ -176,7 +174,7 @@ type Run struct {
 }
 
 // Begin takes the conversation's lease and plans the request against what the conversation
-// waits for. Its refusals are *httpjson.Error, and on any error the lease is given back.
+// waits for. Its refusals are *Refusal, and on any error the lease is given back.
 func (e *Engine) Begin(ctx context.Context, s Start) (*Run, error) {
 	lease, plan, err := e.begin(ctx, s.AccountID, s.Request, s.Input, e.opts.Now())
 	if err != nil {
@@ -264,8 +262,8 @@ func (e *Engine) BeginCancel(ctx context.Context, s Start) (*Run, error) {
 	plan, err := e.plan(ctx, s.AccountID, s.Request, s.Input, lease, now)
 	if err != nil {
 		release()
-		var refused *httpjson.Error
-		if errors.As(err, &refused) && refused.Status == http.StatusConflict {
+		var refused *Refusal
+		if errors.As(err, &refused) && refused.Kind == Conflict {
 			return nil, nil // answered meanwhile
 		}
 		return nil, err
@@ -389,7 +387,7 @@ func (e *Engine) ClaimEvent(ctx context.Context, accountID string, req Request) 
 	err := e.opts.Store.ClaimEvent(ctx, accountID, req.EventID, req.ConversationID, e.opts.Now(), e.opts.EventTTL)
 	var dup *store.DuplicateEventError
 	if errors.As(err, &dup) {
-		return &httpjson.Error{Status: http.StatusConflict, Message: dup.Error(), Extra: map[string]any{"eventId": dup.EventID, "status": dup.Status}}
+		return &Refusal{Kind: Conflict, Message: dup.Error(), Detail: map[string]any{"eventId": dup.EventID, "status": dup.Status}}
 	}
 	return err
 }
@@ -404,7 +402,7 @@ func (e *Engine) Agent(ctx context.Context, accountID string, req Request, strea
 	if stream && cfg.Tools != nil {
 		for _, name := range cfg.Tools.Names() {
 			if cfg.Tools.AsyncMode(name) == asynctools.ExternalDispatch {
-				return cfg, &httpjson.Error{Status: http.StatusBadRequest, Message: fmt.Sprintf(
+				return cfg, &Refusal{Kind: Invalid, Message: fmt.Sprintf(
 					"agent %s cannot run over SSE: its tool %s uses execution %q, whose results arrive after this response has ended; use POST /async",
 					req.AgentID, name, asynctools.ExternalDispatch)}
 			}
@@ -417,14 +415,14 @@ func (e *Engine) Agent(ctx context.Context, accountID string, req Request, strea
 }
 
 // begin takes the conversation's lease and plans the request against what the conversation
-// waits for. Its refusals are *httpjson.Error, and on any error the lease is given back.
+// waits for. Its refusals are *Refusal, and on any error the lease is given back.
 func (e *Engine) begin(ctx context.Context, accountID string, req Request, in Input, now time.Time) (*store.Turn, *turnPlan, error) {
 	lease, err := e.opts.Store.BeginTurn(ctx, accountID, req.ConversationID, req.AgentID, now, now.Add(e.opts.Lease))
 	switch {
 	case errors.Is(err, store.ErrBusy):
-		return nil, nil, &httpjson.Error{Status: http.StatusConflict, Message: "conversation " + req.ConversationID + " is busy with another turn; retry when it ends", Cause: err}
+		return nil, nil, &Refusal{Kind: Busy, Message: "conversation " + req.ConversationID + " is busy with another turn; retry when it ends", Cause: err}
 	case errors.Is(err, store.ErrAgentMismatch):
-		return nil, nil, &httpjson.Error{Status: http.StatusConflict, Message: "conversation " + req.ConversationID + " belongs to another agent"}
+		return nil, nil, &Refusal{Kind: Conflict, Message: "conversation " + req.ConversationID + " belongs to another agent"}
 	case err != nil:
 		return nil, nil, err
 	}
@@ -449,9 +447,9 @@ func (e *Engine) planTurn(ctx context.Context, accountID string, req Request, in
 
 // waitingForAsyncError refuses a request on a conversation that waits for async tool calls.
 func waitingForAsyncError(conversationID string, resultIDs []string) error {
-	return &httpjson.Error{Status: http.StatusConflict, Message: fmt.Sprintf(
+	return &Refusal{Kind: Conflict, Message: fmt.Sprintf(
 		"conversation %s is waiting for %d async tool call(s) to complete; it continues by itself when they do",
-		conversationID, len(resultIDs)), Extra: map[string]any{"pendingAsyncTools": resultIDs}}
+		conversationID, len(resultIDs)), Detail: map[string]any{"pendingAsyncTools": resultIDs}}
 }
 
 // LoadAgent loads the agent and builds its model and tools, before anything is written. A
@@ -459,10 +457,10 @@ func waitingForAsyncError(conversationID string, resultIDs []string) error {
 func (e *Engine) LoadAgent(ctx context.Context, accountID, agentID string) (agent.Config, error) {
 	cfg, err := e.opts.Agents.Load(ctx, accountID, agentID)
 	if errors.Is(err, store.ErrNotFound) {
-		return agent.Config{}, &httpjson.Error{Status: http.StatusNotFound, Message: "agent " + agentID + " not found"}
+		return agent.Config{}, &Refusal{Kind: NotFound, Message: "agent " + agentID + " not found"}
 	}
 	invalid := func(err error) error {
-		return &httpjson.Error{Status: http.StatusBadRequest, Message: "agent " + agentID + " cannot run: " + err.Error()}
+		return &Refusal{Kind: Invalid, Message: "agent " + agentID + " cannot run: " + err.Error()}
 	}
 	var fe *agentconfig.FieldError
 	if errors.As(err, &fe) {
@@ -489,7 +487,7 @@ func NewMessageID() string { return store.NewID("msg_") }
 // message may be, before anything is written.
 func CheckMessageSize(field string, m *model.Message) error {
 	if n := store.MessageBytes(*m); n > store.MaxMessageBytes {
-		return &httpjson.Error{Status: http.StatusRequestEntityTooLarge, Extra: map[string]any{"field": field},
+		return &Refusal{Kind: TooLarge, Detail: map[string]any{"field": field},
 			Message: fmt.Sprintf("%s: the message takes %d bytes stored, more than the %d one message may hold", field, n, store.MaxMessageBytes)}
 	}
 	return nil
@@ -619,7 +617,7 @@ func (e *Engine) Precheck(ctx context.Context, accountID string, req Request, in
 	}
 	switch {
 	case head.AgentID != "" && head.AgentID != req.AgentID:
-		return &httpjson.Error{Status: http.StatusConflict, Message: "conversation " + req.ConversationID + " belongs to another agent"}
+		return &Refusal{Kind: Conflict, Message: "conversation " + req.ConversationID + " belongs to another agent"}
 	case head.AsyncGroup != "":
 		return waitingForAsyncError(req.ConversationID, head.PendingAsync)
 	}
@@ -636,11 +634,11 @@ func (e *Engine) Precheck(ctx context.Context, accountID string, req Request, in
 		if !ok {
 			return e.staleDecision(ctx, accountID, req.ConversationID, d.ApprovalID)
 		}
-		if err := matches(d, a); err != nil {
-			return err
+		if a.Status == store.ApprovalPending && a.Expired(now) {
+			a.Status = store.ApprovalExpired
 		}
-		if a.Status != store.ApprovalPending || a.Expired(now) {
-			return decidedError(a)
+		if err := decisionRefusal(d, a); err != nil {
+			return err
 		}
 	}
 	if in.Message != nil {

@@ -4,12 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/http"
 	"sync"
 
 	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/asynctools"
-	"github.com/agentharness/harness/shared/httpjson"
 	"github.com/agentharness/harness/shared/store"
 	"github.com/agentharness/harness/shared/turn"
 	"github.com/agentharness/harness/shared/workqueue"
@@ -147,10 +145,10 @@ func (w *Worker) turn(ctx context.Context, msg turn.Work) error {
 	cfg, err := w.eng.Agent(ctx, msg.AccountID, *req, false)
 	if err == nil && ws {
 		if err = w.opts.WebSocket.Adapt(msg, &cfg); err != nil {
-			err = &httpjson.Error{Status: http.StatusBadRequest, Message: err.Error()}
+			err = &turn.Refusal{Kind: turn.Invalid, Message: err.Error()}
 		}
 	}
-	var refused *httpjson.Error
+	var refused *turn.Refusal
 	if errors.As(err, &refused) {
 		return refuse(turn.Outcome{Status: store.EventFailed, Error: refused.Message})
 	}
@@ -167,10 +165,10 @@ func (w *Worker) turn(ctx context.Context, msg turn.Work) error {
 	}
 	run, err := w.eng.Begin(ctx, start)
 	if errors.As(err, &refused) {
-		if errors.Is(err, store.ErrBusy) {
+		if refused.Kind == turn.Busy {
 			return errBusy
 		}
-		return refuse(turn.Outcome{Status: store.EventFailed, Error: refused.Message, ErrExtra: refused.Extra})
+		return refuse(turn.Outcome{Status: store.EventFailed, Error: refused.Message, ErrExtra: refused.Detail})
 	}
 	if err != nil {
 		return err
