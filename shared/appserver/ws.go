@@ -540,7 +540,7 @@ func (c *call) input(ctx context.Context) error {
 		return err
 	}
 	body, err := json.Marshal(turn.Work{
-		Type: workqueue.Turn, AccountID: c.conn.AccountID, EventID: req.EventID, Seed: store.NewID(""),
+		Type: workqueue.Turn, AccountID: c.conn.AccountID, EventID: req.EventID, GroupSeed: store.NewID(""),
 		Request: req, Message: in.Message, Decisions: in.Decisions, WS: wsState,
 	})
 	if err != nil {

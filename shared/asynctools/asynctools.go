@@ -52,7 +52,7 @@ type Delivery struct {
 	EventID string `json:"eventId,omitempty"`
 	// Seed is the turn's secret from which its continuations derive their group ids, so a
 	// retried continuation registers the same rows.
-	Seed string `json:"seed,omitempty"`
+	GroupSeed string `json:"seed,omitempty"`
 }
 
 // DeliveryKind says which transport a turn's outcome goes back through.

@@ -300,7 +300,7 @@ func (f *manageFixture) mustTurn(t *testing.T, secret, body string) string {
 func storedHistory(t *testing.T, st *store.Store, accountID, agentID, conversationID string) []string {
 	t.Helper()
 	ctx := context.Background()
-	turn, err := st.BeginTurn(ctx, accountID, conversationID, agentID, time.Now(), time.Now().Add(time.Minute))
+	turn, err := st.TakeLease(ctx, accountID, conversationID, agentID, time.Now(), time.Now().Add(time.Minute))
 	if err != nil {
 		t.Fatalf("inspecting conversation %s of %s: %v", conversationID, accountID, err)
 	}

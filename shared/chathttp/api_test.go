@@ -139,7 +139,7 @@ func history(t *testing.T, f *fixture, conversationID string) []model.Message {
 func (f *fixture) conversation(t *testing.T, agentID, conversationID string) []model.Message {
 	t.Helper()
 	ctx := context.Background()
-	turn, err := f.store.BeginTurn(ctx, f.acc.ID, conversationID, agentID, time.Now(), time.Now().Add(time.Minute))
+	turn, err := f.store.TakeLease(ctx, f.acc.ID, conversationID, agentID, time.Now(), time.Now().Add(time.Minute))
 	if err != nil {
 		t.Fatalf("inspecting conversation: %v", err)
 	}

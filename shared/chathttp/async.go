@@ -41,7 +41,7 @@ func (h *Handler) asyncTurn(w http.ResponseWriter, r *http.Request) {
 		req.EventID = store.NewID("evt_")
 	}
 	body, err := json.Marshal(turn.Work{
-		Type: workqueue.Turn, AccountID: acc.ID, EventID: req.EventID, Seed: store.NewID(""),
+		Type: workqueue.Turn, AccountID: acc.ID, EventID: req.EventID, GroupSeed: store.NewID(""),
 		Request: &req.Request, Message: in.Message, Decisions: in.Decisions, RespondsTo: in.RespondsTo,
 	})
 	if err != nil {

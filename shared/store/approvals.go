@@ -79,12 +79,12 @@ func (e *ApprovalConflictError) Error() string {
 func approvalKey(accountID, id string) string { return accountID + "#" + id }
 
 // Pending returns the approvals the conversation's last step waited for when the turn began.
-func (t *Turn) Pending() []string { return t.pending }
+func (t *Lease) Pending() []string { return t.pending }
 
 // Pause appends a step that stopped for approval and records its held calls, in one
 // transaction: the messages, one pending item per approval, and the wait on the conversation
 // with what the turn carries to the invocation that resumes it.
-func (t *Turn) Pause(ctx context.Context, msgs []model.Message, approvals []Approval, carry Carry) error {
+func (t *Lease) Pause(ctx context.Context, msgs []model.Message, approvals []Approval, carry Handover) error {
 	if len(approvals) == 0 {
 		return errors.New("pausing without approvals to wait for")
 	}
@@ -143,7 +143,7 @@ func (t *Turn) Pause(ctx context.Context, msgs []model.Message, approvals []Appr
 // lease. A decision (approved, denied) must come before the approval's deadline and an expiry
 // after it; an approval that is no longer pending fails the whole write with
 // *ApprovalConflictError.
-func (t *Turn) Settle(ctx context.Context, settlements []Settlement, now time.Time) error {
+func (t *Lease) Settle(ctx context.Context, settlements []Settlement, now time.Time) error {
 	if len(settlements) == 0 {
 		return nil
 	}

@@ -24,12 +24,12 @@ func TestPauseSettleAndResolve(t *testing.T) {
 	// Now, not a fixed date: DynamoDB Local deletes items whose TTL has passed.
 	t0 := time.Now().UTC().Truncate(time.Second)
 
-	turn, err := s.BeginTurn(ctx, "acc", "c", "agent", t0, t0.Add(time.Minute))
+	turn, err := s.TakeLease(ctx, "acc", "c", "agent", t0, t0.Add(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
 	step := text(model.RoleAssistant, "calls")
-	if err := turn.Pause(ctx, []model.Message{step}, []store.Approval{held("a1", t0), held("a2", t0)}, store.Carry{}); err != nil {
+	if err := turn.Pause(ctx, []model.Message{step}, []store.Approval{held("a1", t0), held("a2", t0)}, store.Handover{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := turn.End(ctx, model.Usage{}); err != nil {
@@ -37,14 +37,14 @@ func TestPauseSettleAndResolve(t *testing.T) {
 	}
 
 	// A second pause reusing an approval id writes nothing, not even its message.
-	turn, err = s.BeginTurn(ctx, "acc", "c", "agent", t0, t0.Add(time.Minute))
+	turn, err = s.TakeLease(ctx, "acc", "c", "agent", t0, t0.Add(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]string{"a1", "a2"}, turn.Pending()); diff != "" {
 		t.Fatalf("Pending (-want +got):\n%s", diff)
 	}
-	if err := turn.Pause(ctx, []model.Message{text(model.RoleAssistant, "dup")}, []store.Approval{held("a1", t0)}, store.Carry{}); err == nil {
+	if err := turn.Pause(ctx, []model.Message{text(model.RoleAssistant, "dup")}, []store.Approval{held("a1", t0)}, store.Handover{}); err == nil {
 		t.Fatal("a pause reusing approval a1 succeeded")
 	}
 	if msgs, _ := turn.History(ctx); len(msgs) != 1 {
@@ -91,7 +91,7 @@ func TestPauseSettleAndResolve(t *testing.T) {
 	if err := turn.End(ctx, model.Usage{}); err != nil {
 		t.Fatal(err)
 	}
-	turn, err = s.BeginTurn(ctx, "acc", "c", "agent", t0, t0.Add(time.Minute))
+	turn, err = s.TakeLease(ctx, "acc", "c", "agent", t0, t0.Add(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,14 +100,14 @@ func TestPauseSettleAndResolve(t *testing.T) {
 	}
 
 	// A settlement by a turn that lost its lease is refused.
-	late, err := s.BeginTurn(ctx, "acc", "c2", "agent", t0, t0.Add(time.Minute))
+	late, err := s.TakeLease(ctx, "acc", "c2", "agent", t0, t0.Add(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := late.Pause(ctx, []model.Message{step}, []store.Approval{held("b1", t0)}, store.Carry{}); err != nil {
+	if err := late.Pause(ctx, []model.Message{step}, []store.Approval{held("b1", t0)}, store.Handover{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.BeginTurn(ctx, "acc", "c2", "agent", t0.Add(2*time.Minute), t0.Add(3*time.Minute)); err != nil {
+	if _, err := s.TakeLease(ctx, "acc", "c2", "agent", t0.Add(2*time.Minute), t0.Add(3*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	if err := late.Settle(ctx, []store.Settlement{{ApprovalID: "b1", Status: store.ApprovalApproved}}, t0.Add(2*time.Minute)); !errors.Is(err, store.ErrLeaseLost) {
@@ -122,10 +122,10 @@ func TestPauseCarriesToTheResume(t *testing.T) {
 	s := newStore(t)
 	ctx := context.Background()
 	t0 := time.Now().UTC().Truncate(time.Second)
-	carry := store.Carry{ToolApproval: map[string]string{"t": "user-approval"}, PausedGroup: "ag_g", PausedAsync: []string{"ag_g.1", "ag_g.2"}}
-	pause := func(t *testing.T, conv, approvalID string) *store.Turn {
+	carry := store.Handover{ToolApproval: map[string]string{"t": "user-approval"}, PausedGroup: "ag_g", PausedAsync: []string{"ag_g.1", "ag_g.2"}}
+	pause := func(t *testing.T, conv, approvalID string) *store.Lease {
 		t.Helper()
-		turn, err := s.BeginTurn(ctx, "acc", conv, "agent", t0, t0.Add(time.Minute))
+		turn, err := s.TakeLease(ctx, "acc", conv, "agent", t0, t0.Add(time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,21 +135,21 @@ func TestPauseCarriesToTheResume(t *testing.T) {
 		if err := turn.End(ctx, model.Usage{}); err != nil {
 			t.Fatal(err)
 		}
-		turn, err = s.BeginTurn(ctx, "acc", conv, "agent", t0, t0.Add(time.Minute))
+		turn, err = s.TakeLease(ctx, "acc", conv, "agent", t0, t0.Add(time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if diff := cmp.Diff(carry, turn.Carried()); diff != "" {
+		if diff := cmp.Diff(carry, turn.Handover()); diff != "" {
 			t.Fatalf("carried to the resume (-want +got):\n%s", diff)
 		}
 		return turn
 	}
-	reopen := func(t *testing.T, turn *store.Turn, conv string) *store.Turn {
+	reopen := func(t *testing.T, turn *store.Lease, conv string) *store.Lease {
 		t.Helper()
 		if err := turn.End(ctx, model.Usage{}); err != nil {
 			t.Fatal(err)
 		}
-		turn, err := s.BeginTurn(ctx, "acc", conv, "agent", t0, t0.Add(time.Minute))
+		turn, err := s.TakeLease(ctx, "acc", conv, "agent", t0, t0.Add(time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -162,7 +162,7 @@ func TestPauseCarriesToTheResume(t *testing.T) {
 			t.Fatal(err)
 		}
 		turn = reopen(t, turn, "carry-1")
-		if diff := cmp.Diff(store.Carry{ToolApproval: carry.ToolApproval}, turn.Carried()); diff != "" {
+		if diff := cmp.Diff(store.Handover{ToolApproval: carry.ToolApproval}, turn.Handover()); diff != "" {
 			t.Errorf("carried after the resume's append (-want +got):\n%s", diff)
 		}
 		if len(turn.Pending()) != 0 {
@@ -176,7 +176,7 @@ func TestPauseCarriesToTheResume(t *testing.T) {
 			t.Fatal(err)
 		}
 		turn = reopen(t, turn, "carry-2")
-		if diff := cmp.Diff(store.Carry{}, turn.Carried()); diff != "" {
+		if diff := cmp.Diff(store.Handover{}, turn.Handover()); diff != "" {
 			t.Errorf("carried after waiting without overrides (-want +got):\n%s", diff)
 		}
 		group, ids := turn.AsyncGroup()
@@ -204,21 +204,21 @@ func TestPausedEventIsCarriedAndSettledOnce(t *testing.T) {
 		}
 	}
 
-	turn, err := s.BeginTurn(ctx, "acc", "c", "agent", t0, t0.Add(time.Minute))
+	turn, err := s.TakeLease(ctx, "acc", "c", "agent", t0, t0.Add(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := turn.Pause(ctx, []model.Message{text(model.RoleAssistant, "calls")}, []store.Approval{held("p1", t0)}, store.Carry{PausedEvent: "evt_x"}); err != nil {
+	if err := turn.Pause(ctx, []model.Message{text(model.RoleAssistant, "calls")}, []store.Approval{held("p1", t0)}, store.Handover{PausedEvent: "evt_x"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := turn.End(ctx, model.Usage{}); err != nil {
 		t.Fatal(err)
 	}
-	turn, err = s.BeginTurn(ctx, "acc", "c", "agent", t0, t0.Add(time.Minute))
+	turn, err = s.TakeLease(ctx, "acc", "c", "agent", t0, t0.Add(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := turn.Carried().PausedEvent; got != "evt_x" {
+	if got := turn.Handover().PausedEvent; got != "evt_x" {
 		t.Fatalf("the resuming turn carries paused event %q, want evt_x", got)
 	}
 	if err := turn.Append(ctx, text(model.RoleTool, "result"), text(model.RoleAssistant, "answer")); err != nil {
@@ -227,11 +227,11 @@ func TestPausedEventIsCarriedAndSettledOnce(t *testing.T) {
 	if err := turn.End(ctx, model.Usage{}); err != nil {
 		t.Fatal(err)
 	}
-	turn, err = s.BeginTurn(ctx, "acc", "c", "agent", t0, t0.Add(time.Minute))
+	turn, err = s.TakeLease(ctx, "acc", "c", "agent", t0, t0.Add(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := turn.Carried().PausedEvent; got != "" {
+	if got := turn.Handover().PausedEvent; got != "" {
 		t.Fatalf("after the resume's append the conversation still carries paused event %q", got)
 	}
 	_ = turn.Release(ctx)

@@ -125,7 +125,7 @@ func (s *Store) Messages(ctx context.Context, accountID, conversationID string, 
 	if to <= from {
 		return nil, nil
 	}
-	t := &Turn{s: s, key: accountID + "#" + conversationID}
+	t := &Lease{s: s, key: accountID + "#" + conversationID}
 	return t.query(ctx, from, to-1)
 }
 

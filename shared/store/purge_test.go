@@ -25,7 +25,7 @@ import (
 func conversation(t *testing.T, s *store.Store, accountID, id string, n int, now time.Time) {
 	t.Helper()
 	ctx := context.Background()
-	turn, err := s.BeginTurn(ctx, accountID, id, "agent", now, now.Add(time.Minute))
+	turn, err := s.TakeLease(ctx, accountID, id, "agent", now, now.Add(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestPurgeDeletesEveryConversationAcrossPagesAndPasses(t *testing.T) {
 	}
 	conversation(t, s, other.ID, "c0", 3, t0)
 	// A turn still running when the purge comes must not leave messages behind it.
-	running, err := s.BeginTurn(ctx, acc.ID, "running", "agent", t0, t0.Add(time.Hour))
+	running, err := s.TakeLease(ctx, acc.ID, "running", "agent", t0, t0.Add(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +267,7 @@ func TestInterruptedPurgeFencesTheConversation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	running, err := s.BeginTurn(ctx, acc.ID, "c", "agent", t0, t0.Add(time.Hour))
+	running, err := s.TakeLease(ctx, acc.ID, "c", "agent", t0, t0.Add(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +288,7 @@ func TestInterruptedPurgeFencesTheConversation(t *testing.T) {
 	if err := running.Append(ctx, text(model.RoleUser, "three")); !errors.Is(err, store.ErrLeaseLost) {
 		t.Errorf("append by the running turn after the cut purge = %v, want ErrLeaseLost", err)
 	}
-	if _, err := s.BeginTurn(ctx, acc.ID, "c", "agent", t0.Add(2*time.Hour), t0.Add(3*time.Hour)); !errors.Is(err, store.ErrBusy) {
+	if _, err := s.TakeLease(ctx, acc.ID, "c", "agent", t0.Add(2*time.Hour), t0.Add(3*time.Hour)); !errors.Is(err, store.ErrBusy) {
 		t.Errorf("a new turn on the conversation being purged = %v, want ErrBusy", err)
 	}
 	res, err := s.PurgeAccount(ctx, acc.ID, store.Purge{Now: t0})

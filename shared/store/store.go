@@ -186,7 +186,7 @@ func (s *Store) ReleaseEvent(ctx context.Context, accountID, eventID string) err
 }
 
 // Turn is a held lease on a conversation: the only way to append to it.
-type Turn struct {
+type Lease struct {
 	s              *Store
 	accountID      string
 	conversationID string
@@ -201,12 +201,12 @@ type Turn struct {
 	asyncGroup   string
 	asyncPending []string
 	// carry is what the turn that stopped to wait left for the invocation that goes on with it.
-	carry Carry
+	carry Handover
 }
 
-// Carry is what a turn that stops to wait (for approvals or async tools) leaves on its
+// Handover is what a turn that stops to wait (for approvals or async tools) leaves on its
 // conversation for the invocation that goes on with it.
-type Carry struct {
+type Handover struct {
 	// ToolApproval is the turn's per-request approval overrides (tool name to status): they hold
 	// until the turn ends.
 	ToolApproval map[string]string
@@ -218,15 +218,15 @@ type Carry struct {
 	// PausedEvent, for a step paused for approval, is the event id the pause was reported
 	// under (empty for a request without one). The request that answers the approvals may run
 	// under another event id: it then reports the turn's outcome on this event too (see
-	// api.drive.resumes). The first append after the pause clears it.
+	// turn's invocation.resumes). The first append after the pause clears it.
 	PausedEvent string
 }
 
-// BeginTurn takes the lease on a conversation (creating it for agentID if new) until
+// TakeLease takes the lease on a conversation (creating it for agentID if new) until
 // leaseUntil. It fails with ErrBusy while another live turn holds it and with
 // ErrAgentMismatch if the conversation belongs to another agent. An expired lease is taken
 // over, so a crashed turn never locks a conversation for good.
-func (s *Store) BeginTurn(ctx context.Context, accountID, conversationID, agentID string, now, leaseUntil time.Time) (*Turn, error) {
+func (s *Store) TakeLease(ctx context.Context, accountID, conversationID, agentID string, now, leaseUntil time.Time) (*Lease, error) {
 	key := accountID + "#" + conversationID
 	owner := NewID("turn_")
 	// accountId puts the head (only the head) in the sparse index ByAccount, through which
@@ -258,11 +258,11 @@ func (s *Store) BeginTurn(ctx context.Context, accountID, conversationID, agentI
 	if err != nil {
 		return nil, err
 	}
-	t := &Turn{s: s, accountID: accountID, conversationID: conversationID, key: key, owner: owner, nextSeq: next}
+	t := &Lease{s: s, accountID: accountID, conversationID: conversationID, key: key, owner: owner, nextSeq: next}
 	t.pending = getStrings(out.Attributes, "pendingApprovals")
 	t.asyncGroup = getS(out.Attributes, "asyncGroup")
 	t.asyncPending = getStrings(out.Attributes, "pendingAsync")
-	t.carry = Carry{
+	t.carry = Handover{
 		ToolApproval: getStringMap(out.Attributes, "toolApproval"),
 		PausedGroup:  getS(out.Attributes, "pausedGroup"), PausedAsync: getStrings(out.Attributes, "pausedAsync"),
 		PausedEvent: getS(out.Attributes, "pausedEvent"),
@@ -327,7 +327,7 @@ func (s *Store) ConversationHead(ctx context.Context, accountID, conversationID 
 }
 
 // History returns the conversation's messages in order.
-func (t *Turn) History(ctx context.Context) ([]model.Message, error) {
+func (t *Lease) History(ctx context.Context) ([]model.Message, error) {
 	if t.nextSeq <= 1 {
 		return nil, nil
 	}
@@ -335,7 +335,7 @@ func (t *Turn) History(ctx context.Context) ([]model.Message, error) {
 }
 
 // query returns the messages with first <= seq <= last.
-func (t *Turn) query(ctx context.Context, first, last int64) ([]model.Message, error) {
+func (t *Lease) query(ctx context.Context, first, last int64) ([]model.Message, error) {
 	var msgs []model.Message
 	in := &dynamodb.QueryInput{
 		TableName:              &t.s.tables.Conversations,
@@ -367,7 +367,7 @@ const maxTransactItems = 100
 // Append adds messages at the end of the conversation in one transaction fenced on the lease.
 // If the conversation was waiting for approvals, the messages must carry the held calls'
 // results: the append clears the wait.
-func (t *Turn) Append(ctx context.Context, msgs ...model.Message) error {
+func (t *Lease) Append(ctx context.Context, msgs ...model.Message) error {
 	if len(msgs) == 0 {
 		return nil
 	}
@@ -384,7 +384,7 @@ func (t *Turn) Append(ctx context.Context, msgs ...model.Message) error {
 
 // waits names the head attributes of what the conversation waited for when the turn began,
 // which the turn's first append clears.
-func (t *Turn) waits() []string {
+func (t *Lease) waits() []string {
 	var names []string
 	if len(t.pending) > 0 {
 		names = append(names, "pendingApprovals")
@@ -403,26 +403,26 @@ func (t *Turn) waits() []string {
 
 // cleared forgets the waits an append cleared. The carried overrides stay: a continuation
 // retried after its first append still needs them.
-func (t *Turn) cleared() {
+func (t *Lease) cleared() {
 	t.pending, t.asyncGroup, t.asyncPending = nil, "", nil
 	t.carry.PausedGroup, t.carry.PausedAsync, t.carry.PausedEvent = "", nil, ""
 }
 
 // Carried is what the turn that stopped to wait left for this one.
-func (t *Turn) Carried() Carry { return t.carry }
+func (t *Lease) Handover() Handover { return t.carry }
 
 // AsyncGroup is the dispatch group the conversation waited for when the turn began, and the
 // resultIds of its calls; empty when it waits for none.
-func (t *Turn) AsyncGroup() (string, []string) { return t.asyncGroup, t.asyncPending }
+func (t *Lease) AsyncGroup() (string, []string) { return t.asyncGroup, t.asyncPending }
 
 // NextSeq is the sequence number the next appended message gets.
-func (t *Turn) NextSeq() int64 { return t.nextSeq }
+func (t *Lease) NextSeq() int64 { return t.nextSeq }
 
 // WaitForAsync records, under the lease, that the conversation waits for the dispatch group
 // groupID, with the turn's approval overrides: until its continuation appends the results, new
 // turns are refused. msgs, when given, are appended in the same transaction (the results of a
 // resumed step whose async calls still run), and clear what the conversation waited for.
-func (t *Turn) WaitForAsync(ctx context.Context, groupID string, resultIDs []string, toolApproval map[string]string, msgs ...model.Message) error {
+func (t *Lease) WaitForAsync(ctx context.Context, groupID string, resultIDs []string, toolApproval map[string]string, msgs ...model.Message) error {
 	set, remove := []string{"asyncGroup = :g", "pendingAsync = :ids"}, []string{}
 	vals := map[string]types.AttributeValue{":g": str(groupID), ":ids": strList(resultIDs)}
 	set, remove = withToolApproval(set, remove, vals, toolApproval)
@@ -448,7 +448,7 @@ func (t *Turn) WaitForAsync(ctx context.Context, groupID string, resultIDs []str
 }
 
 // updateHead applies update to the conversation's head under the lease.
-func (t *Turn) updateHead(ctx context.Context, update string, values map[string]types.AttributeValue) error {
+func (t *Lease) updateHead(ctx context.Context, update string, values map[string]types.AttributeValue) error {
 	vals := map[string]types.AttributeValue{":owner": str(t.owner)}
 	for k, v := range values {
 		vals[k] = v
@@ -495,7 +495,7 @@ func expression(set, remove []string) string {
 
 // write appends msgs and puts extra items in one transaction, with update applied to the head
 // under the lease.
-func (t *Turn) write(ctx context.Context, msgs []model.Message, extra []types.TransactWriteItem, update string, values map[string]types.AttributeValue) error {
+func (t *Lease) write(ctx context.Context, msgs []model.Message, extra []types.TransactWriteItem, update string, values map[string]types.AttributeValue) error {
 	if len(msgs)+len(extra) > maxTransactItems-1 {
 		return fmt.Errorf("writing %d items at once: at most %d fit one transaction", len(msgs)+len(extra), maxTransactItems-1)
 	}
@@ -565,7 +565,7 @@ var errConflict = errors.New("the item changed under the write")
 
 // Release gives the conversation back without counting a turn: for requests refused after the
 // lease was taken.
-func (t *Turn) Release(ctx context.Context) error {
+func (t *Lease) Release(ctx context.Context) error {
 	_, err := t.s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 &t.s.tables.Conversations,
 		Key:                       map[string]types.AttributeValue{"conversationKey": str(t.key), "seq": num(0)},
@@ -582,7 +582,7 @@ func (t *Turn) Release(ctx context.Context) error {
 
 // End releases the lease and adds the turn's token usage to the conversation's totals.
 // Ending a lease already lost is not an error.
-func (t *Turn) End(ctx context.Context, usage model.Usage) error {
+func (t *Lease) End(ctx context.Context, usage model.Usage) error {
 	_, err := t.s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:           &t.s.tables.Conversations,
 		Key:                 map[string]types.AttributeValue{"conversationKey": str(t.key), "seq": num(0)},

@@ -26,24 +26,24 @@ func TestExpiredLeaseIsTakenOverAndFencesTheOldTurn(t *testing.T) {
 	ctx := context.Background()
 	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 
-	old, err := s.BeginTurn(ctx, "acc", "c", "agent", t0, t0.Add(time.Minute))
+	old, err := s.TakeLease(ctx, "acc", "c", "agent", t0, t0.Add(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := old.Append(ctx, text(model.RoleUser, "one")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.BeginTurn(ctx, "acc", "c", "agent", t0.Add(30*time.Second), t0.Add(2*time.Minute)); !errors.Is(err, store.ErrBusy) {
-		t.Fatalf("BeginTurn while the lease is live = %v, want ErrBusy", err)
+	if _, err := s.TakeLease(ctx, "acc", "c", "agent", t0.Add(30*time.Second), t0.Add(2*time.Minute)); !errors.Is(err, store.ErrBusy) {
+		t.Fatalf("TakeLease while the lease is live = %v, want ErrBusy", err)
 	}
-	if _, err := s.BeginTurn(ctx, "acc", "c", "other-agent", t0.Add(2*time.Minute), t0.Add(3*time.Minute)); !errors.Is(err, store.ErrAgentMismatch) {
-		t.Fatalf("BeginTurn by another agent = %v, want ErrAgentMismatch", err)
+	if _, err := s.TakeLease(ctx, "acc", "c", "other-agent", t0.Add(2*time.Minute), t0.Add(3*time.Minute)); !errors.Is(err, store.ErrAgentMismatch) {
+		t.Fatalf("TakeLease by another agent = %v, want ErrAgentMismatch", err)
 	}
 
 	// The first turn crashed: after its lease runs out, a new turn takes the conversation.
-	next, err := s.BeginTurn(ctx, "acc", "c", "agent", t0.Add(2*time.Minute), t0.Add(3*time.Minute))
+	next, err := s.TakeLease(ctx, "acc", "c", "agent", t0.Add(2*time.Minute), t0.Add(3*time.Minute))
 	if err != nil {
-		t.Fatalf("BeginTurn after the lease expired: %v", err)
+		t.Fatalf("TakeLease after the lease expired: %v", err)
 	}
 	if err := old.Append(ctx, text(model.RoleAssistant, "late")); !errors.Is(err, store.ErrLeaseLost) {
 		t.Fatalf("append by the expired turn = %v, want ErrLeaseLost", err)
@@ -68,8 +68,8 @@ func TestExpiredLeaseIsTakenOverAndFencesTheOldTurn(t *testing.T) {
 	if err := next.End(ctx, model.Usage{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.BeginTurn(ctx, "acc", "c", "agent", t0.Add(2*time.Minute), t0.Add(3*time.Minute)); err != nil {
-		t.Fatalf("BeginTurn after End: %v", err)
+	if _, err := s.TakeLease(ctx, "acc", "c", "agent", t0.Add(2*time.Minute), t0.Add(3*time.Minute)); err != nil {
+		t.Fatalf("TakeLease after End: %v", err)
 	}
 }
 

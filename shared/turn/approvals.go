@@ -39,7 +39,7 @@ type turnPlan struct {
 // are settled as such on the way. Its refusals are *Refusal: NotFound for an approval the account
 // does not hold, Conflict for one that cannot take this decision, or for a new message that would skip
 // pending approvals.
-func (e *Engine) plan(ctx context.Context, accountID string, req Request, in Input, turn *store.Turn, now time.Time) (*turnPlan, error) {
+func (e *Engine) plan(ctx context.Context, accountID string, req Request, in Input, turn *store.Lease, now time.Time) (*turnPlan, error) {
 	plan := &turnPlan{message: in.Message, cancel: in.Cancel}
 	held := turn.Pending()
 	if len(held) == 0 {
@@ -281,13 +281,13 @@ func pendingFromLoop(ps []agent.Pending) []PendingApproval {
 
 // pauseFunc persists a step held for approval: its messages and one pending approval per held
 // call, bound to the call's exact arguments, with the configured deadline.
-func (e *Engine) pauseFunc(turn *store.Turn, agentID string) agent.PauseFunc {
-	return e.pauseCarrying(turn, agentID, nil)
+func (e *Engine) pauseFunc(turn *store.Lease, agentID string) agent.PauseFunc {
+	return e.pauseWithHandover(turn, agentID, nil)
 }
 
-// pauseCarrying is pauseFunc with what the paused turn leaves for its resume, which carry
+// pauseWithHandover is pauseFunc with what the paused turn leaves for its resume, which carry
 // returns (and may prepare) given the approvals' deadline; nil carries nothing.
-func (e *Engine) pauseCarrying(turn *store.Turn, agentID string, carry func(ctx context.Context, deadline time.Time) (store.Carry, error)) agent.PauseFunc {
+func (e *Engine) pauseWithHandover(turn *store.Lease, agentID string, carry func(ctx context.Context, deadline time.Time) (store.Handover, error)) agent.PauseFunc {
 	return func(ctx context.Context, msgs []model.Message, pending []agent.Pending) error {
 		now := e.opts.Now()
 		rows := make([]store.Approval, 0, len(pending))
@@ -302,7 +302,7 @@ func (e *Engine) pauseCarrying(turn *store.Turn, agentID string, carry func(ctx 
 				CreatedAt: now, Deadline: now.Add(e.opts.ApprovalTimeout),
 			})
 		}
-		var c store.Carry
+		var c store.Handover
 		if carry != nil {
 			var err error
 			if c, err = carry(ctx, now.Add(e.opts.ApprovalTimeout)); err != nil {

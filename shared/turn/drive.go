@@ -17,10 +17,10 @@ import (
 	"github.com/agentharness/harness/shared/store"
 )
 
-// drive carries one invocation's part of a turn: a model pass, then the async work the pass
+// invocation is one function invocation's part of a turn: a model pass, then the async work the pass
 // started, whose results go back to the model for another pass, until the turn ends or waits
 // for outside workers.
-type drive struct {
+type invocation struct {
 	e              *Engine
 	log            *slog.Logger
 	accountID      string
@@ -29,16 +29,16 @@ type drive struct {
 	// turnID names the turn on its async rows (its event id, when it has one).
 	turnID string
 	// resumes is the event the conversation's paused step was reported under when this
-	// invocation began (store.Carry.PausedEvent); see settleResumed.
+	// invocation began (store.Handover.PausedEvent); see settleResumed.
 	resumes string
-	// nonce is the turn's secret seed of group ids: the same for a retried invocation.
-	nonce    string
-	delivery asynctools.Delivery
-	cfg      agent.Config
+	// groupSeed is the turn's secret seed of group ids: the same for a retried invocation.
+	groupSeed string
+	delivery  asynctools.Delivery
+	cfg       agent.Config
 	// overrides are the turn's toolApproval overrides, recorded whenever it stops to wait, so
 	// the invocation that goes on with it applies them too.
 	overrides map[string]approval.Status
-	lease     *store.Turn
+	lease     *store.Lease
 	// emit tells the transport what the turn says, in order; heartbeat keeps a quiet stream
 	// alive. Both may be no-ops.
 	emit      func(Event)
@@ -51,7 +51,7 @@ type drive struct {
 }
 
 // run carries out the plan of a request.
-func (d *drive) run(ctx context.Context, plan *turnPlan) Outcome {
+func (d *invocation) run(ctx context.Context, plan *turnPlan) Outcome {
 	if plan.waiting != nil {
 		// Some held calls still wait: report the decisions taken and what is left.
 		for _, dec := range plan.taken {
@@ -96,7 +96,7 @@ func (d *drive) run(ctx context.Context, plan *turnPlan) Outcome {
 
 // passes runs model passes from pass number n, starting with events over d.history, for as long
 // as each pass leaves same-invocation results to bring back to the model.
-func (d *drive) passes(ctx context.Context, n int, events func(agent.Config) iter.Seq2[agent.Event, error]) Outcome {
+func (d *invocation) passes(ctx context.Context, n int, events func(agent.Config) iter.Seq2[agent.Event, error]) Outcome {
 	d.cfg.Save = func(ctx context.Context, msgs []model.Message) error {
 		if err := d.lease.Append(ctx, msgs...); err != nil {
 			return err
@@ -114,7 +114,7 @@ func (d *drive) passes(ctx context.Context, n int, events func(agent.Config) ite
 		if cfg.Pause != nil {
 			cfg.Pause = d.pause(p)
 		}
-		res, fin := d.consume(ctx, events(cfg), total)
+		res, fin := d.relay(ctx, events(cfg), total)
 		total = res.Usage
 		if p == nil {
 			return res
@@ -186,13 +186,13 @@ func sameText(a, b model.Message) bool {
 func resultsMessageID(groupID string) string { return "msg_" + groupID }
 
 // newPass returns the coordinator of pass n's async calls; nil where async tools are not wired.
-func (d *drive) newPass(ctx context.Context, n int) *asynctools.Pass {
-	return d.passIn(ctx, asynctools.NewGroupID(d.nonce, n))
+func (d *invocation) newPass(ctx context.Context, n int) *asynctools.Pass {
+	return d.passIn(ctx, asynctools.NewGroupID(d.groupSeed, n))
 }
 
 // passIn returns a coordinator of async calls in the dispatch group groupID; nil where async
 // tools are not wired.
-func (d *drive) passIn(ctx context.Context, groupID string) *asynctools.Pass {
+func (d *invocation) passIn(ctx context.Context, groupID string) *asynctools.Pass {
 	if d.e.opts.Async == nil {
 		return nil
 	}
@@ -211,10 +211,10 @@ func (d *drive) passIn(ctx context.Context, groupID string) *asynctools.Pass {
 
 // waitForGroup ends this invocation's part of the turn: the conversation records the group it
 // waits for, the lease is given back, and the group is sealed with the exact set of calls. The
-// seal runs the group check itself, so results that all arrived already re-drive at once.
-func (d *drive) waitForGroup(ctx context.Context, p *asynctools.Pass, usage model.Usage) Outcome {
+// seal runs the group check itself, so results that all arrived already re-invocation at once.
+func (d *invocation) waitForGroup(ctx context.Context, p *asynctools.Pass, usage model.Usage) Outcome {
 	g := p.Group()
-	if err := d.lease.WaitForAsync(ctx, g.ID, g.Expected, d.carriedApproval()); err != nil {
+	if err := d.lease.WaitForAsync(ctx, g.ID, g.Expected, d.recordedOverrides()); err != nil {
 		return d.fail(ctx, err, "internal error: the turn could not wait for its async tools", usage)
 	}
 	return d.sealGroup(ctx, g, p.Calls(), usage)
@@ -222,7 +222,7 @@ func (d *drive) waitForGroup(ctx context.Context, p *asynctools.Pass, usage mode
 
 // sealGroup ends the part of a turn that waits for the group g, once the conversation records
 // the wait: the lease is given back, then the group is sealed.
-func (d *drive) sealGroup(ctx context.Context, g asynctools.Group, calls []asynctools.Call, usage model.Usage) Outcome {
+func (d *invocation) sealGroup(ctx context.Context, g asynctools.Group, calls []asynctools.Call, usage model.Usage) Outcome {
 	d.ended = true
 	if err := d.lease.End(ctx, usage); err != nil {
 		d.log.ErrorContext(ctx, "ending turn", "err", err)
@@ -237,7 +237,7 @@ func (d *drive) sealGroup(ctx context.Context, g asynctools.Group, calls []async
 
 // end gives the conversation back after the invocation's part of the turn: counted as a turn,
 // or only released when the request just recorded decisions while others still wait.
-func (d *drive) end(ctx context.Context, plan *turnPlan, res Outcome) {
+func (d *invocation) end(ctx context.Context, plan *turnPlan, res Outcome) {
 	if d.ended {
 		return
 	}
@@ -262,7 +262,7 @@ func (d *drive) end(ctx context.Context, plan *turnPlan, res Outcome) {
 //
 // It returns the report's error, which the worker retries on. Each step runs even when the one
 // before failed: a client that has gone must still leave the conversation free.
-func (d *drive) conclude(ctx context.Context, plan *turnPlan, res Outcome, from int64, tell func()) error {
+func (d *invocation) conclude(ctx context.Context, plan *turnPlan, res Outcome, from int64, tell func()) error {
 	d.end(ctx, plan, res)
 	var err error
 	if d.turnID != "" {
@@ -276,7 +276,7 @@ func (d *drive) conclude(ctx context.Context, plan *turnPlan, res Outcome, from 
 }
 
 // fail reports a failed turn to the client.
-func (d *drive) fail(ctx context.Context, err error, public string, usage model.Usage) Outcome {
+func (d *invocation) fail(ctx context.Context, err error, public string, usage model.Usage) Outcome {
 	d.log.ErrorContext(ctx, "turn failed", "err", err)
 	d.emit(Event{Kind: Failed, Error: public})
 	return Outcome{Status: store.EventFailed, Usage: usage, Error: public, Reason: model.FinishError}
@@ -294,7 +294,7 @@ func stopped(ctx context.Context, usage model.Usage) Outcome {
 
 // consume streams one pass's events through send and returns how the pass ended, with its
 // Finish event (nil when it ended otherwise). prior is the turn's usage before the pass.
-func (d *drive) consume(ctx context.Context, events iter.Seq2[agent.Event, error], prior model.Usage) (Outcome, *agent.Event) {
+func (d *invocation) relay(ctx context.Context, events iter.Seq2[agent.Event, error], prior model.Usage) (Outcome, *agent.Event) {
 	usage := prior
 	started := time.Now()
 	tools := toolLog{log: d.log, started: map[string]toolStart{}}

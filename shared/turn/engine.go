@@ -158,8 +158,8 @@ type Start struct {
 	// Config is the agent as the transport runs it (Agent's, with its own tool changes).
 	Config agent.Config
 	// Seed is the turn's secret seed of dispatch group ids: the same for a retried invocation.
-	Seed     string
-	Delivery asynctools.Delivery
+	GroupSeed string
+	Delivery  asynctools.Delivery
 	// Emit receives the turn's events in order; Heartbeat keeps a quiet transport alive. Both
 	// may be nil.
 	Emit      func(Event)
@@ -168,7 +168,7 @@ type Start struct {
 
 // Run is one invocation's part of a turn, begun: the lease is held and the request planned.
 type Run struct {
-	d    *drive
+	d    *invocation
 	plan *turnPlan
 	from int64
 }
@@ -183,13 +183,13 @@ func (e *Engine) Begin(ctx context.Context, s Start) (*Run, error) {
 	return e.newRun(s, lease, plan), nil
 }
 
-func (e *Engine) newRun(s Start, lease *store.Turn, plan *turnPlan) *Run {
+func (e *Engine) newRun(s Start, lease *store.Lease, plan *turnPlan) *Run {
 	cfg := s.Config
 	cfg.Pause = e.pauseFunc(lease, s.AgentID)
-	d := &drive{
+	d := &invocation{
 		e: e, log: e.opts.Logger.With("accountId", s.AccountID, "agentId", s.AgentID, "conversationId", s.ConversationID, "eventId", s.EventID),
 		accountID: s.AccountID, agentID: s.AgentID, conversationID: s.ConversationID,
-		turnID: s.EventID, resumes: lease.Carried().PausedEvent, nonce: s.Seed, delivery: s.Delivery,
+		turnID: s.EventID, resumes: lease.Handover().PausedEvent, groupSeed: s.GroupSeed, delivery: s.Delivery,
 		cfg: cfg, overrides: s.ToolApproval, lease: lease, emit: s.Emit, heartbeat: s.Heartbeat,
 	}
 	if d.emit == nil {
@@ -198,8 +198,8 @@ func (e *Engine) newRun(s Start, lease *store.Turn, plan *turnPlan) *Run {
 	if d.heartbeat == nil {
 		d.heartbeat = func() {}
 	}
-	if d.nonce == "" {
-		d.nonce = store.NewID("")
+	if d.groupSeed == "" {
+		d.groupSeed = store.NewID("")
 	}
 	return &Run{d: d, plan: plan, from: lease.NextSeq()}
 }
@@ -208,7 +208,7 @@ func (e *Engine) newRun(s Start, lease *store.Turn, plan *turnPlan) *Run {
 // ended. Nothing is reported until Conclude.
 func (r *Run) Execute(ctx context.Context) Outcome { return r.d.run(ctx, r.plan) }
 
-// Conclude ends this invocation's part of the turn (drive.conclude: lease, event, resumed
+// Conclude ends this invocation's part of the turn (invocation.conclude: lease, event, resumed
 // event, then tell) and returns the report's error.
 func (r *Run) Conclude(ctx context.Context, o Outcome, tell func()) error {
 	return r.d.conclude(ctx, r.plan, o, r.from, tell)
@@ -231,7 +231,7 @@ func (r *Run) From() int64 { return r.from }
 // request holds the conversation, or nothing is pending any more).
 func (e *Engine) BeginCancel(ctx context.Context, s Start) (*Run, error) {
 	now := e.opts.Now()
-	lease, err := e.opts.Store.BeginTurn(ctx, s.AccountID, s.ConversationID, s.AgentID, now, now.Add(e.opts.Lease))
+	lease, err := e.opts.Store.TakeLease(ctx, s.AccountID, s.ConversationID, s.AgentID, now, now.Add(e.opts.Lease))
 	if errors.Is(err, store.ErrBusy) {
 		return nil, nil
 	}
@@ -299,7 +299,7 @@ func (e *Engine) TakeUp(ctx context.Context, accountID, groupID string) (*Contin
 	}
 	log := e.opts.Logger.With("accountId", g.AccountID, "agentId", g.AgentID, "conversationId", g.ConversationID, "groupId", g.ID)
 	now := e.opts.Now()
-	lease, err := e.opts.Store.BeginTurn(ctx, g.AccountID, g.ConversationID, g.AgentID, now, now.Add(e.opts.Lease))
+	lease, err := e.opts.Store.TakeLease(ctx, g.AccountID, g.ConversationID, g.AgentID, now, now.Add(e.opts.Lease))
 	switch {
 	case errors.Is(err, store.ErrAgentMismatch):
 		return nil, e.opts.Async.Consume(ctx, g.ID, now)
@@ -321,7 +321,7 @@ func (e *Engine) TakeUp(ctx context.Context, accountID, groupID string) (*Contin
 	waiting, _ := lease.AsyncGroup()
 	msgID := resultsMessageID(g.ID)
 	switch {
-	case lease.Carried().PausedGroup == g.ID:
+	case lease.Handover().PausedGroup == g.ID:
 		// Its pass paused for approval: the step's resume brings the results back.
 		return skip("continuation of a step paused for approval ignored")
 	case waiting == g.ID:
@@ -339,7 +339,7 @@ func (e *Engine) TakeUp(ctx context.Context, accountID, groupID string) (*Contin
 	log.InfoContext(ctx, "continuation started", "results", len(g.Expected))
 	run := e.newRun(Start{
 		AccountID: g.AccountID, Request: Request{ConversationID: g.ConversationID, AgentID: g.AgentID, EventID: g.Delivery.EventID},
-		Seed: asynctools.NewGroupID(g.Delivery.Seed+"/"+g.ID, 0), Delivery: g.Delivery,
+		GroupSeed: asynctools.NewGroupID(g.Delivery.GroupSeed+"/"+g.ID, 0), Delivery: g.Delivery,
 	}, lease, &turnPlan{})
 	run.d.log = log
 	// The event's first message was reported by the turn's first invocation: from stays.
@@ -353,7 +353,7 @@ func (c *Continuation) Execute(ctx context.Context, adapt func(*agent.Config) er
 	d := c.d
 	cfg, err := d.e.LoadAgent(ctx, d.accountID, d.agentID)
 	if err == nil {
-		cfg.Tools = d.withCarried(ctx, cfg.Tools)
+		cfg.Tools = d.withRecordedOverrides(ctx, cfg.Tools)
 		if adapt != nil {
 			err = adapt(&cfg)
 		}
@@ -416,8 +416,8 @@ func (e *Engine) Agent(ctx context.Context, accountID string, req Request, strea
 
 // begin takes the conversation's lease and plans the request against what the conversation
 // waits for. Its refusals are *Refusal, and on any error the lease is given back.
-func (e *Engine) begin(ctx context.Context, accountID string, req Request, in Input, now time.Time) (*store.Turn, *turnPlan, error) {
-	lease, err := e.opts.Store.BeginTurn(ctx, accountID, req.ConversationID, req.AgentID, now, now.Add(e.opts.Lease))
+func (e *Engine) begin(ctx context.Context, accountID string, req Request, in Input, now time.Time) (*store.Lease, *turnPlan, error) {
+	lease, err := e.opts.Store.TakeLease(ctx, accountID, req.ConversationID, req.AgentID, now, now.Add(e.opts.Lease))
 	switch {
 	case errors.Is(err, store.ErrBusy):
 		return nil, nil, &Refusal{Kind: Busy, Message: "conversation " + req.ConversationID + " is busy with another turn; retry when it ends", Cause: err}
@@ -438,7 +438,7 @@ func (e *Engine) begin(ctx context.Context, accountID string, req Request, in In
 
 // planTurn refuses a request on a conversation that waits for async tools, then plans it
 // against pending approvals.
-func (e *Engine) planTurn(ctx context.Context, accountID string, req Request, in Input, lease *store.Turn, now time.Time) (*turnPlan, error) {
+func (e *Engine) planTurn(ctx context.Context, accountID string, req Request, in Input, lease *store.Lease, now time.Time) (*turnPlan, error) {
 	if group, ids := lease.AsyncGroup(); group != "" {
 		return nil, waitingForAsyncError(req.ConversationID, ids)
 	}

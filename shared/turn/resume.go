@@ -22,9 +22,9 @@ import (
 // held calls are decided. Their group is sealed only then, maybe much later and elsewhere, so
 // the calls outside workers complete are first kept from being sealed as orphans until the
 // approvals' deadline.
-func (d *drive) pause(p *asynctools.Pass) agent.PauseFunc {
-	return d.e.pauseCarrying(d.lease, d.agentID, func(ctx context.Context, deadline time.Time) (store.Carry, error) {
-		c := store.Carry{ToolApproval: d.carriedApproval(), PausedEvent: d.pauseEvent()}
+func (d *invocation) pause(p *asynctools.Pass) agent.PauseFunc {
+	return d.e.pauseWithHandover(d.lease, d.agentID, func(ctx context.Context, deadline time.Time) (store.Handover, error) {
+		c := store.Handover{ToolApproval: d.recordedOverrides(), PausedEvent: d.pauseEvent()}
 		if p == nil || !p.HasWork() {
 			return c, nil
 		}
@@ -42,7 +42,7 @@ func (d *drive) pause(p *asynctools.Pass) agent.PauseFunc {
 // pauseEvent is the event a pause of this invocation is reported under: its own, else, for a
 // request without event id that resumed a step paused under one, that event, which stays the
 // turn's event (settleResumed reports this pause on it).
-func (d *drive) pauseEvent() string {
+func (d *invocation) pauseEvent() string {
 	if d.turnID != "" {
 		return d.turnID
 	}
@@ -53,14 +53,14 @@ func (d *drive) pauseEvent() string {
 // invocation runs under another event id (Y) or none.
 //
 // Design, kept to one conditional write: the pause records X on the conversation with the
-// pending approvals (store.Carry.PausedEvent). When the invocation that answered them ends
+// pending approvals (store.Handover.PausedEvent). When the invocation that answered them ends
 // (completed, failed, paused again, or waiting for async tools), X takes its status and detail
 // with "resumedBy": Y and its messages' end, only while X is still waiting for approval, so a
 // settled X (or one reopened by an answer under X itself) is never rewritten. Where the turn
 // goes on later under Y (an async continuation, or a second pause answered under Z), X is not
 // written again: GET /status/X follows resumedBy while X is not final (see followResumed), so
 // X shows the turn's outcome once Y has one.
-func (d *drive) settleResumed(ctx context.Context, plan *turnPlan, res Outcome, from, to int64) {
+func (d *invocation) settleResumed(ctx context.Context, plan *turnPlan, res Outcome, from, to int64) {
 	if plan.decisions == nil || d.resumes == "" || d.resumes == d.turnID {
 		return
 	}
@@ -86,10 +86,10 @@ func (d *drive) settleResumed(ctx context.Context, plan *turnPlan, res Outcome, 
 // and the results of the async calls the paused pass made go back to the model after theirs and
 // before its next step: in the same write, when they have all landed; otherwise the pass ends
 // there and the turn waits for them, as a pass that dispatched outside work does.
-func (d *drive) resumeStep(ctx context.Context, plan *turnPlan, history []model.Message) Outcome {
+func (d *invocation) resumeStep(ctx context.Context, plan *turnPlan, history []model.Message) Outcome {
 	if plan.message == nil {
 		// The same turn goes on; a new message starts another, with its own overrides.
-		d.cfg.Tools = d.withCarried(ctx, d.cfg.Tools)
+		d.cfg.Tools = d.withRecordedOverrides(ctx, d.cfg.Tools)
 	}
 	w, err := d.pausedWork(ctx, history)
 	if err != nil {
@@ -136,7 +136,7 @@ const AbortedTurnText = "the turn was aborted; the conversation keeps every step
 // cancelOutside settles the paused step's async calls still running outside as cancelled,
 // through the conditional write an answer takes, so a late answer is refused; a call answered
 // meanwhile keeps its answer.
-func (d *drive) cancelOutside(ctx context.Context, w *pausedWork) error {
+func (d *invocation) cancelOutside(ctx context.Context, w *pausedWork) error {
 	for i, r := range w.results {
 		if r.Status != asynctools.Running {
 			continue
@@ -168,8 +168,8 @@ type pausedWork struct {
 
 // pausedWork loads the results of the async calls the paused pass made; nil when it made none,
 // or when they were brought back already.
-func (d *drive) pausedWork(ctx context.Context, history []model.Message) (*pausedWork, error) {
-	c := d.lease.Carried()
+func (d *invocation) pausedWork(ctx context.Context, history []model.Message) (*pausedWork, error) {
+	c := d.lease.Handover()
 	if c.PausedGroup == "" || d.e.opts.Async == nil || hasMessage(history, resultsMessageID(c.PausedGroup)) {
 		return nil, nil
 	}
@@ -198,7 +198,7 @@ func (d *drive) pausedWork(ctx context.Context, history []model.Message) (*pause
 // settleAbandoned fails same-invocation work still running when its step resumes: the pass that
 // started it waited for it before giving the conversation back, so the invocation running it
 // stopped before it landed.
-func (d *drive) settleAbandoned(ctx context.Context, r asynctools.Result) (asynctools.Result, error) {
+func (d *invocation) settleAbandoned(ctx context.Context, r asynctools.Result) (asynctools.Result, error) {
 	got, _, err := d.e.opts.Async.Settle(ctx, r.ID, asynctools.Outcome{Status: asynctools.Failed, Error: "the invocation running the tool stopped before it finished"}, d.e.opts.Now())
 	var conflict *asynctools.ConflictError
 	if errors.As(err, &conflict) {
@@ -211,7 +211,7 @@ func (d *drive) settleAbandoned(ctx context.Context, r asynctools.Result) (async
 // run, their results (and next) are saved with the wait for the paused pass's group, which the
 // async calls of approved tools join, and the group is sealed. Its continuation brings every
 // result back to the model at once.
-func (d *drive) decideThenWait(ctx context.Context, decisions map[string]agent.Decision, history, next []model.Message, w *pausedWork) Outcome {
+func (d *invocation) decideThenWait(ctx context.Context, decisions map[string]agent.Decision, history, next []model.Message, w *pausedWork) Outcome {
 	p := d.passIn(ctx, w.group)
 	expected := func() []string {
 		ids := make([]string, 0, len(w.results))
@@ -228,13 +228,13 @@ func (d *drive) decideThenWait(ctx context.Context, decisions map[string]agent.D
 	cfg := d.cfg
 	cfg.Async = p.Run
 	cfg.Save = func(ctx context.Context, msgs []model.Message) error {
-		if err := d.lease.WaitForAsync(ctx, w.group, expected(), d.carriedApproval(), msgs...); err != nil {
+		if err := d.lease.WaitForAsync(ctx, w.group, expected(), d.recordedOverrides(), msgs...); err != nil {
 			return err
 		}
 		d.history = append(d.history, msgs...)
 		return nil
 	}
-	res, fin := d.consume(ctx, agent.Decide(ctx, cfg, history, decisions, next...), model.Usage{})
+	res, fin := d.relay(ctx, agent.Decide(ctx, cfg, history, decisions, next...), model.Usage{})
 	if fin == nil {
 		p.Abort()
 		return res
@@ -252,12 +252,12 @@ func (d *drive) decideThenWait(ctx context.Context, decisions map[string]agent.D
 	return d.sealGroup(context.WithoutCancel(ctx), g, calls, res.Usage)
 }
 
-// withCarried applies the approval overrides a waiting turn recorded to tools, for the
+// withRecordedOverrides applies the approval overrides a waiting turn recorded to tools, for the
 // invocation that goes on with it, under those of its own request (d.overrides), which win: the
 // overrides of the request that started a turn hold for the whole turn. One the agent's policy
 // no longer allows is left out, which leaves the tool's own, stricter, policy.
-func (d *drive) withCarried(ctx context.Context, tools *tool.Set) *tool.Set {
-	carried := d.lease.Carried().ToolApproval
+func (d *invocation) withRecordedOverrides(ctx context.Context, tools *tool.Set) *tool.Set {
+	carried := d.lease.Handover().ToolApproval
 	if len(carried) == 0 {
 		return tools
 	}
@@ -281,8 +281,8 @@ func (d *drive) withCarried(ctx context.Context, tools *tool.Set) *tool.Set {
 	return tools
 }
 
-// carriedApproval is the turn's overrides as a waiting conversation records them.
-func (d *drive) carriedApproval() map[string]string {
+// recordedOverrides is the turn's overrides as a waiting conversation records them.
+func (d *invocation) recordedOverrides() map[string]string {
 	if len(d.overrides) == 0 {
 		return nil
 	}

@@ -157,7 +157,7 @@ func TestDecisionRules(t *testing.T) {
 	// A request that records its decision and stops before the step resumes leaves the same
 	// decision acceptable again, at Precheck and under the lease alike; another is refused.
 	ctx := context.Background()
-	lease, err := r.store.BeginTurn(ctx, r.account, "c1", "deployer", r.now, r.now.Add(time.Minute))
+	lease, err := r.store.TakeLease(ctx, r.account, "c1", "deployer", r.now, r.now.Add(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}

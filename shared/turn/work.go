@@ -18,7 +18,7 @@ type Work struct {
 
 	// A turn: its event, the secret seed of its group ids, the request and what it brings.
 	EventID    string         `json:"eventId,omitempty"`
-	Seed       string         `json:"seed,omitempty"`
+	GroupSeed  string         `json:"seed,omitempty"`
 	Request    *Request       `json:"request,omitempty"`
 	Message    *model.Message `json:"message,omitempty"`
 	Decisions  []Decision     `json:"decisions,omitempty"`

@@ -156,9 +156,9 @@ func (w *Worker) turn(ctx context.Context, msg turn.Work) error {
 		return err
 	}
 	start := turn.Start{
-		AccountID: msg.AccountID, Request: *req, Config: cfg, Seed: msg.Seed,
+		AccountID: msg.AccountID, Request: *req, Config: cfg, GroupSeed: msg.GroupSeed,
 		Input:    turn.Input{Message: msg.Message, Decisions: msg.Decisions, RespondsTo: msg.RespondsTo},
-		Delivery: asynctools.Delivery{Kind: asynctools.DeliverAsync, EventID: msg.EventID, Seed: msg.Seed},
+		Delivery: asynctools.Delivery{Kind: asynctools.DeliverAsync, EventID: msg.EventID, GroupSeed: msg.GroupSeed},
 	}
 	if ws {
 		start.Delivery.Kind = asynctools.DeliverWebSocket
