@@ -74,10 +74,8 @@ func (h *server) abortApprovals(ctx context.Context, accountID string, rt runtim
 	if err != nil {
 		return false, err
 	}
-	var out *wsOut
 	r, err := h.eng.BeginCancel(ctx, turn.Start{
 		AccountID: accountID, Request: req, Config: cfg, Delivery: asynctools.Delivery{Kind: asynctools.DeliverWebSocket},
-		Emit: func(ev turn.Event) { out.event(ctx, ev) },
 	})
 	if r == nil || err != nil {
 		return false, err
@@ -86,8 +84,11 @@ func (h *server) abortApprovals(ctx context.Context, accountID string, rt runtim
 	if runID == "" {
 		runID = r.ResumedEvent()
 	}
-	out = h.newOut(accountID, rt, runID)
-	res := r.Execute(ctx)
+	out := h.newOut(accountID, rt, runID)
+	for ev := range r.Events(ctx) {
+		out.event(ctx, ev)
+	}
+	res := r.Outcome()
 	done := context.WithoutCancel(ctx)
 	err = r.Conclude(done, res, func() {
 		if run.EventID != "" {

@@ -76,9 +76,13 @@ func (t *Turns) Run(ctx context.Context, work turn.Work, run *turn.Run) error {
 		return err
 	}
 	r := t.s.newWSRun(work.AccountID, work.EventID, ws, run.From())
-	run.SetEmit(func(ev turn.Event) { r.out.event(ctx, ev) })
 	r.start(ctx)
-	res, aborted := r.run(ctx, run.Execute)
+	res, aborted := r.run(ctx, func(ctx context.Context) turn.Outcome {
+		for ev := range run.Events(ctx) {
+			r.out.event(ctx, ev)
+		}
+		return run.Outcome()
+	})
 	done := context.WithoutCancel(ctx)
 	return run.Conclude(done, res, func() { r.finish(done, res, aborted) })
 }

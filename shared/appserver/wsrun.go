@@ -149,15 +149,18 @@ func (h *server) continueWS(ctx context.Context, c *turn.Continuation) error {
 		t.Runtime = runtimeScope{AgentID: g.AgentID, ConversationID: g.ConversationID}
 	}
 	r := h.newWSRun(g.AccountID, g.Delivery.EventID, t, run.FromSeq)
-	c.SetEmit(func(ev turn.Event) { r.out.event(ctx, ev) })
 	r.start(ctx)
 	r.out.results(ctx, c.Group.Results())
 	res, aborted := r.run(ctx, func(ctx context.Context) turn.Outcome {
-		return c.Execute(ctx, func(cfg *agent.Config) (err error) {
+		adapt := func(cfg *agent.Config) (err error) {
 			cfg.WaitOnAsync = true
 			cfg.Tools, err = h.wsToolSet(cfg.Tools, g.AccountID, t)
 			return err
-		})
+		}
+		for ev := range c.Events(ctx, adapt) {
+			r.out.event(ctx, ev)
+		}
+		return c.Outcome()
 	})
 	done := context.WithoutCancel(ctx)
 	return c.Conclude(done, res, func() { r.finish(done, res, aborted) })

@@ -255,12 +255,7 @@ func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 	}
 	run, err := h.eng.Begin(ctx, turn.Start{
 		AccountID: acc.ID, Request: req.Request, Input: in, Config: cfg,
-		Delivery: asynctools.Delivery{Kind: asynctools.DeliverStream},
-		Emit: func(ev turn.Event) {
-			for _, c := range uiChunks(ev) {
-				send(c)
-			}
-		},
+		Delivery:  asynctools.Delivery{Kind: asynctools.DeliverStream},
 		Heartbeat: func() { _ = out.Comment("keep-alive") },
 	})
 	if err != nil {
@@ -275,7 +270,12 @@ func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 		messageID = turn.NewMessageID()
 	}
 	send(stream.Start(messageID))
-	res := run.Execute(ctx)
+	for ev := range run.Events(ctx) {
+		for _, c := range uiChunks(ev) {
+			send(c)
+		}
+	}
+	res := run.Outcome()
 	if res.Status == store.EventCancelled {
 		res.Error = "the client disconnected, which cancels an SSE turn; the conversation keeps every step finished before it"
 	}

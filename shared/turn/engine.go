@@ -160,17 +160,17 @@ type Start struct {
 	// Seed is the turn's secret seed of dispatch group ids: the same for a retried invocation.
 	GroupSeed string
 	Delivery  asynctools.Delivery
-	// Emit receives the turn's events in order; Heartbeat keeps a quiet transport alive. Both
-	// may be nil.
-	Emit      func(Event)
+	// Heartbeat keeps a quiet transport alive while the turn waits for same-invocation work;
+	// nil when the transport needs none.
 	Heartbeat func()
 }
 
 // Run is one invocation's part of a turn, begun: the lease is held and the request planned.
 type Run struct {
-	d    *invocation
-	plan *turnPlan
-	from int64
+	d       *invocation
+	plan    *turnPlan
+	from    int64
+	outcome Outcome
 }
 
 // Begin takes the conversation's lease and plans the request against what the conversation
@@ -190,10 +190,7 @@ func (e *Engine) newRun(s Start, lease *store.Lease, plan *turnPlan) *Run {
 		e: e, log: e.opts.Logger.With("accountId", s.AccountID, "agentId", s.AgentID, "conversationId", s.ConversationID, "eventId", s.EventID),
 		accountID: s.AccountID, agentID: s.AgentID, conversationID: s.ConversationID,
 		turnID: s.EventID, resumes: lease.Handover().PausedEvent, groupSeed: s.GroupSeed, delivery: s.Delivery,
-		cfg: cfg, overrides: s.ToolApproval, lease: lease, emit: s.Emit, heartbeat: s.Heartbeat,
-	}
-	if d.emit == nil {
-		d.emit = func(Event) {}
+		cfg: cfg, overrides: s.ToolApproval, lease: lease, emit: func(Event) {}, heartbeat: s.Heartbeat,
 	}
 	if d.heartbeat == nil {
 		d.heartbeat = func() {}
@@ -204,19 +201,47 @@ func (e *Engine) newRun(s Start, lease *store.Lease, plan *turnPlan) *Run {
 	return &Run{d: d, plan: plan, from: lease.NextSeq()}
 }
 
-// Execute runs the turn's part in this invocation, emitting its events, and returns how it
-// ended. Nothing is reported until Conclude.
-func (r *Run) Execute(ctx context.Context) Outcome { return r.d.run(ctx, r.plan) }
+// Events runs the turn's part in this invocation and yields what it says, in order; Outcome
+// then says how it ended. A consumer that stops early cancels the run, which ends as a cancelled
+// turn does. Nothing is reported until Conclude.
+func (r *Run) Events(ctx context.Context) iter.Seq[Event] {
+	return r.events(ctx, func(ctx context.Context) Outcome { return r.d.run(ctx, r.plan) })
+}
+
+// events runs execute, yielding what the invocation emits meanwhile. The loop emits on the
+// goroutine that runs it, so yield is called from one goroutine, before events returns.
+func (r *Run) events(ctx context.Context, execute func(context.Context) Outcome) iter.Seq[Event] {
+	return func(yield func(Event) bool) {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		stopped := false
+		r.d.emit = func(ev Event) {
+			if !stopped && !yield(ev) {
+				stopped = true
+				cancel()
+			}
+		}
+		r.outcome = execute(ctx)
+		r.d.emit = func(Event) {}
+	}
+}
+
+// Outcome is how the run ended, once its Events have been consumed.
+func (r *Run) Outcome() Outcome { return r.outcome }
+
+// Execute runs the turn's part in this invocation for a transport that shows no output (an
+// /async turn), and returns how it ended.
+func (r *Run) Execute(ctx context.Context) Outcome {
+	for range r.Events(ctx) {
+	}
+	return r.outcome
+}
 
 // Conclude ends this invocation's part of the turn (invocation.conclude: lease, event, resumed
 // event, then tell) and returns the report's error.
 func (r *Run) Conclude(ctx context.Context, o Outcome, tell func()) error {
 	return r.d.conclude(ctx, r.plan, o, r.from, tell)
 }
-
-// SetEmit sends the run's events to emit from now on: for a transport that can only open its
-// output once the run has begun.
-func (r *Run) SetEmit(emit func(Event)) { r.d.emit = emit }
 
 // ResumedEvent is the event the conversation's paused step was reported under when this run
 // began; empty when it resumed none.
@@ -347,24 +372,34 @@ func (e *Engine) TakeUp(ctx context.Context, accountID, groupID string) (*Contin
 	return &Continuation{Run: run, Group: st, history: history}, nil
 }
 
-// Execute loads the agent, with the approval overrides its turn carries, lets adapt change it
-// (a transport's own tools; nil leaves it), and runs the model again over the conversation.
-func (c *Continuation) Execute(ctx context.Context, adapt func(*agent.Config) error) Outcome {
-	d := c.d
-	cfg, err := d.e.LoadAgent(ctx, d.accountID, d.agentID)
-	if err == nil {
-		cfg.Tools = d.withRecordedOverrides(ctx, cfg.Tools)
-		if adapt != nil {
-			err = adapt(&cfg)
+// Events loads the agent, with the approval overrides its turn recorded, lets adapt change it
+// (a transport's own tools; nil leaves it), runs the model again over the conversation and
+// yields what the turn says, as Run.Events does.
+func (c *Continuation) Events(ctx context.Context, adapt func(*agent.Config) error) iter.Seq[Event] {
+	return c.events(ctx, func(ctx context.Context) Outcome {
+		d := c.d
+		cfg, err := d.e.LoadAgent(ctx, d.accountID, d.agentID)
+		if err == nil {
+			cfg.Tools = d.withRecordedOverrides(ctx, cfg.Tools)
+			if adapt != nil {
+				err = adapt(&cfg)
+			}
 		}
+		if err != nil {
+			return d.fail(ctx, err, "the agent could not continue: "+err.Error(), model.Usage{})
+		}
+		cfg.Pause = d.e.pauseFunc(d.lease, d.agentID)
+		history := c.history
+		d.cfg, d.history = cfg, slices.Clone(history)
+		return d.passes(ctx, 0, func(cfg agent.Config) iter.Seq2[agent.Event, error] { return agent.Continue(ctx, cfg, history) })
+	})
+}
+
+// Execute continues the turn for a transport that shows no output, and returns how it ended.
+func (c *Continuation) Execute(ctx context.Context) Outcome {
+	for range c.Events(ctx, nil) {
 	}
-	if err != nil {
-		return d.fail(ctx, err, "the agent could not continue: "+err.Error(), model.Usage{})
-	}
-	cfg.Pause = d.e.pauseFunc(d.lease, d.agentID)
-	history := c.history
-	d.cfg, d.history = cfg, slices.Clone(history)
-	return d.passes(ctx, 0, func(cfg agent.Config) iter.Seq2[agent.Event, error] { return agent.Continue(ctx, cfg, history) })
+	return c.outcome
 }
 
 // Consume marks the group's continuation done, once its outcome is concluded.

@@ -223,3 +223,29 @@ func TestToolApprovalOverrides(t *testing.T) {
 		t.Fatalf("with test_async denied by override the turn ended %s with %v, want completed without asking", o.Status, o.PendingApprovals)
 	}
 }
+
+// A transport ranges over a run's events; one that stops early (its client went away) cancels
+// the run, which ends cancelled and leaves the conversation free once concluded.
+func TestStoppingTheEventsCancelsTheRun(t *testing.T) {
+	r := newRules(t)
+	ctx := context.Background()
+	run, err := r.begin(t, "c1", turn.Request{}, message("deploy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for range run.Events(ctx) {
+		seen++
+		break
+	}
+	o := run.Outcome()
+	if seen != 1 || o.Status != store.EventCancelled {
+		t.Fatalf("after one event the run ended %s (%d events), want cancelled", o.Status, seen)
+	}
+	if err := run.Conclude(ctx, o, nil); err != nil {
+		t.Fatal(err)
+	}
+	if o := r.run(t, "c1", turn.Request{}, message("deploy")); o.Status != store.EventWaiting {
+		t.Fatalf("the next turn ended %s (%s), want it to run and wait for approval", o.Status, o.Error)
+	}
+}

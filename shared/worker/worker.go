@@ -193,7 +193,7 @@ func (w *Worker) continueGroup(ctx context.Context, msg turn.Work) error {
 	if c.Group.Group.Delivery.Kind == asynctools.DeliverWebSocket && w.opts.WebSocket != nil {
 		err = w.opts.WebSocket.Continue(ctx, c)
 	} else {
-		err = c.Conclude(done, c.Execute(ctx, nil), nil)
+		err = c.Conclude(done, c.Execute(ctx), nil)
 	}
 	if err != nil {
 		return err
