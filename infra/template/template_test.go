@@ -111,6 +111,12 @@ func TestProjectTables(t *testing.T) {
 			KeySchema:            []KeyElement{{"eventKey", "HASH"}},
 			TTLAttribute:         "expiresAt",
 		},
+		{
+			LogicalID: "StreamsTable", BillingMode: "PAY_PER_REQUEST",
+			AttributeDefinitions: []AttributeDefinition{{"streamKey", "S"}, {"seq", "N"}},
+			KeySchema:            []KeyElement{{"streamKey", "HASH"}, {"seq", "RANGE"}},
+			TTLAttribute:         "expiresAt",
+		},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Tables() (-want +got):\n%s", diff)
@@ -185,6 +191,7 @@ func TestProjectFunctions(t *testing.T) {
 		"EXTERNAL_JOBS_QUEUE_URL": "http://sqs.local/000000000000/test-ExternalJobsQueue",
 		"AGENT_SERVICE_URL":       "",
 		"SECRETS_KMS_KEY_ID":      "test-AgentSecretsKey",
+		"STREAMS_TABLE":           "test-StreamsTable",
 		"TAVILY_API_KEY":          "",
 	}
 	if diff := cmp.Diff(wantEnv, env); diff != "" {

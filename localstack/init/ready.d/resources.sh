@@ -71,6 +71,16 @@ if ! awslocal dynamodb describe-table --table-name 'EventsTable' >/dev/null 2>&1
     --time-to-live-specification '{"AttributeName":"expiresAt","Enabled":true}' >/dev/null
 fi
 
+if ! awslocal dynamodb describe-table --table-name 'StreamsTable' >/dev/null 2>&1; then
+  awslocal dynamodb create-table --table-name 'StreamsTable' \
+    --billing-mode 'PAY_PER_REQUEST' \
+    --attribute-definitions '[{"AttributeName":"streamKey","AttributeType":"S"},{"AttributeName":"seq","AttributeType":"N"}]' \
+    --key-schema '[{"AttributeName":"streamKey","KeyType":"HASH"},{"AttributeName":"seq","KeyType":"RANGE"}]' >/dev/null
+  awslocal dynamodb wait table-exists --table-name 'StreamsTable'
+  awslocal dynamodb update-time-to-live --table-name 'StreamsTable' \
+    --time-to-live-specification '{"AttributeName":"expiresAt","Enabled":true}' >/dev/null
+fi
+
 awslocal sqs create-queue --queue-name 'AsyncWorkDeadLetterQueue' \
   --attributes '{"MessageRetentionPeriod":"1209600"}' >/dev/null
 

@@ -1,0 +1,218 @@
+package streamlog_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentharness/harness/infra/testenv"
+	"github.com/agentharness/harness/shared/streamlog"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+func newLog(t *testing.T, now func() time.Time) (*streamlog.Log, *dynamodb.Client, string) {
+	t.Helper()
+	st := testenv.Stack(t)
+	table := st.Name("StreamsTable")
+	return streamlog.New(st.DB, table, 0, now), st.DB, table
+}
+
+func payload(i int) json.RawMessage {
+	return json.RawMessage(fmt.Sprintf(`{"i":%d,"text":%q}`, i, strings.Repeat("x", i%50)))
+}
+
+func seqs(es []streamlog.Entry) []int64 {
+	out := make([]int64, len(es))
+	for i, e := range es {
+		out[i] = e.Seq
+	}
+	return out
+}
+
+// A reader that attaches at any point of a turn (before it starts, in the middle, while it
+// waits, after its end) and follows it reassembles exactly what a reader there throughout saw:
+// the payloads in order, numbered without a gap, ending with the turn's final state.
+func TestAReaderAttachedAnywhereReassemblesTheStream(t *testing.T) {
+	clock := time.Now()
+	var mu sync.Mutex
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	tick := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
+	log, _, _ := newLog(t, now)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(7, 15))
+
+	for round := range 8 {
+		stream := fmt.Sprintf("acc#conv#turn-%d", round)
+		total := 20 + rng.IntN(80)
+		waitAt := rng.IntN(total)
+		attach := make([]int, 4)
+		for i := range attach {
+			attach[i] = rng.IntN(total + 1)
+		}
+		w, err := log.Open(ctx, stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		got := make([][]streamlog.Entry, len(attach))
+		started := make([]chan struct{}, len(attach))
+		for i := range started {
+			started[i] = make(chan struct{})
+		}
+		follow := func(i int) {
+			defer wg.Done()
+			for e, err := range log.Follow(ctx, stream, -1, 5*time.Millisecond) {
+				if err != nil {
+					t.Errorf("reader %d: %v", i, err)
+					return
+				}
+				got[i] = append(got[i], e)
+			}
+		}
+		for i := 0; i <= total; i++ {
+			for r, at := range attach {
+				if at == i {
+					wg.Add(1)
+					go follow(r)
+				}
+			}
+			if i == total {
+				break
+			}
+			if i == waitAt {
+				// The turn waits for outside work, then a continuation (another writer) goes on.
+				if err := w.Flush(ctx, streamlog.Waiting); err != nil {
+					t.Fatal(err)
+				}
+				if w, err = log.Open(ctx, stream); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := w.Append(ctx, payload(i)); err != nil {
+				t.Fatal(err)
+			}
+			tick(time.Duration(rng.IntN(60)) * time.Millisecond)
+		}
+		if err := w.End(ctx, "completed"); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		// Readers that attached before the wait stop there (the turn waits); follow again.
+		for i := range got {
+			after := int64(-1)
+			if n := len(got[i]); n > 0 {
+				after = got[i][n-1].Seq
+			}
+			rest, state, err := log.Read(ctx, stream, after)
+			if err != nil || state != "completed" {
+				t.Fatalf("round %d reader %d: state %q, %v", round, i, state, err)
+			}
+			got[i] = append(got[i], rest...)
+			if len(got[i]) != total {
+				t.Fatalf("round %d reader %d (attached at %d of %d): %d payloads %v", round, i, attach[i], total, len(got[i]), seqs(got[i]))
+			}
+			for j, e := range got[i] {
+				if e.Seq != int64(j) || string(e.Payload) != string(payload(j)) {
+					t.Fatalf("round %d reader %d: entry %d is seq %d %s, want %d %s", round, i, j, e.Seq, e.Payload, j, payload(j))
+				}
+			}
+		}
+	}
+}
+
+// Batching: text that trickles in is written at most once per FlushEvery, a burst once per
+// FlushBytes, and a pause writes what is buffered before it returns.
+func TestBatching(t *testing.T) {
+	clock := time.Now()
+	log, db, table := newLog(t, func() time.Time { return clock })
+	ctx := context.Background()
+	w, err := log.Open(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	batches := func() int {
+		out, err := db.Query(ctx, &dynamodb.QueryInput{
+			TableName: &table, KeyConditionExpression: aws.String("streamKey = :k AND seq >= :z"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":k": &types.AttributeValueMemberS{Value: "s"}, ":z": &types.AttributeValueMemberN{Value: "0"}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(out.Items)
+	}
+	for i := range 10 {
+		if err := w.Append(ctx, payload(i)); err != nil {
+			t.Fatal(err)
+		}
+		clock = clock.Add(10 * time.Millisecond) // 100 ms of deltas in all
+	}
+	if n := batches(); n != 0 {
+		t.Fatalf("%d batches written before FlushEvery passed, want 0", n)
+	}
+	if err := w.Append(ctx, payload(10)); err != nil {
+		t.Fatal(err)
+	}
+	if n := batches(); n != 1 {
+		t.Fatalf("%d batches after FlushEvery, want 1", n)
+	}
+	big := json.RawMessage(`"` + strings.Repeat("y", streamlog.FlushBytes) + `"`)
+	if err := w.Append(ctx, big); err != nil {
+		t.Fatal(err)
+	}
+	if n := batches(); n != 2 {
+		t.Fatalf("%d batches after FlushBytes, want 2", n)
+	}
+	if err := w.Append(ctx, payload(12)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(ctx, streamlog.Waiting); err != nil {
+		t.Fatal(err)
+	}
+	es, state, err := log.Read(ctx, "s", -1)
+	if err != nil || state != streamlog.Waiting || len(es) != 13 {
+		t.Fatalf("after the pause: %d entries, state %q, %v; want 13 and waiting", len(es), state, err)
+	}
+	if err := w.Append(ctx, json.RawMessage(`"`+strings.Repeat("z", 400<<10)+`"`)); !errors.Is(err, streamlog.ErrTooLarge) {
+		t.Fatalf("a 400 KiB payload: %v, want ErrTooLarge", err)
+	}
+}
+
+// Every item expires through TTL after the retention; a reader never depends on it.
+func TestItemsExpireAfterTheRetention(t *testing.T) {
+	at := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	st := testenv.Stack(t)
+	table := st.Name("StreamsTable")
+	log := streamlog.New(st.DB, table, 2*time.Hour, func() time.Time { return at })
+	ctx := context.Background()
+	w, err := log.Open(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Append(ctx, payload(1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.End(ctx, "completed"); err != nil {
+		t.Fatal(err)
+	}
+	out, err := st.DB.Scan(ctx, &dynamodb.ScanInput{TableName: &table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Items) != 2 {
+		t.Fatalf("%d items, want a batch and the state", len(out.Items))
+	}
+	want := fmt.Sprint(at.Add(2 * time.Hour).Unix())
+	for _, it := range out.Items {
+		if v, ok := it["expiresAt"].(*types.AttributeValueMemberN); !ok || v.Value != want {
+			t.Fatalf("item %v expires at %v, want %s", it["seq"], it["expiresAt"], want)
+		}
+	}
+}
