@@ -44,6 +44,10 @@ func New(opts Options) *Handler {
 	h.mux.HandleFunc("/{$}", h.root)
 	h.mux.HandleFunc("GET /readyz", probe)
 	h.mux.HandleFunc("GET /healthz", probe)
+	// The AI SDK's DefaultChatTransport posts to its api and resumes at {api}/{chatId}/stream;
+	// with the api at / that path would start with //, so the chat API is served at /chat too.
+	h.mux.HandleFunc("POST /chat", h.turn)
+	h.mux.HandleFunc("GET /chat/{conversationId}/stream", h.resume)
 	h.mux.HandleFunc("POST /async", h.asyncTurn)
 	h.mux.HandleFunc("GET /status/{eventId}", h.status)
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -4,14 +4,17 @@
 //
 // One table (StreamsTable), keys streamKey and seq:
 //
-//	<stream>   seq = n    a batch: the payloads numbered n, n+1, …, n+count-1, in order
-//	<stream>   seq = -1   the stream's state: "open", "waiting" (for approvals or outside
-//	                      work; more may follow) or how it ended, and the next seq
+//	<stream>        seq = n    a batch: the payloads numbered n, n+1, …, n+count-1, in order
+//	<stream>        seq = -1   the stream's state once it paused, waits or ended: "waiting"
+//	                           (for approvals or outside work; more may follow) or how it
+//	                           ended, and the seq after its last payload
+//	<conversation>  seq = -1   the conversation's latest stream, written when it starts
 //
 // A writer batches what it is given and writes at most once per FlushEvery or FlushBytes of
-// payload; it always writes before the turn pauses, waits or ends (Flush, End), so a reader
-// never sees a gap: every batch is written under attribute_not_exists, numbered after the
-// last one the writer wrote. Items expire through TTL after Retention; no reader depends on it.
+// payload; it always writes before the turn pauses, waits or ends (Flush, End). Batches are
+// written one after the other, each under attribute_not_exists and numbered after the last, so
+// a consistent read never sees a gap. Items expire through TTL after Retention; no reader
+// depends on it.
 package streamlog
 
 import (
@@ -40,7 +43,8 @@ const (
 	stateSeq       = -1
 )
 
-// Stream states.
+// States a writer flushes with besides a final status: Open (more comes at once) and Waiting
+// (the turn paused for approval or waits for outside work; a continuation may append more).
 const (
 	Open    = "open"
 	Waiting = "waiting"
@@ -98,28 +102,29 @@ func getN(item map[string]types.AttributeValue, k string) int64 {
 	return 0
 }
 
-// Writer appends to one stream. It is safe for one goroutine at a time; Append, Flush and End
-// take a lock so a transport's timer may flush too.
+// Writer appends to one stream. Append, Flush and End take a lock, so a transport's timer may
+// flush too.
 type Writer struct {
-	log    *Log
-	stream string
+	log          *Log
+	conversation string
+	stream       string
 
-	mu      sync.Mutex
-	next    int64 // seq of the first buffered payload
-	buf     []json.RawMessage
-	size    int
-	since   time.Time // when the oldest buffered payload came
-	written bool      // the state item says open
+	mu        sync.Mutex
+	next      int64 // seq of the first buffered payload
+	buf       []json.RawMessage
+	size      int
+	since     time.Time // when the oldest buffered payload came
+	announced bool      // the conversation names this stream as its latest
 }
 
-// Open returns a writer for stream, numbered after what the stream already holds (a
-// continuation of the turn appends to the same stream).
-func (l *Log) Open(ctx context.Context, stream string) (*Writer, error) {
+// Open returns a writer for stream, one turn's output in conversation, numbered after what the
+// stream already holds (a continuation of the turn appends to the same stream).
+func (l *Log) Open(ctx context.Context, conversation, stream string) (*Writer, error) {
 	out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &l.table, Key: key(stream, stateSeq), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return nil, fmt.Errorf("opening stream %s: %w", stream, err)
 	}
-	return &Writer{log: l, stream: stream, next: getN(out.Item, "next")}, nil
+	return &Writer{log: l, conversation: conversation, stream: stream, next: getN(out.Item, "next"), announced: out.Item != nil}, nil
 }
 
 // Append buffers one payload, writing the buffer when it is FlushBytes large or its oldest
@@ -158,7 +163,8 @@ func (w *Writer) Flush(ctx context.Context, state string) error {
 // End writes what is buffered and records how the turn ended (its final status).
 func (w *Writer) End(ctx context.Context, status string) error { return w.Flush(ctx, status) }
 
-// flush writes the buffer as one batch and then the state item. w.mu is held.
+// flush writes the buffer as one batch, then, the first time, names the stream as its
+// conversation's latest, and records state unless it is Open. w.mu is held.
 func (w *Writer) flush(ctx context.Context, state string) error {
 	now := w.log.now()
 	exp := n(now.Add(w.log.retention).Unix())
@@ -181,16 +187,34 @@ func (w *Writer) flush(ctx context.Context, state string) error {
 		}
 		w.next += int64(len(w.buf))
 		w.buf, w.size = nil, 0
-	} else if w.written && state == Open {
-		return nil // nothing new to say
+	}
+	if !w.announced {
+		latest := key(w.conversation, stateSeq)
+		latest["stream"], latest["startedAt"], latest["expiresAt"] = s(w.stream), n(now.UnixMilli()), exp
+		if _, err := w.log.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &w.log.table, Item: latest}); err != nil {
+			return fmt.Errorf("naming stream %s: %w", w.stream, err)
+		}
+		w.announced = true
+	}
+	if state == Open {
+		return nil
 	}
 	st := key(w.stream, stateSeq)
 	st["state"], st["next"], st["updatedAt"], st["expiresAt"] = s(state), n(w.next), n(now.UnixMilli()), exp
 	if _, err := w.log.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &w.log.table, Item: st}); err != nil {
 		return fmt.Errorf("writing the state of stream %s: %w", w.stream, err)
 	}
-	w.written = true
 	return nil
+}
+
+// Latest is the stream a conversation's latest turn writes; "" when none was written within
+// the retention.
+func (l *Log) Latest(ctx context.Context, conversation string) (string, error) {
+	out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &l.table, Key: key(conversation, stateSeq), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return "", fmt.Errorf("reading the streams of %s: %w", conversation, err)
+	}
+	return getS(out.Item, "stream"), nil
 }
 
 // Next is the sequence number the next appended payload gets.
@@ -200,16 +224,15 @@ func (w *Writer) Next() int64 {
 	return w.next + int64(len(w.buf))
 }
 
-// Read returns the stream's payloads numbered after `after` (-1 for all), in order, and the
-// state recorded with the last of them: Open or Waiting while the turn goes on, its final
-// status once it ended, "" for a stream never written. A state is read before the batches, so
-// what it says covers at least the entries returned.
+// Read returns the stream's payloads numbered after `after` (-1 for all), in order, and its
+// state: "" while the turn runs (or before it wrote anything), Waiting while it waits, its
+// final status once it ended. The state is read first, so what it says covers at least the
+// payloads returned.
 func (l *Log) Read(ctx context.Context, stream string, after int64) ([]Entry, string, error) {
-	st, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &l.table, Key: key(stream, stateSeq), ConsistentRead: aws.Bool(true)})
+	state, err := l.State(ctx, stream)
 	if err != nil {
-		return nil, "", fmt.Errorf("reading stream %s: %w", stream, err)
+		return nil, "", err
 	}
-	state, next := getS(st.Item, "state"), getN(st.Item, "next")
 	var out []Entry
 	var start map[string]types.AttributeValue
 	for {
@@ -228,7 +251,7 @@ func (l *Log) Read(ctx context.Context, stream string, after int64) ([]Entry, st
 				return nil, "", fmt.Errorf("stream %s batch %d: %w", stream, first, err)
 			}
 			for i, p := range payloads {
-				if seq := first + int64(i); seq > after && seq < next {
+				if seq := first + int64(i); seq > after {
 					out = append(out, Entry{Seq: seq, Payload: p})
 				}
 			}
@@ -241,8 +264,8 @@ func (l *Log) Read(ctx context.Context, stream string, after int64) ([]Entry, st
 }
 
 // Follow yields the stream's payloads after `after`, then those appended later, polling every
-// poll, until the stream records a state other than Open (the turn waits or ended) and every
-// payload before it was yielded. The last error, if any, ends the sequence.
+// poll, until the stream records that the turn waits or ended and every payload before that
+// was yielded. An error ends the sequence.
 func (l *Log) Follow(ctx context.Context, stream string, after int64, poll time.Duration) iter.Seq2[Entry, error] {
 	return func(yield func(Entry, error) bool) {
 		for {
@@ -257,8 +280,8 @@ func (l *Log) Follow(ctx context.Context, stream string, after int64, poll time.
 				}
 				after = e.Seq
 			}
-			if state != Open && state != "" {
-				return
+			if state != "" {
+				return // it waits or ended: everything before that is read
 			}
 			select {
 			case <-ctx.Done():

@@ -57,7 +57,7 @@ func TestAReaderAttachedAnywhereReassemblesTheStream(t *testing.T) {
 		for i := range attach {
 			attach[i] = rng.IntN(total + 1)
 		}
-		w, err := log.Open(ctx, stream)
+		w, err := log.Open(ctx, "conv", stream)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -92,7 +92,7 @@ func TestAReaderAttachedAnywhereReassemblesTheStream(t *testing.T) {
 				if err := w.Flush(ctx, streamlog.Waiting); err != nil {
 					t.Fatal(err)
 				}
-				if w, err = log.Open(ctx, stream); err != nil {
+				if w, err = log.Open(ctx, "conv", stream); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -125,6 +125,10 @@ func TestAReaderAttachedAnywhereReassemblesTheStream(t *testing.T) {
 				}
 			}
 		}
+		// The conversation names the turn that wrote last as its latest stream.
+		if latest, err := log.Latest(ctx, "conv"); err != nil || latest != stream {
+			t.Fatalf("round %d: the latest stream is %q (%v), want %q", round, latest, err, stream)
+		}
 	}
 }
 
@@ -134,7 +138,7 @@ func TestBatching(t *testing.T) {
 	clock := time.Now()
 	log, db, table := newLog(t, func() time.Time { return clock })
 	ctx := context.Background()
-	w, err := log.Open(ctx, "s")
+	w, err := log.Open(ctx, "conv", "s")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +196,7 @@ func TestItemsExpireAfterTheRetention(t *testing.T) {
 	table := st.Name("StreamsTable")
 	log := streamlog.New(st.DB, table, 2*time.Hour, func() time.Time { return at })
 	ctx := context.Background()
-	w, err := log.Open(ctx, "s")
+	w, err := log.Open(ctx, "conv", "s")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,8 +210,8 @@ func TestItemsExpireAfterTheRetention(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(out.Items) != 2 {
-		t.Fatalf("%d items, want a batch and the state", len(out.Items))
+	if len(out.Items) != 3 {
+		t.Fatalf("%d items, want a batch, the state and the conversation's latest stream", len(out.Items))
 	}
 	want := fmt.Sprint(at.Add(2 * time.Hour).Unix())
 	for _, it := range out.Items {

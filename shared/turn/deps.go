@@ -11,6 +11,7 @@ import (
 	"github.com/agentharness/harness/shared/lambdadeps"
 	"github.com/agentharness/harness/shared/provider"
 	"github.com/agentharness/harness/shared/store"
+	"github.com/agentharness/harness/shared/streamlog"
 	"github.com/agentharness/harness/shared/tool"
 	"github.com/agentharness/harness/shared/workqueue"
 )
@@ -36,6 +37,14 @@ func OptionsFrom(d lambdadeps.Deps) (Options, error) {
 	if err != nil {
 		return Options{}, err
 	}
+	retention, err := duration(getenv, "STREAM_RETENTION")
+	if err != nil {
+		return Options{}, err
+	}
+	var streams *streamlog.Log
+	if table := getenv("STREAMS_TABLE"); table != "" {
+		streams = streamlog.New(d.DB, table, retention, nil)
+	}
 	st := store.New(d.DB, tables)
 	env := tool.Env{Getenv: getenv, Send: workqueue.SQS(d.SQS), Logger: d.Logger}
 	return Options{
@@ -48,6 +57,7 @@ func OptionsFrom(d lambdadeps.Deps) (Options, error) {
 		Async:            async,
 		Redriver:         redriver,
 		AsyncToolTimeout: asyncTimeout,
+		Streams:          streams,
 	}, nil
 }
 

@@ -45,6 +45,8 @@ type invocation struct {
 	heartbeat func()
 	// ended: the lease was already given back (a turn that waits for outside work).
 	ended bool
+	// output writes the turn's stream log; nil until the run starts or where none is kept.
+	output *streamLog
 	// history is the conversation as stored, kept up to date by every save, so a pass after
 	// async results needs no reload.
 	history []model.Message
@@ -253,6 +255,8 @@ func (d *invocation) end(ctx context.Context, plan *turnPlan, res Outcome) {
 }
 
 // conclude ends this invocation's part of a turn, in the one order every transport follows:
+//  0. the turn's stream log records the outcome and is written out, so a reader never waits
+//     on a part that is over;
 //  1. the lease ends (or is given back while approvals are pending), so the conversation is
 //     free before anyone can learn the turn is over;
 //  2. the turn's event, when it has one, reports the outcome and the messages written from
@@ -263,6 +267,7 @@ func (d *invocation) end(ctx context.Context, plan *turnPlan, res Outcome) {
 // It returns the report's error, which the worker retries on. Each step runs even when the one
 // before failed: a client that has gone must still leave the conversation free.
 func (d *invocation) conclude(ctx context.Context, plan *turnPlan, res Outcome, from int64, tell func()) error {
+	d.closeLog(ctx, res)
 	d.end(ctx, plan, res)
 	var err error
 	if d.turnID != "" {

@@ -17,6 +17,7 @@ import (
 	"github.com/agentharness/harness/shared/asynctools"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/store"
+	"github.com/agentharness/harness/shared/streamlog"
 	"github.com/agentharness/harness/shared/tool"
 )
 
@@ -62,6 +63,8 @@ type Options struct {
 	// WaitMargin is how long before the invocation's deadline the parent stops waiting for
 	// same-invocation work, leaving time to record the outcome.
 	WaitMargin time.Duration
+	// Streams keeps every turn's output for clients that reconnect; nil keeps none.
+	Streams *streamlog.Log
 }
 
 // Engine runs turns for every transport: it takes a conversation's lease, plans a request
@@ -215,7 +218,9 @@ func (r *Run) events(ctx context.Context, execute func(context.Context) Outcome)
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		stopped := false
+		r.d.openLog(ctx)
 		r.d.emit = func(ev Event) {
+			r.d.record(ctx, logEntry{Event: &ev})
 			if !stopped && !yield(ev) {
 				stopped = true
 				cancel()

@@ -1,0 +1,71 @@
+package chathttp
+
+import (
+	"net/http"
+
+	"github.com/agentharness/harness/shared/httpjson"
+	"github.com/agentharness/harness/shared/stream"
+	"github.com/agentharness/harness/shared/turn"
+)
+
+// resume runs GET /chat/{conversationId}/stream, where the AI SDK's DefaultChatTransport
+// reconnects (useChat({ resume: true }) with the chat API at /chat): the UI message stream of
+// the conversation's latest turn from its start, read from the turn's stream log, then live
+// until the turn ends or waits. 204 when the conversation has no turn within the log's
+// retention.
+func (h *Handler) resume(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	acc, err := httpjson.Authenticate(r, h.opts.Store)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	conv := r.PathValue("conversationId")
+	if err := httpjson.CheckID("conversationId", conv); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	entries, found, err := h.eng.Follow(ctx, acc.ID, conv, -1)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if !found {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	log := h.opts.Logger.With("accountId", acc.ID, "conversationId", conv)
+	out := stream.Open(w, http.Header{"X-Conversation-Id": {conv}})
+	send := func(chunk any) bool {
+		if err := out.Send(chunk); err != nil {
+			log.DebugContext(ctx, "client gone", "err", err)
+			return false
+		}
+		return true
+	}
+	if !send(stream.Start(turn.NewMessageID())) {
+		return
+	}
+	for e, err := range entries {
+		if err != nil {
+			log.ErrorContext(ctx, "reading the turn's stream log", "err", err)
+			send(stream.Error("the turn's output could not be read to its end"))
+			break
+		}
+		var chunks []any
+		switch {
+		case e.Event != nil:
+			chunks = uiChunks(*e.Event)
+		case e.Outcome != nil:
+			if fin := finishChunk(conv, *e.Outcome); fin != nil {
+				chunks = []any{fin}
+			}
+		}
+		for _, c := range chunks {
+			if !send(c) {
+				return
+			}
+		}
+	}
+	_ = out.Done()
+}

@@ -1,0 +1,126 @@
+package turn
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"iter"
+	"time"
+
+	"github.com/agentharness/harness/shared/store"
+	"github.com/agentharness/harness/shared/streamlog"
+)
+
+// Every turn's output also goes to a durable log (Options.Streams), written here where the
+// events are produced, once for every transport: a client that reconnects reads what it missed
+// from it (Engine.Follow). An invocation's part of a turn ends its log entries with its Outcome,
+// flushed before the lease is given back, so a reader never waits on a turn that is over.
+
+// logEntry is one entry of a turn's stream log: an event, or how an invocation's part ended.
+type logEntry struct {
+	Event   *Event   `json:"event,omitempty"`
+	Outcome *Outcome `json:"outcome,omitempty"`
+}
+
+// Logged is one entry of a turn's stream log, as Follow reads it: an event the turn said, or
+// how one invocation's part of it ended (the last entry before a wait, and the turn's end).
+type Logged struct {
+	Seq     int64
+	Event   *Event
+	Outcome *Outcome
+}
+
+// followPoll is how often Follow looks for more of a running turn's output.
+const followPoll = 100 * time.Millisecond
+
+// conversationKey and streamKey name a conversation's and a turn's entries in the log.
+func conversationKey(accountID, conversationID string) string {
+	return accountID + "#" + conversationID
+}
+
+// streamLog is an invocation's writer of its turn's log; nil where no log is configured.
+type streamLog struct {
+	w      *streamlog.Writer
+	failed bool
+}
+
+// openLog opens the turn's log for this invocation. A turn without an event id gets a stream of
+// its own. Failing to open it costs the log, never the turn.
+func (d *invocation) openLog(ctx context.Context) {
+	if d.e.opts.Streams == nil || d.output != nil {
+		return
+	}
+	turnKey := d.turnID
+	if turnKey == "" {
+		turnKey = store.NewID("trn_")
+	}
+	w, err := d.e.opts.Streams.Open(ctx, conversationKey(d.accountID, d.conversationID), conversationKey(d.accountID, d.conversationID)+"#"+turnKey)
+	if err != nil {
+		d.log.ErrorContext(ctx, "opening the turn's stream log; the turn goes on without it", "err", err)
+		d.output = &streamLog{failed: true}
+		return
+	}
+	d.output = &streamLog{w: w}
+}
+
+// record appends one entry to the turn's log.
+func (d *invocation) record(ctx context.Context, e logEntry) {
+	if d.output == nil || d.output.failed {
+		return
+	}
+	b, err := json.Marshal(e)
+	if err == nil {
+		err = d.output.w.Append(context.WithoutCancel(ctx), b)
+	}
+	if err != nil {
+		d.log.ErrorContext(ctx, "writing the turn's stream log; it stops here", "err", err)
+		d.output.failed = true
+	}
+}
+
+// closeLog ends this invocation's part of the log with its outcome: waiting, when the turn
+// goes on later, else its final status.
+func (d *invocation) closeLog(ctx context.Context, o Outcome) {
+	d.openLog(ctx) // a part that ended before it ran (an abort found first) still says how
+	if d.output == nil || d.output.failed {
+		return
+	}
+	d.record(ctx, logEntry{Outcome: &o})
+	state := o.Status
+	if o.Status == store.EventWaiting || o.Status == store.EventWaitingAsync {
+		state = streamlog.Waiting
+	}
+	if err := d.output.w.Flush(ctx, state); err != nil {
+		d.log.ErrorContext(ctx, "closing the turn's stream log", "err", err)
+	}
+}
+
+// Follow reads the output of the conversation's latest turn from its stream log, from its start
+// (after = -1) or after a sequence number, and then follows it live until the turn waits or
+// ends. found is false when the conversation wrote no turn within the log's retention, or when
+// no log is configured.
+func (e *Engine) Follow(ctx context.Context, accountID, conversationID string, after int64) (entries iter.Seq2[Logged, error], found bool, err error) {
+	if e.opts.Streams == nil {
+		return nil, false, nil
+	}
+	stream, err := e.opts.Streams.Latest(ctx, conversationKey(accountID, conversationID))
+	if err != nil || stream == "" {
+		return nil, false, err
+	}
+	return func(yield func(Logged, error) bool) {
+		for entry, err := range e.opts.Streams.Follow(ctx, stream, after, followPoll) {
+			if err != nil {
+				yield(Logged{}, err)
+				return
+			}
+			var le logEntry
+			if err := json.Unmarshal(entry.Payload, &le); err != nil {
+				yield(Logged{}, fmt.Errorf("stream %s entry %d: %w", stream, entry.Seq, err))
+				return
+			}
+			if !yield(Logged{Seq: entry.Seq, Event: le.Event, Outcome: le.Outcome}, nil) {
+				return
+			}
+		}
+	}, true, nil
+}
