@@ -2,9 +2,15 @@ package localrunner_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentharness/harness/infra/faketavily"
 	"github.com/agentharness/harness/infra/testenv"
@@ -54,5 +60,51 @@ func TestResumeReplaysTheLatestTurn(t *testing.T) {
 	_, other := createAccount(t, srv, "someone-else")
 	if res := call(t, srv, http.MethodGet, "/chat/conv-1/stream", other, ""); res.status != http.StatusNoContent {
 		t.Fatalf("another account's resume = %d %s, want 204", res.status, res.body)
+	}
+}
+
+// A page reload mid-turn, with the AI SDK's own chat client (infra/node/chat-resume.mjs): the
+// first client drops the connection after the tool's output, the turn goes on without it, and a
+// new client that resumes the conversation ends with the same assistant message, part for part,
+// as a client that was never interrupted.
+func TestPageReloadResumesTheTurnWithTheAISDKClient(t *testing.T) {
+	srv := runner(t, faketavily.New(nil))
+	_, secret := createAccount(t, srv, "reloader")
+	agentID := createAgent(t, srv, secret, `{"name":"deployer","model":{"provider":"scripted","script":[
+		{"toolCalls":[{"name":"test_async","input":{"delayMs":0,"echo":"deployed"}}]},
+		{"text":"The deploy said {{toolResults}}","delayMs":1500}]},
+		"tools":{"test_async":{}}}`)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, testenv.Node(t), filepath.Join(testenv.Root(t), "infra", "node", "chat-resume.mjs"), srv.URL, secret, agentID)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("the AI SDK chat client failed: %v\nstderr:\n%s\nstdout:\n%s", err, stderr.String(), stdout.String())
+	}
+	var got struct {
+		Uninterrupted, Resumed []struct {
+			Role  string
+			Parts []map[string]any
+		}
+		DroppedAfter []string
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
+		t.Fatalf("client output: %v: %s", err, stdout.String())
+	}
+	if len(got.Uninterrupted) != 2 || len(got.Resumed) != 2 || got.Resumed[1].Role != "assistant" {
+		t.Fatalf("messages: uninterrupted %+v, resumed %+v; want the user's and the assistant's", got.Uninterrupted, got.Resumed)
+	}
+	if !slices.Contains(got.DroppedAfter, "tool-output-available") || slices.Contains(got.DroppedAfter, "text-delta") {
+		t.Fatalf("the first client saw %v before it dropped, want the tool output and no text yet", got.DroppedAfter)
+	}
+	want, _ := json.Marshal(got.Uninterrupted[1].Parts)
+	resumed, _ := json.Marshal(got.Resumed[1].Parts)
+	if !bytes.Equal(want, resumed) {
+		t.Fatalf("the resumed assistant message differs from the uninterrupted one:\nresumed:       %s\nuninterrupted: %s", resumed, want)
+	}
+	if !strings.Contains(string(resumed), `The deploy said`) || !strings.Contains(string(resumed), `"state":"output-available"`) {
+		t.Fatalf("the assistant message %s lacks the tool output or the answer", resumed)
 	}
 }

@@ -270,15 +270,17 @@ func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 		messageID = turn.NewMessageID()
 	}
 	send(stream.Start(messageID))
-	for ev := range run.Events(ctx) {
+	// A client that disconnects does not stop its turn: the turn runs to its end and its
+	// output stays readable at GET /chat/{conversationId}/stream. The invocation's deadline
+	// still holds.
+	runCtx, stop := detached(ctx)
+	defer stop()
+	for ev := range run.Events(runCtx) {
 		for _, c := range uiChunks(ev) {
 			send(c)
 		}
 	}
 	res := run.Outcome()
-	if res.Status == store.EventCancelled {
-		res.Error = "the client disconnected, which cancels an SSE turn; the conversation keeps every step finished before it"
-	}
 
 	// The turn's bookkeeping lands before the client sees the end, so its next request finds
 	// the conversation free; it must land even when the client has gone.
@@ -372,4 +374,14 @@ func finishChunk(conversationID string, res turn.Outcome) any {
 		meta["pendingAsyncTools"] = res.PendingAsync
 	}
 	return stream.Finish(string(res.Reason), meta)
+}
+
+// detached is ctx without its cancellation (a client going away) but with its deadline (the
+// invocation's).
+func detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	d := context.WithoutCancel(ctx)
+	if dl, ok := ctx.Deadline(); ok {
+		return context.WithDeadline(d, dl)
+	}
+	return context.WithCancel(d)
 }

@@ -6,8 +6,9 @@
 //
 //	<stream>        seq = n    a batch: the payloads numbered n, n+1, …, n+count-1, in order
 //	<stream>        seq = -1   the stream's state once it paused, waits or ended: "waiting"
-//	                           (for approvals or outside work; more may follow) or how it
-//	                           ended, and the seq after its last payload
+//	                           (for approvals or outside work; more may follow), "open"
+//	                           again when a continuation takes it up, or how it ended; and
+//	                           the seq after its last payload
 //	<conversation>  seq = -1   the conversation's latest stream, written when it starts
 //
 // A writer batches what it is given and writes at most once per FlushEvery or FlushBytes of
@@ -55,21 +56,33 @@ var ErrTooLarge = errors.New("stream payload too large")
 
 // Log reads and writes the streams table.
 type Log struct {
-	db        *dynamodb.Client
-	table     string
-	retention time.Duration
-	now       func() time.Time
+	db    *dynamodb.Client
+	table string
+	opts  Options
 }
 
-// New returns a log on table; retention 0 means Retention, now nil means time.Now.
-func New(db *dynamodb.Client, table string, retention time.Duration, now func() time.Time) *Log {
-	if retention <= 0 {
-		retention = Retention
+// Options tune a Log; zero fields take the defaults.
+type Options struct {
+	// Retention is how long items are kept (Retention).
+	Retention time.Duration
+	// FlushEvery is the longest a payload waits in a writer's buffer (FlushEvery).
+	FlushEvery time.Duration
+	// Now is the clock (time.Now).
+	Now func() time.Time
+}
+
+// New returns a log on table.
+func New(db *dynamodb.Client, table string, opts Options) *Log {
+	if opts.Retention <= 0 {
+		opts.Retention = Retention
 	}
-	if now == nil {
-		now = time.Now
+	if opts.FlushEvery <= 0 {
+		opts.FlushEvery = FlushEvery
 	}
-	return &Log{db: db, table: table, retention: retention, now: now}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Log{db: db, table: table, opts: opts}
 }
 
 // Entry is one payload of a stream and its sequence number.
@@ -109,33 +122,57 @@ type Writer struct {
 	conversation string
 	stream       string
 
-	mu        sync.Mutex
-	next      int64 // seq of the first buffered payload
-	buf       []json.RawMessage
-	size      int
-	since     time.Time // when the oldest buffered payload came
-	announced bool      // the conversation names this stream as its latest
+	mu    sync.Mutex
+	next  int64 // seq of the first buffered payload
+	buf   []json.RawMessage
+	size  int
+	since time.Time // when the oldest buffered payload came
+	// timer writes the buffer FlushEvery after its oldest payload came, when nothing else
+	// did; lateErr is what that write failed with, returned by the next call.
+	timer   *time.Timer
+	lateErr error
+	// reopen: the stream had paused or waited; the first write says it runs again.
+	reopen bool
 }
 
 // Open returns a writer for stream, one turn's output in conversation, numbered after what the
-// stream already holds (a continuation of the turn appends to the same stream).
+// stream already holds (a continuation of the turn appends to the same stream). A new stream is
+// named as its conversation's latest at once, so a client that reconnects finds the turn before
+// it has said anything.
 func (l *Log) Open(ctx context.Context, conversation, stream string) (*Writer, error) {
 	out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &l.table, Key: key(stream, stateSeq), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return nil, fmt.Errorf("opening stream %s: %w", stream, err)
 	}
-	return &Writer{log: l, conversation: conversation, stream: stream, next: getN(out.Item, "next"), announced: out.Item != nil}, nil
+	w := &Writer{log: l, conversation: conversation, stream: stream, next: getN(out.Item, "next"), reopen: out.Item != nil}
+	now := l.opts.Now()
+	if out.Item == nil {
+		latest := key(conversation, stateSeq)
+		latest["stream"], latest["startedAt"], latest["expiresAt"] = s(stream), n(now.UnixMilli()), n(now.Add(l.opts.Retention).Unix())
+		if _, err := l.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &l.table, Item: latest}); err != nil {
+			return nil, fmt.Errorf("naming stream %s: %w", stream, err)
+		}
+		return w, nil
+	}
+	// The turn goes on (a continuation): readers follow it live again.
+	if err := w.flush(ctx, Open); err != nil {
+		return nil, err
+	}
+	return w, nil
 }
 
 // Append buffers one payload, writing the buffer when it is FlushBytes large or its oldest
-// payload waited FlushEvery.
+// payload waited FlushEvery (a timer writes it then if nothing else comes).
 func (w *Writer) Append(ctx context.Context, payload json.RawMessage) error {
 	if len(payload) > maxItemPayload {
 		return fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, len(payload), maxItemPayload)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	now := w.log.now()
+	if err := w.lateErr; err != nil {
+		return err
+	}
+	now := w.log.opts.Now()
 	if w.size+len(payload) > maxItemPayload {
 		if err := w.flush(ctx, Open); err != nil {
 			return err
@@ -143,10 +180,20 @@ func (w *Writer) Append(ctx context.Context, payload json.RawMessage) error {
 	}
 	if len(w.buf) == 0 {
 		w.since = now
+		// What waits in the buffer goes out within FlushEvery even if nothing else comes (a
+		// model thinking); the turn's context may end first, the write must not.
+		bg := context.WithoutCancel(ctx)
+		w.timer = time.AfterFunc(w.log.opts.FlushEvery, func() {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			if len(w.buf) > 0 && w.lateErr == nil {
+				w.lateErr = w.flush(bg, Open)
+			}
+		})
 	}
 	w.buf = append(w.buf, payload)
 	w.size += len(payload)
-	if w.size >= FlushBytes || now.Sub(w.since) >= FlushEvery {
+	if w.size >= FlushBytes || now.Sub(w.since) >= w.log.opts.FlushEvery {
 		return w.flush(ctx, Open)
 	}
 	return nil
@@ -157,17 +204,23 @@ func (w *Writer) Append(ctx context.Context, payload json.RawMessage) error {
 func (w *Writer) Flush(ctx context.Context, state string) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if err := w.lateErr; err != nil {
+		return err
+	}
 	return w.flush(ctx, state)
 }
 
 // End writes what is buffered and records how the turn ended (its final status).
 func (w *Writer) End(ctx context.Context, status string) error { return w.Flush(ctx, status) }
 
-// flush writes the buffer as one batch, then, the first time, names the stream as its
-// conversation's latest, and records state unless it is Open. w.mu is held.
+// flush writes the buffer as one batch, then records state unless it is Open. w.mu is held.
 func (w *Writer) flush(ctx context.Context, state string) error {
-	now := w.log.now()
-	exp := n(now.Add(w.log.retention).Unix())
+	if w.timer != nil {
+		w.timer.Stop()
+		w.timer = nil
+	}
+	now := w.log.opts.Now()
+	exp := n(now.Add(w.log.opts.Retention).Unix())
 	if len(w.buf) > 0 {
 		b, err := json.Marshal(w.buf)
 		if err != nil {
@@ -188,17 +241,10 @@ func (w *Writer) flush(ctx context.Context, state string) error {
 		w.next += int64(len(w.buf))
 		w.buf, w.size = nil, 0
 	}
-	if !w.announced {
-		latest := key(w.conversation, stateSeq)
-		latest["stream"], latest["startedAt"], latest["expiresAt"] = s(w.stream), n(now.UnixMilli()), exp
-		if _, err := w.log.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &w.log.table, Item: latest}); err != nil {
-			return fmt.Errorf("naming stream %s: %w", w.stream, err)
-		}
-		w.announced = true
-	}
-	if state == Open {
+	if state == Open && !w.reopen {
 		return nil
 	}
+	w.reopen = false
 	st := key(w.stream, stateSeq)
 	st["state"], st["next"], st["updatedAt"], st["expiresAt"] = s(state), n(w.next), n(now.UnixMilli()), exp
 	if _, err := w.log.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &w.log.table, Item: st}); err != nil {
@@ -225,8 +271,8 @@ func (w *Writer) Next() int64 {
 }
 
 // Read returns the stream's payloads numbered after `after` (-1 for all), in order, and its
-// state: "" while the turn runs (or before it wrote anything), Waiting while it waits, its
-// final status once it ended. The state is read first, so what it says covers at least the
+// state: "" or Open while the turn runs, Waiting while it waits, its final status once it
+// ended. The state is read first, so what it says covers at least the
 // payloads returned.
 func (l *Log) Read(ctx context.Context, stream string, after int64) ([]Entry, string, error) {
 	state, err := l.State(ctx, stream)
@@ -280,7 +326,7 @@ func (l *Log) Follow(ctx context.Context, stream string, after int64, poll time.
 				}
 				after = e.Seq
 			}
-			if state != "" {
+			if state != "" && state != Open {
 				return // it waits or ended: everything before that is read
 			}
 			select {

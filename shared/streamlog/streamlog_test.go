@@ -18,11 +18,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-func newLog(t *testing.T, now func() time.Time) (*streamlog.Log, *dynamodb.Client, string) {
+func newLog(t *testing.T, opts streamlog.Options) (*streamlog.Log, *dynamodb.Client, string) {
 	t.Helper()
 	st := testenv.Stack(t)
 	table := st.Name("StreamsTable")
-	return streamlog.New(st.DB, table, 0, now), st.DB, table
+	return streamlog.New(st.DB, table, opts), st.DB, table
 }
 
 func payload(i int) json.RawMessage {
@@ -45,7 +45,7 @@ func TestAReaderAttachedAnywhereReassemblesTheStream(t *testing.T) {
 	var mu sync.Mutex
 	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
 	tick := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
-	log, _, _ := newLog(t, now)
+	log, _, _ := newLog(t, streamlog.Options{Now: now})
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(7, 15))
 
@@ -133,10 +133,12 @@ func TestAReaderAttachedAnywhereReassemblesTheStream(t *testing.T) {
 }
 
 // Batching: text that trickles in is written at most once per FlushEvery, a burst once per
-// FlushBytes, and a pause writes what is buffered before it returns.
+// FlushBytes, and a pause writes what is buffered before it returns. (FlushEvery is an hour of
+// the test's clock here, so the timer that writes a quiet buffer stays out of the count.)
 func TestBatching(t *testing.T) {
 	clock := time.Now()
-	log, db, table := newLog(t, func() time.Time { return clock })
+	const every = time.Hour
+	log, db, table := newLog(t, streamlog.Options{Now: func() time.Time { return clock }, FlushEvery: every})
 	ctx := context.Background()
 	w, err := log.Open(ctx, "conv", "s")
 	if err != nil {
@@ -156,7 +158,7 @@ func TestBatching(t *testing.T) {
 		if err := w.Append(ctx, payload(i)); err != nil {
 			t.Fatal(err)
 		}
-		clock = clock.Add(10 * time.Millisecond) // 100 ms of deltas in all
+		clock = clock.Add(every / 10) // FlushEvery of deltas in all
 	}
 	if n := batches(); n != 0 {
 		t.Fatalf("%d batches written before FlushEvery passed, want 0", n)
@@ -194,7 +196,7 @@ func TestItemsExpireAfterTheRetention(t *testing.T) {
 	at := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	st := testenv.Stack(t)
 	table := st.Name("StreamsTable")
-	log := streamlog.New(st.DB, table, 2*time.Hour, func() time.Time { return at })
+	log := streamlog.New(st.DB, table, streamlog.Options{Retention: 2 * time.Hour, Now: func() time.Time { return at }})
 	ctx := context.Background()
 	w, err := log.Open(ctx, "conv", "s")
 	if err != nil {
@@ -218,5 +220,85 @@ func TestItemsExpireAfterTheRetention(t *testing.T) {
 		if v, ok := it["expiresAt"].(*types.AttributeValueMemberN); !ok || v.Value != want {
 			t.Fatalf("item %v expires at %v, want %s", it["seq"], it["expiresAt"], want)
 		}
+	}
+}
+
+// A payload that waits in a quiet buffer (a model thinking between two events) is written by
+// the writer's timer, so a reader that resumes meanwhile sees it; a new stream is named as its
+// conversation's latest before it says anything.
+func TestAQuietBufferIsWrittenByItsTimer(t *testing.T) {
+	log, _, _ := newLog(t, streamlog.Options{FlushEvery: 20 * time.Millisecond})
+	ctx := context.Background()
+	w, err := log.Open(ctx, "conv-quiet", "s-quiet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if latest, err := log.Latest(ctx, "conv-quiet"); err != nil || latest != "s-quiet" {
+		t.Fatalf("the latest stream of a conversation whose turn said nothing yet is %q (%v)", latest, err)
+	}
+	if err := w.Append(ctx, payload(1)); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		es, _, err := log.Read(ctx, "s-quiet", -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(es) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the buffered payload was never written")
+		}
+	}
+	if err := w.End(ctx, "completed"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A reader that resumes while a continuation goes on with a waiting turn follows it live to its
+// end, rather than stopping at the wait.
+func TestAContinuationIsFollowedLive(t *testing.T) {
+	log, _, _ := newLog(t, streamlog.Options{FlushEvery: 10 * time.Millisecond})
+	ctx := context.Background()
+	w, err := log.Open(ctx, "conv-c", "s-c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Append(ctx, payload(0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(ctx, streamlog.Waiting); err != nil {
+		t.Fatal(err)
+	}
+	// The continuation takes the turn up, says one thing, and later ends it.
+	c, err := log.Open(ctx, "conv-c", "s-c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Append(ctx, payload(1)); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan []int64)
+	go func() {
+		var got []int64
+		for e, err := range log.Follow(ctx, "s-c", -1, 5*time.Millisecond) {
+			if err != nil {
+				t.Error(err)
+				break
+			}
+			got = append(got, e.Seq)
+		}
+		done <- got
+	}()
+	time.Sleep(50 * time.Millisecond) // the reader is following before the turn ends
+	if err := c.Append(ctx, payload(2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.End(ctx, "completed"); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-done; len(got) != 3 || got[2] != 2 {
+		t.Fatalf("the reader followed %v, want 0, 1 and 2: the whole turn", got)
 	}
 }

@@ -43,7 +43,7 @@ func OptionsFrom(d lambdadeps.Deps) (Options, error) {
 	}
 	var streams *streamlog.Log
 	if table := getenv("STREAMS_TABLE"); table != "" {
-		streams = streamlog.New(d.DB, table, retention, nil)
+		streams = streamlog.New(d.DB, table, streamlog.Options{Retention: retention})
 	}
 	st := store.New(d.DB, tables)
 	env := tool.Env{Getenv: getenv, Send: workqueue.SQS(d.SQS), Logger: d.Logger}
