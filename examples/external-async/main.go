@@ -15,8 +15,12 @@
 // it; and polls GET /status/{eventId} until the turn is completed or failed, printing each
 // change and the final text. It exits non-zero on a failed turn or a timeout.
 //
+// With -sse it runs the turn over SSE instead (POST /chat): the response ends waiting for the
+// two calls; it does the jobs, then reads the rest of the turn at GET /chat/{id}/stream until
+// the final answer.
+//
 // Flags override the environment: -url (HARNESS_URL), -secret (HARNESS_SECRET, the account
-// secret), -queue (EXTERNAL_JOBS_QUEUE_URL), -timeout. The SQS client follows the usual AWS
+// secret), -queue (EXTERNAL_JOBS_QUEUE_URL), -timeout, -sse. The SQS client follows the usual AWS
 // variables (AWS_ENDPOINT_URL_SQS, AWS_REGION, credentials), as .dev.env sets them.
 package main
 
@@ -45,6 +49,7 @@ type config struct {
 	Secret     string
 	QueueURL   string
 	Timeout    time.Duration
+	SSE        bool
 }
 
 const agentID = "external-async-example"
@@ -88,6 +93,7 @@ func main() {
 	flag.StringVar(&cfg.Secret, "secret", os.Getenv("HARNESS_SECRET"), "account secret (HARNESS_SECRET)")
 	flag.StringVar(&cfg.QueueURL, "queue", os.Getenv("EXTERNAL_JOBS_QUEUE_URL"), "queue the jobs arrive on (EXTERNAL_JOBS_QUEUE_URL)")
 	flag.DurationVar(&cfg.Timeout, "timeout", 60*time.Second, "how long to wait for the turn to end")
+	flag.BoolVar(&cfg.SSE, "sse", false, "run the turn over SSE (POST /chat) and resume it at GET /chat/{id}/stream")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -112,6 +118,9 @@ func run(ctx context.Context, cfg config, stdout io.Writer) error {
 
 	if err := putAgent(ctx, base, cfg.Secret); err != nil {
 		return err
+	}
+	if cfg.SSE {
+		return runSSE(ctx, cfg, base, queue, stdout)
 	}
 	var started struct {
 		EventID        string `json:"eventId"`
@@ -254,4 +263,72 @@ func call(ctx context.Context, method, url, token string, in, out any) (int, []b
 		}
 	}
 	return resp.StatusCode, body, nil
+}
+
+// runSSE runs the turn over SSE: the response ends waiting for the dispatched calls, the worker
+// does them, and the rest of the turn is read where a client resumes, until its final answer.
+func runSSE(ctx context.Context, cfg config, base string, queue *sqs.Client, stdout io.Writer) error {
+	conv := fmt.Sprintf("external-sse-%d", time.Now().UnixNano())
+	chunks, err := stream(ctx, http.MethodPost, base+"/chat", cfg.Secret, map[string]string{"agentId": agentID, "id": conv, "message": "run the external jobs"})
+	if err != nil {
+		return err
+	}
+	fin := chunks[len(chunks)-1]
+	fmt.Fprintf(stdout, "sse response ended: %s %s\n", fin["type"], fin["finishReason"])
+	completed := 0
+	for {
+		n, err := work(ctx, queue, cfg.QueueURL, base, stdout)
+		completed += n
+		if err == nil {
+			chunks, err = stream(ctx, http.MethodGet, base+"/chat/"+conv+"/stream", cfg.Secret, nil)
+		}
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return fmt.Errorf("timed out after %s waiting for the turn to end", cfg.Timeout)
+		}
+		if err != nil {
+			return err
+		}
+		last := chunks[len(chunks)-1]
+		if last["type"] == "finish" && last["finishReason"] == "stop" {
+			var text strings.Builder
+			for _, c := range chunks {
+				if c["type"] == "text-delta" {
+					text.WriteString(fmt.Sprint(c["delta"]))
+				}
+			}
+			fmt.Fprintf(stdout, "resumed turn ended: finish stop\nfinal text: %s\n", text.String())
+			if completed == 0 {
+				return errors.New("the turn completed but the worker completed no job: was test_external_async dispatched?")
+			}
+			return nil
+		}
+	}
+}
+
+// stream sends a request whose answer is a UI message stream and returns its chunks; it fails
+// unless the answer is 200 and the stream has a chunk.
+func stream(ctx context.Context, method, url, token string, in any) ([]map[string]any, error) {
+	code, body, err := call(ctx, method, url, token, in, nil)
+	if err != nil {
+		return nil, err
+	}
+	if code != http.StatusOK {
+		return nil, fmt.Errorf("%s %s = %d %s, want 200", method, url, code, body)
+	}
+	var chunks []map[string]any
+	for _, line := range strings.Split(string(body), "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		var c map[string]any
+		if err := json.Unmarshal([]byte(data), &c); err != nil {
+			return nil, fmt.Errorf("%s %s: a chunk is not JSON: %s", method, url, data)
+		}
+		chunks = append(chunks, c)
+	}
+	if len(chunks) == 0 {
+		return nil, fmt.Errorf("%s %s: an empty stream", method, url)
+	}
+	return chunks, nil
 }

@@ -67,12 +67,12 @@ func TestAsyncExamples(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building the examples: %v\n%s", err, out)
 	}
-	run := func(t *testing.T, name string, env ...string) string {
+	run := func(t *testing.T, name string, args []string, env ...string) string {
 		t.Helper()
 		_, secret := createAccount(t, e.srv, name)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, filepath.Join(bin, name))
+		cmd := exec.CommandContext(ctx, filepath.Join(bin, name), args...)
 		cmd.Dir = testenv.Root(t)
 		// The test's environment carries the AWS endpoints of the stand-ins.
 		cmd.Env = append(os.Environ(), append([]string{"HARNESS_URL=" + e.srv.URL, "HARNESS_SECRET=" + secret}, env...)...)
@@ -87,27 +87,28 @@ func TestAsyncExamples(t *testing.T) {
 	}
 
 	t.Run("external-async", func(t *testing.T) {
-		out := run(t, "external-async", "EXTERNAL_JOBS_QUEUE_URL="+e.stack.Queues["ExternalJobsQueue"])
+		out := run(t, "external-async", nil, "EXTERNAL_JOBS_QUEUE_URL="+e.stack.Queues["ExternalJobsQueue"])
 		lines := strings.Split(out, "\n")
 		if !slices.Contains(lines, "status: completed") {
 			t.Errorf("the output has no line %q:\n%s", "status: completed", out)
 		}
-		var final string
-		for _, l := range lines {
-			if strings.HasPrefix(l, "final text: ") {
-				final = l
-			}
-		}
-		if !strings.Contains(final, "ALPHA") || !strings.Contains(final, "BETA") {
-			t.Errorf("final text line %q, want the workers' echoes ALPHA and BETA; output:\n%s", final, out)
-		}
+		wantWorkersEchoes(t, lines, out)
 		if n := strings.Count(out, "completion answered"); n != 2 {
 			t.Errorf("the worker completed %d jobs, want 2; output:\n%s", n, out)
 		}
 	})
 
+	t.Run("external-async over SSE", func(t *testing.T) {
+		out := run(t, "external-async", []string{"-sse"}, "EXTERNAL_JOBS_QUEUE_URL="+e.stack.Queues["ExternalJobsQueue"])
+		lines := strings.Split(out, "\n")
+		if !slices.Contains(lines, "sse response ended: finish tool-calls") || !slices.Contains(lines, "resumed turn ended: finish stop") {
+			t.Errorf("the output has no waiting SSE response or no resumed end:\n%s", out)
+		}
+		wantWorkersEchoes(t, lines, out)
+	})
+
 	t.Run("appserver-controller", func(t *testing.T) {
-		out := run(t, "appserver-controller")
+		out := run(t, "appserver-controller", nil)
 		lines := strings.Split(out, "\n")
 		if !slices.Contains(lines, "stop_reason: end_turn") {
 			t.Errorf("the output has no line %q:\n%s", "stop_reason: end_turn", out)
@@ -127,7 +128,7 @@ func TestAsyncExamples(t *testing.T) {
 	})
 
 	t.Run("tool-async", func(t *testing.T) {
-		out := run(t, "tool-async")
+		out := run(t, "tool-async", nil)
 		// Each chunk prints as "<seconds>s <json>"; the answer's text comes in deltas.
 		var result, done bool
 		texts := map[string]string{}
@@ -540,8 +541,22 @@ func TestAsyncApprovals(t *testing.T) {
 	})
 }
 
-// Refusals of the async routes: unknown and foreign events are 404, bad /async bodies 400, and
-// an agent with an external-dispatch tool cannot run over SSE.
+// wantWorkersEchoes fails unless the example's last "final text: " line carries both workers'
+// answers.
+func wantWorkersEchoes(t *testing.T, lines []string, out string) {
+	t.Helper()
+	var final string
+	for _, l := range lines {
+		if strings.HasPrefix(l, "final text: ") {
+			final = l
+		}
+	}
+	if !strings.Contains(final, "ALPHA") || !strings.Contains(final, "BETA") {
+		t.Errorf("final text line %q, want the workers' echoes ALPHA and BETA; output:\n%s", final, out)
+	}
+}
+
+// Refusals of the async routes: unknown and foreign events are 404, bad /async bodies 400.
 func TestAsyncRefusals(t *testing.T) {
 	e := newAsyncEnv(t)
 	agentID := e.agent(t, dispatcher)
@@ -604,14 +619,79 @@ func TestAsyncRefusals(t *testing.T) {
 		t.Errorf("refused requests wrote events: %v, then %v", events, got)
 	}
 
-	// Over SSE the agent is refused before anything is written, naming the tool and /async.
-	res := call(t, e.srv, http.MethodPost, "/", e.secret, `{"agentId":"`+agentID+`","message":"go"}`)
-	msg, _ := res.json(t)["error"].(string)
-	if res.status != http.StatusBadRequest || !strings.Contains(msg, "test_external_async") || !strings.Contains(msg, "/async") {
-		t.Errorf("POST / with an external-dispatch agent = %d %s, want 400 naming test_external_async and suggesting /async", res.status, res.body)
-	}
 	if n := e.logs.count("turn waits for async tools", nil); n != 1 {
 		t.Errorf("%d turns dispatched work, want only the first /async one", n)
+	}
+}
+
+// An SSE turn may dispatch outside work: its response ends with a finish that says it waits,
+// with the pending calls; once the worker completes them the continuation appends to the same
+// turn's stream, and the resume route gives the whole turn, up to the final answer.
+func TestExternalDispatchOverSSE(t *testing.T) {
+	e := newAsyncEnv(t)
+	agentID := e.agent(t, dispatcher)
+	cs := e.stream(t, `{"agentId":"`+agentID+`","id":"sse-dispatch","message":"go"}`)
+	fin := cs[len(cs)-1]
+	meta, _ := fin["messageMetadata"].(map[string]any)
+	pending, _ := meta["pendingAsyncTools"].([]any)
+	if fin["type"] != "finish" || fin["finishReason"] != "tool-calls" || len(pending) != 2 {
+		t.Fatalf("the SSE response ended with %v, want a tool-calls finish listing the two dispatched calls", fin)
+	}
+	for _, j := range e.jobs(t, 2) {
+		if res := e.complete(t, j); res.status != http.StatusOK && res.status != http.StatusAccepted {
+			t.Fatalf("completing %s = %d %s", j.ResultID, res.status, res.body)
+		}
+	}
+	var resumed []map[string]any
+	var resumedBody []byte
+	for deadline := time.Now().Add(asyncWait); ; time.Sleep(pollEvery) {
+		res := call(t, e.srv, http.MethodGet, "/chat/sse-dispatch/stream", e.secret, "")
+		if res.status != http.StatusOK {
+			t.Fatalf("resume = %d %s, want 200", res.status, res.body)
+		}
+		resumed, resumedBody = testenv.Chunks(t, bytes.NewReader(res.body)), res.body
+		if last := resumed[len(resumed)-1]; last["type"] == "finish" && last["finishReason"] == "stop" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the resumed turn never reached its final answer; last resume: %v", resumed)
+		}
+	}
+	if got := streamText(resumed); !strings.Contains(got, "ALPHA") || !strings.Contains(got, "BETA") {
+		t.Fatalf("the resumed turn's text %q lacks the workers' answers", got)
+	}
+	// One assistant message across the wait: the waiting part's finish is left out, the
+	// continuation's steps follow its tool calls, and the message ends with the final finish.
+	if finishes := chunksOf(resumed, "finish"); len(finishes) != 1 || chunksOf(resumed, "start")[0] == nil || len(chunksOf(resumed, "start")) != 1 {
+		t.Fatalf("the resumed turn has %d finish and %d start chunks, want one of each", len(finishes), len(chunksOf(resumed, "start")))
+	}
+	// The AI SDK reads it as one assistant message: both calls with the workers' answers, then
+	// the final text.
+	out, stderr, err := testenv.CheckUIStream(t, resumedBody)
+	if err != nil {
+		t.Fatalf("the AI SDK refused the resumed stream: %v\n%s", err, stderr)
+	}
+	var checked struct {
+		Message struct {
+			Role  string
+			Parts []map[string]any
+		}
+	}
+	if err := json.Unmarshal(out, &checked); err != nil {
+		t.Fatal(err)
+	}
+	var calls int
+	var final string
+	for _, p := range checked.Message.Parts {
+		if p["type"] == "tool-test_external_async" {
+			calls++
+		}
+		if p["type"] == "text" {
+			final, _ = p["text"].(string)
+		}
+	}
+	if checked.Message.Role != "assistant" || calls != 2 || !strings.Contains(final, "ALPHA") {
+		t.Fatalf("the AI SDK built %+v, want one assistant message with both calls and the final answer", checked.Message)
 	}
 }
 

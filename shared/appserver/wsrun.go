@@ -150,8 +150,9 @@ func (h *server) continueWS(ctx context.Context, c *turn.Continuation) error {
 	}
 	r := h.newWSRun(g.AccountID, g.Delivery.EventID, t, run.FromSeq)
 	r.start(ctx)
-	r.out.results(ctx, c.Group.Results())
+	ran := false
 	res, aborted := r.run(ctx, func(ctx context.Context) turn.Outcome {
+		ran = true
 		adapt := func(cfg *agent.Config) (err error) {
 			cfg.WaitOnAsync = true
 			cfg.Tools, err = h.wsToolSet(cfg.Tools, g.AccountID, t)
@@ -162,6 +163,10 @@ func (h *server) continueWS(ctx context.Context, c *turn.Continuation) error {
 		}
 		return c.Outcome()
 	})
+	if !ran {
+		// Aborted before the continuation ran: the runtime still learns how its calls ended.
+		r.out.results(ctx, c.Group.Results())
+	}
 	done := context.WithoutCancel(ctx)
 	return c.Conclude(done, res, func() { r.finish(done, res, aborted) })
 }

@@ -50,17 +50,20 @@ type Delivery struct {
 	Kind DeliveryKind `json:"kind"`
 	// EventID is the /async status row the outcome settles.
 	EventID string `json:"eventId,omitempty"`
-	// Seed is the turn's secret from which its continuations derive their group ids, so a
+	// GroupSeed is the turn's secret from which its continuations derive their group ids, so a
 	// retried continuation registers the same rows.
 	GroupSeed string `json:"seed,omitempty"`
+	// TurnKey names the turn's stream log, which its continuation appends to (the event id,
+	// or a key of its own for a turn without one).
+	TurnKey string `json:"turnKey,omitempty"`
 }
 
 // DeliveryKind says which transport a turn's outcome goes back through.
 type DeliveryKind string
 
 const (
-	// DeliverStream: an SSE turn, which waits in its own invocation and is never continued from
-	// outside.
+	// DeliverStream: an SSE turn. Its continuation appends to the turn's stream log, where a
+	// client that resumes reads it.
 	DeliverStream DeliveryKind = "stream"
 	// DeliverAsync: an /async turn; its continuation settles the turn's status row.
 	DeliverAsync DeliveryKind = "async"

@@ -13,7 +13,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -443,7 +442,7 @@ func TestStreamPassesAISDKSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, stderr, err := checkUIStream(t, body)
+	out, stderr, err := testenv.CheckUIStream(t, body)
 	if err != nil {
 		t.Fatalf("the AI SDK rejected the stream: %v\n%s", err, stderr)
 	}
@@ -566,22 +565,6 @@ func TestHeadersAndStartGoOutBeforeTheModelAnswers(t *testing.T) {
 	}
 }
 
-// checkUIStream runs the AI SDK stream checker (infra/node/check-ui-stream.mjs) on an SSE body
-// and returns its stdout, its stderr, and its error (non-nil when it rejects the stream).
-func checkUIStream(t *testing.T, body []byte) (stdout []byte, stderr string, err error) {
-	t.Helper()
-	cmd := exec.Command(testenv.Node(t), filepath.Join(testenv.Root(t), "infra", "node", "check-ui-stream.mjs"))
-	cmd.Stdin = bytes.NewReader(body)
-	var errBuf bytes.Buffer
-	cmd.Stderr = &errBuf
-	stdout, err = cmd.Output()
-	var exit *exec.ExitError
-	if err != nil && !errors.As(err, &exit) {
-		t.Fatalf("running the stream checker: %v", err)
-	}
-	return stdout, errBuf.String(), err
-}
-
 // sse frames chunks as a UI message stream body ending in data: [DONE].
 func sse(chunks ...string) []byte {
 	var b strings.Builder
@@ -603,7 +586,7 @@ func TestStreamCheckerRejectsBadStreams(t *testing.T) {
 		finish    = `{"type":"finish","finishReason":"stop"}`
 	)
 	valid := sse(start, textStart, textDelta, textEnd, finish)
-	if out, stderr, err := checkUIStream(t, valid); err != nil {
+	if out, stderr, err := testenv.CheckUIStream(t, valid); err != nil {
 		t.Fatalf("the checker rejects the valid control stream: %v\n%s", err, stderr)
 	} else if !bytes.Contains(out, []byte(`"text":"hi"`)) {
 		t.Fatalf("checker output %s, want the message with text hi", out)
@@ -620,7 +603,7 @@ func TestStreamCheckerRejectsBadStreams(t *testing.T) {
 		{"delta of a text part never started", sse(start, textDelta, textEnd, finish), "readUIMessageStream failed"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			out, stderr, err := checkUIStream(t, tt.body)
+			out, stderr, err := testenv.CheckUIStream(t, tt.body)
 			var exit *exec.ExitError
 			if !errors.As(err, &exit) || exit.ExitCode() == 0 {
 				t.Fatalf("the checker accepted the stream (err %v, stdout %s):\n%s", err, out, tt.body)
@@ -643,7 +626,7 @@ func TestModelErrorStreamPassesAISDKSchema(t *testing.T) {
 	if !bytes.HasSuffix(body, []byte("data: {\"type\":\"finish\",\"finishReason\":\"error\"}\n\ndata: [DONE]\n\n")) {
 		t.Fatalf("stream does not end with finish (finishReason error) then [DONE]:\n%s", body)
 	}
-	out, stderr, err := checkUIStream(t, body)
+	out, stderr, err := testenv.CheckUIStream(t, body)
 	if err != nil {
 		t.Fatalf("the AI SDK rejected the model-error stream: %v\n%s\nstream:\n%s", err, stderr, body)
 	}

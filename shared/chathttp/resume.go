@@ -11,7 +11,7 @@ import (
 // resume runs GET /chat/{conversationId}/stream, where the AI SDK's DefaultChatTransport
 // reconnects (useChat({ resume: true }) with the chat API at /chat): the UI message stream of
 // the conversation's latest turn from its start, read from the turn's stream log, then live
-// until the turn ends or waits. 204 when the conversation has no turn within the log's
+// until the turn ends or waits, as one assistant message across the waits it went through. 204 when the conversation has no turn within the log's
 // retention.
 func (h *Handler) resume(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
@@ -46,26 +46,29 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request) {
 	if !send(stream.Start(turn.NewMessageID())) {
 		return
 	}
+	// A part of the turn that waited for outside work ended with a finish; when the turn went
+	// on (its continuation wrote more), that finish is left out, so the client builds one
+	// assistant message across the wait. The last part's finish ends the stream.
+	var finish any
 	for e, err := range entries {
 		if err != nil {
 			log.ErrorContext(ctx, "reading the turn's stream log", "err", err)
 			send(stream.Error("the turn's output could not be read to its end"))
 			break
 		}
-		var chunks []any
-		switch {
-		case e.Event != nil:
-			chunks = uiChunks(*e.Event)
-		case e.Outcome != nil:
-			if fin := finishChunk(conv, *e.Outcome); fin != nil {
-				chunks = []any{fin}
-			}
+		if e.Outcome != nil {
+			finish = finishChunk(conv, *e.Outcome)
+			continue
 		}
-		for _, c := range chunks {
+		finish = nil
+		for _, c := range uiChunks(*e.Event) {
 			if !send(c) {
 				return
 			}
 		}
+	}
+	if finish != nil {
+		send(finish)
 	}
 	_ = out.Done()
 }

@@ -14,11 +14,13 @@
 // A writer batches what it is given and writes at most once per FlushEvery or FlushBytes of
 // payload; it always writes before the turn pauses, waits or ends (Flush, End). Batches are
 // written one after the other, each under attribute_not_exists and numbered after the last, so
-// a consistent read never sees a gap. Items expire through TTL after Retention; no reader
-// depends on it.
+// a consistent read never sees a gap. A payload larger than InlineLimit goes to Blobs (the
+// async results bucket, under streams/) and the batch refers to it. Items expire through TTL
+// after Retention; no reader depends on it.
 package streamlog
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -38,10 +40,11 @@ const (
 	FlushEvery = 100 * time.Millisecond
 	FlushBytes = 16 << 10
 	Retention  = 24 * time.Hour
-	// maxItemPayload keeps a batch well inside DynamoDB's 400 KB item limit; a single payload
-	// larger than this is refused (the engine bounds what it appends).
+	// maxItemPayload keeps a batch well inside DynamoDB's 400 KB item limit.
 	maxItemPayload = 350 << 10
-	stateSeq       = -1
+	// InlineLimit is the largest payload a batch holds itself; a larger one goes to Blobs.
+	InlineLimit = 64 << 10
+	stateSeq    = -1
 )
 
 // States a writer flushes with besides a final status: Open (more comes at once) and Waiting
@@ -61,8 +64,17 @@ type Log struct {
 	opts  Options
 }
 
+// Blobs holds payloads too large for a batch item (S3 in AWS).
+type Blobs interface {
+	Put(ctx context.Context, key string, body []byte) error
+	Get(ctx context.Context, key string) ([]byte, error)
+}
+
 // Options tune a Log; zero fields take the defaults.
 type Options struct {
+	// Blobs, when set, keeps payloads larger than InlineLimit, which the batch then refers to;
+	// without it such a payload is refused with ErrTooLarge.
+	Blobs Blobs
 	// Retention is how long items are kept (Retention).
 	Retention time.Duration
 	// FlushEvery is the longest a payload waits in a writer's buffer (FlushEvery).
@@ -83,6 +95,11 @@ func New(db *dynamodb.Client, table string, opts Options) *Log {
 		opts.Now = time.Now
 	}
 	return &Log{db: db, table: table, opts: opts}
+}
+
+// blobRef stands in a batch for a payload kept in Blobs.
+type blobRef struct {
+	Blob string `json:"$streamlogBlob"`
 }
 
 // Entry is one payload of a stream and its sequence number.
@@ -164,13 +181,22 @@ func (l *Log) Open(ctx context.Context, conversation, stream string) (*Writer, e
 // Append buffers one payload, writing the buffer when it is FlushBytes large or its oldest
 // payload waited FlushEvery (a timer writes it then if nothing else comes).
 func (w *Writer) Append(ctx context.Context, payload json.RawMessage) error {
-	if len(payload) > maxItemPayload {
-		return fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, len(payload), maxItemPayload)
-	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err := w.lateErr; err != nil {
 		return err
+	}
+	if len(payload) > InlineLimit {
+		if w.log.opts.Blobs == nil {
+			return fmt.Errorf("%w: %d bytes, at most %d without a blob store", ErrTooLarge, len(payload), InlineLimit)
+		}
+		// Keyed by its place in the stream: a retried write rewrites the same object.
+		key := "streams/" + w.stream + "/" + strconv.FormatInt(w.next+int64(len(w.buf)), 10) + ".json"
+		if err := w.log.opts.Blobs.Put(ctx, key, payload); err != nil {
+			return fmt.Errorf("storing a %d-byte payload of stream %s: %w", len(payload), w.stream, err)
+		}
+		ref, _ := json.Marshal(blobRef{Blob: key})
+		payload = ref
 	}
 	now := w.log.opts.Now()
 	if w.size+len(payload) > maxItemPayload {
@@ -297,9 +323,14 @@ func (l *Log) Read(ctx context.Context, stream string, after int64) ([]Entry, st
 				return nil, "", fmt.Errorf("stream %s batch %d: %w", stream, first, err)
 			}
 			for i, p := range payloads {
-				if seq := first + int64(i); seq > after {
-					out = append(out, Entry{Seq: seq, Payload: p})
+				seq := first + int64(i)
+				if seq <= after {
+					continue
 				}
+				if p, err = l.resolve(ctx, p); err != nil {
+					return nil, "", fmt.Errorf("stream %s entry %d: %w", stream, seq, err)
+				}
+				out = append(out, Entry{Seq: seq, Payload: p})
 			}
 		}
 		if start = res.LastEvaluatedKey; start == nil {
@@ -307,6 +338,18 @@ func (l *Log) Read(ctx context.Context, stream string, after int64) ([]Entry, st
 		}
 	}
 	return out, state, nil
+}
+
+// resolve returns a payload kept in Blobs in place of its reference.
+func (l *Log) resolve(ctx context.Context, p json.RawMessage) (json.RawMessage, error) {
+	if len(p) > 200 || !bytes.Contains(p, []byte(`"$streamlogBlob"`)) {
+		return p, nil
+	}
+	var ref blobRef
+	if json.Unmarshal(p, &ref) != nil || ref.Blob == "" || l.opts.Blobs == nil {
+		return p, nil
+	}
+	return l.opts.Blobs.Get(ctx, ref.Blob)
 }
 
 // Follow yields the stream's payloads after `after`, then those appended later, polling every

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentharness/harness/infra/testenv"
+	"github.com/agentharness/harness/shared/blobstore"
 	"github.com/agentharness/harness/shared/streamlog"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -300,5 +301,32 @@ func TestAContinuationIsFollowedLive(t *testing.T) {
 	}
 	if got := <-done; len(got) != 3 || got[2] != 2 {
 		t.Fatalf("the reader followed %v, want 0, 1 and 2: the whole turn", got)
+	}
+}
+
+// A payload larger than a batch holds goes to the blob store, and readers get it back whole.
+func TestALargePayloadGoesToTheBlobStore(t *testing.T) {
+	st := testenv.Stack(t)
+	log := streamlog.New(st.DB, st.Name("StreamsTable"), streamlog.Options{Blobs: blobstore.NewS3(st.S3, st.Bucket)})
+	ctx := context.Background()
+	w, err := log.Open(ctx, "conv-big", "s-big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := json.RawMessage(`{"output":"` + strings.Repeat("o", 500<<10) + `"}`)
+	for _, p := range []json.RawMessage{payload(0), big, payload(2)} {
+		if err := w.Append(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.End(ctx, "completed"); err != nil {
+		t.Fatal(err)
+	}
+	es, state, err := log.Read(ctx, "s-big", -1)
+	if err != nil || state != "completed" || len(es) != 3 {
+		t.Fatalf("read %d entries, state %q, %v", len(es), state, err)
+	}
+	if string(es[1].Payload) != string(big) || string(es[2].Payload) != string(payload(2)) {
+		t.Fatalf("the large payload came back as %d bytes, want %d", len(es[1].Payload), len(big))
 	}
 }

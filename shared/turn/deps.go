@@ -8,6 +8,7 @@ import (
 	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/agents"
+	"github.com/agentharness/harness/shared/blobstore"
 	"github.com/agentharness/harness/shared/lambdadeps"
 	"github.com/agentharness/harness/shared/provider"
 	"github.com/agentharness/harness/shared/store"
@@ -43,7 +44,8 @@ func OptionsFrom(d lambdadeps.Deps) (Options, error) {
 	}
 	var streams *streamlog.Log
 	if table := getenv("STREAMS_TABLE"); table != "" {
-		streams = streamlog.New(d.DB, table, streamlog.Options{Retention: retention})
+		// Outputs too large for an item go to the async results bucket, under streams/.
+		streams = streamlog.New(d.DB, table, streamlog.Options{Retention: retention, Blobs: blobstore.NewS3(d.S3, getenv("ASYNC_RESULTS_BUCKET"))})
 	}
 	st := store.New(d.DB, tables)
 	env := tool.Env{Getenv: getenv, Send: workqueue.SQS(d.SQS), Logger: d.Logger}

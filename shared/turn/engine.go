@@ -201,6 +201,13 @@ func (e *Engine) newRun(s Start, lease *store.Lease, plan *turnPlan) *Run {
 	if d.groupSeed == "" {
 		d.groupSeed = store.NewID("")
 	}
+	// The turn's stream log: its event's, or a key of its own that its continuations keep.
+	if d.delivery.TurnKey == "" {
+		d.delivery.TurnKey = s.EventID
+	}
+	if d.delivery.TurnKey == "" {
+		d.delivery.TurnKey = store.NewID("trn_")
+	}
 	return &Run{d: d, plan: plan, from: lease.NextSeq()}
 }
 
@@ -377,12 +384,17 @@ func (e *Engine) TakeUp(ctx context.Context, accountID, groupID string) (*Contin
 	return &Continuation{Run: run, Group: st, history: history}, nil
 }
 
-// Events loads the agent, with the approval overrides its turn recorded, lets adapt change it
-// (a transport's own tools; nil leaves it), runs the model again over the conversation and
-// yields what the turn says, as Run.Events does.
+// Events yields the settled calls' results (AsyncLanded), then loads the agent, with the
+// approval overrides its turn recorded, lets adapt change it (a transport's own tools; nil
+// leaves it), runs the model again over the conversation and yields what the turn says, as
+// Run.Events does.
 func (c *Continuation) Events(ctx context.Context, adapt func(*agent.Config) error) iter.Seq[Event] {
 	return c.events(ctx, func(ctx context.Context) Outcome {
 		d := c.d
+		// The calls' results come first, as the model gets them.
+		for _, r := range c.Group.Results() {
+			d.emit(Event{Kind: AsyncLanded, Result: r})
+		}
 		cfg, err := d.e.LoadAgent(ctx, d.accountID, d.agentID)
 		if err == nil {
 			cfg.Tools = d.withRecordedOverrides(ctx, cfg.Tools)
@@ -432,14 +444,16 @@ func (e *Engine) ClaimEvent(ctx context.Context, accountID string, req Request) 
 	return err
 }
 
-// Agent loads the request's agent with its per-request approval overrides. A stream cannot
-// wait for an outside worker, so it refuses agents with external-dispatch tools.
+// Agent loads the request's agent with its per-request approval overrides. A stream whose
+// client can only hear of the turn while its response lasts (no stream log to resume from)
+// cannot wait for an outside worker, so without a log it refuses agents with external-dispatch
+// tools.
 func (e *Engine) Agent(ctx context.Context, accountID string, req Request, stream bool) (agent.Config, error) {
 	cfg, err := e.LoadAgent(ctx, accountID, req.AgentID)
 	if err != nil {
 		return cfg, err
 	}
-	if stream && cfg.Tools != nil {
+	if stream && e.opts.Streams == nil && cfg.Tools != nil {
 		for _, name := range cfg.Tools.Names() {
 			if cfg.Tools.AsyncMode(name) == asynctools.ExternalDispatch {
 				return cfg, &Refusal{Kind: Invalid, Message: fmt.Sprintf(

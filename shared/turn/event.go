@@ -20,7 +20,8 @@ const (
 	// is the placeholder the model sees): its result comes later, as AsyncLanded or in a
 	// continuation.
 	AsyncStarted
-	// AsyncLanded is an async call that settled while a client follows the turn (Event.Result).
+	// AsyncLanded is an async call that settled (Event.Result): while the invocation that
+	// started it waits, or at the start of the continuation that brings it back.
 	AsyncLanded
 	// ApprovalDecided is a held call decided by the request that goes on with the turn
 	// (Event.Decision), reported when other held calls still wait.

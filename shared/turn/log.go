@@ -44,17 +44,14 @@ type streamLog struct {
 	failed bool
 }
 
-// openLog opens the turn's log for this invocation. A turn without an event id gets a stream of
-// its own. Failing to open it costs the log, never the turn.
+// openLog opens the turn's log for this invocation, named by its delivery's TurnKey. Failing to
+// open it costs the log, never the turn.
 func (d *invocation) openLog(ctx context.Context) {
 	if d.e.opts.Streams == nil || d.output != nil {
 		return
 	}
-	turnKey := d.turnID
-	if turnKey == "" {
-		turnKey = store.NewID("trn_")
-	}
-	w, err := d.e.opts.Streams.Open(ctx, conversationKey(d.accountID, d.conversationID), conversationKey(d.accountID, d.conversationID)+"#"+turnKey)
+	conv := conversationKey(d.accountID, d.conversationID)
+	w, err := d.e.opts.Streams.Open(ctx, conv, conv+"#"+d.delivery.TurnKey)
 	if err != nil {
 		d.log.ErrorContext(ctx, "opening the turn's stream log; the turn goes on without it", "err", err)
 		d.output = &streamLog{failed: true}
