@@ -157,7 +157,7 @@ const maxResumeHops = 8
 
 // followResumed returns where the turn of ev stands, and the event that resumed it
 // (resumedBy, empty when none). A turn whose paused step was answered under another event Y
-// goes on there: ev took Y's status when Y's invocation ended (drive.settleResumed), and while
+// goes on there: ev took Y's status when Y's invocation ended (the engine's settleResumed), and while
 // ev is not final it shows Y's current state, following resumedBy again when Y paused in turn
 // and was answered under a third event, so ev reaches the turn's outcome even when Y finishes
 // later (its async continuation, another answer). Its messages run from ev's first to the end of

@@ -161,21 +161,27 @@ func (l *Log) Open(ctx context.Context, conversation, stream string) (*Writer, e
 	if err != nil {
 		return nil, fmt.Errorf("opening stream %s: %w", stream, err)
 	}
-	w := &Writer{log: l, conversation: conversation, stream: stream, next: getN(out.Item, "next"), reopen: out.Item != nil}
-	now := l.opts.Now()
 	if out.Item == nil {
-		latest := key(conversation, stateSeq)
-		latest["stream"], latest["startedAt"], latest["expiresAt"] = s(stream), n(now.UnixMilli()), n(now.Add(l.opts.Retention).Unix())
-		if _, err := l.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &l.table, Item: latest}); err != nil {
-			return nil, fmt.Errorf("naming stream %s: %w", stream, err)
-		}
-		return w, nil
+		return l.Start(ctx, conversation, stream)
 	}
 	// The turn goes on (a continuation): readers follow it live again.
+	w := &Writer{log: l, conversation: conversation, stream: stream, next: getN(out.Item, "next"), reopen: true}
 	if err := w.flush(ctx, Open); err != nil {
 		return nil, err
 	}
 	return w, nil
+}
+
+// Start returns a writer for a stream its caller knows is new (a key it just made), named as
+// its conversation's latest at once; it reads nothing.
+func (l *Log) Start(ctx context.Context, conversation, stream string) (*Writer, error) {
+	now := l.opts.Now()
+	latest := key(conversation, stateSeq)
+	latest["stream"], latest["startedAt"], latest["expiresAt"] = s(stream), n(now.UnixMilli()), n(now.Add(l.opts.Retention).Unix())
+	if _, err := l.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &l.table, Item: latest}); err != nil {
+		return nil, fmt.Errorf("naming stream %s: %w", stream, err)
+	}
+	return &Writer{log: l, conversation: conversation, stream: stream}, nil
 }
 
 // Append buffers one payload, writing the buffer when it is FlushBytes large or its oldest

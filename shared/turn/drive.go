@@ -46,7 +46,9 @@ type invocation struct {
 	// ended: the lease was already given back (a turn that waits for outside work).
 	ended bool
 	// output writes the turn's stream log; nil until the run starts or where none is kept.
-	output *streamLog
+	// newStream: its key was just made, so the log has nothing under it to read.
+	output    *streamLog
+	newStream bool
 	// history is the conversation as stored, kept up to date by every save, so a pass after
 	// async results needs no reload.
 	history []model.Message

@@ -206,7 +206,7 @@ func (e *Engine) newRun(s Start, lease *store.Lease, plan *turnPlan) *Run {
 		d.delivery.TurnKey = s.EventID
 	}
 	if d.delivery.TurnKey == "" {
-		d.delivery.TurnKey = store.NewID("trn_")
+		d.delivery.TurnKey, d.newStream = store.NewID("trn_"), true
 	}
 	return &Run{d: d, plan: plan, from: lease.NextSeq()}
 }

@@ -51,7 +51,11 @@ func (d *invocation) openLog(ctx context.Context) {
 		return
 	}
 	conv := conversationKey(d.accountID, d.conversationID)
-	w, err := d.e.opts.Streams.Open(ctx, conv, conv+"#"+d.delivery.TurnKey)
+	open := d.e.opts.Streams.Open
+	if d.newStream {
+		open = d.e.opts.Streams.Start
+	}
+	w, err := open(ctx, conv, conv+"#"+d.delivery.TurnKey)
 	if err != nil {
 		d.log.ErrorContext(ctx, "opening the turn's stream log; the turn goes on without it", "err", err)
 		d.output = &streamLog{failed: true}
