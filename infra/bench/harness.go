@@ -19,14 +19,18 @@ import (
 	"github.com/agentharness/harness/infra/localrunner"
 	"github.com/agentharness/harness/infra/template"
 	"github.com/agentharness/harness/shared/awsclient"
+	"github.com/agentharness/harness/shared/chathttp"
+	"github.com/agentharness/harness/shared/lambdadeps"
 	"github.com/agentharness/harness/shared/logging"
 )
 
 // harnessTurn serves the harness-processing handler, wired as the function wires it, on a
 // loopback server backed by DynamoDB Local and the mock at mockURL, and returns a turnRunner
 // that posts one turn to it. Each turn starts a fresh conversation, so every turn does the same
-// DynamoDB work however many ran before it. stop closes the server.
-func harnessTurn(ctx context.Context, root, mockURL string) (run turnRunner, stop func(), err error) {
+// DynamoDB work however many ran before it. Without streamLog the function runs as if
+// StreamsTable were not wired, to measure what keeping each turn's output costs. stop closes
+// the server.
+func harnessTurn(ctx context.Context, root, mockURL string, streamLog bool) (run turnRunner, stop func(), err error) {
 	cfg, err := awsclient.Config(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -54,10 +58,24 @@ func harnessTurn(ctx context.Context, root, mockURL string) (run turnRunner, sto
 		}
 		return ""
 	}
-	runner, err := localrunner.New(localrunner.Options{
+	opts := localrunner.Options{
 		Template: tpl, DB: db, SQS: sqsc, S3: s3c, Name: res.Name,
 		Getenv: getenv, Logger: logging.New(io.Discard, ""),
-	})
+	}
+	if !streamLog {
+		opts.Functions = map[string]localrunner.Constructor{"HarnessProcessingFunction": func(d lambdadeps.Deps) (localrunner.Handlers, error) {
+			env := d.Getenv
+			d.Getenv = func(k string) string {
+				if k == "STREAMS_TABLE" {
+					return ""
+				}
+				return env(k)
+			}
+			h, err := chathttp.NewHarness(d)
+			return localrunner.Handlers{HTTP: h}, err
+		}}
+	}
+	runner, err := localrunner.New(opts)
 	if err != nil {
 		return nil, nil, err
 	}

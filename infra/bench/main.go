@@ -75,11 +75,16 @@ func run(ctx context.Context) error {
 		return err
 	}
 	defer stopMock()
-	harness, stopHarness, err := harnessTurn(ctx, root, baseURL)
+	harness, stopHarness, err := harnessTurn(ctx, root, baseURL, true)
 	if err != nil {
 		return err
 	}
 	defer stopHarness()
+	unlogged, stopUnlogged, err := harnessTurn(ctx, root, baseURL, false)
+	if err != nil {
+		return err
+	}
+	defer stopUnlogged()
 
 	stacks := []struct {
 		name string
@@ -87,6 +92,7 @@ func run(ctx context.Context) error {
 	}{
 		{"raw model round trips", rawTurn(http.DefaultClient, baseURL)},
 		{harnessStack, harness},
+		{harnessStack + " without the stream log", unlogged},
 		// The first entry must stay the raw baseline: the table's last column is relative to it.
 	}
 	var results []result
@@ -108,9 +114,10 @@ func run(ctx context.Context) error {
 	fmt.Printf("%s %s/%s, %d CPUs; the mock model runs in its own process.\n\n",
 		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
 	printTable(os.Stdout, results)
-	fmt.Printf("\nThe %s turn includes eight DynamoDB Local requests (account lookup by secret hash and "+
+	fmt.Printf("\nThe %s turn includes eleven DynamoDB Local requests (account lookup by secret hash and "+
 		"its consistent confirmation, agent read, conversation lease, three message appends, lease release "+
-		"with the turn's usage) and loopback HTTP to the local runner; "+
+		"with the turn's usage; the stream log's pointer, one batch and the final state, which the row "+
+		"without the stream log leaves out) and loopback HTTP to the local runner; "+
 		"the AI SDK reference keeps no state and reads its stream in process. "+
 		"DynamoDB Local's CPU, like the mock's, is not counted.\n", harnessStack)
 	return nil
