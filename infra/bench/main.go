@@ -114,10 +114,10 @@ func run(ctx context.Context) error {
 	fmt.Printf("%s %s/%s, %d CPUs; the mock model runs in its own process.\n\n",
 		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
 	printTable(os.Stdout, results)
-	fmt.Printf("\nThe %s turn includes eleven DynamoDB Local requests (account lookup by secret hash and "+
+	fmt.Printf("\nThe %s turn includes nine DynamoDB Local requests (account lookup by secret hash and "+
 		"its consistent confirmation, agent read, conversation lease, three message appends, lease release "+
-		"with the turn's usage; the stream log's pointer, one batch and the final state, which the row "+
-		"without the stream log leaves out) and loopback HTTP to the local runner; "+
+		"with the turn's usage, and the stream log's one batch, which the row without the stream log "+
+		"leaves out) and loopback HTTP to the local runner; "+
 		"the AI SDK reference keeps no state and reads its stream in process. "+
 		"DynamoDB Local's CPU, like the mock's, is not counted.\n", harnessStack)
 	return nil

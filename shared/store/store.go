@@ -202,7 +202,15 @@ type Lease struct {
 	asyncPending []string
 	// carry is what the turn that stopped to wait left for the invocation that goes on with it.
 	carry Handover
+	// stream, once set, is recorded on the head by its next write (streamRecorded then).
+	stream         string
+	streamRecorded bool
 }
+
+// RecordStream makes the lease's next write of the conversation record stream as the stream
+// log of its latest turn (Head.Stream), at no cost of its own: a turn's first write (its user
+// message, its decided calls' results) comes before it says anything a reader could miss.
+func (t *Lease) RecordStream(stream string) { t.stream = stream }
 
 // Handover is what a turn that stops to wait (for approvals or async tools) leaves on its
 // conversation for the invocation that goes on with it.
@@ -300,6 +308,8 @@ func (s *Store) ConversationUsage(ctx context.Context, accountID, conversationID
 // Head is what a conversation waits for, read without taking its lease.
 type Head struct {
 	AgentID string
+	// Stream is the stream log of the conversation's latest turn (Lease.RecordStream).
+	Stream string
 	// AsyncGroup and PendingAsync: the dispatch group it waits for and its calls.
 	AsyncGroup   string
 	PendingAsync []string
@@ -321,7 +331,7 @@ func (s *Store) ConversationHead(ctx context.Context, accountID, conversationID 
 		return Head{}, ErrNotFound
 	}
 	return Head{
-		AgentID: getS(out.Item, "agentId"), AsyncGroup: getS(out.Item, "asyncGroup"),
+		AgentID: getS(out.Item, "agentId"), Stream: getS(out.Item, "activeStream"), AsyncGroup: getS(out.Item, "asyncGroup"),
 		PendingAsync: getStrings(out.Item, "pendingAsync"), PendingApprovals: getStrings(out.Item, "pendingApprovals"),
 	}, nil
 }
@@ -525,6 +535,12 @@ func (t *Lease) write(ctx context.Context, msgs []model.Message, extra []types.T
 	for k, v := range values {
 		vals[k] = v
 	}
+	recording := t.stream != "" && !t.streamRecorded
+	if recording {
+		// Every head update sets nextSeq, so it has a SET clause to join.
+		update = strings.Replace(update, "SET ", "SET activeStream = :activeStream, ", 1)
+		vals[":activeStream"] = str(t.stream)
+	}
 	items = append(items, types.TransactWriteItem{Update: &types.Update{
 		TableName:                 &t.s.tables.Conversations,
 		Key:                       map[string]types.AttributeValue{"conversationKey": str(t.key), "seq": num(0)},
@@ -548,6 +564,7 @@ func (t *Lease) write(ctx context.Context, msgs []model.Message, extra []types.T
 		return fmt.Errorf("appending messages: %w", err)
 	}
 	t.nextSeq = next
+	t.streamRecorded = t.streamRecorded || recording
 	return nil
 }
 

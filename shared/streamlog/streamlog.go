@@ -4,19 +4,20 @@
 //
 // One table (StreamsTable), keys streamKey and seq:
 //
-//	<stream>        seq = n    a batch: the payloads numbered n, n+1, …, n+count-1, in order
-//	<stream>        seq = -1   the stream's state once it paused, waits or ended: "waiting"
-//	                           (for approvals or outside work; more may follow), "open"
-//	                           again when a continuation takes it up, or how it ended; and
-//	                           the seq after its last payload
-//	<conversation>  seq = -1   the conversation's latest stream, written when it starts
+//	<stream>   seq = n    a batch: the payloads numbered n, n+1, …, n+count-1, in order; the
+//	                      batch a writer wrote as the turn paused, waits or ended also records
+//	                      that state
+//	<stream>   seq = -1   a state written on its own: a continuation taking the stream up again
+//	                      ("open"), or a pause or end with nothing left to write; with the seq
+//	                      after the stream's last payload
 //
-// A writer batches what it is given and writes at most once per FlushEvery or FlushBytes of
-// payload; it always writes before the turn pauses, waits or ends (Flush, End). Batches are
-// written one after the other, each under attribute_not_exists and numbered after the last, so
-// a consistent read never sees a gap. A payload larger than InlineLimit goes to Blobs (the
-// async results bucket, under streams/) and the batch refers to it. Items expire through TTL
-// after Retention; no reader depends on it.
+// Where a conversation's latest stream is, the conversation records (store.Head.Stream). A
+// writer batches what it is given and writes at most once per FlushEvery or FlushBytes of
+// payload; it always writes before the turn pauses, waits or ends (Flush, End), so a short
+// turn costs one write. Batches are written one after the other, each under
+// attribute_not_exists and numbered after the last, so a consistent read never sees a gap. A
+// payload larger than InlineLimit goes to Blobs (the async results bucket, under streams/) and
+// the batch refers to it. Items expire through TTL after Retention; no reader depends on it.
 package streamlog
 
 import (
@@ -26,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"math"
 	"strconv"
 	"sync"
 	"time"
@@ -132,12 +134,11 @@ func getN(item map[string]types.AttributeValue, k string) int64 {
 	return 0
 }
 
-// Writer appends to one stream. Append, Flush and End take a lock, so a transport's timer may
-// flush too.
+// Writer appends to one stream. Append, Flush and End take a lock, so the writer's own timer
+// may flush too.
 type Writer struct {
-	log          *Log
-	conversation string
-	stream       string
+	log    *Log
+	stream string
 
 	mu    sync.Mutex
 	next  int64 // seq of the first buffered payload
@@ -148,41 +149,37 @@ type Writer struct {
 	// did; lateErr is what that write failed with, returned by the next call.
 	timer   *time.Timer
 	lateErr error
-	// reopen: the stream had paused or waited; the first write says it runs again.
-	reopen bool
 }
 
-// Open returns a writer for stream, one turn's output in conversation, numbered after what the
-// stream already holds (a continuation of the turn appends to the same stream). A new stream is
-// named as its conversation's latest at once, so a client that reconnects finds the turn before
-// it has said anything.
-func (l *Log) Open(ctx context.Context, conversation, stream string) (*Writer, error) {
+// Open returns a writer for stream numbered after what it already holds: a continuation of the
+// turn appends to the same stream, and says at once that the turn runs again, so readers follow
+// it live.
+func (l *Log) Open(ctx context.Context, stream string) (*Writer, error) {
 	out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &l.table, Key: key(stream, stateSeq), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return nil, fmt.Errorf("opening stream %s: %w", stream, err)
 	}
+	w := &Writer{log: l, stream: stream, next: getN(out.Item, "next")}
 	if out.Item == nil {
-		return l.Start(ctx, conversation, stream)
+		// No state yet: the stream's batches, if any, say where it is.
+		entries, _, err := l.Read(ctx, stream, -1)
+		if err != nil {
+			return nil, err
+		}
+		if len(entries) == 0 {
+			return w, nil
+		}
+		w.next = entries[len(entries)-1].Seq + 1
 	}
-	// The turn goes on (a continuation): readers follow it live again.
-	w := &Writer{log: l, conversation: conversation, stream: stream, next: getN(out.Item, "next"), reopen: true}
-	if err := w.flush(ctx, Open); err != nil {
+	if err := w.writeState(ctx, Open); err != nil {
 		return nil, err
 	}
 	return w, nil
 }
 
-// Start returns a writer for a stream its caller knows is new (a key it just made), named as
-// its conversation's latest at once; it reads nothing.
-func (l *Log) Start(ctx context.Context, conversation, stream string) (*Writer, error) {
-	now := l.opts.Now()
-	latest := key(conversation, stateSeq)
-	latest["stream"], latest["startedAt"], latest["expiresAt"] = s(stream), n(now.UnixMilli()), n(now.Add(l.opts.Retention).Unix())
-	if _, err := l.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &l.table, Item: latest}); err != nil {
-		return nil, fmt.Errorf("naming stream %s: %w", stream, err)
-	}
-	return &Writer{log: l, conversation: conversation, stream: stream}, nil
-}
+// Start returns a writer for a stream its caller knows is new (a key it just made); it reads
+// and writes nothing.
+func (l *Log) Start(stream string) *Writer { return &Writer{log: l, stream: stream} }
 
 // Append buffers one payload, writing the buffer when it is FlushBytes large or its oldest
 // payload waited FlushEvery (a timer writes it then if nothing else comes).
@@ -245,54 +242,53 @@ func (w *Writer) Flush(ctx context.Context, state string) error {
 // End writes what is buffered and records how the turn ended (its final status).
 func (w *Writer) End(ctx context.Context, status string) error { return w.Flush(ctx, status) }
 
-// flush writes the buffer as one batch, then records state unless it is Open. w.mu is held.
+// flush writes the buffer as one batch recording state (unless it is Open), or, with nothing
+// buffered, the state on its own. w.mu is held.
 func (w *Writer) flush(ctx context.Context, state string) error {
 	if w.timer != nil {
 		w.timer.Stop()
 		w.timer = nil
 	}
+	if len(w.buf) == 0 {
+		if state == Open {
+			return nil
+		}
+		return w.writeState(ctx, state)
+	}
 	now := w.log.opts.Now()
-	exp := n(now.Add(w.log.opts.Retention).Unix())
-	if len(w.buf) > 0 {
-		b, err := json.Marshal(w.buf)
-		if err != nil {
-			return err
-		}
-		item := key(w.stream, w.next)
-		item["payloads"], item["count"], item["expiresAt"] = s(string(b)), n(int64(len(w.buf))), exp
-		_, err = w.log.db.PutItem(ctx, &dynamodb.PutItemInput{
-			TableName: &w.log.table, Item: item, ConditionExpression: aws.String("attribute_not_exists(seq)"),
-		})
-		var taken *types.ConditionalCheckFailedException
-		if errors.As(err, &taken) {
-			return fmt.Errorf("stream %s: batch %d was written by another writer", w.stream, w.next)
-		}
-		if err != nil {
-			return fmt.Errorf("writing stream %s: %w", w.stream, err)
-		}
-		w.next += int64(len(w.buf))
-		w.buf, w.size = nil, 0
+	b, err := json.Marshal(w.buf)
+	if err != nil {
+		return err
 	}
-	if state == Open && !w.reopen {
-		return nil
+	item := key(w.stream, w.next)
+	item["payloads"], item["count"], item["expiresAt"] = s(string(b)), n(int64(len(w.buf))), n(now.Add(w.log.opts.Retention).Unix())
+	if state != Open {
+		item["state"] = s(state)
 	}
-	w.reopen = false
+	_, err = w.log.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: &w.log.table, Item: item, ConditionExpression: aws.String("attribute_not_exists(seq)"),
+	})
+	var taken *types.ConditionalCheckFailedException
+	if errors.As(err, &taken) {
+		return fmt.Errorf("stream %s: batch %d was written by another writer", w.stream, w.next)
+	}
+	if err != nil {
+		return fmt.Errorf("writing stream %s: %w", w.stream, err)
+	}
+	w.next += int64(len(w.buf))
+	w.buf, w.size = nil, 0
+	return nil
+}
+
+// writeState writes the stream's state item. w.mu is held, or w is not shared yet.
+func (w *Writer) writeState(ctx context.Context, state string) error {
+	now := w.log.opts.Now()
 	st := key(w.stream, stateSeq)
-	st["state"], st["next"], st["updatedAt"], st["expiresAt"] = s(state), n(w.next), n(now.UnixMilli()), exp
+	st["state"], st["next"], st["updatedAt"], st["expiresAt"] = s(state), n(w.next), n(now.UnixMilli()), n(now.Add(w.log.opts.Retention).Unix())
 	if _, err := w.log.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &w.log.table, Item: st}); err != nil {
 		return fmt.Errorf("writing the state of stream %s: %w", w.stream, err)
 	}
 	return nil
-}
-
-// Latest is the stream a conversation's latest turn writes; "" when none was written within
-// the retention.
-func (l *Log) Latest(ctx context.Context, conversation string) (string, error) {
-	out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &l.table, Key: key(conversation, stateSeq), ConsistentRead: aws.Bool(true)})
-	if err != nil {
-		return "", fmt.Errorf("reading the streams of %s: %w", conversation, err)
-	}
-	return getS(out.Item, "stream"), nil
 }
 
 // Next is the sequence number the next appended payload gets.
@@ -304,13 +300,15 @@ func (w *Writer) Next() int64 {
 
 // Read returns the stream's payloads numbered after `after` (-1 for all), in order, and its
 // state: "" or Open while the turn runs, Waiting while it waits, its final status once it
-// ended. The state is read first, so what it says covers at least the
-// payloads returned.
+// ended. The state is the one written last: the state item's, or that of the last batch when
+// the batch came after it.
 func (l *Log) Read(ctx context.Context, stream string, after int64) ([]Entry, string, error) {
-	state, err := l.State(ctx, stream)
+	st, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &l.table, Key: key(stream, stateSeq), ConsistentRead: aws.Bool(true)})
 	if err != nil {
-		return nil, "", err
+		return nil, "", fmt.Errorf("reading stream %s: %w", stream, err)
 	}
+	state := getS(st.Item, "state")
+	stateNext := getN(st.Item, "next")
 	var out []Entry
 	var start map[string]types.AttributeValue
 	for {
@@ -324,6 +322,9 @@ func (l *Log) Read(ctx context.Context, stream string, after int64) ([]Entry, st
 		}
 		for _, it := range res.Items {
 			first := getN(it, "seq")
+			if st.Item == nil || first >= stateNext {
+				state = getS(it, "state") // written after the state item
+			}
 			var payloads []json.RawMessage
 			if err := json.Unmarshal([]byte(getS(it, "payloads")), &payloads); err != nil {
 				return nil, "", fmt.Errorf("stream %s batch %d: %w", stream, first, err)
@@ -388,11 +389,8 @@ func (l *Log) Follow(ctx context.Context, stream string, after int64, poll time.
 	}
 }
 
-// State is a stream's recorded state ("" when it was never written).
+// State is a stream's state, as Read says it.
 func (l *Log) State(ctx context.Context, stream string) (string, error) {
-	st, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &l.table, Key: key(stream, stateSeq), ConsistentRead: aws.Bool(true)})
-	if err != nil {
-		return "", fmt.Errorf("reading stream %s: %w", stream, err)
-	}
-	return getS(st.Item, "state"), nil
+	_, state, err := l.Read(ctx, stream, math.MaxInt64)
+	return state, err
 }

@@ -58,7 +58,7 @@ func TestAReaderAttachedAnywhereReassemblesTheStream(t *testing.T) {
 		for i := range attach {
 			attach[i] = rng.IntN(total + 1)
 		}
-		w, err := log.Open(ctx, "conv", stream)
+		w, err := log.Open(ctx, stream)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -93,7 +93,7 @@ func TestAReaderAttachedAnywhereReassemblesTheStream(t *testing.T) {
 				if err := w.Flush(ctx, streamlog.Waiting); err != nil {
 					t.Fatal(err)
 				}
-				if w, err = log.Open(ctx, "conv", stream); err != nil {
+				if w, err = log.Open(ctx, stream); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -126,10 +126,6 @@ func TestAReaderAttachedAnywhereReassemblesTheStream(t *testing.T) {
 				}
 			}
 		}
-		// The conversation names the turn that wrote last as its latest stream.
-		if latest, err := log.Latest(ctx, "conv"); err != nil || latest != stream {
-			t.Fatalf("round %d: the latest stream is %q (%v), want %q", round, latest, err, stream)
-		}
 	}
 }
 
@@ -141,7 +137,7 @@ func TestBatching(t *testing.T) {
 	const every = time.Hour
 	log, db, table := newLog(t, streamlog.Options{Now: func() time.Time { return clock }, FlushEvery: every})
 	ctx := context.Background()
-	w, err := log.Open(ctx, "conv", "s")
+	w, err := log.Open(ctx, "s")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +195,7 @@ func TestItemsExpireAfterTheRetention(t *testing.T) {
 	table := st.Name("StreamsTable")
 	log := streamlog.New(st.DB, table, streamlog.Options{Retention: 2 * time.Hour, Now: func() time.Time { return at }})
 	ctx := context.Background()
-	w, err := log.Open(ctx, "conv", "s")
+	w, err := log.Open(ctx, "s")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,8 +209,8 @@ func TestItemsExpireAfterTheRetention(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(out.Items) != 3 {
-		t.Fatalf("%d items, want a batch, the state and the conversation's latest stream", len(out.Items))
+	if len(out.Items) != 1 || out.Items[0]["state"] == nil {
+		t.Fatalf("%d items, want one batch that records the end: a short turn costs one write", len(out.Items))
 	}
 	want := fmt.Sprint(at.Add(2 * time.Hour).Unix())
 	for _, it := range out.Items {
@@ -225,17 +221,13 @@ func TestItemsExpireAfterTheRetention(t *testing.T) {
 }
 
 // A payload that waits in a quiet buffer (a model thinking between two events) is written by
-// the writer's timer, so a reader that resumes meanwhile sees it; a new stream is named as its
-// conversation's latest before it says anything.
+// the writer's timer, so a reader that resumes meanwhile sees it.
 func TestAQuietBufferIsWrittenByItsTimer(t *testing.T) {
 	log, _, _ := newLog(t, streamlog.Options{FlushEvery: 20 * time.Millisecond})
 	ctx := context.Background()
-	w, err := log.Open(ctx, "conv-quiet", "s-quiet")
+	w, err := log.Open(ctx, "s-quiet")
 	if err != nil {
 		t.Fatal(err)
-	}
-	if latest, err := log.Latest(ctx, "conv-quiet"); err != nil || latest != "s-quiet" {
-		t.Fatalf("the latest stream of a conversation whose turn said nothing yet is %q (%v)", latest, err)
 	}
 	if err := w.Append(ctx, payload(1)); err != nil {
 		t.Fatal(err)
@@ -262,7 +254,7 @@ func TestAQuietBufferIsWrittenByItsTimer(t *testing.T) {
 func TestAContinuationIsFollowedLive(t *testing.T) {
 	log, _, _ := newLog(t, streamlog.Options{FlushEvery: 10 * time.Millisecond})
 	ctx := context.Background()
-	w, err := log.Open(ctx, "conv-c", "s-c")
+	w, err := log.Open(ctx, "s-c")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +265,7 @@ func TestAContinuationIsFollowedLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The continuation takes the turn up, says one thing, and later ends it.
-	c, err := log.Open(ctx, "conv-c", "s-c")
+	c, err := log.Open(ctx, "s-c")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +301,7 @@ func TestALargePayloadGoesToTheBlobStore(t *testing.T) {
 	st := testenv.Stack(t)
 	log := streamlog.New(st.DB, st.Name("StreamsTable"), streamlog.Options{Blobs: blobstore.NewS3(st.S3, st.Bucket)})
 	ctx := context.Background()
-	w, err := log.Open(ctx, "conv-big", "s-big")
+	w, err := log.Open(ctx, "s-big")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package turn
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"iter"
 	"time"
@@ -33,7 +34,7 @@ type Logged struct {
 // followPoll is how often Follow looks for more of a running turn's output.
 const followPoll = 100 * time.Millisecond
 
-// conversationKey and streamKey name a conversation's and a turn's entries in the log.
+// conversationKey prefixes the keys of a conversation's streams.
 func conversationKey(accountID, conversationID string) string {
 	return accountID + "#" + conversationID
 }
@@ -50,12 +51,13 @@ func (d *invocation) openLog(ctx context.Context) {
 	if d.e.opts.Streams == nil || d.output != nil {
 		return
 	}
-	conv := conversationKey(d.accountID, d.conversationID)
-	open := d.e.opts.Streams.Open
+	stream := conversationKey(d.accountID, d.conversationID) + "#" + d.delivery.TurnKey
+	d.lease.RecordStream(stream)
 	if d.newStream {
-		open = d.e.opts.Streams.Start
+		d.output = &streamLog{w: d.e.opts.Streams.Start(stream)}
+		return
 	}
-	w, err := open(ctx, conv, conv+"#"+d.delivery.TurnKey)
+	w, err := d.e.opts.Streams.Open(ctx, stream)
 	if err != nil {
 		d.log.ErrorContext(ctx, "opening the turn's stream log; the turn goes on without it", "err", err)
 		d.output = &streamLog{failed: true}
@@ -104,10 +106,14 @@ func (e *Engine) Follow(ctx context.Context, accountID, conversationID string, a
 	if e.opts.Streams == nil {
 		return nil, false, nil
 	}
-	stream, err := e.opts.Streams.Latest(ctx, conversationKey(accountID, conversationID))
-	if err != nil || stream == "" {
+	head, err := e.opts.Store.ConversationHead(ctx, accountID, conversationID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil || head.Stream == "" {
 		return nil, false, err
 	}
+	stream := head.Stream
 	return func(yield func(Logged, error) bool) {
 		for entry, err := range e.opts.Streams.Follow(ctx, stream, after, followPoll) {
 			if err != nil {
