@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -106,5 +107,97 @@ func TestPageReloadResumesTheTurnWithTheAISDKClient(t *testing.T) {
 	}
 	if !strings.Contains(string(resumed), `The deploy said`) || !strings.Contains(string(resumed), `"state":"output-available"`) {
 		t.Fatalf("the assistant message %s lacks the tool output or the answer", resumed)
+	}
+}
+
+// sseFrame is one frame of a UI message stream with its SSE id ("" when it has none).
+type sseFrame struct {
+	id    string
+	chunk map[string]any
+}
+
+func framesOf(t *testing.T, body []byte) []sseFrame {
+	t.Helper()
+	var out []sseFrame
+	for _, block := range strings.Split(string(body), "\n\n") {
+		var f sseFrame
+		for _, line := range strings.Split(block, "\n") {
+			if id, ok := strings.CutPrefix(line, "id: "); ok {
+				f.id = id
+			}
+			if data, ok := strings.CutPrefix(line, "data: "); ok && data != "[DONE]" {
+				if err := json.Unmarshal([]byte(data), &f.chunk); err != nil {
+					t.Fatalf("a frame is not JSON: %s", data)
+				}
+			}
+		}
+		if f.chunk != nil {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// The turn's frames carry their place in the stream log as their SSE id, live and resumed
+// alike; a client that names the last id it got (Last-Event-ID, or ?after=) gets only what
+// came after it.
+func TestResumeAfterAFrameID(t *testing.T) {
+	srv := runner(t, faketavily.New(nil))
+	_, secret := createAccount(t, srv, "resume-after")
+	agentID := createAgent(t, srv, secret, `{"name":"clock","model":{"provider":"scripted","script":[
+		{"toolCalls":[{"name":"current_time","input":{}}]},{"text":"It is {{toolResults}}"}]},
+		"tools":{"current_time":{}}}`)
+	live := call(t, srv, http.MethodPost, "/chat", secret, `{"agentId":"`+agentID+`","id":"conv-ids","message":"What time is it?"}`)
+	frames := framesOf(t, live.body)
+	var ids []string
+	for _, f := range frames {
+		if f.id != "" {
+			ids = append(ids, f.id)
+		}
+	}
+	if len(ids) < 5 {
+		t.Fatalf("the live stream's frames carry ids %v, want one on every event's frame: %s", ids, live.body)
+	}
+	cut := ids[len(ids)/2]
+	after, _ := strconv.Atoi(cut)
+	var want []sseFrame
+	for i, f := range frames {
+		n, err := strconv.Atoi(f.id)
+		if err == nil && n > after || f.id == "" && i > 0 && f.chunk["type"] == "finish" {
+			want = append(want, f)
+		}
+	}
+	for name, get := range map[string]func() response{
+		"?after": func() response { return call(t, srv, http.MethodGet, "/chat/conv-ids/stream?after="+cut, secret, "") },
+		"Last-Event-ID": func() response {
+			req, _ := http.NewRequest(http.MethodGet, srv.URL+"/chat/conv-ids/stream", nil)
+			req.Header.Set("Authorization", "Bearer "+secret)
+			req.Header.Set("Last-Event-ID", cut)
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer res.Body.Close()
+			var b bytes.Buffer
+			_, _ = b.ReadFrom(res.Body)
+			return response{status: res.StatusCode, body: b.Bytes()}
+		},
+	} {
+		res := get()
+		got := framesOf(t, res.body)
+		if res.status != http.StatusOK || len(got) != len(want)+1 || got[0].chunk["type"] != "start" {
+			t.Fatalf("%s %s: %d frames %s, want a start and the %d after it", name, cut, len(got), res.body, len(want))
+		}
+		for i, w := range want {
+			g := got[i+1]
+			wb, _ := json.Marshal(w.chunk)
+			gb, _ := json.Marshal(g.chunk)
+			if g.id != w.id || !bytes.Equal(wb, gb) {
+				t.Errorf("%s: frame %d is %s %s, want %s %s", name, i, g.id, gb, w.id, wb)
+			}
+		}
+	}
+	if res := call(t, srv, http.MethodGet, "/chat/conv-ids/stream?after=x", secret, ""); res.status != http.StatusBadRequest || res.json(t)["field"] != "after" {
+		t.Fatalf("?after=x = %d %s, want 400 naming after", res.status, res.body)
 	}
 }

@@ -2,6 +2,7 @@ package chathttp
 
 import (
 	"net/http"
+	"strconv"
 
 	"github.com/agentharness/harness/shared/httpjson"
 	"github.com/agentharness/harness/shared/stream"
@@ -10,8 +11,10 @@ import (
 
 // resume runs GET /chat/{conversationId}/stream, where the AI SDK's DefaultChatTransport
 // reconnects (useChat({ resume: true }) with the chat API at /chat): the UI message stream of
-// the conversation's latest turn from its start, read from the turn's stream log, then live
-// until the turn ends or waits, as one assistant message across the waits it went through. 204 when the conversation has no turn within the log's
+// the conversation's latest turn from its start (or after the frame a client names, see
+// resumeAfter), read from the turn's stream log, then live until the turn ends or waits, as one
+// assistant message across the waits it went through. Each frame's id is its event's place in
+// the log. 204 when the conversation has no turn within the log's
 // retention.
 func (h *Handler) resume(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
@@ -25,7 +28,12 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	entries, found, err := h.eng.Follow(ctx, acc.ID, conv, -1)
+	after, err := resumeAfter(r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	entries, found, err := h.eng.Follow(ctx, acc.ID, conv, after)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -62,7 +70,7 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request) {
 		}
 		finish = nil
 		for _, c := range uiChunks(*e.Event) {
-			if !send(c) {
+			if !sendEvent(out, e.Seq, true, c, log) {
 				return
 			}
 		}
@@ -71,4 +79,22 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request) {
 		send(finish)
 	}
 	_ = out.Done()
+}
+
+// resumeAfter is where a resume starts: after the frame id a client names in Last-Event-ID or
+// ?after=N (each frame's id is its event's place in the turn's stream log), or, with neither,
+// from the turn's start (-1).
+func resumeAfter(r *http.Request) (int64, error) {
+	field, v := "after", r.URL.Query().Get("after")
+	if id := r.Header.Get("Last-Event-ID"); id != "" && v == "" {
+		field, v = "Last-Event-ID", id
+	}
+	if v == "" {
+		return -1, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, httpjson.FieldError(field, "must be the id of a frame of the stream: a number from 0")
+	}
+	return n, nil
 }

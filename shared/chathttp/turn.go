@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -277,7 +279,7 @@ func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 	defer stop()
 	for ev := range run.Events(runCtx) {
 		for _, c := range uiChunks(ev) {
-			send(c)
+			sendEvent(out, ev.Seq, ev.InLog, c, log)
 		}
 	}
 	res := run.Outcome()
@@ -384,4 +386,18 @@ func detached(ctx context.Context) (context.Context, context.CancelFunc) {
 		return context.WithDeadline(d, dl)
 	}
 	return context.WithCancel(d)
+}
+
+// sendEvent sends one chunk of an event, with the event's place in the turn's stream log as the
+// frame's id when it has one, so a client can resume after it.
+func sendEvent(out *stream.Writer, seq int64, inLog bool, chunk any, log *slog.Logger) bool {
+	id := ""
+	if inLog {
+		id = strconv.FormatInt(seq, 10)
+	}
+	if err := out.SendID(id, chunk); err != nil {
+		log.Debug("client gone", "err", err)
+		return false
+	}
+	return true
 }

@@ -41,12 +41,21 @@ func Open(w http.ResponseWriter, extra http.Header) *Writer {
 }
 
 // Send writes one chunk as a single SSE frame and flushes it.
-func (s *Writer) Send(chunk any) error {
+func (s *Writer) Send(chunk any) error { return s.SendID("", chunk) }
+
+// SendID is Send with the frame's SSE id (none when id is empty): a client that loses the
+// stream names the last id it got (Last-Event-ID) to resume after it.
+func (s *Writer) SendID(id string, chunk any) error {
 	b, err := json.Marshal(chunk)
 	if err != nil {
 		return fmt.Errorf("encoding chunk: %w", err)
 	}
 	s.buf.Reset()
+	if id != "" {
+		s.buf.WriteString("id: ")
+		s.buf.WriteString(id)
+		s.buf.WriteString("\n")
+	}
 	s.buf.WriteString("data: ")
 	s.buf.Write(b)
 	s.buf.WriteString("\n\n")

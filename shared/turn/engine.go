@@ -227,7 +227,7 @@ func (r *Run) events(ctx context.Context, execute func(context.Context) Outcome)
 		stopped := false
 		r.d.openLog(ctx)
 		r.d.emit = func(ev Event) {
-			r.d.record(ctx, logEntry{Event: &ev})
+			ev.Seq, ev.InLog = r.d.record(ctx, logEntry{Event: &ev})
 			if !stopped && !yield(ev) {
 				stopped = true
 				cancel()

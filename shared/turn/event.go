@@ -32,7 +32,11 @@ const (
 
 // Event is one thing a turn's output says.
 type Event struct {
-	Kind     Kind
+	Kind Kind
+	// Seq is the event's place in the turn's stream log, when InLog: a client that resumes
+	// after it names it.
+	Seq      int64 `json:"-"`
+	InLog    bool  `json:"-"`
 	Loop     agent.Event
 	Result   asynctools.Result
 	Decision Decision

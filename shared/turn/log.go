@@ -66,11 +66,13 @@ func (d *invocation) openLog(ctx context.Context) {
 	d.output = &streamLog{w: w}
 }
 
-// record appends one entry to the turn's log.
-func (d *invocation) record(ctx context.Context, e logEntry) {
+// record appends one entry to the turn's log and returns its sequence number; ok is false
+// when the turn keeps no log (or it failed).
+func (d *invocation) record(ctx context.Context, e logEntry) (seq int64, ok bool) {
 	if d.output == nil || d.output.failed {
-		return
+		return 0, false
 	}
+	seq = d.output.w.Next()
 	b, err := json.Marshal(e)
 	if err == nil {
 		err = d.output.w.Append(context.WithoutCancel(ctx), b)
@@ -78,7 +80,9 @@ func (d *invocation) record(ctx context.Context, e logEntry) {
 	if err != nil {
 		d.log.ErrorContext(ctx, "writing the turn's stream log; it stops here", "err", err)
 		d.output.failed = true
+		return 0, false
 	}
+	return seq, true
 }
 
 // closeLog ends this invocation's part of the log with its outcome: waiting, when the turn
