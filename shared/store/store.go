@@ -310,6 +310,9 @@ type Head struct {
 	AgentID string
 	// Stream is the stream log of the conversation's latest turn (Lease.RecordStream).
 	Stream string
+	// LeaseUntil is when the lease of the turn that holds the conversation ends; zero when no
+	// turn holds it.
+	LeaseUntil time.Time
 	// AsyncGroup and PendingAsync: the dispatch group it waits for and its calls.
 	AsyncGroup   string
 	PendingAsync []string
@@ -330,8 +333,14 @@ func (s *Store) ConversationHead(ctx context.Context, accountID, conversationID 
 	if out.Item == nil {
 		return Head{}, ErrNotFound
 	}
+	var until time.Time
+	if getS(out.Item, "leaseOwner") != "" {
+		if ms, err := getN(out.Item, "leaseUntil"); err == nil {
+			until = time.UnixMilli(ms)
+		}
+	}
 	return Head{
-		AgentID: getS(out.Item, "agentId"), Stream: getS(out.Item, "activeStream"), AsyncGroup: getS(out.Item, "asyncGroup"),
+		AgentID: getS(out.Item, "agentId"), Stream: getS(out.Item, "activeStream"), LeaseUntil: until, AsyncGroup: getS(out.Item, "asyncGroup"),
 		PendingAsync: getStrings(out.Item, "pendingAsync"), PendingApprovals: getStrings(out.Item, "pendingApprovals"),
 	}, nil
 }
