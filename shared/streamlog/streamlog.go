@@ -27,7 +27,6 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"math"
 	"strconv"
 	"sync"
 	"time"
@@ -161,15 +160,21 @@ func (l *Log) Open(ctx context.Context, stream string) (*Writer, error) {
 	}
 	w := &Writer{log: l, stream: stream, next: getN(out.Item, "next")}
 	if out.Item == nil {
-		// No state yet: the stream's batches, if any, say where it is.
-		entries, _, err := l.Read(ctx, stream, -1)
+		// No state item: its last batch, if any, says where the stream is.
+		last, err := l.db.Query(ctx, &dynamodb.QueryInput{
+			TableName: &l.table, ConsistentRead: aws.Bool(true), ScanIndexForward: aws.Bool(false), Limit: aws.Int32(1),
+			KeyConditionExpression:    aws.String("streamKey = :k AND seq >= :zero"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":k": s(stream), ":zero": n(0)},
+			ProjectionExpression:      aws.String("seq, #c"),
+			ExpressionAttributeNames:  map[string]string{"#c": "count"},
+		})
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("opening stream %s: %w", stream, err)
 		}
-		if len(entries) == 0 {
+		if len(last.Items) == 0 {
 			return w, nil
 		}
-		w.next = entries[len(entries)-1].Seq + 1
+		w.next = getN(last.Items[0], "seq") + getN(last.Items[0], "count")
 	}
 	if err := w.writeState(ctx, Open); err != nil {
 		return nil, err
@@ -359,11 +364,17 @@ func (l *Log) resolve(ctx context.Context, p json.RawMessage) (json.RawMessage, 
 	return l.opts.Blobs.Get(ctx, ref.Blob)
 }
 
+// ErrWriterGone ends a Follow whose stream's writer stopped before it said how the turn ended.
+var ErrWriterGone = errors.New("the stream's writer stopped before the turn ended")
+
 // Follow yields the stream's payloads after `after`, then those appended later, polling every
 // poll, until the stream records that the turn waits or ended and every payload before that
-// was yielded. An error ends the sequence.
-func (l *Log) Follow(ctx context.Context, stream string, after int64, poll time.Duration) iter.Seq2[Entry, error] {
+// was yielded. gone, when set, is asked after a poll that found nothing new whether the writer
+// has stopped for good; when it has and one more read finds nothing new either, the sequence
+// ends with ErrWriterGone. Any other error ends it too.
+func (l *Log) Follow(ctx context.Context, stream string, after int64, poll time.Duration, gone func(context.Context) (bool, error)) iter.Seq2[Entry, error] {
 	return func(yield func(Entry, error) bool) {
+		suspect := false // the writer was found gone: this read is the last chance
 		for {
 			entries, state, err := l.Read(ctx, stream, after)
 			if err != nil {
@@ -379,6 +390,23 @@ func (l *Log) Follow(ctx context.Context, stream string, after int64, poll time.
 			if state != "" && state != Open {
 				return // it waits or ended: everything before that is read
 			}
+			switch {
+			case len(entries) > 0 || gone == nil:
+				suspect = false
+			case suspect:
+				yield(Entry{}, ErrWriterGone)
+				return
+			default:
+				// The writer says how the turn ended before it lets go: once it has let go,
+				// one more read settles it.
+				if suspect, err = gone(ctx); err != nil {
+					yield(Entry{}, err)
+					return
+				}
+				if suspect {
+					continue
+				}
+			}
 			select {
 			case <-ctx.Done():
 				yield(Entry{}, ctx.Err())
@@ -387,10 +415,4 @@ func (l *Log) Follow(ctx context.Context, stream string, after int64, poll time.
 			}
 		}
 	}
-}
-
-// State is a stream's state, as Read says it.
-func (l *Log) State(ctx context.Context, stream string) (string, error) {
-	_, state, err := l.Read(ctx, stream, math.MaxInt64)
-	return state, err
 }

@@ -70,7 +70,7 @@ func TestAReaderAttachedAnywhereReassemblesTheStream(t *testing.T) {
 		}
 		follow := func(i int) {
 			defer wg.Done()
-			for e, err := range log.Follow(ctx, stream, -1, 5*time.Millisecond) {
+			for e, err := range log.Follow(ctx, stream, -1, 5*time.Millisecond, nil) {
 				if err != nil {
 					t.Errorf("reader %d: %v", i, err)
 					return
@@ -275,7 +275,7 @@ func TestAContinuationIsFollowedLive(t *testing.T) {
 	done := make(chan []int64)
 	go func() {
 		var got []int64
-		for e, err := range log.Follow(ctx, "s-c", -1, 5*time.Millisecond) {
+		for e, err := range log.Follow(ctx, "s-c", -1, 5*time.Millisecond, nil) {
 			if err != nil {
 				t.Error(err)
 				break

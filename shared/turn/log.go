@@ -119,73 +119,39 @@ func (e *Engine) Follow(ctx context.Context, accountID, conversationID string, a
 		return nil, false, err
 	}
 	stream := head.Stream
+	// A turn whose invocation died leaves its stream open; its writer says how the turn ended
+	// before it gives the lease back, so a free lease means it never will.
+	gone := func(ctx context.Context) (bool, error) {
+		head, err := e.opts.Store.ConversationHead(ctx, accountID, conversationID)
+		if err != nil {
+			return false, err
+		}
+		return head.Stream != stream || !head.LeaseUntil.After(e.opts.Now()), nil
+	}
 	return func(yield func(Logged, error) bool) {
-		quietSince := e.opts.Now()
-		for {
-			entries, state, err := e.opts.Streams.Read(ctx, stream, after)
+		for entry, err := range e.opts.Streams.Follow(ctx, stream, after, followPoll, gone) {
+			if errors.Is(err, streamlog.ErrWriterGone) {
+				if yield(Logged{Seq: after + 1, Event: &Event{Kind: Failed, Error: writerGoneText}}, nil) {
+					yield(Logged{Seq: after + 2, Outcome: &Outcome{Status: store.EventFailed, Reason: model.FinishError, Error: writerGoneText}}, nil)
+				}
+				return
+			}
 			if err != nil {
 				yield(Logged{}, err)
 				return
 			}
-			for _, entry := range entries {
-				var le logEntry
-				if err := json.Unmarshal(entry.Payload, &le); err != nil {
-					yield(Logged{}, fmt.Errorf("stream %s entry %d: %w", stream, entry.Seq, err))
-					return
-				}
-				if !yield(Logged{Seq: entry.Seq, Event: le.Event, Outcome: le.Outcome}, nil) {
-					return
-				}
-				after = entry.Seq
-			}
-			if state != "" && state != streamlog.Open {
-				return // it waits or ended: everything before that is read
-			}
-			if len(entries) > 0 {
-				quietSince = e.opts.Now()
-			} else if e.opts.Now().Sub(quietSince) >= followPoll {
-				// Quiet: a turn whose invocation died leaves its stream open. Its writer says
-				// how it ended before it gives the lease back, so a free lease means it never
-				// will.
-				gone, err := e.writerGone(ctx, accountID, conversationID, stream, after)
-				if err != nil {
-					yield(Logged{}, err)
-					return
-				}
-				if gone {
-					if yield(Logged{Seq: after + 1, Event: &Event{Kind: Failed, Error: writerGoneText}}, nil) {
-						yield(Logged{Seq: after + 2, Outcome: &Outcome{Status: store.EventFailed, Reason: model.FinishError, Error: writerGoneText}}, nil)
-					}
-					return
-				}
-			}
-			select {
-			case <-ctx.Done():
-				yield(Logged{}, ctx.Err())
+			var le logEntry
+			if err := json.Unmarshal(entry.Payload, &le); err != nil {
+				yield(Logged{}, fmt.Errorf("stream %s entry %d: %w", stream, entry.Seq, err))
 				return
-			case <-time.After(followPoll):
 			}
+			if !yield(Logged{Seq: entry.Seq, Event: le.Event, Outcome: le.Outcome}, nil) {
+				return
+			}
+			after = entry.Seq
 		}
 	}, true, nil
 }
 
 // writerGoneText is how a followed turn ends when its invocation stopped before it finished.
 const writerGoneText = "the turn's invocation stopped before it finished; the conversation keeps every step finished before it"
-
-// writerGone reports whether a running stream's writer is gone: no turn holds the conversation
-// (or another turn's stream is its latest), and the stream still has not said how it ended.
-func (e *Engine) writerGone(ctx context.Context, accountID, conversationID, stream string, after int64) (bool, error) {
-	head, err := e.opts.Store.ConversationHead(ctx, accountID, conversationID)
-	if err != nil {
-		return false, err
-	}
-	if head.Stream == stream && head.LeaseUntil.After(e.opts.Now()) {
-		return false, nil
-	}
-	// The lease was given back after the writer's last write: read once more.
-	entries, state, err := e.opts.Streams.Read(ctx, stream, after)
-	if err != nil {
-		return false, err
-	}
-	return len(entries) == 0 && (state == "" || state == streamlog.Open), nil
-}
