@@ -43,8 +43,19 @@ var conformanceAgents = map[string]string{
 		"tools":{"test_async":{"needsApproval":true}}}`,
 	// g: thinks for 20 s, far longer than an abort takes.
 	"slow": `{"name":"slow","model":{"provider":"scripted","script":[{"text":"too late","delayMs":20000}]}}`,
-	// h: thinks for 3 s, long enough to reconnect and sync mid-turn.
+	// k: thinks for 3 s, long enough to send another message meanwhile.
 	"sluggish": `{"name":"sluggish","model":{"provider":"scripted","script":[{"text":"slow answer","delayMs":3000}]}}`,
+	// h: says something and calls a tool that takes 3 s, long enough to reconnect and sync while
+	// it runs (and the turn sends nothing).
+	"stepper": `{"name":"stepper","model":{"provider":"scripted","script":[
+		{"text":"Checking first.","toolCalls":[{"name":"test_async","input":{"delayMs":3000,"echo":"first"}}]},
+		{"text":"slow answer"}]},
+		"tools":{"test_async":{}}}`,
+	// l: the same, ending about a second after its first step.
+	"brief": `{"name":"brief","model":{"provider":"scripted","script":[
+		{"text":"Checking.","toolCalls":[{"name":"test_async","input":{"delayMs":0,"echo":"away"}}]},
+		{"text":"done while away","delayMs":1000}]},
+		"tools":{"test_async":{}}}`,
 }
 
 type asFrame = map[string]any
@@ -123,6 +134,10 @@ type conformanceSummary struct {
 	Queue struct {
 		First, Second asFrame
 		Frames        []asFrame
+	}
+	SyncEnded struct {
+		Ended, Response, Again     asFrame
+		ASeen, Replay, ReplayAgain []asFrame
 	}
 }
 
@@ -327,6 +342,31 @@ func asCheckToolTurn(t *testing.T, what, runtime string, r asTurn, reqs []asTool
 // asCheckEnded checks a turn's frames have the one stop_reason want, without a loop_error, and
 // that the last update_loop_status says what the runtime waits for now: WAITING_ON_INPUT with
 // no active run, or WAITING_ON_APPROVAL after requires_approval.
+// asCheckSameStep checks that the test_async call a client saw live is in a replay once, with
+// the same id, name and arguments, and so is its return (echo) when the client saw that too.
+func asCheckSameStep(t *testing.T, what string, live, replay []asFrame, echo string) {
+	t.Helper()
+	kinds := []string{"tool_call_message"}
+	if ret := asDeltas(live, "tool_return_message"); len(ret) > 0 {
+		if len(ret) != 1 || asStr(ret[0], "status") != "success" || !strings.Contains(asStr(ret[0], "tool_return"), echo) {
+			t.Errorf("%s: the call returned %v live, want test_async's echo %q", what, ret, echo)
+		}
+		kinds = append(kinds, "tool_return_message")
+	}
+	for _, kind := range kinds {
+		want, got := asDeltas(live, kind), asDeltas(replay, kind)
+		if len(want) != 1 || len(got) != 1 {
+			t.Errorf("%s: %d %s live and %d replayed, want one of each; replayed [%s]", what, len(want), kind, len(got), asBrief(replay))
+			continue
+		}
+		for _, field := range [][]string{{"tool_call", "tool_call_id"}, {"tool_call", "name"}, {"tool_call", "arguments"}, {"tool_call_id"}, {"tool_return"}, {"status"}} {
+			if w, g := asField(want[0], field...), asField(got[0], field...); w != g {
+				t.Errorf("%s: %s %s is %v replayed, %v live", what, kind, strings.Join(field, "."), g, w)
+			}
+		}
+	}
+}
+
 func asCheckEnded(t *testing.T, what string, fs []asFrame, want string) {
 	t.Helper()
 	if got := asStopReasons(fs); !slices.Equal(got, []string{want}) {
@@ -546,15 +586,16 @@ func TestAppServerConformance(t *testing.T) {
 		t.Errorf("abort with nothing running resolved with %v, want success with aborted false", r)
 	}
 
-	// h. Sync from a new connection mid-turn: the replay shows the running turn, then the new
-	// connection gets the rest of it.
+	// h. Sync from a new connection while the turn's tool runs: the connection gets the loop
+	// status and the turn so far as client A saw it (replayed from the turn's log, though the
+	// turn sends nothing meanwhile), then the rest live: every frame once, in order.
 	sy := got.Sync
 	rt = asRuntime(sy.ALoopStatus)
-	if !asActiveRun(sy.ALoopStatus) || !strings.HasPrefix(rt, ids["sluggish"]+"/") {
-		t.Errorf("sync: client A saw loop status %v, want the running turn of %s", sy.ALoopStatus, ids["sluggish"])
+	if !asActiveRun(sy.ALoopStatus) || !strings.HasPrefix(rt, ids["stepper"]+"/") {
+		t.Errorf("sync: client A saw loop status %v, want the running turn of %s", sy.ALoopStatus, ids["stepper"])
 	}
-	if text := asText(sy.ASeen); text != "" {
-		t.Errorf("sync: client A saw %q before it closed, want the turn still thinking", text)
+	if text := asText(sy.ASeen); text != "Checking first." {
+		t.Errorf("sync: client A saw %q before it closed, want the first step's text alone", text)
 	}
 	if r := sy.Response; r["type"] != "sync_response" || r["success"] != true || asStr(r, "request_id") == "" {
 		t.Errorf("sync: sync() resolved with %v, want success", r)
@@ -564,11 +605,40 @@ func TestAppServerConformance(t *testing.T) {
 		!slices.Equal(asRunIDs(replayed[0]), asRunIDs(sy.ALoopStatus)) {
 		t.Errorf("sync: replay [%s] with loop statuses %v, want PROCESSING_API_RESPONSE with client A's run %v", asBrief(sy.Replay), replayed, asRunIDs(sy.ALoopStatus))
 	}
-	asCheckEnvelopes(t, "sync", rt, slices.Concat(sy.Replay, sy.After), map[string]bool{})
-	if text := asText(sy.After); text != "slow answer" {
-		t.Errorf("sync: client B got the answer %q, want %q", text, "slow answer")
+	whole := slices.Concat(sy.Replay, sy.After)
+	asCheckEnvelopes(t, "sync", rt, whole, map[string]bool{})
+	if text := asText(whole); text != "Checking first.slow answer" {
+		t.Errorf("sync: client B got the answer %q, want %q (the first step once, then the rest)", text, "Checking first.slow answer")
+	}
+	asCheckSameStep(t, "sync", sy.ASeen, whole, "first")
+	if ret := asDeltas(sy.After, "tool_return_message"); len(ret) != 1 || !strings.Contains(asStr(ret[0], "tool_return"), "first") {
+		t.Errorf("sync: client B got the tool's returns %v live, want test_async's echo once", ret)
 	}
 	asCheckEnded(t, "sync", sy.After, "end_turn")
+
+	// l. A turn that ended while nobody was connected: the next sync replays it whole, ending
+	// with its stop_reason, before it answers; a second sync replays nothing.
+	se := got.SyncEnded
+	if asStr(se.Ended, "status") != "completed" {
+		t.Errorf("syncEnded: the turn ended %v, want completed", se.Ended)
+	}
+	if r := se.Response; r["type"] != "sync_response" || r["success"] != true {
+		t.Errorf("syncEnded: sync() resolved with %v, want success", r)
+	}
+	if text := asText(se.Replay); text != "Checking.done while away" {
+		t.Errorf("syncEnded: the replay says %q, want %q; frames %s", text, "Checking.done while away", asBrief(se.Replay))
+	}
+	asCheckSameStep(t, "syncEnded", se.ASeen, se.Replay, "away")
+	asCheckEnded(t, "syncEnded", se.Replay, "end_turn")
+	if r := se.Again; r["type"] != "sync_response" || r["success"] != true {
+		t.Errorf("syncEnded: the second sync() resolved with %v, want success", r)
+	}
+	if deltas := asFrames(se.ReplayAgain, "stream_delta"); len(deltas) != 0 {
+		t.Errorf("syncEnded: the second sync replayed [%s], want no stream_delta (the turn was seen)", asBrief(deltas))
+	}
+	if st := asFrames(se.ReplayAgain, "update_loop_status"); len(st) != 1 || asStr(st[0], "loop_status", "status") != "WAITING_ON_INPUT" {
+		t.Errorf("syncEnded: the second sync sent loop statuses %v, want WAITING_ON_INPUT", st)
+	}
 
 	// i. Abort while the turn is held for approval: the held call is denied as cancelled and
 	// the turn ends with stop_reason cancelled before abort() resolves; a new message is then

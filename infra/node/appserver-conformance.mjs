@@ -14,17 +14,21 @@
 //   approve, deny f. an approval-gated tool: control_request, approval_request_message,
 //                 requires_approval; answered allow, then (another turn) deny with a message;
 //   abort         g. a slow turn aborted while it runs; a second abort with nothing running;
-//   sync          h. client A starts a slow turn and closes; client B syncs and gets the rest;
+//   sync          h. client A starts a turn, sees its tool call and closes while the tool runs;
+//                 client B syncs and gets the turn from its start, then the rest;
 //   abortApproval i. a turn held for approval is aborted: cancelled at once, and the next
 //                 message is accepted right after;
 //   abortTool     j. a turn waiting for the controller's tool is aborted; the handler answers
 //                 late, and that answer is refused;
 //   queue         k. a second message while the first runs: queued, shown by update_queue, and
-//                 dequeued when it starts.
+//                 dequeued when it starts;
+//   syncEnded     l. client A starts a turn and closes; the turn ends with nobody connected;
+//                 client B syncs and gets the whole turn, and a second sync replays nothing.
 //
 // Usage: node appserver-conformance.mjs <baseUrl> <accountSecret> <agentsJSON>   (Node 22)
 // agentsJSON names the agents the caller created:
-//   {"tickets","missing","outage","dispatcher","approver","slow","sluggish"} → agent ids.
+//   {"tickets","missing","outage","dispatcher","approver","slow","sluggish","stepper","brief"}
+//   → agent ids.
 // Prints one JSON object on stdout: per scenario the frames the client received for the
 // runtime (raw), the responses it got and what its handlers were asked. Exits 1 with the
 // problem on stderr when the protocol cannot go on (a refused command, a frame that never
@@ -41,7 +45,7 @@ if (!baseUrl || !secret || !agentsJSON) {
   process.exit(2);
 }
 const agents = JSON.parse(agentsJSON);
-for (const name of ['tickets', 'missing', 'outage', 'dispatcher', 'approver', 'slow', 'sluggish']) {
+for (const name of ['tickets', 'missing', 'outage', 'dispatcher', 'approver', 'slow', 'sluggish', 'stepper', 'brief']) {
   if (typeof agents[name] !== 'string' || agents[name] === '') {
     process.stderr.write(`agentsJSON has no agent id for ${name}\n`);
     process.exit(2);
@@ -359,26 +363,10 @@ async function main() {
     };
   }
 
-  // --- h. sync after a reconnect: A starts a slow turn and goes; B syncs and gets the rest.
+  // --- h. sync after a reconnect: A sees the turn's tool call and goes; B syncs and gets the
+  // turn from its start (replayed from its log), then the rest live.
   {
-    const a = await connect('client-a');
-    const st = await start(a, agents.sluggish);
-    const rt = st.runtime;
-    const conv = rt.conversation_id;
-    const from = a.mark();
-    const accepted = await step(
-      'sync: client A submitInput',
-      a.client.submitInput({ runtime: rt, payload: { kind: 'create_message', messages: [{ role: 'user', content: 'Answer slowly' }] } }),
-    );
-    if (accepted?.accepted !== true) fail(`sync: client A's input was not accepted: ${JSON.stringify(accepted)}`);
-    const active = await a.wait(
-      'update_loop_status with an active run on client A',
-      (f) => f.type === 'update_loop_status' && convOf(f) === conv && (f.loop_status?.active_run_ids?.length ?? 0) > 0,
-      from,
-    );
-    const aSeen = a.about(conv, from);
-    a.client.close();
-
+    const { rt, conv, accepted, active, aSeen } = await leaveMidTurn('sync', 'client-a', agents.stepper, 'Answer slowly', 'tool_call_message');
     const b = await connect('client-b');
     const bFrom = b.mark();
     const response = await step('sync()', b.client.sync({ runtime: rt }));
@@ -386,7 +374,7 @@ async function main() {
     const frames = await b.untilStop(conv, at + 1);
     summary.sync = {
       accepted,
-      aLoopStatus: a.frames[active],
+      aLoopStatus: active,
       aSeen,
       response,
       replay: b.about(conv, bFrom, at - 1),
@@ -463,6 +451,66 @@ async function main() {
     const firstStop = await ctl.wait('the first stop_reason', (f) => isDelta(f, 'stop_reason') && convOf(f) === conv, from);
     const frames = await ctl.untilStop(conv, firstStop + 1);
     summary.queue = { first, second, frames: ctl.about(conv, from, ctl.frames.indexOf(frames[frames.length - 1])) };
+  }
+
+  // --- l. a turn that ends while nobody is connected is replayed whole by the next sync, once.
+  {
+    const { rt, conv, active, aSeen } = await leaveMidTurn('syncEnded', 'client-a2', agents.brief, 'Answer while I am away', 'tool_return_message');
+    const runId = active.loop_status.active_run_ids[0];
+    const ended = await statusWhenFinal(runId);
+
+    const b = await connect('client-b2');
+    const bFrom = b.mark();
+    const response = await step('syncEnded: sync()', b.client.sync({ runtime: rt }));
+    const at = b.frames.indexOf(response);
+    const again = await step('syncEnded: second sync()', b.client.sync({ runtime: rt }));
+    const atAgain = b.frames.indexOf(again);
+    summary.syncEnded = {
+      aSeen,
+      ended,
+      response,
+      replay: b.about(conv, bFrom, at - 1),
+      again,
+      replayAgain: b.about(conv, at + 1, atAgain - 1),
+    };
+    b.client.close();
+  }
+}
+
+// leaveMidTurn connects a client, starts agentId's runtime, sends text and closes the client once
+// the turn is running and it has seen a delta of kind seen. It returns what the client saw.
+async function leaveMidTurn(what, name, agentId, text, seen) {
+  const a = await connect(name);
+  const st = await start(a, agentId);
+  const rt = st.runtime;
+  const conv = rt.conversation_id;
+  const from = a.mark();
+  const accepted = await step(
+    `${what}: ${name} submitInput`,
+    a.client.submitInput({ runtime: rt, payload: { kind: 'create_message', messages: [{ role: 'user', content: text }] } }),
+  );
+  if (accepted?.accepted !== true) fail(`${what}: ${name}'s input was not accepted: ${JSON.stringify(accepted)}`);
+  const active = await a.wait(
+    `update_loop_status with an active run on ${name}`,
+    (f) => f.type === 'update_loop_status' && convOf(f) === conv && (f.loop_status?.active_run_ids?.length ?? 0) > 0,
+    from,
+  );
+  await a.wait(`the ${seen} on ${name}`, (f) => isDelta(f, seen) && convOf(f) === conv, from);
+  const aSeen = a.about(conv, from);
+  a.client.close();
+  return { rt, conv, accepted, active: a.frames[active], aSeen };
+}
+
+// statusWhenFinal polls the harness's GET /status/{eventId} until the turn is over, and returns
+// the last answer.
+async function statusWhenFinal(eventId) {
+  const deadline = Date.now() + STEP_MS;
+  for (;;) {
+    const res = await fetch(`${baseUrl}/status/${eventId}`, { headers: { authorization: `Bearer ${secret}` } });
+    const body = await res.json();
+    if (res.ok && ['completed', 'failed', 'cancelled'].includes(body.status)) return body;
+    if (Date.now() > deadline) fail(`status of ${eventId} still ${res.status} ${JSON.stringify(body)} after ${STEP_MS} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
   }
 }
 

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/agentharness/harness/shared/accounts"
 	"github.com/agentharness/harness/shared/agents"
@@ -290,7 +291,8 @@ func (c *call) runtimeStart(ctx context.Context) error {
 	if tools == nil {
 		tools = []connections.ToolGroup{}
 	}
-	if err := c.g.h.opts.Connections.Subscribe(ctx, c.conn, rt.AgentID, rt.ConversationID, tools, c.g.h.opts.Now()); err != nil {
+	asked, err := c.subscribeForReplay(ctx, rt, tools, !created["conversation"])
+	if err != nil {
 		return c.fail(ctx, resp, c.refusal(ctx, err))
 	}
 	var cfg struct {
@@ -304,7 +306,18 @@ func (c *call) runtimeStart(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	return c.g.replay(ctx, c.conn, rt, true)
+	return c.g.replay(ctx, c.conn, rt, true, asked)
+}
+
+// subscribeForReplay subscribes the connection to the runtime asking for its latest turn's
+// output where there may be one (existing) and it can be replayed: from the stream log, to a
+// connection that carries the stream channel. asked says whether it asked.
+func (c *call) subscribeForReplay(ctx context.Context, rt runtimeScope, tools []connections.ToolGroup, existing bool) (asked bool, err error) {
+	reg, now := c.g.h.opts.Connections, c.g.h.opts.Now()
+	if !existing || c.g.h.opts.Streams == nil || c.conn.Channel == connections.Control {
+		return false, reg.Subscribe(ctx, c.conn, rt.AgentID, rt.ConversationID, tools, now)
+	}
+	return true, reg.SubscribeForReplay(ctx, c.conn, rt.AgentID, rt.ConversationID, tools, now)
 }
 
 // checkToolsAgainstAgent refuses external tools named like one of the agent's own tools: the
@@ -694,71 +707,181 @@ func (c *call) sync(ctx context.Context) error {
 	if opts.ForceDeviceStatus != nil && *opts.ForceDeviceStatus {
 		return c.fail(ctx, resp, "force_device_status: the harness runs no device, so it has no device status to send; omit it or send false")
 	}
-	if err := c.g.h.opts.Connections.Subscribe(ctx, c.conn, rt.AgentID, rt.ConversationID, nil, c.g.h.opts.Now()); err != nil {
+	asked, err := c.subscribeForReplay(ctx, *rt, nil, true)
+	if err != nil {
 		return c.fail(ctx, resp, c.refusal(ctx, err))
 	}
 	// Held approvals are put to the controller again unless it says it has them already.
 	recoverHeld := opts.RecoverApprovals == nil || *opts.RecoverApprovals
-	if err := c.g.replay(ctx, c.conn, *rt, recoverHeld); err != nil {
+	if err := c.g.replay(ctx, c.conn, *rt, recoverHeld, asked); err != nil {
 		return err
 	}
 	return c.reply(ctx, map[string]any{"type": resp, "runtime": rt, "success": true})
 }
 
-// replay sends a runtime's state to one connection (and the account's stream connections).
-func (g *Gateway) replay(ctx context.Context, conn connections.Connection, rt runtimeScope, recoverApprovals bool) error {
+// replay sends a runtime's state to one connection (and the account's stream connections): the
+// loop status, held approvals, and the output of its latest turn. asked says the connection
+// subscribed asking for that output (SubscribeForReplay): the turn is then replayed from its
+// stream log, by the worker running it when one does (between two events, so live frames follow
+// without a gap or a repeat), else here, when the turn is paused or waits for outside work, or
+// ended without any subscriber of the runtime getting its end.
+func (g *Gateway) replay(ctx context.Context, conn connections.Connection, rt runtimeScope, recoverApprovals, asked bool) (err error) {
 	h := g.h
-	run, hasRun, err := h.opts.Connections.Run(ctx, conn.AccountID, rt.ConversationID)
+	if asked {
+		defer func() {
+			if err != nil { // the connection must not stay without live output
+				_, _ = h.opts.Connections.ClaimReplay(context.WithoutCancel(ctx), conn.AccountID, rt.ConversationID, conn.ID)
+			}
+		}()
+	}
+	st, err := g.state(ctx, conn.AccountID, rt)
 	if err != nil {
 		return err
 	}
-	out := h.newOut(conn.AccountID, rt, run.EventID)
+	out := h.newOut(conn.AccountID, rt, st.run.EventID)
 	out.only = conn.ID
-	head, err := h.opts.Store.ConversationHead(ctx, conn.AccountID, rt.ConversationID)
-	if errors.Is(err, store.ErrNotFound) {
-		err = nil
-	}
-	if err != nil {
-		return err
+	processing := st.hasRun && st.run.Status == store.EventProcessing
+	if asked {
+		mine, whole := true, false
+		if processing && st.ours {
+			if st.leased(h.opts.Now()) {
+				out.loopStatus(ctx, "PROCESSING_API_RESPONSE", []string{st.run.EventID}, nil)
+			}
+			if mine, err = g.awaitWorker(ctx, conn, rt); err != nil {
+				return err
+			}
+			if !mine {
+				out.queue(ctx)
+				return nil
+			}
+			// The turn stopped running while the connection waited for it: it missed the end.
+			if st, err = g.state(ctx, conn.AccountID, rt); err != nil {
+				return err
+			}
+			processing, whole = st.hasRun && st.run.Status == store.EventProcessing, true
+		} else if mine, err = h.opts.Connections.ClaimReplay(ctx, conn.AccountID, rt.ConversationID, conn.ID); err != nil {
+			return err
+		}
+		// A turn that runs now started after the subscription and sends it everything live.
+		if mine && st.ours && !st.leased(h.opts.Now()) && (whole || st.paused() || st.run.Unseen) {
+			ended, err := out.fromLog(ctx, -1)
+			if err != nil {
+				return err
+			}
+			if ended != nil && !st.paused() {
+				out.end(ctx, *ended, false)
+				out.queue(ctx)
+				return h.opts.Connections.Seen(ctx, conn.AccountID, rt.ConversationID, st.run.EventID)
+			}
+		}
 	}
 	switch {
-	case hasRun && run.Status == store.EventProcessing:
-		out.loopStatus(ctx, "PROCESSING_API_RESPONSE", []string{run.EventID}, nil)
-		msgs, err := h.opts.Store.Messages(ctx, conn.AccountID, rt.ConversationID, run.FromSeq, math.MaxInt64)
+	case processing && !asked:
+		out.loopStatus(ctx, "PROCESSING_API_RESPONSE", []string{st.run.EventID}, nil)
+		msgs, err := h.opts.Store.Messages(ctx, conn.AccountID, rt.ConversationID, st.run.FromSeq, math.MaxInt64)
 		if err != nil {
 			return err
 		}
 		out.replay(ctx, msgs)
-	case len(head.PendingApprovals) > 0:
+	case processing && st.leased(h.opts.Now()):
+		out.loopStatus(ctx, "PROCESSING_API_RESPONSE", []string{st.run.EventID}, nil)
+	case len(st.head.PendingApprovals) > 0:
 		if recoverApprovals {
-			rows, err := h.opts.Store.Approvals(ctx, conn.AccountID, head.PendingApprovals)
+			rows, err := h.opts.Store.Approvals(ctx, conn.AccountID, st.head.PendingApprovals)
 			if err != nil {
 				return err
 			}
 			var asks []approvalAsk
-			for _, id := range head.PendingApprovals {
+			for _, id := range st.head.PendingApprovals {
 				if a, ok := rows[id]; ok && a.Status == store.ApprovalPending && !a.Expired(h.opts.Now()) {
 					asks = append(asks, approvalAsk{approvalID: a.ID, call: toolCallView{Name: a.ToolName, Arguments: string(a.Input), ID: a.ToolCallID}})
 				}
 			}
 			out.approvals(ctx, asks)
 		}
-		out.loopStatus(ctx, "WAITING_ON_APPROVAL", []string{run.EventID}, nil)
-	case head.AsyncGroup != "":
+		out.loopStatus(ctx, "WAITING_ON_APPROVAL", []string{st.run.EventID}, nil)
+	case st.head.AsyncGroup != "":
 		var executing []string
-		if st, err := h.opts.Async.Load(ctx, head.AsyncGroup); err == nil {
-			for _, id := range st.Pending() {
-				if r, ok := st.Row(id); ok {
+		if gs, err := h.opts.Async.Load(ctx, st.head.AsyncGroup); err == nil {
+			for _, id := range gs.Pending() {
+				if r, ok := gs.Row(id); ok {
 					executing = append(executing, r.ToolCallID)
 				}
 			}
 		}
-		out.loopStatus(ctx, "EXECUTING_CLIENT_SIDE_TOOL", []string{run.EventID}, executing)
+		out.loopStatus(ctx, "EXECUTING_CLIENT_SIDE_TOOL", []string{st.run.EventID}, executing)
 	default:
 		out.loopStatus(ctx, "WAITING_ON_INPUT", nil, nil)
 	}
 	out.queue(ctx)
 	return nil
+}
+
+// runtimeState is what replay reads of a runtime: its latest run and its conversation's head.
+type runtimeState struct {
+	run    connections.Run
+	hasRun bool
+	head   store.Head
+	// ours: the conversation's latest turn is the runtime's run (and not, say, an SSE turn).
+	ours bool
+}
+
+func (st runtimeState) leased(now time.Time) bool { return st.head.LeaseUntil.After(now) }
+
+// paused: the conversation's turn waits for approval or for outside work.
+func (st runtimeState) paused() bool {
+	return len(st.head.PendingApprovals) > 0 || st.head.AsyncGroup != ""
+}
+
+func (g *Gateway) state(ctx context.Context, accountID string, rt runtimeScope) (runtimeState, error) {
+	var st runtimeState
+	var err error
+	st.run, st.hasRun, err = g.h.opts.Connections.Run(ctx, accountID, rt.ConversationID)
+	if err != nil {
+		return st, err
+	}
+	st.head, err = g.h.opts.Store.ConversationHead(ctx, accountID, rt.ConversationID)
+	if errors.Is(err, store.ErrNotFound) {
+		err = nil
+	}
+	st.ours = st.hasRun && st.head.Stream == turn.StreamOf(accountID, rt.ConversationID, st.run.EventID)
+	return st, err
+}
+
+// replayPoll is how often a sync looks whether the worker running the turn took up its replay.
+const replayPoll = 100 * time.Millisecond
+
+// awaitWorker waits for the worker running the runtime's turn to take up conn's replay, which it
+// does between two events, within its signal poll (AbortPoll) at the latest, and before it says
+// how its part of the turn ended. mine is true when the turn stopped running without taking it
+// up (it waits, or its worker is gone) and the replay fell to the caller; also when no worker
+// answers within replayWait.
+func (g *Gateway) awaitWorker(ctx context.Context, conn connections.Connection, rt runtimeScope) (mine bool, err error) {
+	reg := g.h.opts.Connections
+	deadline := time.Now().Add(replayWait)
+	for {
+		waiting, err := reg.AwaitsReplay(ctx, conn.AccountID, rt.ConversationID, conn.ID)
+		if err != nil || !waiting {
+			return false, err
+		}
+		st, err := g.state(ctx, conn.AccountID, rt)
+		if err != nil {
+			return false, err
+		}
+		// A worker records how its part ended only after serving the replays it knows of.
+		stopped := !st.leased(g.h.opts.Now()) && (st.run.Status != store.EventProcessing || st.paused())
+		if stopped || time.Now().After(deadline) {
+			if !stopped {
+				g.h.opts.Logger.WarnContext(ctx, "the turn's worker did not take up a replay in time; the connection gets the turn from its log", "connectionId", conn.ID)
+			}
+			return reg.ClaimReplay(ctx, conn.AccountID, rt.ConversationID, conn.ID)
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(replayPoll):
+		}
+	}
 }
 
 // toolResponse settles an external tool call with the controller's answer, exactly as the

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"slices"
 	"strings"
@@ -71,10 +72,21 @@ type wsOut struct {
 	// only, when set, narrows the output to one connection (and the account's stream-channel
 	// connections): a replay is for the connection that asked.
 	only string
+	// follow reads the runtime's latest turn from its stream log; nil without a log.
+	follow func(ctx context.Context, after int64) (iter.Seq2[turn.Logged, error], bool, error)
 
-	mu      sync.Mutex
+	// turnMu keeps a replay (serveReplays) from landing in the middle of an event's frames.
+	turnMu sync.Mutex
+	// logged is the stream log's sequence number of the last event sent, -1 before the first.
+	logged int64
+
+	mu sync.Mutex
+	// subs are the connections the output goes to; pinned keeps them from being read again.
 	subs    []connections.Subscriber
+	pinned  bool
 	fetched time.Time
+	// reached: the last frame reached a subscriber of the runtime (an observer does not count).
+	reached bool
 	// seq is the last event_seq sent.
 	seq int64
 	// calls remembers each tool call's name and input, which an approval request repeats.
@@ -105,7 +117,10 @@ func (h *server) newOut(accountID string, rt runtimeScope, runID string) *wsOut 
 	return &wsOut{
 		reg: h.opts.Connections, poster: h.opts.Poster, log: h.opts.Logger.With("conversationId", rt.ConversationID),
 		now: h.opts.Now, account: accountID, rt: rt, runID: runID, calls: map[string]toolCallView{},
-		window: textWindow,
+		window: textWindow, logged: -1,
+		follow: func(ctx context.Context, after int64) (iter.Seq2[turn.Logged, error], bool, error) {
+			return h.eng.Follow(ctx, accountID, rt.ConversationID, after)
+		},
 	}
 }
 
@@ -157,17 +172,26 @@ func (o *wsOut) flushText(ctx context.Context) {
 	o.post(ctx, connections.Stream, map[string]any{"type": "stream_delta", "delta": d}, true)
 }
 
-// post is send without the queued text. o.mu is held.
+// refresh reads the runtime's connections again when the list is older than subscriberTTL (or
+// force). o.mu is held.
+func (o *wsOut) refresh(ctx context.Context, force bool) {
+	now := o.now()
+	if o.pinned || (!force && o.subs != nil && now.Sub(o.fetched) <= subscriberTTL) {
+		return
+	}
+	subs, err := o.reg.Subscribers(ctx, o.account, o.rt.ConversationID)
+	if err != nil {
+		o.log.ErrorContext(ctx, "listing the runtime's connections", "err", err)
+		return
+	}
+	o.subs, o.fetched = subs, now
+}
+
+// post is send without the queued text. A broadcast skips the connections waiting for their
+// replay: they get the turn from its log first (serveReplays). o.mu is held.
 func (o *wsOut) post(ctx context.Context, channel string, msg map[string]any, envelope bool) {
 	now := o.now()
-	if o.subs == nil || now.Sub(o.fetched) > subscriberTTL {
-		subs, err := o.reg.Subscribers(ctx, o.account, o.rt.ConversationID)
-		if err != nil {
-			o.log.ErrorContext(ctx, "listing the runtime's connections", "err", err)
-		} else {
-			o.subs, o.fetched = subs, now
-		}
-	}
+	o.refresh(ctx, false)
 	if envelope {
 		// Sequence numbers grow across invocations too (a continuation runs elsewhere), so they
 		// come from the clock: microseconds, which stay exact in a JavaScript number (below
@@ -182,9 +206,11 @@ func (o *wsOut) post(ctx context.Context, channel string, msg map[string]any, en
 		o.log.ErrorContext(ctx, "encoding a websocket event", "err", err)
 		return
 	}
+	o.reached = false
 	kept := o.subs[:0]
 	for _, s := range o.subs {
-		if (s.Channel != connections.Both && s.Channel != channel) || (o.only != "" && s.ConnectionID != o.only && s.Channel != connections.Stream) {
+		if (s.Channel != connections.Both && s.Channel != channel) || (o.only != "" && s.ConnectionID != o.only && s.Channel != connections.Stream) ||
+			(o.only == "" && s.Replay) {
 			kept = append(kept, s)
 			continue
 		}
@@ -197,10 +223,105 @@ func (o *wsOut) post(ctx context.Context, channel string, msg map[string]any, en
 		}
 		if err != nil {
 			o.log.WarnContext(ctx, "posting to a connection", "connectionId", s.ConnectionID, "err", err)
+		} else if !s.Observer {
+			o.reached = true
 		}
 		kept = append(kept, s)
 	}
 	o.subs = kept
+}
+
+// replayWait bounds how long a replay waits for the log to hold the output it replays.
+const replayWait = 5 * time.Second
+
+// serveReplays gives each connection that subscribed asking for a replay (sync, runtime_start)
+// the turn's output so far from its stream log, and then the live output after it, so the
+// connection sees every frame of the turn once and in order. The turn's invocation calls it
+// between events: force reads the connections now rather than when the list goes stale. Before
+// the first event it does nothing; that event serves them.
+func (o *wsOut) serveReplays(ctx context.Context, force bool) {
+	o.turnMu.Lock()
+	defer o.turnMu.Unlock()
+	if o.logged >= 0 {
+		o.serve(ctx, o.logged, force)
+	}
+}
+
+// serve is serveReplays through log entry through (none when through < 0). o.turnMu is held.
+func (o *wsOut) serve(ctx context.Context, through int64, force bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.refresh(ctx, force)
+	if !slices.ContainsFunc(o.subs, func(s connections.Subscriber) bool { return s.Replay }) {
+		return
+	}
+	o.flushText(ctx) // the replay covers the text held back; it must not reach the connection twice
+	for i := range o.subs {
+		s := &o.subs[i]
+		if !s.Replay {
+			continue
+		}
+		claimed, err := o.reg.ClaimReplay(ctx, o.account, o.rt.ConversationID, s.ConnectionID)
+		if err != nil {
+			o.log.WarnContext(ctx, "claiming a connection's replay", "connectionId", s.ConnectionID, "err", err)
+			continue // asked again at the next event
+		}
+		if claimed && through >= 0 {
+			to := o.replica(*s)
+			if _, err := to.fromLog(ctx, through); err != nil {
+				o.log.WarnContext(ctx, "replaying the turn to a connection; it gets the live output from here", "connectionId", s.ConnectionID, "err", err)
+			}
+		}
+		s.Replay = false
+	}
+}
+
+// replica is an output to connection s alone that sends each text part whole, for a replay.
+func (o *wsOut) replica(s connections.Subscriber) *wsOut {
+	s.Replay = false
+	return &wsOut{
+		reg: o.reg, poster: o.poster, log: o.log, now: o.now, account: o.account, rt: o.rt, runID: o.runID,
+		calls: map[string]toolCallView{}, window: time.Hour, logged: -1, follow: o.follow,
+		subs: []connections.Subscriber{s}, pinned: true,
+	}
+}
+
+// fromLog sends the runtime's latest turn from its stream log, as its events were sent live, up
+// to entry through (to where the turn waits or ends when through < 0). It returns how the turn
+// ended when the log says so last; the caller decides whether to send that.
+func (o *wsOut) fromLog(ctx context.Context, through int64) (*turn.Outcome, error) {
+	if o.follow == nil {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, replayWait)
+	defer cancel()
+	entries, found, err := o.follow(ctx, -1)
+	if err != nil || !found {
+		return nil, err
+	}
+	var last *turn.Outcome
+	for e, err := range entries {
+		if err != nil {
+			o.flush(ctx)
+			return nil, err
+		}
+		last = e.Outcome
+		if e.Event != nil {
+			o.event(ctx, *e.Event)
+		}
+		if through >= 0 && e.Seq >= through {
+			break
+		}
+	}
+	o.flush(ctx)
+	return last, nil
+}
+
+// flush sends the text held back.
+func (o *wsOut) flush(ctx context.Context) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.flushText(ctx)
 }
 
 // delta sends one stream_delta. Letta message deltas carry type "message"; lifecycle deltas
@@ -260,8 +381,17 @@ func (o *wsOut) queue(ctx context.Context, removed ...queueRemoval) {
 	o.send(ctx, connections.Stream, map[string]any{"type": "update_queue", "queue": items, "removed": removed}, true)
 }
 
-// event encodes one turn event as the App Server's frames.
+// event encodes one turn event as the App Server's frames. Connections that asked for a replay
+// get the turn so far first.
 func (o *wsOut) event(ctx context.Context, ev turn.Event) {
+	o.turnMu.Lock()
+	defer o.turnMu.Unlock()
+	through := int64(-1) // an event the log lacks leaves nothing to replay
+	if ev.InLog {
+		through = ev.Seq - 1
+		defer func() { o.logged = ev.Seq }()
+	}
+	o.serve(ctx, through, false)
 	switch ev.Kind {
 	case turn.AsyncStarted:
 		// The async call's result comes later. Say so now, before the group is sealed and its
@@ -370,11 +500,17 @@ type approvalAsk struct {
 
 // end reports how this invocation's part of the turn ended: a stop_reason when the turn is
 // over or waits for approval, the executing calls when it waits for the controller's tools.
-func (o *wsOut) end(ctx context.Context, res turn.Outcome, aborted bool) {
+// reached says whether the stop_reason reached a subscriber of the runtime.
+func (o *wsOut) end(ctx context.Context, res turn.Outcome, aborted bool) (reached bool) {
+	o.turnMu.Lock()
+	defer o.turnMu.Unlock()
+	defer func() {
+		o.mu.Lock()
+		reached = o.reached
+		o.mu.Unlock()
+	}()
 	// Queued text goes now: the invocation may end (and freeze) before its timer fires.
-	o.mu.Lock()
-	o.flushText(ctx)
-	o.mu.Unlock()
+	o.flush(ctx)
 	switch res.Status {
 	case store.EventWaitingAsync:
 		return // said as each call started; the continuation carries the turn on
@@ -413,6 +549,7 @@ func (o *wsOut) end(ctx context.Context, res turn.Outcome, aborted bool) {
 	o.usage(ctx, res.Usage)
 	o.loopStatus(ctx, "WAITING_ON_INPUT", nil, nil)
 	o.stop(ctx, reason)
+	return
 }
 
 func (o *wsOut) usage(ctx context.Context, u model.Usage) {

@@ -67,33 +67,45 @@ func (r *wsRun) record(ctx context.Context, status string) {
 func (r *wsRun) run(ctx context.Context, execute func(context.Context) turn.Outcome) (turn.Outcome, bool) {
 	// An abort that came while the turn was queued, or while it waited for tool calls (which
 	// the abort cancelled), stops it before the model is called.
-	if ok, err := r.h.opts.Connections.Aborted(ctx, r.accountID, r.turn.Runtime.ConversationID, r.eventID); err == nil && ok {
+	if sig, err := r.h.opts.Connections.Signals(ctx, r.accountID, r.turn.Runtime.ConversationID, r.eventID); err == nil && sig.Aborted {
 		r.out.log.InfoContext(ctx, "turn aborted by the controller before this invocation called the model")
 		return turn.Outcome{Status: store.EventCancelled, Error: turn.AbortedTurnText}, true
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	aborted := make(chan struct{})
-	stop := make(chan struct{})
+	stop, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(stopped)
 		t := time.NewTicker(r.h.opts.AbortPoll)
 		defer t.Stop()
+		var replayAsked int64
 		for {
 			select {
 			case <-stop:
 				return
 			case <-t.C:
-				ok, err := r.h.opts.Connections.Aborted(ctx, r.accountID, r.turn.Runtime.ConversationID, r.eventID)
-				if err == nil && ok {
+				sig, err := r.h.opts.Connections.Signals(ctx, r.accountID, r.turn.Runtime.ConversationID, r.eventID)
+				if err != nil {
+					continue
+				}
+				if sig.Aborted {
 					close(aborted)
 					cancel()
 					return
+				}
+				if sig.ReplayAsked != replayAsked {
+					// A connection subscribed for a replay: serve it now, not at the next output,
+					// which a slow tool may hold back for long.
+					replayAsked = sig.ReplayAsked
+					r.out.serveReplays(ctx, true)
 				}
 			}
 		}
 	}()
 	res := execute(ctx)
 	close(stop)
+	<-stopped
 	wasAborted := false
 	select {
 	case <-aborted:
@@ -107,8 +119,8 @@ func (r *wsRun) run(ctx context.Context, execute func(context.Context) turn.Outc
 		// the two sees the other. Cancelled calls re-drive the turn, and its continuation
 		// finds the abort and ends it with stop_reason cancelled.
 		if !wasAborted {
-			ok, err := r.h.opts.Connections.Aborted(context.WithoutCancel(ctx), r.accountID, r.turn.Runtime.ConversationID, r.eventID)
-			wasAborted = err == nil && ok
+			sig, err := r.h.opts.Connections.Signals(context.WithoutCancel(ctx), r.accountID, r.turn.Runtime.ConversationID, r.eventID)
+			wasAborted = err == nil && sig.Aborted
 		}
 		if wasAborted {
 			r.out.log.InfoContext(ctx, "turn aborted by the controller while it dispatched its calls")
@@ -129,10 +141,20 @@ func (r *wsRun) run(ctx context.Context, execute func(context.Context) turn.Outc
 // stays recorded as processing: its group may already have re-driven, and the continuation's own
 // record must not be overwritten.
 func (r *wsRun) finish(ctx context.Context, res turn.Outcome, aborted bool) {
-	if res.Status != store.EventWaitingAsync {
-		r.record(ctx, res.Status)
+	// Connections that asked for a replay get it before the record says the run stopped: a sync
+	// that finds it stopped with its replay not taken up replays the turn itself.
+	r.out.serveReplays(ctx, false)
+	if res.Status == store.EventWaitingAsync {
+		r.out.end(ctx, res, aborted)
+		return
 	}
-	r.out.end(ctx, res, aborted)
+	r.record(ctx, res.Status)
+	if !r.out.end(ctx, res, aborted) {
+		// Nobody got the end: the runtime's next sync replays the turn.
+		if err := r.h.opts.Connections.Unseen(ctx, r.accountID, r.turn.Runtime.ConversationID, r.eventID); err != nil {
+			r.out.log.ErrorContext(ctx, "recording that no connection got the run's end", "err", err)
+		}
+	}
 }
 
 // continueWS continues a WebSocket turn whose controller-owned (or other external) calls have

@@ -7,8 +7,10 @@
 //
 //	conn#<id>               #                  the connection: account, channel
 //	conn#<id>               rt#<conversation>  back-reference, to clean up on disconnect
-//	rt#<account>#<conv>     conn#<id>          a subscription: agent, channel, external tools
-//	rt#<account>#<conv>     #run               the runtime's latest run
+//	rt#<account>#<conv>     conn#<id>          a subscription: agent, channel, external tools, and
+//	                                           whether it waits for a replay of the running turn
+//	rt#<account>#<conv>     #run               the runtime's latest run, an abort or replay asked
+//	                                           of it, and whether its end reached anyone
 //	rt#<account>#<conv>     q#<event>          an input accepted while a run was busy
 //	acct#<account>          conn#<id>          a stream-channel connection of the account
 //
@@ -85,6 +87,12 @@ type Subscriber struct {
 	Channel      string
 	AgentID      string
 	Tools        []ToolGroup
+	// Replay: the connection asked for the running turn's output so far (SubscribeForReplay)
+	// and gets nothing live until someone gives it that (ClaimReplay).
+	Replay bool
+	// Observer: a stream-channel connection of the account rather than a subscriber of the
+	// runtime.
+	Observer bool
 }
 
 // Run is the latest turn of a runtime, for sync to replay.
@@ -97,6 +105,9 @@ type Run struct {
 	// Turn holds what a continuation of the run needs again (its tools and scopes), opaque here.
 	Turn      json.RawMessage `json:"turn,omitempty"`
 	UpdatedAt time.Time       `json:"updatedAt"`
+	// Unseen: the run ended and no subscriber of the runtime got its end, so the next sync
+	// replays it (set by Unseen, cleared by Seen; a later run is never unseen by its mark).
+	Unseen bool `json:"-"`
 }
 
 func connKey(id string) string { return "conn#" + id }
@@ -116,6 +127,13 @@ func key(pk, sk string) map[string]types.AttributeValue {
 
 func getS(item map[string]types.AttributeValue, k string) string {
 	if v, ok := item[k].(*types.AttributeValueMemberS); ok {
+		return v.Value
+	}
+	return ""
+}
+
+func getN(item map[string]types.AttributeValue, k string) string {
+	if v, ok := item[k].(*types.AttributeValueMemberN); ok {
 		return v.Value
 	}
 	return ""
@@ -188,6 +206,17 @@ func (r *Registry) Disconnect(ctx context.Context, id string) error {
 // Subscribe makes connection c a subscriber of the runtime (accountID, conversationID) of
 // agentID. tools replaces the tools c registered for it; nil keeps them.
 func (r *Registry) Subscribe(ctx context.Context, c Connection, agentID, conversationID string, tools []ToolGroup, now time.Time) error {
+	return r.subscribe(ctx, c, agentID, conversationID, tools, false, now)
+}
+
+// SubscribeForReplay is Subscribe for a connection that wants the runtime's running turn
+// replayed: in the same write it is marked as waiting for that replay, so the turn's live
+// output skips it until whoever replays the turn to it claims the mark (ClaimReplay).
+func (r *Registry) SubscribeForReplay(ctx context.Context, c Connection, agentID, conversationID string, tools []ToolGroup, now time.Time) error {
+	return r.subscribe(ctx, c, agentID, conversationID, tools, true, now)
+}
+
+func (r *Registry) subscribe(ctx context.Context, c Connection, agentID, conversationID string, tools []ToolGroup, replay bool, now time.Time) error {
 	rk := runtimeKey(c.AccountID, conversationID)
 	update := "SET agentId = :agent, channel = :channel, expiresAt = :exp"
 	values := map[string]types.AttributeValue{":agent": s(agentID), ":channel": s(c.Channel), ":exp": expiry(now)}
@@ -199,6 +228,10 @@ func (r *Registry) Subscribe(ctx context.Context, c Connection, agentID, convers
 		update += ", tools = :tools"
 		values[":tools"] = s(string(b))
 	}
+	if replay {
+		update += ", replay = :replay"
+		values[":replay"] = &types.AttributeValueMemberBOOL{Value: true}
+	}
 	if _, err := r.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &r.table, Key: key(rk, connKey(c.ID)), UpdateExpression: &update, ExpressionAttributeValues: values,
 	}); err != nil {
@@ -209,7 +242,51 @@ func (r *Registry) Subscribe(ctx context.Context, c Connection, agentID, convers
 	if _, err := r.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &r.table, Item: back}); err != nil {
 		return fmt.Errorf("subscribing connection %s: %w", c.ID, err)
 	}
+	if replay {
+		// A turn running elsewhere looks at the run record often (for aborts); this tells it to
+		// look at its subscribers now rather than at its next output.
+		_, err := r.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: &r.table, Key: key(rk, "#run"),
+			UpdateExpression:          aws.String("SET replayAsked = :t"),
+			ConditionExpression:       aws.String("attribute_exists(pk)"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":t": n(now.UnixNano())},
+		})
+		var failed *types.ConditionalCheckFailedException
+		if err != nil && !errors.As(err, &failed) {
+			return fmt.Errorf("asking the run of %s for a replay: %w", conversationID, err)
+		}
+	}
 	return nil
+}
+
+// ClaimReplay takes connection connID's replay mark on the runtime; ok is false when it has none
+// (another claimed it first). Exactly one claimant replays the turn to the connection.
+func (r *Registry) ClaimReplay(ctx context.Context, accountID, conversationID, connID string) (ok bool, err error) {
+	_, err = r.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &r.table, Key: key(runtimeKey(accountID, conversationID), connKey(connID)),
+		UpdateExpression: aws.String("REMOVE replay"), ConditionExpression: aws.String("attribute_exists(replay)"),
+	})
+	var failed *types.ConditionalCheckFailedException
+	if errors.As(err, &failed) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("claiming the replay of connection %s: %w", connID, err)
+	}
+	return true, nil
+}
+
+// AwaitsReplay reports whether connection connID still waits for its replay on the runtime.
+func (r *Registry) AwaitsReplay(ctx context.Context, accountID, conversationID, connID string) (bool, error) {
+	out, err := r.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: &r.table, Key: key(runtimeKey(accountID, conversationID), connKey(connID)),
+		ProjectionExpression: aws.String("replay"), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return false, fmt.Errorf("reading the subscription of connection %s: %w", connID, err)
+	}
+	_, ok := out.Item["replay"]
+	return ok, nil
 }
 
 // Subscribers lists the connections that receive a runtime's events: its subscribers, then the
@@ -217,7 +294,7 @@ func (r *Registry) Subscribe(ctx context.Context, c Connection, agentID, convers
 func (r *Registry) Subscribers(ctx context.Context, accountID, conversationID string) ([]Subscriber, error) {
 	var subs []Subscriber
 	seen := map[string]bool{}
-	for _, pk := range []string{runtimeKey(accountID, conversationID), accountKey(accountID)} {
+	for i, pk := range []string{runtimeKey(accountID, conversationID), accountKey(accountID)} {
 		var start map[string]types.AttributeValue
 		for {
 			out, err := r.db.Query(ctx, &dynamodb.QueryInput{
@@ -234,7 +311,8 @@ func (r *Registry) Subscribers(ctx context.Context, accountID, conversationID st
 					continue
 				}
 				seen[id] = true
-				sub := Subscriber{ConnectionID: id, Channel: getS(it, "channel"), AgentID: getS(it, "agentId")}
+				_, replay := it["replay"]
+				sub := Subscriber{ConnectionID: id, Channel: getS(it, "channel"), AgentID: getS(it, "agentId"), Replay: replay, Observer: i == 1}
 				if raw := getS(it, "tools"); raw != "" {
 					if err := json.Unmarshal([]byte(raw), &sub.Tools); err != nil {
 						return nil, fmt.Errorf("tools of connection %s: %w", id, err)
@@ -282,7 +360,39 @@ func (r *Registry) Run(ctx context.Context, accountID, conversationID string) (r
 	if err := json.Unmarshal([]byte(raw), &run); err != nil {
 		return Run{}, false, fmt.Errorf("the run of %s: %w", conversationID, err)
 	}
+	run.Unseen = getS(out.Item, "unseen") == run.EventID
 	return run, true, nil
+}
+
+// Unseen records that the end of run eventID reached no subscriber of the runtime.
+func (r *Registry) Unseen(ctx context.Context, accountID, conversationID, eventID string) error {
+	_, err := r.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &r.table, Key: key(runtimeKey(accountID, conversationID), "#run"),
+		UpdateExpression:          aws.String("SET unseen = :e"),
+		ConditionExpression:       aws.String("attribute_not_exists(seen) OR seen <> :e"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":e": s(eventID)},
+	})
+	var failed *types.ConditionalCheckFailedException
+	if errors.As(err, &failed) {
+		return nil // a sync replayed it already
+	}
+	if err != nil {
+		return fmt.Errorf("recording the run of %s as unseen: %w", conversationID, err)
+	}
+	return nil
+}
+
+// Seen records that the end of run eventID reached the runtime after all (a sync replayed it).
+func (r *Registry) Seen(ctx context.Context, accountID, conversationID, eventID string) error {
+	_, err := r.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &r.table, Key: key(runtimeKey(accountID, conversationID), "#run"),
+		UpdateExpression:          aws.String("SET seen = :e REMOVE unseen"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":e": s(eventID)},
+	})
+	if err != nil {
+		return fmt.Errorf("recording the run of %s as seen: %w", conversationID, err)
+	}
+	return nil
 }
 
 // Abort asks the worker running eventID on the runtime to stop it.
@@ -303,16 +413,25 @@ func (r *Registry) Abort(ctx context.Context, accountID, conversationID, eventID
 	return nil
 }
 
-// Aborted reports whether Abort was asked for eventID.
-func (r *Registry) Aborted(ctx context.Context, accountID, conversationID, eventID string) (bool, error) {
+// Signals is what the runtime's controllers asked of a running turn.
+type Signals struct {
+	// Aborted: abort_message asked to stop the run.
+	Aborted bool
+	// ReplayAsked changes each time a connection subscribes for a replay (SubscribeForReplay).
+	ReplayAsked int64
+}
+
+// Signals reads what was asked of run eventID.
+func (r *Registry) Signals(ctx context.Context, accountID, conversationID, eventID string) (Signals, error) {
 	out, err := r.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: &r.table, Key: key(runtimeKey(accountID, conversationID), "#run"),
-		ProjectionExpression: aws.String("abortEvent"), ConsistentRead: aws.Bool(true),
+		ProjectionExpression: aws.String("abortEvent, replayAsked"), ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return false, fmt.Errorf("reading the run of %s: %w", conversationID, err)
+		return Signals{}, fmt.Errorf("reading the run of %s: %w", conversationID, err)
 	}
-	return getS(out.Item, "abortEvent") == eventID, nil
+	asked, _ := strconv.ParseInt(getN(out.Item, "replayAsked"), 10, 64)
+	return Signals{Aborted: getS(out.Item, "abortEvent") == eventID, ReplayAsked: asked}, nil
 }
 
 // Queued is an input accepted while the runtime was busy with another run, waiting for a

@@ -35,9 +35,11 @@ type Logged struct {
 // followPoll is how often Follow looks for more of a running turn's output.
 const followPoll = 100 * time.Millisecond
 
-// conversationKey prefixes the keys of a conversation's streams.
-func conversationKey(accountID, conversationID string) string {
-	return accountID + "#" + conversationID
+// StreamOf names the stream log of a conversation's turn, by the key its deliveries carry
+// (asynctools.Delivery.TurnKey: the turn's event id where it has one); store.Head.Stream holds
+// the latest.
+func StreamOf(accountID, conversationID, turnKey string) string {
+	return accountID + "#" + conversationID + "#" + turnKey
 }
 
 // streamLog is an invocation's writer of its turn's log; nil where no log is configured.
@@ -52,7 +54,7 @@ func (d *invocation) openLog(ctx context.Context) {
 	if d.e.opts.Streams == nil || d.output != nil {
 		return
 	}
-	stream := conversationKey(d.accountID, d.conversationID) + "#" + d.delivery.TurnKey
+	stream := StreamOf(d.accountID, d.conversationID, d.delivery.TurnKey)
 	d.lease.RecordStream(stream)
 	if d.newStream {
 		d.output = &streamLog{w: d.e.opts.Streams.Start(stream)}
