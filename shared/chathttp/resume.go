@@ -3,6 +3,7 @@ package chathttp
 import (
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/agentharness/harness/shared/httpjson"
 	"github.com/agentharness/harness/shared/stream"
@@ -18,14 +19,8 @@ import (
 // retention.
 func (h *Handler) resume(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	acc, err := httpjson.Authenticate(r, h.opts.Store)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	conv := r.PathValue("conversationId")
-	if err := httpjson.CheckID("conversationId", conv); err != nil {
-		h.fail(w, r, err)
+	accountID, conv, ok := h.conversationRoute(w, r)
+	if !ok {
 		return
 	}
 	after, err := resumeAfter(r)
@@ -33,7 +28,7 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	entries, found, err := h.eng.Follow(ctx, acc.ID, conv, after)
+	entries, found, err := h.eng.Follow(ctx, accountID, conv, after)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -42,7 +37,7 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	log := h.opts.Logger.With("accountId", acc.ID, "conversationId", conv)
+	log := h.opts.Logger.With("accountId", accountID, "conversationId", conv)
 	out := stream.Open(w, http.Header{"X-Conversation-Id": {conv}})
 	send := func(chunk any) bool {
 		if err := out.Send(chunk); err != nil {
@@ -97,4 +92,61 @@ func resumeAfter(r *http.Request) (int64, error) {
 		return 0, httpjson.FieldError(field, "must be the id of a frame of the stream: a number from 0")
 	}
 	return n, nil
+}
+
+// stopWait bounds how long POST /chat/{conversationId}/stop waits for the turn to end.
+const stopWait = 10 * time.Second
+
+// stop runs POST /chat/{conversationId}/stop: the conversation's running turn is asked to stop
+// and the answer comes once it has (within stopWait): the turn keeps its answer so far and its
+// stream, live and resumed, ends with an abort. {"stopped": false} when no turn was running.
+func (h *Handler) stop(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	accountID, conv, ok := h.conversationRoute(w, r)
+	if !ok {
+		return
+	}
+	stopped, err := h.eng.RequestStop(ctx, accountID, conv)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if stopped {
+		deadline := time.Now().Add(stopWait)
+		for {
+			head, err := h.opts.Store.ConversationHead(ctx, accountID, conv)
+			if err != nil {
+				h.fail(w, r, err)
+				return
+			}
+			if !head.LeaseUntil.After(h.opts.Now()) || time.Now().After(deadline) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(stopPoll):
+			}
+		}
+	}
+	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"conversationId": conv, "stopped": stopped})
+}
+
+// stopPoll is how often the stop route looks whether the turn has ended.
+const stopPoll = 50 * time.Millisecond
+
+// conversationRoute authenticates a request to a /chat/{conversationId}/… route and checks the
+// conversation id; ok is false when it answered a refusal.
+func (h *Handler) conversationRoute(w http.ResponseWriter, r *http.Request) (accountID, conversationID string, ok bool) {
+	acc, err := httpjson.Authenticate(r, h.opts.Store)
+	if err != nil {
+		h.fail(w, r, err)
+		return "", "", false
+	}
+	conversationID = r.PathValue("conversationId")
+	if err := httpjson.CheckID("conversationId", conversationID); err != nil {
+		h.fail(w, r, err)
+		return "", "", false
+	}
+	return acc.ID, conversationID, true
 }

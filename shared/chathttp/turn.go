@@ -360,8 +360,11 @@ func uiChunks(ev turn.Event) []any {
 }
 
 // finishChunk is the finish chunk that ends a turn's stream, with what the turn waits for in
-// its metadata; nil when the turn ended without a finish reason.
+// its metadata (an abort for a stopped turn); nil when the turn ended without a finish reason.
 func finishChunk(conversationID string, res turn.Outcome) any {
+	if res.Stopped {
+		return stream.Abort(res.Error)
+	}
 	switch res.Reason {
 	case "":
 		return nil

@@ -28,6 +28,9 @@ type Step struct {
 	Error string `json:"error,omitempty"`
 	// DelayMs makes the model think this long before it answers, to script slow models.
 	DelayMs int `json:"delayMs,omitempty"`
+	// StallMs holds the answer this long after its text, before its tool calls and its end, to
+	// script a model that stalls mid-answer.
+	StallMs int `json:"stallMs,omitempty"`
 }
 
 // ToolCall is one scripted tool call.
@@ -67,6 +70,9 @@ func New(script []Step) (*Model, error) {
 		if s.DelayMs < 0 || s.DelayMs > maxDelayMs {
 			return nil, fmt.Errorf("script[%d].delayMs must be between 0 and %d", i, maxDelayMs)
 		}
+		if s.StallMs < 0 || s.StallMs > maxDelayMs {
+			return nil, fmt.Errorf("script[%d].stallMs must be between 0 and %d", i, maxDelayMs)
+		}
 	}
 	return &Model{script: script}, nil
 }
@@ -81,14 +87,7 @@ func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.
 		} else {
 			step = Step{Text: step.Text}
 		}
-		if step.DelayMs > 0 {
-			t := time.NewTimer(time.Duration(step.DelayMs) * time.Millisecond)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-			case <-t.C:
-			}
-		}
+		wait(ctx, step.DelayMs)
 		if err := ctx.Err(); err != nil {
 			yield(model.Event{}, err)
 			return
@@ -102,6 +101,10 @@ func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.
 			if !yield(model.Event{Type: model.EventTextDelta, Text: piece}, nil) {
 				return
 			}
+		}
+		if wait(ctx, step.StallMs); ctx.Err() != nil {
+			yield(model.Event{}, ctx.Err())
+			return
 		}
 		finish := model.FinishStop
 		for i, c := range step.ToolCalls {
@@ -203,6 +206,19 @@ func asyncOutputs(text string) []asyncOutput {
 type asyncOutput struct {
 	id     string
 	output json.RawMessage
+}
+
+// wait sleeps ms milliseconds, or until ctx ends.
+func wait(ctx context.Context, ms int) {
+	if ms <= 0 {
+		return
+	}
+	t := time.NewTimer(time.Duration(ms) * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
 
 // chunks splits text into word-sized pieces so it streams like a real model.

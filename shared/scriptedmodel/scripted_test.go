@@ -353,3 +353,42 @@ func TestStreamDelay(t *testing.T) {
 		t.Errorf("after the delay: events %v, err %v; want the text", events, err)
 	}
 }
+
+// A step's stallMs holds the answer after its text: the text streams at once, and a canceled
+// context then ends the call with its error instead of a finish.
+func TestStreamStall(t *testing.T) {
+	m := mustNew(t, `[{"text":"so far","stallMs":60000}]`)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	var text string
+	go func() {
+		var gotErr error
+		for ev, err := range m.Stream(ctx, &model.Request{Messages: []model.Message{user("hi")}}) {
+			if err != nil {
+				gotErr = err
+				break
+			}
+			switch ev.Type {
+			case model.EventTextDelta:
+				text += ev.Text
+				if text == "so far" {
+					cancel()
+				}
+			case model.EventFinish:
+				t.Error("the call finished though its context was canceled during the stall")
+			}
+		}
+		done <- gotErr
+	}()
+	select {
+	case err := <-done:
+		if err != context.Canceled || text != "so far" {
+			t.Errorf("Stream: text %q, error %v; want the text, then %v", text, err, context.Canceled)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a canceled context did not cut the stall short")
+	}
+	if _, err := scriptedmodel.New([]scriptedmodel.Step{{Text: "x", StallMs: -1}}); err == nil || !strings.Contains(err.Error(), "script[0].stallMs must be between 0 and") {
+		t.Errorf("New with a negative stallMs = %v, want it refused naming script[0].stallMs", err)
+	}
+}

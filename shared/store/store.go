@@ -685,3 +685,38 @@ func getN(item map[string]types.AttributeValue, k string) (int64, error) {
 	}
 	return n, nil
 }
+
+// RequestStop asks the turn that holds the conversation and writes stream to stop; the turn looks
+// for it while it runs (StopRequested). ok is false when no live turn of that stream holds the
+// conversation.
+func (s *Store) RequestStop(ctx context.Context, accountID, conversationID, stream string, now time.Time) (ok bool, err error) {
+	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &s.tables.Conversations,
+		Key:                       map[string]types.AttributeValue{"conversationKey": str(accountID + "#" + conversationID), "seq": num(0)},
+		UpdateExpression:          aws.String("SET stopStream = :s"),
+		ConditionExpression:       aws.String("activeStream = :s AND attribute_exists(leaseOwner) AND leaseUntil > :now"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":s": str(stream), ":now": num(now.UnixMilli())},
+	})
+	var failed *types.ConditionalCheckFailedException
+	if errors.As(err, &failed) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("asking the turn of conversation %s to stop: %w", conversationID, err)
+	}
+	return true, nil
+}
+
+// StopRequested returns the stream whose turn was last asked to stop in the conversation; empty
+// when none was.
+func (s *Store) StopRequested(ctx context.Context, accountID, conversationID string) (string, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:            &s.tables.Conversations,
+		Key:                  map[string]types.AttributeValue{"conversationKey": str(accountID + "#" + conversationID), "seq": num(0)},
+		ProjectionExpression: aws.String("stopStream"), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return "", fmt.Errorf("loading conversation %s: %w", conversationID, err)
+	}
+	return getS(out.Item, "stopStream"), nil
+}

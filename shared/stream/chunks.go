@@ -82,6 +82,12 @@ type FinishChunk struct {
 	MessageMetadata any    `json:"messageMetadata,omitempty"`
 }
 
+// AbortChunk ends the stream of a turn that was stopped.
+type AbortChunk struct {
+	Type   string `json:"type"`
+	Reason string `json:"reason,omitempty"`
+}
+
 // ToolApprovalRequestChunk asks the user to approve a held call (isAutomatic when a policy
 // decided instead).
 type ToolApprovalRequestChunk struct {
@@ -149,7 +155,8 @@ func ToolApprovalResponse(approvalID string, approved bool, reason string) ToolA
 func ToolOutputDenied(toolCallID string) ToolOutputDeniedChunk {
 	return ToolOutputDeniedChunk{Type: "tool-output-denied", ToolCallID: toolCallID}
 }
-func Error(text string) ErrorChunk { return ErrorChunk{Type: "error", ErrorText: text} }
+func Error(text string) ErrorChunk   { return ErrorChunk{Type: "error", ErrorText: text} }
+func Abort(reason string) AbortChunk { return AbortChunk{Type: "abort", Reason: reason} }
 func Finish(reason string, metadata any) FinishChunk {
 	return FinishChunk{Type: "finish", FinishReason: reason, MessageMetadata: metadata}
 }

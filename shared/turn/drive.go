@@ -293,23 +293,79 @@ func (d *invocation) fail(ctx context.Context, err error, public string, usage m
 // aborted it (each transport words errText for its own case), failed when the invocation ran
 // out of time.
 func stopped(ctx context.Context, usage model.Usage) Outcome {
+	if errors.Is(context.Cause(ctx), errStopRequested) {
+		return Outcome{Status: store.EventCancelled, Usage: usage, Error: StoppedTurnText, Stopped: true}
+	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return Outcome{Status: store.EventFailed, Usage: usage, Error: "the turn ran out of time; the conversation keeps every step finished before it"}
 	}
 	return Outcome{Status: store.EventCancelled, Usage: usage, Error: "the turn was cancelled; the conversation keeps every step finished before it"}
 }
 
-// consume streams one pass's events through send and returns how the pass ended, with its
+// partialAnswer gathers the text of the step in progress: a turn stopped mid-step keeps it as
+// the conversation's last assistant message (the step's unfinished tool calls are dropped, as
+// they have no results).
+type partialAnswer struct {
+	order []string
+	text  map[string]*strings.Builder
+}
+
+func (p *partialAnswer) observe(ev agent.Event) {
+	switch ev.Type {
+	case agent.StepStart, agent.StepFinish:
+		*p = partialAnswer{}
+	case agent.TextDelta:
+		if p.text == nil {
+			p.text = map[string]*strings.Builder{}
+		}
+		b, ok := p.text[ev.ID]
+		if !ok {
+			b = &strings.Builder{}
+			p.text[ev.ID], p.order = b, append(p.order, ev.ID)
+		}
+		b.WriteString(ev.Text)
+	}
+}
+
+// message is the step's text so far as an assistant message; ok is false when it has none.
+func (p *partialAnswer) message() (msg model.Message, ok bool) {
+	for _, id := range p.order {
+		if t := p.text[id].String(); t != "" {
+			msg.Parts = append(msg.Parts, model.Part{Type: model.PartText, Text: t})
+		}
+	}
+	if len(msg.Parts) == 0 {
+		return msg, false
+	}
+	msg.ID, msg.Role = store.NewID("msg_"), model.RoleAssistant
+	return msg, true
+}
+
+// keep saves the answer a stopped turn had so far.
+func (d *invocation) keep(ctx context.Context, msg model.Message) {
+	if err := d.lease.Append(context.WithoutCancel(ctx), msg); err != nil {
+		d.log.ErrorContext(ctx, "saving the answer of a stopped turn", "err", err)
+		return
+	}
+	d.history = append(d.history, msg)
+}
+
+// relay streams one pass's events through emit and returns how the pass ended, with its
 // Finish event (nil when it ended otherwise). prior is the turn's usage before the pass.
 func (d *invocation) relay(ctx context.Context, events iter.Seq2[agent.Event, error], prior model.Usage) (Outcome, *agent.Event) {
 	usage := prior
 	started := time.Now()
 	tools := toolLog{log: d.log, started: map[string]toolStart{}}
+	var partial partialAnswer
 	for ev, err := range events {
 		if err != nil {
 			if ctx.Err() != nil {
 				d.log.InfoContext(ctx, "turn stopped: its context ended", "err", err)
-				return stopped(ctx, usage), nil
+				res := stopped(ctx, usage)
+				if msg, ok := partial.message(); ok && res.Stopped {
+					d.keep(ctx, msg)
+				}
+				return res, nil
 			}
 			if errors.Is(err, store.ErrLeaseLost) {
 				return d.fail(ctx, err, "the conversation was taken over by another turn", usage), nil
@@ -321,6 +377,7 @@ func (d *invocation) relay(ctx context.Context, events iter.Seq2[agent.Event, er
 			return d.fail(ctx, err, "the model failed to answer; the turn was stopped and the conversation keeps every step finished before it", usage), nil
 		}
 		tools.observe(ctx, ev)
+		partial.observe(ev)
 		switch ev.Type {
 		case agent.StepFinish:
 			usage = prior.Add(ev.Usage)

@@ -33,6 +33,8 @@ const (
 	DefaultAsyncToolTimeout = time.Hour
 	DefaultHeartbeat        = 10 * time.Second
 	DefaultWaitMargin       = 30 * time.Second
+	// DefaultStopPoll is how often a running turn looks whether it was asked to stop.
+	DefaultStopPoll = 500 * time.Millisecond
 )
 
 // Options wires the engine's dependencies.
@@ -65,6 +67,8 @@ type Options struct {
 	WaitMargin time.Duration
 	// Streams keeps every turn's output for clients that reconnect; nil keeps none.
 	Streams *streamlog.Log
+	// StopPoll is how often a running turn looks whether it was asked to stop (RequestStop).
+	StopPoll time.Duration
 }
 
 // Engine runs turns for every transport: it takes a conversation's lease, plans a request
@@ -88,6 +92,7 @@ func New(opts Options) *Engine {
 	}{
 		{&opts.Lease, DefaultLease}, {&opts.EventTTL, DefaultEventTTL}, {&opts.ApprovalTimeout, DefaultApprovalTimeout},
 		{&opts.AsyncToolTimeout, DefaultAsyncToolTimeout}, {&opts.Heartbeat, DefaultHeartbeat}, {&opts.WaitMargin, DefaultWaitMargin},
+		{&opts.StopPoll, DefaultStopPoll},
 	} {
 		if *d.v <= 0 {
 			*d.v = d.def
@@ -151,6 +156,8 @@ type Outcome struct {
 	PendingApprovals []PendingApproval
 	AsyncGroup       string
 	PendingAsync     []asynctools.Call
+	// Stopped: the turn was cancelled because a client asked it to stop (RequestStop).
+	Stopped bool `json:",omitempty"`
 }
 
 // Start is what Begin needs to take up a turn.
@@ -222,15 +229,16 @@ func (r *Run) Events(ctx context.Context) iter.Seq[Event] {
 // goroutine that runs it, so yield is called from one goroutine, before events returns.
 func (r *Run) events(ctx context.Context, execute func(context.Context) Outcome) iter.Seq[Event] {
 	return func(yield func(Event) bool) {
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
+		ctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
 		stopped := false
 		r.d.openLog(ctx)
+		defer r.d.watchStop(ctx, cancel)()
 		r.d.emit = func(ev Event) {
 			ev.Seq, ev.InLog = r.d.record(ctx, logEntry{Event: &ev})
 			if !stopped && !yield(ev) {
 				stopped = true
-				cancel()
+				cancel(nil)
 			}
 		}
 		r.outcome = execute(ctx)
@@ -707,4 +715,52 @@ func (e *Engine) Precheck(ctx context.Context, accountID string, req Request, in
 		}
 	}
 	return nil
+}
+
+// StoppedTurnText is the outcome of a turn a client asked to stop.
+const StoppedTurnText = "the turn was stopped; the conversation keeps every step finished before it and the answer so far"
+
+// errStopRequested is the cause of a run's context cancelled by RequestStop.
+var errStopRequested = errors.New("the turn was asked to stop")
+
+// RequestStop asks the running turn of a conversation to stop; it stops within about StopPoll,
+// keeps the answer it had so far, and its stream ends with an abort. ok is false when no turn
+// runs in the conversation (one paused for approval or waiting for outside work does not run).
+func (e *Engine) RequestStop(ctx context.Context, accountID, conversationID string) (ok bool, err error) {
+	head, err := e.opts.Store.ConversationHead(ctx, accountID, conversationID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && head.Stream == "") {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return e.opts.Store.RequestStop(ctx, accountID, conversationID, head.Stream, e.opts.Now())
+}
+
+// watchStop cancels the run's context with errStopRequested once the turn is asked to stop,
+// looking every StopPoll; the returned func ends the watch.
+func (d *invocation) watchStop(ctx context.Context, cancel context.CancelCauseFunc) (end func()) {
+	stream := StreamOf(d.accountID, d.conversationID, d.delivery.TurnKey)
+	done, ended := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(ended)
+		t := time.NewTicker(d.e.opts.StopPoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				asked, err := d.e.opts.Store.StopRequested(ctx, d.accountID, d.conversationID)
+				if err == nil && asked == stream {
+					d.log.InfoContext(ctx, "turn asked to stop")
+					cancel(errStopRequested)
+					return
+				}
+			}
+		}
+	}()
+	return func() { close(done); <-ended }
 }
