@@ -201,3 +201,51 @@ func TestResumeAfterAFrameID(t *testing.T) {
 		t.Fatalf("?after=x = %d %s, want 400 naming after", res.status, res.body)
 	}
 }
+
+// An /async turn runs on async-worker; its status names the conversation, whose resume route
+// streams the same turn live while it runs and ends with its finish. Until the worker takes the
+// turn up the route answers 204, as for a conversation with no turn yet.
+func TestAnAsyncTurnIsWatchedAtTheResumeRoute(t *testing.T) {
+	srv := runner(t, faketavily.New(nil))
+	_, secret := createAccount(t, srv, "watcher")
+	agentID := createAgent(t, srv, secret, `{"name":"thinker","model":{"provider":"scripted","script":[
+		{"text":"Thought it through","delayMs":1500}]}}`)
+
+	accepted := call(t, srv, http.MethodPost, "/async", secret, `{"agentId":"`+agentID+`","message":"Think"}`)
+	if accepted.status != http.StatusAccepted {
+		t.Fatalf("POST /async = %d %s, want 202", accepted.status, accepted.body)
+	}
+	eventID, _ := accepted.json(t)["eventId"].(string)
+	status := call(t, srv, http.MethodGet, "/status/"+eventID, secret, "").json(t)
+	conv, _ := status["conversationId"].(string)
+	if conv == "" || status["status"] != "processing" {
+		t.Fatalf("status while the model thinks: %v, want processing with its conversation", status)
+	}
+	watched := call(t, srv, http.MethodGet, "/chat/"+conv+"/stream", secret, "")
+	for deadline := time.Now().Add(10 * time.Second); watched.status == http.StatusNoContent && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		watched = call(t, srv, http.MethodGet, "/chat/"+conv+"/stream", secret, "")
+	}
+	if watched.status != http.StatusOK {
+		t.Fatalf("resume of the /async turn = %d %s, want 200", watched.status, watched.body)
+	}
+	out, stderr, err := testenv.CheckUIStream(t, watched.body)
+	if err != nil {
+		t.Fatalf("the watched stream fails the AI SDK's checks: %v: %s\n%s", err, stderr, watched.body)
+	}
+	var checked struct {
+		ChunkTypes []string `json:"chunkTypes"`
+		Message    struct {
+			Parts []map[string]any `json:"parts"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(out, &checked); err != nil {
+		t.Fatal(err)
+	}
+	if text := partsText(checked.Message.Parts); text != "Thought it through" || !slices.Contains(checked.ChunkTypes, "finish") {
+		t.Errorf("the watched stream built %q with chunks %v, want the answer and a finish", text, checked.ChunkTypes)
+	}
+	if final := call(t, srv, http.MethodGet, "/status/"+eventID, secret, "").json(t); final["status"] != "completed" {
+		t.Errorf("status after the stream ended: %v, want completed", final)
+	}
+}
