@@ -67,7 +67,8 @@ func (r *wsRun) record(ctx context.Context, status string) {
 func (r *wsRun) run(ctx context.Context, execute func(context.Context) turn.Outcome) (turn.Outcome, bool) {
 	// An abort that came while the turn was queued, or while it waited for tool calls (which
 	// the abort cancelled), stops it before the model is called.
-	if sig, err := r.h.opts.Connections.Signals(ctx, r.accountID, r.turn.Runtime.ConversationID, r.eventID); err == nil && sig.Aborted {
+	first, err := r.h.opts.Connections.Signals(ctx, r.accountID, r.turn.Runtime.ConversationID, r.eventID)
+	if err == nil && first.Aborted {
 		r.out.log.InfoContext(ctx, "turn aborted by the controller before this invocation called the model")
 		return turn.Outcome{Status: store.EventCancelled, Error: turn.AbortedTurnText}, true
 	}
@@ -79,7 +80,8 @@ func (r *wsRun) run(ctx context.Context, execute func(context.Context) turn.Outc
 		defer close(stopped)
 		t := time.NewTicker(r.h.opts.AbortPoll)
 		defer t.Stop()
-		var replayAsked int64
+		// Replays asked before now are served at the first event, which reads the subscribers.
+		replayAsked := first.ReplayAsked
 		for {
 			select {
 			case <-stop:
