@@ -747,7 +747,7 @@ func (g *Gateway) replay(ctx context.Context, conn connections.Connection, rt ru
 			if st.leased(h.opts.Now()) {
 				out.loopStatus(ctx, "PROCESSING_API_RESPONSE", []string{st.run.EventID}, nil)
 			}
-			if mine, err = g.awaitWorker(ctx, conn, rt); err != nil {
+			if mine, st, err = g.awaitWorker(ctx, conn, rt); err != nil {
 				return err
 			}
 			if !mine {
@@ -755,9 +755,6 @@ func (g *Gateway) replay(ctx context.Context, conn connections.Connection, rt ru
 				return nil
 			}
 			// The turn stopped running while the connection waited for it: it missed the end.
-			if st, err = g.state(ctx, conn.AccountID, rt); err != nil {
-				return err
-			}
 			processing, whole = st.hasRun && st.run.Status == store.EventProcessing, true
 		} else if mine, err = h.opts.Connections.ClaimReplay(ctx, conn.AccountID, rt.ConversationID, conn.ID); err != nil {
 			return err
@@ -854,19 +851,18 @@ const replayPoll = 100 * time.Millisecond
 // awaitWorker waits for the worker running the runtime's turn to take up conn's replay, which it
 // does between two events, within its signal poll (AbortPoll) at the latest, and before it says
 // how its part of the turn ended. mine is true when the turn stopped running without taking it
-// up (it waits, or its worker is gone) and the replay fell to the caller; also when no worker
-// answers within replayWait.
-func (g *Gateway) awaitWorker(ctx context.Context, conn connections.Connection, rt runtimeScope) (mine bool, err error) {
+// up (it waits, or its worker is gone) and the replay fell to the caller, with the runtime's
+// state as it found it then; also when no worker answers within replayWait.
+func (g *Gateway) awaitWorker(ctx context.Context, conn connections.Connection, rt runtimeScope) (mine bool, st runtimeState, err error) {
 	reg := g.h.opts.Connections
 	deadline := time.Now().Add(replayWait)
 	for {
 		waiting, err := reg.AwaitsReplay(ctx, conn.AccountID, rt.ConversationID, conn.ID)
 		if err != nil || !waiting {
-			return false, err
+			return false, st, err
 		}
-		st, err := g.state(ctx, conn.AccountID, rt)
-		if err != nil {
-			return false, err
+		if st, err = g.state(ctx, conn.AccountID, rt); err != nil {
+			return false, st, err
 		}
 		// A worker records how its part ended only after serving the replays it knows of.
 		stopped := !st.leased(g.h.opts.Now()) && (st.run.Status != store.EventProcessing || st.paused())
@@ -874,11 +870,12 @@ func (g *Gateway) awaitWorker(ctx context.Context, conn connections.Connection, 
 			if !stopped {
 				g.h.opts.Logger.WarnContext(ctx, "the turn's worker did not take up a replay in time; the connection gets the turn from its log", "connectionId", conn.ID)
 			}
-			return reg.ClaimReplay(ctx, conn.AccountID, rt.ConversationID, conn.ID)
+			mine, err := reg.ClaimReplay(ctx, conn.AccountID, rt.ConversationID, conn.ID)
+			return mine, st, err
 		}
 		select {
 		case <-ctx.Done():
-			return false, ctx.Err()
+			return false, st, ctx.Err()
 		case <-time.After(replayPoll):
 		}
 	}

@@ -294,7 +294,7 @@ func (d *invocation) fail(ctx context.Context, err error, public string, usage m
 // out of time.
 func stopped(ctx context.Context, usage model.Usage) Outcome {
 	if errors.Is(context.Cause(ctx), errStopRequested) {
-		return Outcome{Status: store.EventCancelled, Usage: usage, Error: StoppedTurnText, Stopped: true}
+		return Outcome{Status: store.EventCancelled, Usage: usage, Error: stoppedTurnText, Stopped: true}
 	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return Outcome{Status: store.EventFailed, Usage: usage, Error: "the turn ran out of time; the conversation keeps every step finished before it"}

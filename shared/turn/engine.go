@@ -717,8 +717,8 @@ func (e *Engine) Precheck(ctx context.Context, accountID string, req Request, in
 	return nil
 }
 
-// StoppedTurnText is the outcome of a turn a client asked to stop.
-const StoppedTurnText = "the turn was stopped; the conversation keeps every step finished before it and the answer so far"
+// stoppedTurnText is the outcome of a turn a client asked to stop.
+const stoppedTurnText = "the turn was stopped; the conversation keeps every step finished before it and the answer so far"
 
 // errStopRequested is the cause of a run's context cancelled by RequestStop.
 var errStopRequested = errors.New("the turn was asked to stop")
