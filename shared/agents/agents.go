@@ -172,6 +172,11 @@ func (s *Service) Load(ctx context.Context, accountID, agentID string) (*agentco
 	if err != nil {
 		return nil, err
 	}
+	return s.Config(ctx, a)
+}
+
+// Config is the config of a stored agent with its secrets opened.
+func (s *Service) Config(ctx context.Context, a store.Agent) (*agentconfig.Config, error) {
 	secrets, err := s.open(ctx, a)
 	if err != nil {
 		return nil, err

@@ -452,6 +452,10 @@ func TestAccountMe(t *testing.T) {
 
 	// Rotating: the old secret fails at once, on both services; the new one works.
 	f.createAgent(t, acc.Secret, withID("helper", helperConfig))
+	// A turn first, so the harness knows the secret's account when it is rotated.
+	if got := f.mustTurn(t, acc.Secret, `{"agentId":"helper","message":"hi"}`); got != "hi" {
+		t.Errorf("turn before the rotation said %q, want hi", got)
+	}
 	rotated := decodeJSON[map[string]string](t, f.must(t, http.StatusOK, "POST", "/accounts/me/rotate-secret", acc.Secret, ""))
 	newSecret := rotated["secret"]
 	if rotated["accountId"] != acc.AccountID || !strings.HasPrefix(newSecret, "hsk_") || newSecret == acc.Secret {

@@ -33,6 +33,8 @@ type turnRequest struct {
 	MessageID string          `json:"messageId"`
 	Message   *string         `json:"message"`
 	Approvals []turn.Decision `json:"approvals"`
+	// madeID: the request named no conversation, so readTurn made up the id of a new one.
+	madeID bool
 }
 
 type uiMessage struct {
@@ -210,7 +212,7 @@ func (h *Handler) readTurn(w http.ResponseWriter, r *http.Request) (*turnRequest
 		return nil, turn.Input{}, err
 	}
 	if req.ConversationID == "" {
-		req.ConversationID = store.NewID("conv_")
+		req.ConversationID, req.madeID = store.NewID("conv_"), true
 	}
 	return &req, in, nil
 }
@@ -219,7 +221,7 @@ func (h *Handler) readTurn(w http.ResponseWriter, r *http.Request) (*turnRequest
 // refused request gets a JSON error and writes nothing.
 func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	acc, err := httpjson.Authenticate(r, h.opts.Store)
+	secret, err := httpjson.Secret(r)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -229,7 +231,15 @@ func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	cfg, err := h.eng.Agent(ctx, acc.ID, req.Request, true)
+	// The account, the agent and the conversation in one round trip; a new message then
+	// begins its turn in one write (turn.Start.Opening).
+	opening, err := h.opts.Store.OpenTurn(ctx, secret, req.AgentID, req.ConversationID, req.madeID)
+	if err != nil {
+		h.fail(w, r, httpjson.SecretRefused(err))
+		return
+	}
+	acc := opening.Account
+	cfg, err := h.eng.OpenedAgent(ctx, opening, req.Request, true)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -256,7 +266,7 @@ func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	run, err := h.eng.Begin(ctx, turn.Start{
-		AccountID: acc.ID, Request: req.Request, Input: in, Config: cfg,
+		AccountID: acc.ID, Request: req.Request, Input: in, Config: cfg, Opening: opening,
 		Delivery:  asynctools.Delivery{Kind: asynctools.DeliverStream},
 		Heartbeat: func() { _ = out.Comment("keep-alive") },
 	})

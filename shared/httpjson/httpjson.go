@@ -140,13 +140,28 @@ func CheckOptionalID(field, id string) error {
 
 // Authenticate resolves the bearer secret to an account.
 func Authenticate(r *http.Request, st *store.Store) (store.Account, error) {
-	secret, ok := Bearer(r)
-	if !ok {
-		return store.Account{}, &Error{Status: http.StatusUnauthorized, Message: "missing bearer token: send Authorization: Bearer <account secret>"}
+	secret, err := Secret(r)
+	if err != nil {
+		return store.Account{}, err
 	}
 	acc, err := st.AccountBySecret(r.Context(), secret)
-	if errors.Is(err, store.ErrNotFound) {
-		return store.Account{}, &Error{Status: http.StatusUnauthorized, Message: "invalid account secret"}
+	return acc, SecretRefused(err)
+}
+
+// Secret is the request's bearer secret, or the 401 a request without one gets.
+func Secret(r *http.Request) (string, error) {
+	secret, ok := Bearer(r)
+	if !ok {
+		return "", &Error{Status: http.StatusUnauthorized, Message: "missing bearer token: send Authorization: Bearer <account secret>"}
 	}
-	return acc, err
+	return secret, nil
+}
+
+// SecretRefused is the 401 of a secret that opens no account (store.ErrNotFound); other
+// errors pass through.
+func SecretRefused(err error) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return &Error{Status: http.StatusUnauthorized, Message: "invalid account secret"}
+	}
+	return err
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -49,11 +50,40 @@ func (s *Store) CreateAccount(ctx context.Context, username string, now time.Tim
 	return acc, secret, nil
 }
 
-// AccountBySecret finds the account whose secret is secret, or ErrNotFound. The index only
-// finds the candidate: it is eventually consistent, so the hash is confirmed on a strongly
-// consistent read of the account, and a rotated or deleted secret stops working at once.
+// AccountBySecret finds the account whose secret is secret, or ErrNotFound. The secret's
+// account is found through the index, or the store's memory of it (accountOf); either way the
+// hash is confirmed on a strongly consistent read of the account, so a rotated or deleted
+// secret stops working at once.
 func (s *Store) AccountBySecret(ctx context.Context, secret string) (Account, error) {
 	hash := HashSecret(secret)
+	id, err := s.accountOf(ctx, hash)
+	if err != nil {
+		return Account{}, err
+	}
+	item, err := s.rawAccountItem(ctx, id)
+	if err != nil {
+		return Account{}, err
+	}
+	return s.confirmSecret(item, hash)
+}
+
+// confirmSecret returns the account of a live account item whose secret hashes to hash, or
+// ErrNotFound (and forgets the hash's account).
+func (s *Store) confirmSecret(item map[string]types.AttributeValue, hash string) (Account, error) {
+	if item == nil || tombstone(item) || subtle.ConstantTimeCompare([]byte(getS(item, "secretHash")), []byte(hash)) != 1 {
+		s.secretAccounts.forget(hash)
+		return Account{}, ErrNotFound
+	}
+	return accountFrom(item), nil
+}
+
+// accountOf names the account a secret's hash may belong to: remembered, or found through the
+// index, which is eventually consistent. Only a strongly consistent read of the account can
+// confirm it.
+func (s *Store) accountOf(ctx context.Context, hash string) (string, error) {
+	if id, ok := s.secretAccounts.get(hash); ok {
+		return id, nil
+	}
 	out, err := s.db.Query(ctx, &dynamodb.QueryInput{
 		TableName:                 &s.tables.Accounts,
 		IndexName:                 aws.String("BySecretHash"),
@@ -62,19 +92,55 @@ func (s *Store) AccountBySecret(ctx context.Context, secret string) (Account, er
 		Limit:                     aws.Int32(1),
 	})
 	if err != nil {
-		return Account{}, fmt.Errorf("looking up account: %w", err)
+		return "", fmt.Errorf("looking up account: %w", err)
 	}
 	if len(out.Items) == 0 {
-		return Account{}, ErrNotFound
+		return "", ErrNotFound
 	}
-	item, err := s.accountItem(ctx, getS(out.Items[0], "accountId"))
-	if err != nil {
-		return Account{}, err
+	id := getS(out.Items[0], "accountId")
+	s.secretAccounts.put(hash, id)
+	return id, nil
+}
+
+// secretAccounts remembers which account each secret hash seen lately was found under, so a
+// warm function finds it without the index. It is safe to keep: a secret is 256 random bits
+// made for one account, so its hash never names another one, and the memory only says where
+// to look; every request still confirms the hash on the account read strongly consistent,
+// and a hash that no longer matches is forgotten.
+type secretAccounts struct {
+	mu  sync.Mutex
+	ids map[string]string
+}
+
+// maxSecretAccounts bounds the memory; past it an entry is dropped to make room.
+const maxSecretAccounts = 4096
+
+func (c *secretAccounts) get(hash string) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id, ok := c.ids[hash]
+	return id, ok
+}
+
+func (c *secretAccounts) put(hash, id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ids == nil {
+		c.ids = map[string]string{}
 	}
-	if subtle.ConstantTimeCompare([]byte(getS(item, "secretHash")), []byte(hash)) != 1 {
-		return Account{}, ErrNotFound
+	if len(c.ids) >= maxSecretAccounts {
+		for k := range c.ids {
+			delete(c.ids, k)
+			break
+		}
 	}
-	return accountFrom(item), nil
+	c.ids[hash] = id
+}
+
+func (c *secretAccounts) forget(hash string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.ids, hash)
 }
 
 // CheckSecretHash returns ErrNotFound unless accountID is live and its secret still hashes to

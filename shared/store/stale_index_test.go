@@ -94,6 +94,9 @@ func TestOldSecretFailsWhileTheIndexIsStale(t *testing.T) {
 			if got, err := lagging.AccountBySecret(ctx, secret); err != nil || got.ID != acc.ID {
 				t.Fatalf("before revoking: AccountBySecret = %+v, %v; want %s", got, err, acc.ID)
 			}
+			if o, err := lagging.OpenTurn(ctx, secret, "agent", "c", false); err != nil || o.Account.ID != acc.ID {
+				t.Fatalf("before revoking: OpenTurn = %+v, %v; want %s", o, err, acc.ID)
+			}
 			if err := tt.revoke(acc.ID); err != nil {
 				t.Fatal(err)
 			}
@@ -102,6 +105,11 @@ func TestOldSecretFailsWhileTheIndexIsStale(t *testing.T) {
 			stale.mu.Unlock()
 			if got, err := lagging.AccountBySecret(ctx, secret); !errors.Is(err, store.ErrNotFound) {
 				t.Fatalf("%s secret through a stale index: AccountBySecret = %+v, %v; want ErrNotFound", tt.name, got, err)
+			}
+			// A turn's opening, which finds the account the secret was last seen under
+			// without the index, confirms it the same way.
+			if o, err := lagging.OpenTurn(ctx, secret, "agent", "c", false); !errors.Is(err, store.ErrNotFound) {
+				t.Fatalf("%s secret: OpenTurn = %+v, %v; want ErrNotFound", tt.name, o, err)
 			}
 		})
 	}

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -100,8 +101,9 @@ func (e *DuplicateEventError) Error() string {
 
 // Store reads and writes the harness's tables.
 type Store struct {
-	db     *dynamodb.Client
-	tables Tables
+	db             *dynamodb.Client
+	tables         Tables
+	secretAccounts secretAccounts
 }
 
 // New returns a store over db.
@@ -205,6 +207,9 @@ type Lease struct {
 	// stream, once set, is recorded on the head by its next write (streamRecorded then).
 	stream         string
 	streamRecorded bool
+	// known is the conversation through nextSeq-1 when StartTurn began the turn: History
+	// returns it without a read until the lease appends again.
+	known []model.Message
 }
 
 // RecordStream makes the lease's next write of the conversation record stream as the stream
@@ -347,6 +352,9 @@ func (s *Store) ConversationHead(ctx context.Context, accountID, conversationID 
 
 // History returns the conversation's messages in order.
 func (t *Lease) History(ctx context.Context) ([]model.Message, error) {
+	if t.known != nil && int64(len(t.known)) == t.nextSeq-1 {
+		return slices.Clone(t.known), nil
+	}
 	if t.nextSeq <= 1 {
 		return nil, nil
 	}
@@ -520,23 +528,11 @@ func (t *Lease) write(ctx context.Context, msgs []model.Message, extra []types.T
 	}
 	items := make([]types.TransactWriteItem, 0, len(msgs)+len(extra)+1)
 	for i, m := range msgs {
-		b, err := json.Marshal(m)
+		put, err := messagePut(t.s.tables.Conversations, t.key, t.nextSeq+int64(i), m)
 		if err != nil {
-			return fmt.Errorf("encoding message: %w", err)
+			return err
 		}
-		if len(b) > MaxMessageBytes {
-			return fmt.Errorf("%w: message %s is %d bytes, more than %d", ErrMessageTooLarge, m.ID, len(b), MaxMessageBytes)
-		}
-		items = append(items, types.TransactWriteItem{Put: &types.Put{
-			TableName: &t.s.tables.Conversations,
-			Item: map[string]types.AttributeValue{
-				"conversationKey": str(t.key),
-				"seq":             num(t.nextSeq + int64(i)),
-				"role":            str(string(m.Role)),
-				"message":         str(string(b)),
-			},
-			ConditionExpression: aws.String("attribute_not_exists(seq)"),
-		}})
+		items = append(items, put)
 	}
 	items = append(items, extra...)
 	next := t.nextSeq + int64(len(msgs))
@@ -577,6 +573,27 @@ func (t *Lease) write(ctx context.Context, msgs []model.Message, extra []types.T
 	return nil
 }
 
+// messagePut is the write of message m at seq in the conversation key: only where none is.
+func messagePut(table, key string, seq int64, m model.Message) (types.TransactWriteItem, error) {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return types.TransactWriteItem{}, fmt.Errorf("encoding message: %w", err)
+	}
+	if len(b) > MaxMessageBytes {
+		return types.TransactWriteItem{}, fmt.Errorf("%w: message %s is %d bytes, more than %d", ErrMessageTooLarge, m.ID, len(b), MaxMessageBytes)
+	}
+	return types.TransactWriteItem{Put: &types.Put{
+		TableName: &table,
+		Item: map[string]types.AttributeValue{
+			"conversationKey": str(key),
+			"seq":             num(seq),
+			"role":            str(string(m.Role)),
+			"message":         str(string(b)),
+		},
+		ConditionExpression: aws.String("attribute_not_exists(seq)"),
+	}}, nil
+}
+
 func describe(it types.TransactWriteItem) string {
 	switch {
 	case it.Put != nil:
@@ -609,7 +626,17 @@ func (t *Lease) Release(ctx context.Context) error {
 // End releases the lease and adds the turn's token usage to the conversation's totals.
 // Ending a lease already lost is not an error.
 func (t *Lease) End(ctx context.Context, usage model.Usage) error {
-	_, err := t.s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	_, err := t.s.db.UpdateItem(ctx, t.ending(usage))
+	var failed *types.ConditionalCheckFailedException
+	if err != nil && !errors.As(err, &failed) {
+		return fmt.Errorf("ending turn: %w", err)
+	}
+	return nil
+}
+
+// ending is End's update of the head.
+func (t *Lease) ending(usage model.Usage) *dynamodb.UpdateItemInput {
+	return &dynamodb.UpdateItemInput{
 		TableName:           &t.s.tables.Conversations,
 		Key:                 map[string]types.AttributeValue{"conversationKey": str(t.key), "seq": num(0)},
 		UpdateExpression:    aws.String("REMOVE leaseOwner, leaseUntil ADD inputTokens :i, outputTokens :o, turns :one"),
@@ -617,12 +644,28 @@ func (t *Lease) End(ctx context.Context, usage model.Usage) error {
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":owner": str(t.owner), ":i": num(int64(usage.InputTokens)), ":o": num(int64(usage.OutputTokens)), ":one": num(1),
 		},
-	})
-	var failed *types.ConditionalCheckFailedException
-	if err != nil && !errors.As(err, &failed) {
-		return fmt.Errorf("ending turn: %w", err)
 	}
-	return nil
+}
+
+// EndWith is End with more writes in its transaction (the turn's last stream-log batch), which
+// land with the release or not at all. ended is false, with a nil error, when the transaction
+// was refused (the lease was lost, an item of with was taken, a write raced it): nothing was
+// written, and the caller writes its items itself, then calls End.
+func (t *Lease) EndWith(ctx context.Context, usage model.Usage, with ...types.TransactWriteItem) (ended bool, err error) {
+	u := t.ending(usage)
+	items := append(slices.Clone(with), types.TransactWriteItem{Update: &types.Update{
+		TableName: u.TableName, Key: u.Key, UpdateExpression: u.UpdateExpression,
+		ConditionExpression: u.ConditionExpression, ExpressionAttributeValues: u.ExpressionAttributeValues,
+	}})
+	_, err = t.s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	var canceled *types.TransactionCanceledException
+	if errors.As(err, &canceled) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("ending turn: %w", err)
+	}
+	return true, nil
 }
 
 func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }

@@ -260,18 +260,12 @@ func (w *Writer) flush(ctx context.Context, state string) error {
 		}
 		return w.writeState(ctx, state)
 	}
-	now := w.log.opts.Now()
-	b, err := json.Marshal(w.buf)
+	item, err := w.batchItem(state)
 	if err != nil {
 		return err
 	}
-	item := key(w.stream, w.next)
-	item["payloads"], item["count"], item["expiresAt"] = s(string(b)), n(int64(len(w.buf))), n(now.Add(w.log.opts.Retention).Unix())
-	if state != Open {
-		item["state"] = s(state)
-	}
 	_, err = w.log.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: &w.log.table, Item: item, ConditionExpression: aws.String("attribute_not_exists(seq)"),
+		TableName: &w.log.table, Item: item, ConditionExpression: aws.String(batchCondition),
 	})
 	var taken *types.ConditionalCheckFailedException
 	if errors.As(err, &taken) {
@@ -279,6 +273,69 @@ func (w *Writer) flush(ctx context.Context, state string) error {
 	}
 	if err != nil {
 		return fmt.Errorf("writing stream %s: %w", w.stream, err)
+	}
+	w.next += int64(len(w.buf))
+	w.buf, w.size = nil, 0
+	return nil
+}
+
+// batchCondition keeps a batch from overwriting one another writer wrote.
+const batchCondition = "attribute_not_exists(seq)"
+
+// batchItem is the item of the buffered payloads as one batch recording state (unless Open).
+// w.mu is held.
+func (w *Writer) batchItem(state string) (map[string]types.AttributeValue, error) {
+	b, err := json.Marshal(w.buf)
+	if err != nil {
+		return nil, err
+	}
+	item := key(w.stream, w.next)
+	item["payloads"], item["count"], item["expiresAt"] = s(string(b)), n(int64(len(w.buf))), n(w.log.opts.Now().Add(w.log.opts.Retention).Unix())
+	if state != Open {
+		item["state"] = s(state)
+	}
+	return item, nil
+}
+
+// Batch is a writer's last batch, handed to its caller to write in a transaction of its own
+// (the turn's end, store.Lease.End), which saves a round trip.
+type Batch struct {
+	w     *Writer
+	state string
+	// Put writes the batch; Settle says whether it was written.
+	Put types.TransactWriteItem
+}
+
+// Closing hands over what is buffered as the batch that records state, for the caller's own
+// write; nil when nothing is buffered or the writer failed (Flush then). Nothing may be
+// appended until Settle.
+func (w *Writer) Closing(state string) *Batch {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.lateErr != nil || len(w.buf) == 0 {
+		return nil
+	}
+	if w.timer != nil {
+		w.timer.Stop()
+		w.timer = nil
+	}
+	item, err := w.batchItem(state)
+	if err != nil {
+		return nil
+	}
+	return &Batch{w: w, state: state, Put: types.TransactWriteItem{Put: &types.Put{
+		TableName: &w.log.table, Item: item, ConditionExpression: aws.String(batchCondition),
+	}}}
+}
+
+// Settle ends the hand-over: written says whether the caller's write carried the batch; if it
+// did not, the writer writes it now.
+func (b *Batch) Settle(ctx context.Context, written bool) error {
+	w := b.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !written {
+		return w.flush(ctx, b.state)
 	}
 	w.next += int64(len(w.buf))
 	w.buf, w.size = nil, 0

@@ -173,6 +173,11 @@ type Start struct {
 	// Heartbeat keeps a quiet transport alive while the turn waits for same-invocation work;
 	// nil when the transport needs none.
 	Heartbeat func()
+	// Opening, when the transport read the request's account, agent and conversation with
+	// store.OpenTurn, lets a new message begin its turn in one write (store.StartTurn).
+	Opening *store.Opening
+	// newStream: Delivery.TurnKey was just made, so the turn's log has nothing under it yet.
+	newStream bool
 }
 
 // Run is one invocation's part of a turn, begun: the lease is held and the request planned.
@@ -186,11 +191,52 @@ type Run struct {
 // Begin takes the conversation's lease and plans the request against what the conversation
 // waits for. Its refusals are *Refusal, and on any error the lease is given back.
 func (e *Engine) Begin(ctx context.Context, s Start) (*Run, error) {
-	lease, plan, err := e.begin(ctx, s.AccountID, s.Request, s.Input, e.opts.Now())
+	now := e.opts.Now()
+	nameStream(&s)
+	lease, err := e.start(ctx, s, now)
+	if err != nil {
+		return nil, err
+	}
+	if lease != nil {
+		r := e.newRun(s, lease, &turnPlan{message: s.Input.Message})
+		r.from-- // the message start wrote is the run's first
+		return r, nil
+	}
+	lease, plan, err := e.begin(ctx, s.AccountID, s.Request, s.Input, now)
 	if err != nil {
 		return nil, err
 	}
 	return e.newRun(s, lease, plan), nil
+}
+
+// start begins, in one write, a turn that brings a new message to a conversation its opening
+// read new, or free and waiting for nothing (store.StartTurn). A nil lease with a nil error: it
+// cannot, and the turn begins the usual way (begin), which refuses what must be refused.
+func (e *Engine) start(ctx context.Context, s Start, now time.Time) (*store.Lease, error) {
+	in := s.Input
+	if s.Opening == nil || in.Message == nil || in.Decisions != nil || in.Cancel {
+		return nil, nil
+	}
+	var stream string
+	if e.opts.Streams != nil {
+		stream = StreamOf(s.AccountID, s.ConversationID, s.Delivery.TurnKey)
+	}
+	lease, err := e.opts.Store.StartTurn(ctx, s.Opening, s.AgentID, *in.Message, stream, now, now.Add(e.opts.Lease))
+	if errors.Is(err, store.ErrConflict) {
+		return nil, nil
+	}
+	return lease, err
+}
+
+// nameStream gives the turn its stream log's key, unless its delivery carries one: its event
+// id, or a key of its own that its continuations keep.
+func nameStream(s *Start) {
+	if s.Delivery.TurnKey == "" {
+		s.Delivery.TurnKey = s.EventID
+	}
+	if s.Delivery.TurnKey == "" {
+		s.Delivery.TurnKey, s.newStream = store.NewID("trn_"), true
+	}
 }
 
 func (e *Engine) newRun(s Start, lease *store.Lease, plan *turnPlan) *Run {
@@ -208,13 +254,8 @@ func (e *Engine) newRun(s Start, lease *store.Lease, plan *turnPlan) *Run {
 	if d.groupSeed == "" {
 		d.groupSeed = store.NewID("")
 	}
-	// The turn's stream log: its event's, or a key of its own that its continuations keep.
-	if d.delivery.TurnKey == "" {
-		d.delivery.TurnKey = s.EventID
-	}
-	if d.delivery.TurnKey == "" {
-		d.delivery.TurnKey, d.newStream = store.NewID("trn_"), true
-	}
+	nameStream(&s)
+	d.delivery, d.newStream = s.Delivery, s.newStream
 	return &Run{d: d, plan: plan, from: lease.NextSeq()}
 }
 
@@ -458,6 +499,23 @@ func (e *Engine) ClaimEvent(ctx context.Context, accountID string, req Request) 
 // tools.
 func (e *Engine) Agent(ctx context.Context, accountID string, req Request, stream bool) (agent.Config, error) {
 	cfg, err := e.LoadAgent(ctx, accountID, req.AgentID)
+	return e.agentFor(cfg, err, req, stream)
+}
+
+// OpenedAgent is Agent for a request whose agent its opening read (store.OpenTurn).
+func (e *Engine) OpenedAgent(ctx context.Context, o *store.Opening, req Request, stream bool) (agent.Config, error) {
+	cfg, err := e.buildAgent(req.AgentID, func() (*agentconfig.Config, error) {
+		a, err := o.Agent()
+		if err != nil {
+			return nil, err
+		}
+		return e.opts.Agents.Config(ctx, a)
+	})
+	return e.agentFor(cfg, err, req, stream)
+}
+
+// agentFor applies Agent's checks and the request's overrides to the agent cfg (loaded with err).
+func (e *Engine) agentFor(cfg agent.Config, err error, req Request, stream bool) (agent.Config, error) {
 	if err != nil {
 		return cfg, err
 	}
@@ -517,7 +575,12 @@ func waitingForAsyncError(conversationID string, resultIDs []string) error {
 // LoadAgent loads the agent and builds its model and tools, before anything is written. A
 // tool whose required variable does not resolve stops the turn here, before any model call.
 func (e *Engine) LoadAgent(ctx context.Context, accountID, agentID string) (agent.Config, error) {
-	cfg, err := e.opts.Agents.Load(ctx, accountID, agentID)
+	return e.buildAgent(agentID, func() (*agentconfig.Config, error) { return e.opts.Agents.Load(ctx, accountID, agentID) })
+}
+
+// buildAgent builds the model and tools of the agent config load returns.
+func (e *Engine) buildAgent(agentID string, load func() (*agentconfig.Config, error)) (agent.Config, error) {
+	cfg, err := load()
 	if errors.Is(err, store.ErrNotFound) {
 		return agent.Config{}, &Refusal{Kind: NotFound, Message: "agent " + agentID + " not found"}
 	}

@@ -1,0 +1,187 @@
+package localrunner_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentharness/harness/infra/localrunner"
+	"github.com/agentharness/harness/infra/mockopenai"
+	"github.com/agentharness/harness/infra/testenv"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+)
+
+// storageCall is one DynamoDB request: its operation and when it was on the wire.
+type storageCall struct {
+	op         string
+	start, end time.Time
+}
+
+// storageRecorder is the DynamoDB client's HTTP client: it records every request it sends.
+type storageRecorder struct {
+	next dynamodb.HTTPClient
+	mu   sync.Mutex
+	log  []storageCall
+}
+
+func (r *storageRecorder) Do(req *http.Request) (*http.Response, error) {
+	c := storageCall{op: strings.TrimPrefix(req.Header.Get("X-Amz-Target"), "DynamoDB_20120810."), start: time.Now()}
+	res, err := r.next.Do(req)
+	c.end = time.Now()
+	r.mu.Lock()
+	r.log = append(r.log, c)
+	r.mu.Unlock()
+	return res, err
+}
+
+// take returns the requests recorded since the last take, in the order they started.
+func (r *storageRecorder) take() []storageCall {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	calls := r.log
+	r.log = nil
+	return calls
+}
+
+// rounds groups calls into sequential round trips: a call that starts before every call of the
+// current round has answered travels with it (they were sent together); one that starts after
+// them is the next round trip. calls are in the order they started.
+func rounds(calls []storageCall) [][]storageCall {
+	var out [][]storageCall
+	var lastEnd time.Time
+	for _, c := range calls {
+		if len(out) == 0 || !c.start.Before(lastEnd) {
+			out = append(out, nil)
+			lastEnd = c.end
+		}
+		out[len(out)-1] = append(out[len(out)-1], c)
+		if c.end.After(lastEnd) {
+			lastEnd = c.end
+		}
+	}
+	return out
+}
+
+func describeRounds(rs [][]storageCall) string {
+	var b strings.Builder
+	for i, r := range rs {
+		ops := make([]string, len(r))
+		for j, c := range r {
+			ops[j] = c.op
+		}
+		fmt.Fprintf(&b, "\n  %d: %s", i+1, strings.Join(ops, " + "))
+	}
+	return b.String()
+}
+
+// modelClock notes when the mock model got each request.
+type modelClock struct {
+	next http.Handler
+	mu   sync.Mutex
+	seen []time.Time
+}
+
+func (m *modelClock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	m.mu.Lock()
+	m.seen = append(m.seen, time.Now())
+	m.mu.Unlock()
+	m.next.ServeHTTP(w, r)
+}
+
+func (m *modelClock) take() []time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	seen := m.seen
+	m.seen = nil
+	return seen
+}
+
+// The benchmark turn (the model calls current_time, then answers) over SSE, with the stream
+// log, as harness-processing runs it: its storage round trips are counted on the wire. A turn
+// may make at most two sequential round trips before its first model request and five in all,
+// whether its conversation is new or goes on; the first turn of a warm function for an account
+// it has not served yet may make one more, to find the account its secret names.
+func TestATurnMakesFewStorageRoundTrips(t *testing.T) {
+	stack := testenv.Stack(t)
+	rec := &storageRecorder{}
+	db := dynamodb.New(stack.DB.Options(), func(o *dynamodb.Options) {
+		rec.next = o.HTTPClient
+		o.HTTPClient = rec
+	})
+	clock := &modelClock{next: mockopenai.New(&mockopenai.Options{NoRecord: true})}
+	mock := httptest.NewServer(clock)
+	t.Cleanup(mock.Close)
+
+	opts := stack.Options(func(k string) string {
+		if k == "OPENAI_BASE_URL" {
+			return mock.URL + "/v1"
+		}
+		return ""
+	})
+	opts.DB = db
+	runner, err := localrunner.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := json.Marshal(map[string]any{
+		"name":  "bench",
+		"model": map[string]string{"provider": "openai", "model": "mock", "baseURL": mock.URL + "/v1"},
+		"tools": map[string]any{"current_time": map[string]bool{"enabled": true}},
+	})
+	_, secret, err := runner.Seed(context.Background(), &localrunner.SeedFile{Username: "rt",
+		Agents: []localrunner.SeedAgent{{AgentID: "bench", Config: cfg}}}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(runner)
+	t.Cleanup(srv.Close)
+
+	turn := func(what, conversationID string, maxBefore, maxAll int) {
+		t.Helper()
+		rec.take()
+		clock.take()
+		body := fmt.Sprintf(`{"agentId":"bench","id":%q,"message":"What time is it?"}`, conversationID)
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+secret)
+		req.Header.Set("Content-Type", "application/json")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("%s: the turn answered %s", what, res.Status)
+		}
+		cs := testenv.Chunks(t, res.Body)
+		if last := cs[len(cs)-1]; last["type"] != "finish" || last["finishReason"] != "stop" {
+			t.Fatalf("%s: the turn ended with %v", what, last)
+		}
+		calls, asked := rec.take(), clock.take()
+		if len(asked) != 2 {
+			t.Fatalf("%s: the model got %d requests, want 2 (a tool call, then the answer)", what, len(asked))
+		}
+		var before []storageCall
+		for _, c := range calls {
+			if c.start.Before(asked[0]) {
+				before = append(before, c)
+			}
+		}
+		all := rounds(calls)
+		if n := len(rounds(before)); n > maxBefore {
+			t.Errorf("%s: %d storage round trips before the first model request, want at most %d:%s", what, n, maxBefore, describeRounds(rounds(before)))
+		}
+		if len(all) > maxAll {
+			t.Errorf("%s: %d storage round trips in the turn, want at most %d:%s", what, len(all), maxAll, describeRounds(all))
+		}
+		t.Logf("%s: %d round trips (%d requests):%s", what, len(all), len(calls), describeRounds(all))
+	}
+	turn("the function's first turn for the account", "rt-1", 3, 6)
+	turn("a new conversation", "rt-2", 2, 5)
+	turn("a conversation that goes on", "rt-2", 2, 5)
+}

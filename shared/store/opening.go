@@ -1,0 +1,229 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/agentharness/harness/shared/model"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Opening is what a turn request reads before it begins: the account its secret opens, the
+// agent it names and its conversation as stored. OpenTurn reads them together and StartTurn
+// begins the turn from them, so a turn on a conversation that waits for nothing reaches its
+// model after two round trips.
+type Opening struct {
+	Account        Account
+	agent          Agent
+	agentOK        bool
+	conversationID string
+	conversation   *snapshot
+}
+
+// snapshot is a conversation as one consistent query read it: its head (nil when it has none)
+// and its messages, complete when they are exactly those numbered 1 to the head's nextSeq-1.
+type snapshot struct {
+	head     map[string]types.AttributeValue
+	history  []model.Message
+	complete bool
+}
+
+// Agent is the record of the agent the request names, or ErrNotFound.
+func (o *Opening) Agent() (Agent, error) {
+	if !o.agentOK {
+		return Agent{}, ErrNotFound
+	}
+	return o.agent, nil
+}
+
+// OpenTurn confirms secret and reads the agent agentID and the conversation conversationID,
+// unless fresh says the request made its id up (nothing can be stored under it yet). Once the secret's account is known (accountOf), that is one
+// round trip: the account and the agent in one strongly consistent batch, the conversation in
+// a consistent query sent beside it. The conversation is read before the secret is confirmed
+// only under an account a request proved this secret for, and none of it is used unless the
+// batch confirms it again. ErrNotFound: the secret opens no account.
+func (s *Store) OpenTurn(ctx context.Context, secret, agentID, conversationID string, fresh bool) (*Opening, error) {
+	hash := HashSecret(secret)
+	accountID, err := s.accountOf(ctx, hash)
+	if err != nil {
+		return nil, err
+	}
+	o := &Opening{conversationID: conversationID, conversation: &snapshot{complete: true}}
+	var wg sync.WaitGroup
+	var convErr error
+	if !fresh {
+		wg.Go(func() { o.conversation, convErr = s.readConversation(ctx, accountID+"#"+conversationID) })
+	}
+	items, err := s.getBatch(ctx, map[string]types.KeysAndAttributes{
+		s.tables.Accounts: {Keys: []map[string]types.AttributeValue{{"accountId": str(accountID)}}, ConsistentRead: aws.Bool(true)},
+		s.tables.Agents:   {Keys: []map[string]types.AttributeValue{{"accountId": str(accountID), "agentId": str(agentID)}}, ConsistentRead: aws.Bool(true)},
+	})
+	wg.Wait()
+	if err != nil {
+		return nil, fmt.Errorf("opening the turn: %w", err)
+	}
+	var accountItem map[string]types.AttributeValue
+	if acc := items[s.tables.Accounts]; len(acc) > 0 {
+		accountItem = acc[0]
+	}
+	if o.Account, err = s.confirmSecret(accountItem, hash); err != nil {
+		return nil, err
+	}
+	if convErr != nil {
+		return nil, convErr
+	}
+	if ag := items[s.tables.Agents]; len(ag) > 0 {
+		if o.agent, err = agentFrom(ag[0]); err != nil {
+			return nil, err
+		}
+		o.agentOK = true
+	}
+	return o, nil
+}
+
+// getBatch reads keys with BatchGetItem, asking again for the keys DynamoDB leaves unprocessed
+// (it may, under load), and returns the items by table.
+func (s *Store) getBatch(ctx context.Context, keys map[string]types.KeysAndAttributes) (map[string][]map[string]types.AttributeValue, error) {
+	items := map[string][]map[string]types.AttributeValue{}
+	backoff := 10 * time.Millisecond
+	for len(keys) > 0 {
+		out, err := s.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: keys})
+		if err != nil {
+			return nil, err
+		}
+		for table, its := range out.Responses {
+			items[table] = append(items[table], its...)
+		}
+		keys = out.UnprocessedKeys
+		if len(keys) > 0 {
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, time.Second)
+		}
+	}
+	return items, nil
+}
+
+// readConversation reads a conversation's head and messages in one consistent query.
+func (s *Store) readConversation(ctx context.Context, key string) (*snapshot, error) {
+	snap := &snapshot{}
+	var seqs []int64
+	in := &dynamodb.QueryInput{
+		TableName:                 &s.tables.Conversations,
+		KeyConditionExpression:    aws.String("conversationKey = :k"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":k": str(key)},
+		ConsistentRead:            aws.Bool(true),
+	}
+	for p := dynamodb.NewQueryPaginator(s.db, in); p.HasMorePages(); {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("loading the conversation: %w", err)
+		}
+		for _, it := range page.Items {
+			seq, err := getN(it, "seq")
+			if err != nil {
+				return nil, err
+			}
+			if seq == 0 {
+				snap.head = it
+				continue
+			}
+			var m model.Message
+			if err := json.Unmarshal([]byte(getS(it, "message")), &m); err != nil {
+				return nil, fmt.Errorf("decoding stored message: %w", err)
+			}
+			snap.history = append(snap.history, m)
+			seqs = append(seqs, seq)
+		}
+	}
+	// A turn that appended while the query ran may show in part: such a snapshot is not used.
+	next := int64(1)
+	if snap.head != nil {
+		next, _ = getN(snap.head, "nextSeq")
+	}
+	snap.complete = int64(len(seqs)) == next-1 && (len(seqs) == 0 || seqs[len(seqs)-1] == next-1)
+	return snap, nil
+}
+
+// StartTurn begins a turn that brings msg to the conversation o read, in one transaction: it
+// takes the lease (as TakeLease does, until leaseUntil), appends msg, and records stream as
+// the turn's stream log (RecordStream; "" for none). It does so only when o read the
+// conversation whole, new or free and waiting for nothing, of agentID, without a message of
+// msg's id; otherwise, or when the conversation changed since, it writes nothing and returns
+// ErrConflict, and the turn takes its lease the usual way (TakeLease), which tells why.
+func (s *Store) StartTurn(ctx context.Context, o *Opening, agentID string, msg model.Message, stream string, now, leaseUntil time.Time) (*Lease, error) {
+	snap := o.conversation
+	if !snap.complete || slices.ContainsFunc(snap.history, func(m model.Message) bool { return m.ID == msg.ID }) {
+		return nil, ErrConflict
+	}
+	head, cur := snap.head, int64(1)
+	cond := "attribute_not_exists(nextSeq)"
+	if head != nil {
+		var err error
+		if cur, err = getN(head, "nextSeq"); err != nil {
+			return nil, err
+		}
+		until, _ := getN(head, "leaseUntil")
+		_, leased := head["leaseOwner"]
+		if getS(head, "agentId") != agentID || (leased && until >= now.UnixMilli()) {
+			return nil, ErrConflict
+		}
+		for _, wait := range []string{"pendingApprovals", "asyncGroup", "pausedGroup", "pausedEvent"} {
+			if _, ok := head[wait]; ok {
+				return nil, ErrConflict
+			}
+		}
+		cond = "nextSeq = :cur AND agentId = :agent AND (attribute_not_exists(leaseOwner) OR leaseUntil < :now) AND " +
+			"attribute_not_exists(pendingApprovals) AND attribute_not_exists(asyncGroup) AND " +
+			"attribute_not_exists(pausedGroup) AND attribute_not_exists(pausedEvent)"
+	}
+	key := o.Account.ID + "#" + o.conversationID
+	put, err := messagePut(s.tables.Conversations, key, cur, msg)
+	if err != nil {
+		return nil, err
+	}
+	owner := NewID("turn_")
+	update := "SET agentId = :agent, nextSeq = :next, accountId = :account, leaseOwner = :owner, leaseUntil = :until"
+	vals := map[string]types.AttributeValue{
+		":agent": str(agentID), ":next": num(cur + 1), ":account": str(o.Account.ID), ":owner": str(owner),
+		":until": num(leaseUntil.UnixMilli()),
+	}
+	if head != nil {
+		vals[":cur"], vals[":now"] = num(cur), num(now.UnixMilli())
+	}
+	if stream != "" {
+		update += ", activeStream = :activeStream"
+		vals[":activeStream"] = str(stream)
+	}
+	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{put, {Update: &types.Update{
+		TableName:                 &s.tables.Conversations,
+		Key:                       map[string]types.AttributeValue{"conversationKey": str(key), "seq": num(0)},
+		UpdateExpression:          aws.String(update),
+		ConditionExpression:       aws.String(cond),
+		ExpressionAttributeValues: vals,
+	}}}})
+	var canceled *types.TransactionCanceledException
+	if errors.As(err, &canceled) {
+		return nil, ErrConflict
+	}
+	if err != nil {
+		return nil, fmt.Errorf("starting a turn on conversation %s: %w", o.conversationID, err)
+	}
+	t := &Lease{
+		s: s, accountID: o.Account.ID, conversationID: o.conversationID, key: key, owner: owner, nextSeq: cur + 1,
+		stream: stream, streamRecorded: true,
+		known: append(slices.Clone(snap.history), msg),
+	}
+	t.carry.ToolApproval = getStringMap(head, "toolApproval")
+	return t, nil
+}
