@@ -7,11 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agentharness/harness/shared/egress"
 	"github.com/agentharness/harness/shared/modelblock"
 	"iter"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/retryafter"
@@ -64,10 +64,7 @@ func New(cfg Config, envKey string) (*Model, error) {
 		opts = append(opts, option.WithBaseURL(cfg.BaseURL))
 	}
 	if cfg.Transport != nil {
-		// As the SDK's default client: a bound on the wait for response headers.
-		t := cfg.Transport.Clone()
-		t.ResponseHeaderTimeout = 10 * time.Minute
-		opts = append(opts, option.WithHTTPClient(&http.Client{Transport: t}))
+		opts = append(opts, option.WithHTTPClient(egress.ModelClient(cfg.Transport)))
 	}
 	return &Model{client: anthropic.NewClient(opts...), name: cfg.Model, settings: cfg.Settings}, nil
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -43,10 +44,13 @@ func Check(ip netip.Addr) error {
 	return nil
 }
 
-// Transport returns a transport that connects only to public addresses. It uses no proxy: a
-// proxy would make the connection on the caller's behalf, out of reach of the check. Its other
-// settings are those of http.DefaultTransport.
-func Transport() *http.Transport {
+// Transport returns the process's transport that connects only to public addresses. It uses
+// no proxy: a proxy would make the connection on the caller's behalf, out of reach of the
+// check. Its other settings are those of http.DefaultTransport. There is one, so a warm
+// function reuses its connections (and TLS sessions) from turn to turn.
+func Transport() *http.Transport { return publicOnly() }
+
+var publicOnly = sync.OnceValue(func() *http.Transport {
 	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: control}
 	return &http.Transport{
 		DialContext:           dialer.DialContext,
@@ -56,7 +60,35 @@ func Transport() *http.Transport {
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
 	}
+})
+
+// ModelClient returns the process's client for model calls over base (nil:
+// http.DefaultTransport): base's settings with a bound on the wait for response headers (the
+// body of a stream is not bounded), so a server that takes the connection and never answers
+// fails instead of hanging. There is one per base: a client made per turn would open a
+// connection per turn and leave it idle until its timeout.
+func ModelClient(base *http.Transport) *http.Client {
+	var rt http.RoundTripper = http.DefaultTransport
+	if base != nil {
+		rt = base
+	}
+	if c, ok := modelClients.Load(rt); ok {
+		return c.(*http.Client)
+	}
+	c := &http.Client{Transport: rt}
+	if t, ok := rt.(*http.Transport); ok {
+		t = t.Clone()
+		t.ResponseHeaderTimeout = ModelHeaderTimeout
+		c = &http.Client{Transport: t}
+	}
+	got, _ := modelClients.LoadOrStore(rt, c)
+	return got.(*http.Client)
 }
+
+// ModelHeaderTimeout bounds the wait for a model's response headers.
+const ModelHeaderTimeout = 10 * time.Minute
+
+var modelClients sync.Map // base http.RoundTripper to *http.Client
 
 // control runs before each connect with the resolved address ("10.0.0.5:443", "[::1]:80").
 func control(_, address string, _ syscall.RawConn) error {

@@ -8,12 +8,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agentharness/harness/shared/egress"
 	"github.com/agentharness/harness/shared/modelblock"
 	"iter"
 	"net/http"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/retryafter"
@@ -60,7 +60,7 @@ func New(cfg Config, envKey string) (*Model, error) {
 	// public way to turn that off. The chat service is built from explicit options instead:
 	// the same defaults NewClient has, minus the environment.
 	chat := openai.NewChatCompletionService(
-		option.WithHTTPClient(httpClient(cfg.Transport)),
+		option.WithHTTPClient(egress.ModelClient(cfg.Transport)),
 		option.WithBaseURL(base),
 		option.WithAPIKey(key),
 		// The SDK retries connection errors, 408, 409, 429 and 5xx, honouring Retry-After(-Ms)
@@ -72,22 +72,6 @@ func New(cfg Config, envKey string) (*Model, error) {
 		}),
 	)
 	return &Model{chat: chat, name: cfg.Model, settings: cfg.Settings}, nil
-}
-
-// httpClient is the client openai.NewClient would use: the default transport (or base, when
-// set) with a bound on the wait for response headers (the body of a stream is not bounded), so
-// a server that takes the connection and never answers fails instead of hanging.
-func httpClient(base *http.Transport) *http.Client {
-	t, ok := http.DefaultTransport.(*http.Transport)
-	if base != nil {
-		t, ok = base, true
-	}
-	if ok {
-		t = t.Clone()
-		t.ResponseHeaderTimeout = 10 * time.Minute
-		return &http.Client{Transport: t}
-	}
-	return &http.Client{Transport: http.DefaultTransport}
 }
 
 // Stream runs one streaming Chat Completions call.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -123,5 +124,39 @@ func TestOwnBaseURLOnlyPublicEveryProvider(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// A warm function builds its agent's model anew for every turn; the models share the process's
+// connections, so turn after turn reuses one connection to the model server instead of opening
+// one (and a TLS handshake) per turn and leaving it idle.
+func TestModelsBuiltPerTurnShareConnections(t *testing.T) {
+	srv := httptest.NewUnstartedServer(mockopenai.New(&mockopenai.Options{NoRecord: true}))
+	var conns atomic.Int32
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	getenv := func(k string) string {
+		if k == "OPENAI_BASE_URL" {
+			return srv.URL + "/v1"
+		}
+		return ""
+	}
+	block := json.RawMessage(fmt.Sprintf(`{"provider":"openai","model":"m","baseURL":%q}`, srv.URL+"/v1"))
+	for i := range 5 {
+		m, err := provider.New(block, getenv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := turn(m); err != nil {
+			t.Fatalf("turn %d: %v", i, err)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Fatalf("five turns opened %d connections to the model server, want 1", n)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/agentharness/harness/shared/modelblock"
 	"github.com/agentharness/harness/shared/openaimodel"
 	"github.com/agentharness/harness/shared/scriptedmodel"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 )
 
 // New builds the model an agent's model block names. getenv supplies service-wide fallback
@@ -91,9 +92,14 @@ func New(block json.RawMessage, getenv func(string) string) (agent.Model, error)
 		if err != nil {
 			return nil, err
 		}
+		awsCfg.HTTPClient = bedrockHTTP
 		return bedrockmodel.New(cfg, awsCfg)
 	}
 }
+
+// bedrockHTTP is the one HTTP client of every Bedrock model a warm function builds, so turns
+// reuse its connections instead of opening one each.
+var bedrockHTTP = awshttp.NewBuildableClient()
 
 // ownKey refuses a block that sends calls to a base URL of its own without a key of its own,
 // for providers whose calls always need one.
