@@ -177,6 +177,7 @@ func TestProjectFunctions(t *testing.T) {
 	}
 	wantEnv := map[string]string{
 		"LOG_LEVEL":               "INFO",
+		"GOGC":                    "400",
 		"MODEL_PRIVATE_ENDPOINTS": "",
 		"ACCOUNTS_TABLE":          "test-AccountsTable",
 		"AGENTS_TABLE":            "test-AgentsTable",

@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/debug"
+	"strconv"
 
 	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/agents"
@@ -77,6 +79,9 @@ func Load(ctx context.Context, openSecrets bool) (Deps, error) {
 // Main loads the deps and runs start, which builds the handler and hands it to Lambda; a
 // function that cannot start logs why and exits 1.
 func Main(name string, openSecrets bool, start func(Deps) error) {
+	if limit, ok := MemoryLimit(os.Getenv); ok {
+		debug.SetMemoryLimit(limit)
+	}
 	d, err := Load(context.Background(), openSecrets)
 	if err == nil {
 		err = start(d)
@@ -85,4 +90,19 @@ func Main(name string, openSecrets bool, start func(Deps) error) {
 		slog.Error(name+" failed to start", "err", err)
 		os.Exit(1)
 	}
+}
+
+// MemoryLimit is the soft heap limit of a function that Lambda gives
+// AWS_LAMBDA_FUNCTION_MEMORY_SIZE MB: three quarters of it, so that with the template's high GOGC
+// a turn that holds much (a long conversation) makes the collector work harder instead of running
+// the function out of memory. ok is false outside Lambda or when GOMEMLIMIT is set.
+func MemoryLimit(getenv func(string) string) (limit int64, ok bool) {
+	if getenv("GOMEMLIMIT") != "" {
+		return 0, false
+	}
+	mb, err := strconv.ParseInt(getenv("AWS_LAMBDA_FUNCTION_MEMORY_SIZE"), 10, 64)
+	if err != nil || mb <= 0 {
+		return 0, false
+	}
+	return mb << 20 / 4 * 3, true
 }

@@ -1,0 +1,29 @@
+package lambdadeps_test
+
+import (
+	"testing"
+
+	"github.com/agentharness/harness/shared/lambdadeps"
+)
+
+func TestMemoryLimit(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		env       map[string]string
+		wantLimit int64
+		wantOK    bool
+	}{
+		{"512 MB function", map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "512"}, 384 << 20, true},
+		{"10 GB function", map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "10240"}, 7680 << 20, true},
+		{"the operator's GOMEMLIMIT wins", map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "512", "GOMEMLIMIT": "100MiB"}, 0, false},
+		{"outside Lambda", map[string]string{}, 0, false},
+		{"not a number", map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "lots"}, 0, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			limit, ok := lambdadeps.MemoryLimit(func(k string) string { return tt.env[k] })
+			if limit != tt.wantLimit || ok != tt.wantOK {
+				t.Errorf("MemoryLimit = %d, %v; want %d, %v", limit, ok, tt.wantLimit, tt.wantOK)
+			}
+		})
+	}
+}
