@@ -35,7 +35,8 @@ fuzz:
 	    exit 1; \
 	  done
 
-# Benchmark: harness turns vs the AI SDK on Node against the same local mock model.
+# Benchmark: harness turns vs the AI SDK on Node against the same local mock model, then each
+# function alone on a Lambda Runtime API stand-in (cold start, CPU per turn, peak RSS, binary size).
 bench:
 	go run ./infra/cmd/stack -- go run ./infra/bench -turns 300
 

@@ -14,6 +14,8 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentharness/harness/infra/localrunner"
@@ -22,23 +24,28 @@ import (
 	"github.com/agentharness/harness/shared/chathttp"
 	"github.com/agentharness/harness/shared/lambdadeps"
 	"github.com/agentharness/harness/shared/logging"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 )
 
 // harnessTurn serves the harness-processing handler, wired as the function wires it, on a
 // loopback server backed by DynamoDB Local and the mock at mockURL, and returns a turnRunner
 // that posts one turn to it. Each turn starts a fresh conversation, so every turn does the same
-// DynamoDB work however many ran before it. Without streamLog the function runs as if
+// DynamoDB work however many ran before it; its storage clock times the DynamoDB requests. Without streamLog the function runs as if
 // StreamsTable were not wired, to measure what keeping each turn's output costs. stop closes
 // the server.
-func harnessTurn(ctx context.Context, root, mockURL string, streamLog bool) (run turnRunner, stop func(), err error) {
+func harnessTurn(ctx context.Context, root, mockURL string, streamLog bool) (h harnessStackRun, stop func(), err error) {
 	cfg, err := awsclient.Config(ctx)
 	if err != nil {
-		return nil, nil, err
+		return h, nil, err
 	}
-	db := awsclient.DynamoDB(cfg)
+	h.storage = &storageClock{}
+	db := dynamodb.New(awsclient.DynamoDB(cfg).Options(), func(o *dynamodb.Options) {
+		h.storage.next = o.HTTPClient
+		o.HTTPClient = h.storage
+	})
 	tpl, err := template.Load(filepath.Join(root, "template.yaml"))
 	if err != nil {
-		return nil, nil, err
+		return h, nil, err
 	}
 	// A prefix of its own, so a run never meets another run's rows.
 	b := make([]byte, 4)
@@ -46,7 +53,7 @@ func harnessTurn(ctx context.Context, root, mockURL string, streamLog bool) (run
 	sqsc, s3c := awsclient.SQS(cfg), awsclient.S3(cfg)
 	res, err := localrunner.Provision(ctx, localrunner.Clients{DB: db, SQS: sqsc, S3: s3c}, tpl, "bench-"+hex.EncodeToString(b)+"-")
 	if err != nil {
-		return nil, nil, err
+		return h, nil, err
 	}
 	// The functions' own logger at its default level; the lines are formatted, then dropped.
 	// Only HTTP turns are measured: the runner's pollers and schedules are not started.
@@ -77,18 +84,17 @@ func harnessTurn(ctx context.Context, root, mockURL string, streamLog bool) (run
 	}
 	runner, err := localrunner.New(opts)
 	if err != nil {
-		return nil, nil, err
+		return h, nil, err
 	}
 	secret, err := seedAgent(ctx, runner, mockURL)
 	if err != nil {
-		return nil, nil, err
+		return h, nil, err
 	}
 	srv := httptest.NewServer(runner)
 
-	var n int
-	run = func(ctx context.Context) error {
-		n++
-		body := fmt.Sprintf(`{"agentId":"bench","id":"conv-%d","message":"What time is it?"}`, n)
+	var n atomic.Int64
+	h.run = func(ctx context.Context) error {
+		body := fmt.Sprintf(`{"agentId":"bench","id":"conv-%d","message":"What time is it?"}`, n.Add(1))
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/", strings.NewReader(body))
 		if err != nil {
 			return fmt.Errorf("building request: %w", err)
@@ -106,7 +112,50 @@ func harnessTurn(ctx context.Context, root, mockURL string, streamLog bool) (run
 		}
 		return checkTurn(resp.Body)
 	}
-	return run, srv.Close, nil
+	return h, srv.Close, nil
+}
+
+// harnessStackRun is a harness row's turn and the clock of its storage requests.
+type harnessStackRun struct {
+	run     turnRunner
+	storage *storageClock
+}
+
+// storageClock is a DynamoDB client's HTTP client that counts the time at least one of its
+// requests was in flight: the part of a turn's latency that is storage.
+type storageClock struct {
+	next     dynamodb.HTTPClient
+	mu       sync.Mutex
+	inFlight int
+	since    time.Time
+	spent    time.Duration
+}
+
+func (c *storageClock) Do(req *http.Request) (*http.Response, error) {
+	c.mu.Lock()
+	if c.inFlight == 0 {
+		c.since = time.Now()
+	}
+	c.inFlight++
+	c.mu.Unlock()
+	res, err := c.next.Do(req)
+	c.mu.Lock()
+	c.inFlight--
+	if c.inFlight == 0 {
+		c.spent += time.Since(c.since)
+	}
+	c.mu.Unlock()
+	return res, err
+}
+
+// total is the time spent so far; zero for a nil clock.
+func (c *storageClock) total() time.Duration {
+	if c == nil {
+		return 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.spent
 }
 
 // seedAgent creates the bench account and its agent, which calls current_time through the

@@ -7,6 +7,10 @@
 //     loopback HTTP and backed by DynamoDB Local, measured in this process;
 //   - the AI SDK v7 reference: infra/node/bench-aisdk.mjs under Node 22, which measures itself.
 //
+// Then, unless -functions=false, the functions alone (functions.go): harness-processing's real
+// bootstrap and infra/node/lambda-aisdk.mjs, each its own process on a Lambda Runtime API
+// stand-in, for cold starts, CPU per turn and peak RSS, and every function's size and init time.
+//
 // The harness needs DynamoDB Local, so run it through the stack command, as make bench does:
 //
 //	go run ./infra/cmd/stack -- go run ./infra/bench -turns 300
@@ -35,6 +39,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -51,6 +56,7 @@ func run(ctx context.Context) error {
 	turns := flag.Int("turns", 200, "measured turns per stack, after a warm-up of a tenth as many (5 to 50)")
 	nodeBin := flag.String("node", "", "Node 22 binary; default: the one npm ci installs under infra/node")
 	asyncCfg := asyncFlags()
+	fnCfg := fnFlags()
 	flag.Parse()
 	if *turns < 1 {
 		return fmt.Errorf("-turns must be at least 1, got %d", *turns)
@@ -87,18 +93,29 @@ func run(ctx context.Context) error {
 	defer stopUnlogged()
 
 	stacks := []struct {
-		name string
-		run  turnRunner
+		name    string
+		run     turnRunner
+		storage *storageClock
 	}{
-		{"raw model round trips", rawTurn(http.DefaultClient, baseURL)},
-		{harnessStack, harness},
-		{harnessStack + " without the stream log", unlogged},
+		{"raw model round trips", rawTurn(http.DefaultClient, baseURL), nil},
+		{harnessStack, harness.run, harness.storage},
+		{harnessStack + " without the stream log", unlogged.run, unlogged.storage},
 		// The first entry must stay the raw baseline: the table's last column is relative to it.
+	}
+	// DynamoDB Local compiles its hot paths over its first few hundred requests: both harness
+	// stacks warm it before either is measured, so the first measured is not the slower.
+	for _, s := range stacks[1:] {
+		log.Printf("warming up %s", s.name)
+		for i := range 3 * warmupTurns(*turns) {
+			if err := s.run(ctx); err != nil {
+				return fmt.Errorf("%s: warm-up turn %d: %w", s.name, i, err)
+			}
+		}
 	}
 	var results []result
 	for _, s := range stacks {
 		log.Printf("measuring %s", s.name)
-		r, err := measure(ctx, s.name, *turns, s.run)
+		r, err := measure(ctx, s.name, *turns, s.run, s.storage)
 		if err != nil {
 			return err
 		}
@@ -114,12 +131,23 @@ func run(ctx context.Context) error {
 	fmt.Printf("%s %s/%s, %d CPUs; the mock model runs in its own process.\n\n",
 		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
 	printTable(os.Stdout, results)
-	fmt.Printf("\nThe %s turn includes nine DynamoDB Local requests (account lookup by secret hash and "+
-		"its consistent confirmation, agent read, conversation lease, three message appends, lease release "+
-		"with the turn's usage, and the stream log's one batch, which the row without the stream log "+
-		"leaves out) and loopback HTTP to the local runner; "+
-		"the AI SDK reference keeps no state and reads its stream in process. "+
-		"DynamoDB Local's CPU, like the mock's, is not counted.\n", harnessStack)
+	fmt.Printf("\nThe %s turn makes five sequential DynamoDB Local round trips, two before its first model "+
+		"request (the account, agent and conversation read together; the lease, the user message and the "+
+		"turn's stream in one transaction), then the tool step's messages, the answer, and the lease's release "+
+		"with the stream log's one batch (which the row without the stream log leaves out), and goes through "+
+		"loopback HTTP to the local runner; storage ms is the time a DynamoDB Local request was in flight. "+
+		"The AI SDK reference keeps no state and reads its stream in process. "+
+		"Turns/s at %d runs the same turns from %d clients at once. "+
+		"DynamoDB Local's CPU, like the mock's, is not counted.\n", harnessStack, concurrency, concurrency)
+
+	if !fnCfg.enabled {
+		return nil
+	}
+	fns, err := runFunctions(ctx, root, baseURL, *nodeBin, *fnCfg)
+	if err != nil {
+		return fmt.Errorf("the functions alone: %w", err)
+	}
+	printFunctions(os.Stdout, fns)
 	return nil
 }
 
@@ -134,13 +162,21 @@ type result struct {
 	turns                int
 	cpuMsPerTurn         float64
 	p50Ms, p95Ms, meanMs float64
+	// storageMsPerTurn is the time DynamoDB Local requests were in flight, per sequential turn;
+	// negative for a stack that keeps no state.
+	storageMsPerTurn float64
+	// turnsPerSec is the throughput with concurrency clients at once.
+	turnsPerSec float64
 }
+
+// concurrency is how many clients the throughput column runs at once.
+const concurrency = 4
 
 func warmupTurns(turns int) int { return min(max(turns/10, 5), 50) }
 
 // measure warms run up, then times turns sequential turns. CPU is this whole process's user+sys
 // time, so it includes the client side of each turn and the garbage collector.
-func measure(ctx context.Context, name string, turns int, run turnRunner) (result, error) {
+func measure(ctx context.Context, name string, turns int, run turnRunner, storage *storageClock) (result, error) {
 	for i := range warmupTurns(turns) {
 		if err := run(ctx); err != nil {
 			return result{}, fmt.Errorf("%s: warm-up turn %d: %w", name, i, err)
@@ -152,6 +188,7 @@ func measure(ctx context.Context, name string, turns int, run turnRunner) (resul
 	if err != nil {
 		return result{}, err
 	}
+	storageBefore := storage.total()
 	for i := range latencies {
 		start := time.Now()
 		if err := run(ctx); err != nil {
@@ -162,6 +199,14 @@ func measure(ctx context.Context, name string, turns int, run turnRunner) (resul
 	cpuAfter, err := cpuTime()
 	if err != nil {
 		return result{}, err
+	}
+	storageMs := -1.0
+	if storage != nil {
+		storageMs = float64(storage.total()-storageBefore) / float64(time.Millisecond) / float64(turns)
+	}
+	tput, err := throughput(ctx, turns, run)
+	if err != nil {
+		return result{}, fmt.Errorf("%s: %w", name, err)
 	}
 	slices.Sort(latencies)
 	var sum float64
@@ -175,7 +220,35 @@ func measure(ctx context.Context, name string, turns int, run turnRunner) (resul
 		p50Ms:        percentile(latencies, 50),
 		p95Ms:        percentile(latencies, 95),
 		meanMs:       sum / float64(turns),
+
+		storageMsPerTurn: storageMs,
+		turnsPerSec:      tput,
 	}, nil
+}
+
+// throughput runs turns turns from concurrency clients at once and returns turns per second.
+func throughput(ctx context.Context, turns int, run turnRunner) (float64, error) {
+	var next atomic.Int64
+	errs := make(chan error, concurrency)
+	start := time.Now()
+	for range concurrency {
+		go func() {
+			for next.Add(1) <= int64(turns) {
+				if err := run(ctx); err != nil {
+					errs <- fmt.Errorf("a turn at concurrency %d: %w", concurrency, err)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	var first error
+	for range concurrency {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return float64(turns) / time.Since(start).Seconds(), first
 }
 
 // percentile is the nearest-rank percentile of sorted values, as bench-aisdk.mjs computes it.
@@ -193,11 +266,15 @@ func cpuTime() (time.Duration, error) {
 }
 
 func printTable(w io.Writer, results []result) {
-	fmt.Fprintln(w, "| stack | turns | CPU ms/turn | p50 ms | p95 ms | p50 above raw model round trips, ms |")
-	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: |")
+	fmt.Fprintf(w, "| stack | turns | CPU ms/turn | p50 ms | p95 ms | p50 above raw model round trips, ms | storage ms/turn | turns/s at %d |\n", concurrency)
+	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	for _, r := range results {
-		fmt.Fprintf(w, "| %s | %d | %.3f | %.3f | %.3f | %+.3f |\n",
-			r.name, r.turns, r.cpuMsPerTurn, r.p50Ms, r.p95Ms, r.p50Ms-results[0].p50Ms)
+		storage := "–"
+		if r.storageMsPerTurn >= 0 {
+			storage = fmt.Sprintf("%.3f", r.storageMsPerTurn)
+		}
+		fmt.Fprintf(w, "| %s | %d | %.3f | %.3f | %.3f | %+.3f | %s | %.0f |\n",
+			r.name, r.turns, r.cpuMsPerTurn, r.p50Ms, r.p95Ms, r.p50Ms-results[0].p50Ms, storage, r.turnsPerSec)
 	}
 }
 
@@ -247,7 +324,7 @@ func runNode(ctx context.Context, node, script, baseURL string, turns int) (resu
 	if _, err := os.Stat(node); err != nil {
 		return result{}, fmt.Errorf("node 22 not found (run npm ci in infra/node, or pass -node): %w", err)
 	}
-	cmd := exec.CommandContext(ctx, node, script, baseURL, strconv.Itoa(turns), strconv.Itoa(warmupTurns(turns)))
+	cmd := exec.CommandContext(ctx, node, script, baseURL, strconv.Itoa(turns), strconv.Itoa(warmupTurns(turns)), strconv.Itoa(concurrency))
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
@@ -259,12 +336,14 @@ func runNode(ctx context.Context, node, script, baseURL string, turns int) (resu
 		P50Ms        float64 `json:"p50Ms"`
 		P95Ms        float64 `json:"p95Ms"`
 		MeanMs       float64 `json:"meanMs"`
+		TurnsPerSec  float64 `json:"turnsPerSec"`
 	}
 	if err := json.Unmarshal(out, &r); err != nil {
 		return result{}, fmt.Errorf("decoding %s output %q: %w", filepath.Base(script), out, err)
 	}
 	return result{name: "AI SDK v7, Node " + nodeVersion(ctx, node), turns: r.Turns,
-		cpuMsPerTurn: r.CPUMsPerTurn, p50Ms: r.P50Ms, p95Ms: r.P95Ms, meanMs: r.MeanMs}, nil
+		cpuMsPerTurn: r.CPUMsPerTurn, p50Ms: r.P50Ms, p95Ms: r.P95Ms, meanMs: r.MeanMs,
+		storageMsPerTurn: -1, turnsPerSec: r.TurnsPerSec}, nil
 }
 
 func nodeVersion(ctx context.Context, node string) string {

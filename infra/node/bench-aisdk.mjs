@@ -3,9 +3,10 @@
 // calls current_time, gets its result and answers (two model round trips); the turn is read to
 // the end as a UI message stream SSE response, which is the work a streaming server does.
 //
-// Usage: node bench-aisdk.mjs <baseURL> [turns=200] [warmup=20]
+// Usage: node bench-aisdk.mjs <baseURL> [turns=200] [warmup=20] [concurrency=4]
 //   baseURL is the mock's root (http://127.0.0.1:PORT); MOCK_OPENAI_URL stands in when omitted.
-// Prints one JSON line: {"turns":N,"cpuMsPerTurn":…,"p50Ms":…,"p95Ms":…,"meanMs":…}.
+//   After the sequential turns, as many again run from concurrency clients at once.
+// Prints one JSON line: {"turns":N,"cpuMsPerTurn":…,"p50Ms":…,"p95Ms":…,"meanMs":…,"turnsPerSec":…}.
 
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
 import { jsonSchema, stepCountIs, streamText, tool } from 'ai';
@@ -13,8 +14,9 @@ import { jsonSchema, stepCountIs, streamText, tool } from 'ai';
 const baseURL = process.argv[2] ?? process.env.MOCK_OPENAI_URL;
 const turns = Number(process.argv[3] ?? 200);
 const warmup = Number(process.argv[4] ?? 20);
-if (!baseURL || !(turns > 0) || !(warmup >= 0)) {
-  process.stderr.write('usage: node bench-aisdk.mjs <baseURL> [turns] [warmup]\n');
+const concurrency = Number(process.argv[5] ?? 4);
+if (!baseURL || !(turns > 0) || !(warmup >= 0) || !(concurrency > 0)) {
+  process.stderr.write('usage: node bench-aisdk.mjs <baseURL> [turns] [warmup] [concurrency]\n');
   process.exit(2);
 }
 
@@ -72,6 +74,16 @@ for (let i = 0; i < turns; i++) {
 }
 const cpu = process.cpuUsage(cpuStart);
 
+let started = 0;
+const clientsStart = performance.now();
+await Promise.all(Array.from({ length: concurrency }, async () => {
+  while (started < turns) {
+    started++;
+    await turn();
+  }
+}));
+const turnsPerSec = turns / ((performance.now() - clientsStart) / 1000);
+
 latencies.sort((a, b) => a - b);
 const percentile = p => latencies[Math.min(latencies.length - 1, Math.ceil((p / 100) * latencies.length) - 1)];
 const round = x => Math.round(x * 1000) / 1000;
@@ -81,4 +93,5 @@ process.stdout.write(`${JSON.stringify({
   p50Ms: round(percentile(50)),
   p95Ms: round(percentile(95)),
   meanMs: round(latencies.reduce((a, b) => a + b, 0) / turns),
+  turnsPerSec: round(turnsPerSec),
 })}\n`);
