@@ -105,8 +105,8 @@ func (m *modelClock) take() []time.Time {
 // The benchmark turn (the model calls current_time, then answers) over SSE, with the stream
 // log, as harness-processing runs it: its storage round trips are counted on the wire. A turn
 // may make at most two sequential round trips before its first model request and five in all,
-// whether its conversation is new or goes on; the first turn of a warm function for an account
-// it has not served yet may make one more, to find the account its secret names.
+// whether its conversation is new or goes on; a function's first turn with a secret may make
+// one more, since it reads the conversation only once the secret is confirmed.
 func TestATurnMakesFewStorageRoundTrips(t *testing.T) {
 	stack := testenv.Stack(t)
 	rec := &storageRecorder{}

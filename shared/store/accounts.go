@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,14 +26,33 @@ func accountFrom(it map[string]types.AttributeValue) Account {
 	return Account{ID: getS(it, "accountId"), Username: getS(it, "username"), CreatedAt: getS(it, "createdAt"), UpdatedAt: getS(it, "updatedAt")}
 }
 
-func newSecret() string { return "hsk_" + randomToken(32) }
+// newSecret makes an account's secret: "hsk_<accountId>.<32 random bytes>". The account id
+// tells a function where to confirm the secret without a lookup (secretAccount); it is no
+// secret itself, and the random part keeps the whole 256 bits.
+func newSecret(accountID string) string { return "hsk_" + accountID + "." + randomToken(32) }
+
+// secretAccount is the account id a secret made by newSecret carries; ok is false for a secret
+// of another shape, such as those made before secrets carried it, which the index finds.
+func secretAccount(secret string) (id string, ok bool) {
+	rest, ok := strings.CutPrefix(secret, "hsk_")
+	id, _, found := strings.Cut(rest, ".")
+	if !ok || !found || !strings.HasPrefix(id, "acc_") || len(id) > 64 || strings.ContainsFunc(id, notIDRune) {
+		return "", false
+	}
+	return id, true
+}
+
+// notIDRune reports a rune newSecret's account ids ("acc_" and base64url) never hold.
+func notIDRune(r rune) bool {
+	return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_')
+}
 
 // CreateAccount stores a new account and returns it with its secret, which is not stored and
 // cannot be shown again.
 func (s *Store) CreateAccount(ctx context.Context, username string, now time.Time) (Account, string, error) {
 	ts := now.UTC().Format(time.RFC3339)
 	acc := Account{ID: NewID("acc_"), Username: username, CreatedAt: ts, UpdatedAt: ts}
-	secret := newSecret()
+	secret := newSecret(acc.ID)
 	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: &s.tables.Accounts,
 		Item: map[string]types.AttributeValue{
@@ -50,13 +70,13 @@ func (s *Store) CreateAccount(ctx context.Context, username string, now time.Tim
 	return acc, secret, nil
 }
 
-// AccountBySecret finds the account whose secret is secret, or ErrNotFound. The secret's
-// account is found through the index, or the store's memory of it (accountOf); either way the
-// hash is confirmed on a strongly consistent read of the account, so a rotated or deleted
-// secret stops working at once.
+// AccountBySecret finds the account whose secret is secret, or ErrNotFound. The secret names
+// its account, or the index or the store's memory finds it (accountOf); either way the hash is
+// confirmed on a strongly consistent read of the account, so a rotated or deleted secret stops
+// working at once.
 func (s *Store) AccountBySecret(ctx context.Context, secret string) (Account, error) {
 	hash := HashSecret(secret)
-	id, err := s.accountOf(ctx, hash)
+	id, _, err := s.accountOf(ctx, secret, hash)
 	if err != nil {
 		return Account{}, err
 	}
@@ -67,22 +87,28 @@ func (s *Store) AccountBySecret(ctx context.Context, secret string) (Account, er
 	return s.confirmSecret(item, hash)
 }
 
-// confirmSecret returns the account of a live account item whose secret hashes to hash, or
-// ErrNotFound (and forgets the hash's account).
+// confirmSecret returns the account of a live account item whose secret hashes to hash, and
+// remembers the hash's account; or ErrNotFound, and forgets it.
 func (s *Store) confirmSecret(item map[string]types.AttributeValue, hash string) (Account, error) {
 	if item == nil || tombstone(item) || subtle.ConstantTimeCompare([]byte(getS(item, "secretHash")), []byte(hash)) != 1 {
 		s.secretAccounts.forget(hash)
 		return Account{}, ErrNotFound
 	}
-	return accountFrom(item), nil
+	acc := accountFrom(item)
+	s.secretAccounts.put(hash, acc.ID)
+	return acc, nil
 }
 
-// accountOf names the account a secret's hash may belong to: remembered, or found through the
-// index, which is eventually consistent. Only a strongly consistent read of the account can
-// confirm it.
-func (s *Store) accountOf(ctx context.Context, hash string) (string, error) {
+// accountOf names the account a secret (of this hash) may belong to: the one remembered for
+// its hash (proven: an earlier request confirmed it), else the one it carries, else, for a
+// secret made before secrets carried their account, the one the index finds, which is
+// eventually consistent. Only a strongly consistent read of the account confirms it.
+func (s *Store) accountOf(ctx context.Context, secret, hash string) (id string, proven bool, err error) {
 	if id, ok := s.secretAccounts.get(hash); ok {
-		return id, nil
+		return id, true, nil
+	}
+	if id, ok := secretAccount(secret); ok {
+		return id, false, nil
 	}
 	out, err := s.db.Query(ctx, &dynamodb.QueryInput{
 		TableName:                 &s.tables.Accounts,
@@ -92,21 +118,20 @@ func (s *Store) accountOf(ctx context.Context, hash string) (string, error) {
 		Limit:                     aws.Int32(1),
 	})
 	if err != nil {
-		return "", fmt.Errorf("looking up account: %w", err)
+		return "", false, fmt.Errorf("looking up account: %w", err)
 	}
 	if len(out.Items) == 0 {
-		return "", ErrNotFound
+		return "", false, ErrNotFound
 	}
-	id := getS(out.Items[0], "accountId")
-	s.secretAccounts.put(hash, id)
-	return id, nil
+	return getS(out.Items[0], "accountId"), false, nil
 }
 
-// secretAccounts remembers which account each secret hash seen lately was found under, so a
-// warm function finds it without the index. It is safe to keep: a secret is 256 random bits
-// made for one account, so its hash never names another one, and the memory only says where
-// to look; every request still confirms the hash on the account read strongly consistent,
-// and a hash that no longer matches is forgotten.
+// secretAccounts remembers the account of each secret hash confirmed lately, so a warm function
+// knows it is the secret's own before it confirms it again (OpenTurn then reads beside the
+// confirmation), and finds a secret of the older shape without the index. It is safe to keep:
+// a secret is 256 random bits made for one account, so its hash never names another one, and
+// the memory only says where to look; every request still confirms the hash on the account
+// read strongly consistent, and a hash that no longer matches is forgotten.
 type secretAccounts struct {
 	mu  sync.Mutex
 	ids map[string]string
@@ -244,7 +269,7 @@ func (s *Store) RenameAccount(ctx context.Context, id, username string, now time
 
 // RotateSecret gives an account a new secret and returns it; the old one stops working at once.
 func (s *Store) RotateSecret(ctx context.Context, id string, now time.Time) (string, error) {
-	secret := newSecret()
+	secret := newSecret(id)
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 &s.tables.Accounts,
 		Key:                       map[string]types.AttributeValue{"accountId": str(id)},

@@ -18,7 +18,7 @@ import (
 // Opening is what a turn request reads before it begins: the account its secret opens, the
 // agent it names and its conversation as stored. OpenTurn reads them together and StartTurn
 // begins the turn from them, so a turn on a conversation that waits for nothing reaches its
-// model after two round trips.
+// model after two round trips (three the first time a function sees the secret).
 type Opening struct {
 	Account        Account
 	agent          Agent
@@ -44,22 +44,24 @@ func (o *Opening) Agent() (Agent, error) {
 }
 
 // OpenTurn confirms secret and reads the agent agentID and the conversation conversationID,
-// unless fresh says the request made its id up (nothing can be stored under it yet). Once the secret's account is known (accountOf), that is one
-// round trip: the account and the agent in one strongly consistent batch, the conversation in
-// a consistent query sent beside it. The conversation is read before the secret is confirmed
-// only under an account a request proved this secret for, and none of it is used unless the
-// batch confirms it again. ErrNotFound: the secret opens no account.
+// unless fresh says the request made its id up (nothing can be stored under it yet): the
+// account and the agent in one strongly consistent batch, and the conversation in a consistent
+// query. When an earlier request proved the secret's account (accountOf), the query goes
+// beside the batch, one round trip in all; otherwise it waits for the batch to confirm the
+// secret, so a request with a forged secret learns nothing of another account's conversations,
+// not even from how long it takes. ErrNotFound: the secret opens no account.
 func (s *Store) OpenTurn(ctx context.Context, secret, agentID, conversationID string, fresh bool) (*Opening, error) {
 	hash := HashSecret(secret)
-	accountID, err := s.accountOf(ctx, hash)
+	accountID, proven, err := s.accountOf(ctx, secret, hash)
 	if err != nil {
 		return nil, err
 	}
 	o := &Opening{conversationID: conversationID, conversation: &snapshot{complete: true}}
 	var wg sync.WaitGroup
 	var convErr error
-	if !fresh {
-		wg.Go(func() { o.conversation, convErr = s.readConversation(ctx, accountID+"#"+conversationID) })
+	readConversation := func() { o.conversation, convErr = s.readConversation(ctx, accountID+"#"+conversationID) }
+	if !fresh && proven {
+		wg.Go(readConversation)
 	}
 	items, err := s.getBatch(ctx, map[string]types.KeysAndAttributes{
 		s.tables.Accounts: {Keys: []map[string]types.AttributeValue{{"accountId": str(accountID)}}, ConsistentRead: aws.Bool(true)},
@@ -75,6 +77,9 @@ func (s *Store) OpenTurn(ctx context.Context, secret, agentID, conversationID st
 	}
 	if o.Account, err = s.confirmSecret(accountItem, hash); err != nil {
 		return nil, err
+	}
+	if !fresh && !proven {
+		readConversation()
 	}
 	if convErr != nil {
 		return nil, convErr

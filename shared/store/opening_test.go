@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,6 +52,11 @@ func TestStartTurnBeginsOnlyOnTheConversationItRead(t *testing.T) {
 		return out
 	}
 
+	// A secret is confirmed whole: the account it names is not enough.
+	forged := strings.Replace(secret, ".", ".x", 1)
+	if _, err := s.OpenTurn(ctx, forged, "agent", "c", false); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("OpenTurn with a forged secret naming the account = %v, want ErrNotFound", err)
+	}
 	if _, err := open().Agent(); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("Agent of an account without agents = %v, want ErrNotFound", err)
 	}
