@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/agentharness/harness/infra/mockopenai"
 	"github.com/agentharness/harness/infra/testenv"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/smithy-go/middleware"
 )
 
 // storageCall is one DynamoDB request: its operation and when it was on the wire.
@@ -23,29 +25,35 @@ type storageCall struct {
 	start, end time.Time
 }
 
-// storageRecorder is the DynamoDB client's HTTP client: it records every request it sends.
+// storageRecorder records every DynamoDB call a client makes, from the moment the caller
+// makes it to its answer (retries included): calls made together overlap even when one is
+// sent a moment after the other.
 type storageRecorder struct {
-	next dynamodb.HTTPClient
-	mu   sync.Mutex
-	log  []storageCall
+	mu  sync.Mutex
+	log []storageCall
 }
 
-func (r *storageRecorder) Do(req *http.Request) (*http.Response, error) {
-	c := storageCall{op: strings.TrimPrefix(req.Header.Get("X-Amz-Target"), "DynamoDB_20120810."), start: time.Now()}
-	res, err := r.next.Do(req)
-	c.end = time.Now()
-	r.mu.Lock()
-	r.log = append(r.log, c)
-	r.mu.Unlock()
-	return res, err
+// record is the client's first middleware.
+func (r *storageRecorder) record(stack *middleware.Stack) error {
+	return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("recordRoundTrip",
+		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+			c := storageCall{op: strings.TrimSuffix(strings.TrimPrefix(fmt.Sprintf("%T", in.Parameters), "*dynamodb."), "Input"), start: time.Now()}
+			out, md, err := next.HandleInitialize(ctx, in)
+			c.end = time.Now()
+			r.mu.Lock()
+			r.log = append(r.log, c)
+			r.mu.Unlock()
+			return out, md, err
+		}), middleware.Before)
 }
 
-// take returns the requests recorded since the last take, in the order they started.
+// take returns the calls recorded since the last take, in the order they started.
 func (r *storageRecorder) take() []storageCall {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	calls := r.log
 	r.log = nil
+	slices.SortFunc(calls, func(a, b storageCall) int { return a.start.Compare(b.start) })
 	return calls
 }
 
@@ -103,7 +111,8 @@ func (m *modelClock) take() []time.Time {
 }
 
 // The benchmark turn (the model calls current_time, then answers) over SSE, with the stream
-// log, as harness-processing runs it: its storage round trips are counted on the wire. A turn
+// log, as harness-processing runs it: its storage round trips are counted as its DynamoDB
+// client makes them. A turn
 // may make at most two sequential round trips before its first model request and five in all,
 // whether its conversation is new or goes on; a function's first turn with a secret may make
 // one more, since it reads the conversation only once the secret is confirmed.
@@ -111,8 +120,7 @@ func TestATurnMakesFewStorageRoundTrips(t *testing.T) {
 	stack := testenv.Stack(t)
 	rec := &storageRecorder{}
 	db := dynamodb.New(stack.DB.Options(), func(o *dynamodb.Options) {
-		rec.next = o.HTTPClient
-		o.HTTPClient = rec
+		o.APIOptions = append(o.APIOptions, rec.record)
 	})
 	clock := &modelClock{next: mockopenai.New(&mockopenai.Options{NoRecord: true})}
 	mock := httptest.NewServer(clock)

@@ -9,8 +9,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/agentharness/harness/infra/mockopenai"
 	"github.com/agentharness/harness/shared/agent"
@@ -132,10 +134,31 @@ func TestOwnBaseURLOnlyPublicEveryProvider(t *testing.T) {
 // one (and a TLS handshake) per turn and leaving it idle.
 func TestModelsBuiltPerTurnShareConnections(t *testing.T) {
 	srv := httptest.NewUnstartedServer(mockopenai.New(&mockopenai.Options{NoRecord: true}))
-	var conns atomic.Int32
-	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			conns.Add(1)
+	var mu sync.Mutex
+	states := map[net.Conn]http.ConnState{}
+	srv.Config.ConnState = func(c net.Conn, s http.ConnState) {
+		mu.Lock()
+		states[c] = s
+		mu.Unlock()
+	}
+	// idle waits until the server has seen every connection go back to idle (or close): a
+	// connection returns to the client's pool a moment after its stream ends.
+	idle := func() int {
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			mu.Lock()
+			busy := 0
+			for _, s := range states {
+				if s != http.StateIdle && s != http.StateClosed && s != http.StateHijacked {
+					busy++
+				}
+			}
+			n := len(states)
+			mu.Unlock()
+			if busy == 0 || time.Now().After(deadline) {
+				return n
+			}
+			time.Sleep(time.Millisecond)
 		}
 	}
 	srv.Start()
@@ -155,8 +178,9 @@ func TestModelsBuiltPerTurnShareConnections(t *testing.T) {
 		if _, err := turn(m); err != nil {
 			t.Fatalf("turn %d: %v", i, err)
 		}
+		idle()
 	}
-	if n := conns.Load(); n != 1 {
+	if n := idle(); n != 1 {
 		t.Fatalf("five turns opened %d connections to the model server, want 1", n)
 	}
 }

@@ -647,27 +647,6 @@ func (t *Lease) ending(usage model.Usage) *dynamodb.UpdateItemInput {
 	}
 }
 
-// EndWith is End with more writes in its transaction (the turn's last stream-log batch), which
-// land with the release or not at all. ended is false, with a nil error, when the transaction
-// was refused (the lease was lost, an item of with was taken, a write raced it): nothing was
-// written, and the caller writes its items itself, then calls End.
-func (t *Lease) EndWith(ctx context.Context, usage model.Usage, with ...types.TransactWriteItem) (ended bool, err error) {
-	u := t.ending(usage)
-	items := append(slices.Clone(with), types.TransactWriteItem{Update: &types.Update{
-		TableName: u.TableName, Key: u.Key, UpdateExpression: u.UpdateExpression,
-		ConditionExpression: u.ConditionExpression, ExpressionAttributeValues: u.ExpressionAttributeValues,
-	}})
-	_, err = t.s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
-	var canceled *types.TransactionCanceledException
-	if errors.As(err, &canceled) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("ending turn: %w", err)
-	}
-	return true, nil
-}
-
 func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
 
 func num(n int64) types.AttributeValue {

@@ -55,6 +55,11 @@ const (
 	Waiting = "waiting"
 )
 
+// LastReadDelay is how long Follow waits, once the writer has let go without saying how its
+// turn ended, before the read that settles it: the writer sends its last batch as it lets go
+// (turn's end), and that write may land a moment after.
+const LastReadDelay = time.Second
+
 // ErrTooLarge: one payload larger than a stored batch may hold.
 var ErrTooLarge = errors.New("stream payload too large")
 
@@ -297,51 +302,6 @@ func (w *Writer) batchItem(state string) (map[string]types.AttributeValue, error
 	return item, nil
 }
 
-// Batch is a writer's last batch, handed to its caller to write in a transaction of its own
-// (the turn's end, store.Lease.End), which saves a round trip.
-type Batch struct {
-	w     *Writer
-	state string
-	// Put writes the batch; Settle says whether it was written.
-	Put types.TransactWriteItem
-}
-
-// Closing hands over what is buffered as the batch that records state, for the caller's own
-// write; nil when nothing is buffered or the writer failed (Flush then). Nothing may be
-// appended until Settle.
-func (w *Writer) Closing(state string) *Batch {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.lateErr != nil || len(w.buf) == 0 {
-		return nil
-	}
-	if w.timer != nil {
-		w.timer.Stop()
-		w.timer = nil
-	}
-	item, err := w.batchItem(state)
-	if err != nil {
-		return nil
-	}
-	return &Batch{w: w, state: state, Put: types.TransactWriteItem{Put: &types.Put{
-		TableName: &w.log.table, Item: item, ConditionExpression: aws.String(batchCondition),
-	}}}
-}
-
-// Settle ends the hand-over: written says whether the caller's write carried the batch; if it
-// did not, the writer writes it now.
-func (b *Batch) Settle(ctx context.Context, written bool) error {
-	w := b.w
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !written {
-		return w.flush(ctx, b.state)
-	}
-	w.next += int64(len(w.buf))
-	w.buf, w.size = nil, 0
-	return nil
-}
-
 // writeState writes the stream's state item. w.mu is held, or w is not shared yet.
 func (w *Writer) writeState(ctx context.Context, state string) error {
 	now := w.log.opts.Now()
@@ -454,21 +414,22 @@ func (l *Log) Follow(ctx context.Context, stream string, after int64, poll time.
 				yield(Entry{}, ErrWriterGone)
 				return
 			default:
-				// The writer says how the turn ended before it lets go: once it has let go,
-				// one more read settles it.
+				// The writer writes how the turn ended as it lets go, both at once: once it
+				// has let go, one more read, LastReadDelay later, settles it.
 				if suspect, err = gone(ctx); err != nil {
 					yield(Entry{}, err)
 					return
 				}
-				if suspect {
-					continue
-				}
+			}
+			wait := poll
+			if suspect {
+				wait = max(poll, LastReadDelay)
 			}
 			select {
 			case <-ctx.Done():
 				yield(Entry{}, ctx.Err())
 				return
-			case <-time.After(poll):
+			case <-time.After(wait):
 			}
 		}
 	}

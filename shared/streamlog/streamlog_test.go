@@ -322,3 +322,66 @@ func TestALargePayloadGoesToTheBlobStore(t *testing.T) {
 		t.Fatalf("the large payload came back as %d bytes, want %d", len(es[1].Payload), len(big))
 	}
 }
+
+// The writer sends its last batch as it lets go, so a reader may find it gone a moment before
+// that batch lands: the reader reads once more, LastReadDelay later, and gets the end. A writer
+// that let go and never wrote its end is gone.
+func TestAReaderWaitsForTheBatchSentAsTheWriterLetGo(t *testing.T) {
+	log, _, _ := newLog(t, streamlog.Options{})
+	ctx := context.Background()
+	w := log.Start("s-end")
+	if err := w.Append(ctx, payload(0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(ctx, streamlog.Open); err != nil {
+		t.Fatal(err)
+	}
+	asked := make(chan struct{}, 1)
+	gone := func(context.Context) (bool, error) {
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
+		return true, nil // the lease is free from the start
+	}
+	done := make(chan error, 1)
+	var got []int64
+	go func() {
+		var ferr error
+		for e, err := range log.Follow(ctx, "s-end", -1, 5*time.Millisecond, gone) {
+			if err != nil {
+				ferr = err
+				break
+			}
+			got = append(got, e.Seq)
+		}
+		done <- ferr
+	}()
+	<-asked
+	time.Sleep(200 * time.Millisecond) // the last batch lands after the lease was freed
+	if err := w.Append(ctx, payload(1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.End(ctx, "completed"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil || len(got) != 2 {
+		t.Fatalf("the reader got %v, %v; want 0 and 1 and the end", got, err)
+	}
+
+	// A writer that let go and never ends its stream.
+	dead := log.Start("s-dead")
+	if err := dead.Append(ctx, payload(0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := dead.Flush(ctx, streamlog.Open); err != nil {
+		t.Fatal(err)
+	}
+	var last error
+	for _, err := range log.Follow(ctx, "s-dead", -1, 5*time.Millisecond, gone) {
+		last = err
+	}
+	if !errors.Is(last, streamlog.ErrWriterGone) {
+		t.Fatalf("following a writer that let go without an end ended with %v, want ErrWriterGone", last)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentharness/harness/shared/agent"
@@ -240,25 +241,21 @@ func (d *invocation) sealGroup(ctx context.Context, g asynctools.Group, calls []
 }
 
 // end gives the conversation back after the invocation's part of the turn: counted as a turn,
-// or only released when the request just recorded decisions while others still wait.
-// A turn that ends here ends its lease in the same write as its log's last batch.
+// or only released when the request just recorded decisions while others still wait. The
+// stream log's last batch goes at the same time, not before: one round trip, and a reader that
+// finds the lease free reads the log once more a moment later (streamlog.LastReadDelay).
 func (d *invocation) end(ctx context.Context, plan *turnPlan, res Outcome) {
+	if flush := d.closeLog(ctx, res); flush != nil {
+		var wg sync.WaitGroup
+		wg.Go(flush)
+		defer wg.Wait()
+	}
 	if d.ended {
-		d.closeLog(ctx, res, false)
 		return
 	}
 	var err error
 	if plan.waiting != nil {
-		d.closeLog(ctx, res, false)
 		err = d.lease.Release(ctx)
-	} else if b := d.closeLog(ctx, res, true); b != nil {
-		var ended bool
-		if ended, err = d.lease.EndWith(ctx, res.Usage, b.Put); err == nil && !ended {
-			d.settleLog(ctx, b, false)
-			err = d.lease.End(ctx, res.Usage)
-		} else {
-			d.settleLog(ctx, b, ended)
-		}
 	} else {
 		err = d.lease.End(ctx, res.Usage)
 	}
@@ -271,8 +268,7 @@ func (d *invocation) end(ctx context.Context, plan *turnPlan, res Outcome) {
 //  0. the turn's stream log records the outcome and is written out, so a reader never waits
 //     on a part that is over;
 //  1. the lease ends (or is given back while approvals are pending), so the conversation is
-//     free before anyone can learn the turn is over; 0 and 1 are one write when the turn ends
-//     here (end);
+//     free before anyone can learn the turn is over; 0 and 1 are sent together (end);
 //  2. the turn's event, when it has one, reports the outcome and the messages written from
 //     from on;
 //  3. an event the turn's paused step was answered under takes the same outcome;

@@ -88,10 +88,10 @@ func (d *invocation) record(ctx context.Context, e logEntry) (seq int64, ok bool
 	return seq, true
 }
 
-// closeLog ends this invocation's part of the log with its outcome: waiting, when the turn
-// goes on later, else its final status. With handOver it leaves the last batch unwritten and
-// returns it, for the lease's end to carry (settleLog); nil when it wrote everything itself.
-func (d *invocation) closeLog(ctx context.Context, o Outcome, handOver bool) *streamlog.Batch {
+// closeLog ends this invocation's part of the log with its outcome (waiting, when the turn
+// goes on later, else its final status) and returns the write of what is left, for end to
+// send beside the lease's; nil when there is no log.
+func (d *invocation) closeLog(ctx context.Context, o Outcome) (flush func()) {
 	d.openLog(ctx) // a part that ended before it ran (an abort found first) still says how
 	if d.output == nil || d.output.failed {
 		return nil
@@ -101,22 +101,10 @@ func (d *invocation) closeLog(ctx context.Context, o Outcome, handOver bool) *st
 	if o.Status == store.EventWaiting || o.Status == store.EventWaitingAsync {
 		state = streamlog.Waiting
 	}
-	if handOver {
-		if b := d.output.w.Closing(state); b != nil {
-			return b
+	return func() {
+		if err := d.output.w.Flush(ctx, state); err != nil {
+			d.log.ErrorContext(ctx, "closing the turn's stream log", "err", err)
 		}
-	}
-	if err := d.output.w.Flush(ctx, state); err != nil {
-		d.log.ErrorContext(ctx, "closing the turn's stream log", "err", err)
-	}
-	return nil
-}
-
-// settleLog finishes the hand-over of closeLog's last batch: written by the lease's end, or
-// written now.
-func (d *invocation) settleLog(ctx context.Context, b *streamlog.Batch, written bool) {
-	if err := b.Settle(ctx, written); err != nil {
-		d.log.ErrorContext(ctx, "closing the turn's stream log", "err", err)
 	}
 }
 
