@@ -500,6 +500,20 @@ type approvalAsk struct {
 
 // end reports how this invocation's part of the turn ended: a stop_reason when the turn is
 // over or waits for approval, the executing calls when it waits for the controller's tools.
+// heard reports whether a subscriber of the runtime (an observer does not count, nor a
+// connection waiting for its replay) could get the turn's end, from the registry as it is now.
+func (o *wsOut) heard(ctx context.Context) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.refresh(ctx, true)
+	for _, s := range o.subs {
+		if !s.Observer && !s.Replay && s.Channel != connections.Control {
+			return true
+		}
+	}
+	return false
+}
+
 // reached says whether the stop_reason reached a subscriber of the runtime.
 func (o *wsOut) end(ctx context.Context, res turn.Outcome, aborted bool) (reached bool) {
 	o.turnMu.Lock()

@@ -150,12 +150,21 @@ func (r *wsRun) finish(ctx context.Context, res turn.Outcome, aborted bool) {
 		r.out.end(ctx, res, aborted)
 		return
 	}
-	r.record(ctx, res.Status)
-	if !r.out.end(ctx, res, aborted) {
+	unseen := func() {
 		// Nobody got the end: the runtime's next sync replays the turn.
 		if err := r.h.opts.Connections.Unseen(ctx, r.accountID, r.turn.Runtime.ConversationID, r.eventID); err != nil {
 			r.out.log.ErrorContext(ctx, "recording that no connection got the run's end", "err", err)
 		}
+	}
+	// With nobody to hear it, the mark goes before the record says the run stopped: a sync
+	// that finds the run stopped then always finds the mark too.
+	early := !r.out.heard(ctx)
+	if early {
+		unseen()
+	}
+	r.record(ctx, res.Status)
+	if !r.out.end(ctx, res, aborted) && !early {
+		unseen()
 	}
 }
 
