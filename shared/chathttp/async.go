@@ -23,7 +23,7 @@ func (h *Handler) asyncTurn(w http.ResponseWriter, r *http.Request) {
 		httpjson.WriteError(w, &httpjson.Error{Status: http.StatusServiceUnavailable, Message: "async turns are not configured here (no work queue)"})
 		return
 	}
-	acc, err := httpjson.Authenticate(r, h.opts.Store)
+	secret, err := httpjson.Secret(r)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -33,7 +33,14 @@ func (h *Handler) asyncTurn(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	if _, err := h.eng.Agent(ctx, acc.ID, req.Request, false); err != nil {
+	// The account and the agent in one read; the conversation is async-worker's to read.
+	opening, err := h.opts.Store.OpenTurn(ctx, secret, req.AgentID, req.ConversationID, true)
+	if err != nil {
+		h.fail(w, r, httpjson.SecretRefused(err))
+		return
+	}
+	acc := opening.Account
+	if _, err := h.eng.OpenedAgent(ctx, opening, req.Request, false); err != nil {
 		h.fail(w, r, err)
 		return
 	}
