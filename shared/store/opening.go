@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -143,9 +142,9 @@ func (s *Store) readConversation(ctx context.Context, key string) (*snapshot, er
 				snap.head = it
 				continue
 			}
-			var m model.Message
-			if err := json.Unmarshal([]byte(getS(it, "message")), &m); err != nil {
-				return nil, fmt.Errorf("decoding stored message: %w", err)
+			m, err := storedMessage(it)
+			if err != nil {
+				return nil, err
 			}
 			snap.history = append(snap.history, m)
 			seqs = append(seqs, seq)
@@ -229,6 +228,6 @@ func (s *Store) StartTurn(ctx context.Context, o *Opening, agentID string, msg m
 		stream: stream, streamRecorded: true,
 		known: append(slices.Clone(snap.history), msg),
 	}
-	t.carry.ToolApproval = getStringMap(head, "toolApproval")
+	t.waitsFrom(head) // it waits for nothing; what a turn left on it before still carries over
 	return t, nil
 }

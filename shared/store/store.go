@@ -272,15 +272,30 @@ func (s *Store) TakeLease(ctx context.Context, accountID, conversationID, agentI
 		return nil, err
 	}
 	t := &Lease{s: s, accountID: accountID, conversationID: conversationID, key: key, owner: owner, nextSeq: next}
-	t.pending = getStrings(out.Attributes, "pendingApprovals")
-	t.asyncGroup = getS(out.Attributes, "asyncGroup")
-	t.asyncPending = getStrings(out.Attributes, "pendingAsync")
-	t.carry = Handover{
-		ToolApproval: getStringMap(out.Attributes, "toolApproval"),
-		PausedGroup:  getS(out.Attributes, "pausedGroup"), PausedAsync: getStrings(out.Attributes, "pausedAsync"),
-		PausedEvent: getS(out.Attributes, "pausedEvent"),
-	}
+	t.waitsFrom(out.Attributes)
 	return t, nil
+}
+
+// waitsFrom takes what the conversation waits for, and what the turn that stopped to wait left
+// for this one, from its head as the lease was taken.
+func (t *Lease) waitsFrom(head map[string]types.AttributeValue) {
+	t.pending = getStrings(head, "pendingApprovals")
+	t.asyncGroup = getS(head, "asyncGroup")
+	t.asyncPending = getStrings(head, "pendingAsync")
+	t.carry = Handover{
+		ToolApproval: getStringMap(head, "toolApproval"),
+		PausedGroup:  getS(head, "pausedGroup"), PausedAsync: getStrings(head, "pausedAsync"),
+		PausedEvent: getS(head, "pausedEvent"),
+	}
+}
+
+// storedMessage decodes the message a conversation item holds.
+func storedMessage(it map[string]types.AttributeValue) (model.Message, error) {
+	var m model.Message
+	if err := json.Unmarshal([]byte(getS(it, "message")), &m); err != nil {
+		return m, fmt.Errorf("decoding stored message: %w", err)
+	}
+	return m, nil
 }
 
 // Usage is a conversation's token totals over its finished turns.
@@ -378,9 +393,9 @@ func (t *Lease) query(ctx context.Context, first, last int64) ([]model.Message, 
 			return nil, fmt.Errorf("loading history: %w", err)
 		}
 		for _, it := range page.Items {
-			var m model.Message
-			if err := json.Unmarshal([]byte(getS(it, "message")), &m); err != nil {
-				return nil, fmt.Errorf("decoding stored message: %w", err)
+			m, err := storedMessage(it)
+			if err != nil {
+				return nil, err
 			}
 			msgs = append(msgs, m)
 		}

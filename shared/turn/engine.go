@@ -504,13 +504,12 @@ func (e *Engine) Agent(ctx context.Context, accountID string, req Request, strea
 
 // OpenedAgent is Agent for a request whose agent its opening read (store.OpenTurn).
 func (e *Engine) OpenedAgent(ctx context.Context, o *store.Opening, req Request, stream bool) (agent.Config, error) {
-	cfg, err := e.buildAgent(req.AgentID, func() (*agentconfig.Config, error) {
-		a, err := o.Agent()
-		if err != nil {
-			return nil, err
-		}
-		return e.opts.Agents.Config(ctx, a)
-	})
+	var stored *agentconfig.Config
+	a, err := o.Agent()
+	if err == nil {
+		stored, err = e.opts.Agents.Config(ctx, a)
+	}
+	cfg, err := e.buildAgent(req.AgentID, stored, err)
 	return e.agentFor(cfg, err, req, stream)
 }
 
@@ -575,12 +574,12 @@ func waitingForAsyncError(conversationID string, resultIDs []string) error {
 // LoadAgent loads the agent and builds its model and tools, before anything is written. A
 // tool whose required variable does not resolve stops the turn here, before any model call.
 func (e *Engine) LoadAgent(ctx context.Context, accountID, agentID string) (agent.Config, error) {
-	return e.buildAgent(agentID, func() (*agentconfig.Config, error) { return e.opts.Agents.Load(ctx, accountID, agentID) })
+	stored, err := e.opts.Agents.Load(ctx, accountID, agentID)
+	return e.buildAgent(agentID, stored, err)
 }
 
-// buildAgent builds the model and tools of the agent config load returns.
-func (e *Engine) buildAgent(agentID string, load func() (*agentconfig.Config, error)) (agent.Config, error) {
-	cfg, err := load()
+// buildAgent builds the model and tools of the stored agent config cfg (loaded with err).
+func (e *Engine) buildAgent(agentID string, cfg *agentconfig.Config, err error) (agent.Config, error) {
 	if errors.Is(err, store.ErrNotFound) {
 		return agent.Config{}, &Refusal{Kind: NotFound, Message: "agent " + agentID + " not found"}
 	}
