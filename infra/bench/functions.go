@@ -56,6 +56,7 @@ type fnConfig struct {
 	longTurns  int // turns in all at the second peak RSS reading
 	warmup     int
 	coldStarts int
+	cpuProfile string // where to write a CPU profile of harness-processing's measured turns; "": none
 }
 
 // fnFlags registers the function-level benchmark's flags; run reads them after flag.Parse.
@@ -66,6 +67,7 @@ func fnFlags() *fnConfig {
 	flag.IntVar(&c.longTurns, "fn-turns-long", 5000, "functions: turns in all when peak RSS is read again")
 	flag.IntVar(&c.warmup, "fn-warmup", 50, "functions: turns before measuring")
 	flag.IntVar(&c.coldStarts, "cold-starts", 5, "functions: cold starts per runtime (and init runs per function); the median is reported")
+	flag.StringVar(&c.cpuProfile, "fn-cpuprofile", "", "functions: after the measurements, run harness-processing built with the benchprofile tag again and write a CPU profile of its -fn-turns turns after the warm-up to this file")
 	return c
 }
 
@@ -187,6 +189,12 @@ func runFunctions(ctx context.Context, root, mockURL, node string, c fnConfig) (
 		}
 	}
 
+	if c.cpuProfile != "" {
+		if err := st.profile(ctx, root, dir, harnessFn, c); err != nil {
+			return nil, fmt.Errorf("profiling harness-processing: %w", err)
+		}
+	}
+
 	log.Printf("functions: init of every function, %d times each", c.coldStarts)
 	for _, fn := range tpl.Functions() {
 		bin := bins[fn.LogicalID]
@@ -208,9 +216,9 @@ func runFunctions(ctx context.Context, root, mockURL, node string, c fnConfig) (
 // buildFunctions builds every function's bootstrap into dir as make build does, for this
 // machine, in one go build so the linking runs in parallel; each binary is named after its
 // folder.
-func buildFunctions(ctx context.Context, root, dir string, fns []template.Function) (map[string]string, error) {
+func buildFunctions(ctx context.Context, root, dir string, fns []template.Function, tags ...string) (map[string]string, error) {
 	bins := map[string]string{}
-	args := []string{"build", "-tags", "lambda.norpc", "-o", dir + string(filepath.Separator)}
+	args := []string{"build", "-trimpath", "-ldflags=-s", "-tags", strings.Join(append([]string{"lambda.norpc"}, tags...), ","), "-o", dir + string(filepath.Separator)}
 	for _, fn := range fns {
 		folder := filepath.Clean(fn.CodeURI)
 		args = append(args, "./"+filepath.ToSlash(folder))
@@ -484,6 +492,35 @@ func (t *turnRuntime) setCold(samples []coldSample) {
 	t.firstTurnMs = med(func(s coldSample) time.Duration { return s.firstTurn })
 }
 
+// profile builds harness-processing with the benchprofile tag (shared/lambdadeps/cpuprofile.go)
+// and runs it through the warm-up and c.turns turns, profiling those turns into c.cpuProfile. It
+// is a run of its own so that the profiler's cost stays out of the measured one.
+func (st *fnStack) profile(ctx context.Context, root, dir string, fn template.Function, c fnConfig) error {
+	out, err := filepath.Abs(c.cpuProfile)
+	if err != nil {
+		return err
+	}
+	log.Printf("functions: profiling %d turns of harness-processing into %s", c.turns, out)
+	bins, err := buildFunctions(ctx, root, filepath.Join(dir, "profiled"), []template.Function{fn}, "benchprofile")
+	if err != nil {
+		return err
+	}
+	spec, err := st.functionSpec(fn, bins[fn.LogicalID])
+	if err != nil {
+		return err
+	}
+	spec.env = append(spec.env, "HARNESS_CPUPROFILE="+out)
+	c.longTurns = c.turns
+	var discard turnRuntime
+	if err := st.steady(ctx, spec, c, &discard); err != nil {
+		return err
+	}
+	if info, err := os.Stat(out); err != nil || info.Size() == 0 {
+		return fmt.Errorf("no profile was written to %s (%v)", out, err)
+	}
+	return nil
+}
+
 // steady runs one warm runtime through the warm-up and the measured turns, reading its CPU
 // and peak RSS from /proc between them.
 func (st *fnStack) steady(ctx context.Context, spec runtimeSpec, c fnConfig, out *turnRuntime) error {
@@ -512,6 +549,12 @@ func (st *fnStack) steady(ctx context.Context, spec runtimeSpec, c fnConfig, out
 		return fmt.Errorf("warm-up: %w", err)
 	}
 	pid := p.Pid()
+	profiled := slices.ContainsFunc(spec.env, func(kv string) bool { return strings.HasPrefix(kv, "HARNESS_CPUPROFILE=") })
+	if profiled {
+		if err := signalProfile(p, true); err != nil {
+			return err
+		}
+	}
 	cpu0, err := procCPU(pid)
 	if err != nil {
 		return err
@@ -519,6 +562,11 @@ func (st *fnStack) steady(ctx context.Context, spec runtimeSpec, c fnConfig, out
 	latencies := make([]float64, c.turns)
 	if err := turns(c.turns, latencies); err != nil {
 		return err
+	}
+	if profiled {
+		if err := signalProfile(p, false); err != nil {
+			return err
+		}
 	}
 	cpu1, err := procCPU(pid)
 	if err != nil {

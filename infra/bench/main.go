@@ -55,6 +55,7 @@ func main() {
 func run(ctx context.Context) error {
 	turns := flag.Int("turns", 200, "measured turns per stack, after a warm-up of a tenth as many (5 to 50)")
 	nodeBin := flag.String("node", "", "Node 22 binary; default: the one npm ci installs under infra/node")
+	inProcess := flag.Bool("in-process", true, "measure the turn in process (the first table); false runs only the functions alone")
 	asyncCfg := asyncFlags()
 	fnCfg := fnFlags()
 	flag.Parse()
@@ -81,6 +82,25 @@ func run(ctx context.Context) error {
 		return err
 	}
 	defer stopMock()
+	if *inProcess {
+		if err := runInProcess(ctx, root, baseURL, *nodeBin, *turns); err != nil {
+			return err
+		}
+	}
+	if !fnCfg.enabled {
+		return nil
+	}
+	fns, err := runFunctions(ctx, root, baseURL, *nodeBin, *fnCfg)
+	if err != nil {
+		return fmt.Errorf("the functions alone: %w", err)
+	}
+	printFunctions(os.Stdout, fns)
+	return nil
+}
+
+// runInProcess measures the turn in process on each stack and the AI SDK, and prints the first
+// table.
+func runInProcess(ctx context.Context, root, baseURL, nodeBin string, turns int) error {
 	harness, stopHarness, err := harnessTurn(ctx, root, baseURL, true)
 	if err != nil {
 		return err
@@ -106,7 +126,7 @@ func run(ctx context.Context) error {
 	// stacks warm it before either is measured, so the first measured is not the slower.
 	for _, s := range stacks[1:] {
 		log.Printf("warming up %s", s.name)
-		for i := range 3 * warmupTurns(*turns) {
+		for i := range 3 * warmupTurns(turns) {
 			if err := s.run(ctx); err != nil {
 				return fmt.Errorf("%s: warm-up turn %d: %w", s.name, i, err)
 			}
@@ -115,14 +135,14 @@ func run(ctx context.Context) error {
 	var results []result
 	for _, s := range stacks {
 		log.Printf("measuring %s", s.name)
-		r, err := measure(ctx, s.name, *turns, s.run, s.storage)
+		r, err := measure(ctx, s.name, turns, s.run, s.storage)
 		if err != nil {
 			return err
 		}
 		results = append(results, r)
 	}
 	log.Printf("measuring the AI SDK reference")
-	node, err := runNode(ctx, *nodeBin, filepath.Join(root, "infra", "node", "bench-aisdk.mjs"), baseURL, *turns)
+	node, err := runNode(ctx, nodeBin, filepath.Join(root, "infra", "node", "bench-aisdk.mjs"), baseURL, turns)
 	if err != nil {
 		return err
 	}
@@ -139,15 +159,6 @@ func run(ctx context.Context) error {
 		"The AI SDK reference keeps no state and reads its stream in process. "+
 		"Turns/s at %d runs the same turns from %d clients at once. "+
 		"DynamoDB Local's CPU, like the mock's, is not counted.\n", harnessStack, concurrency, concurrency)
-
-	if !fnCfg.enabled {
-		return nil
-	}
-	fns, err := runFunctions(ctx, root, baseURL, *nodeBin, *fnCfg)
-	if err != nil {
-		return fmt.Errorf("the functions alone: %w", err)
-	}
-	printFunctions(os.Stdout, fns)
 	return nil
 }
 

@@ -2,8 +2,18 @@
 
 package main
 
-import "os/exec"
+import (
+	"errors"
+	"os/exec"
+
+	"github.com/agentharness/harness/infra/lambdaruntime"
+)
 
 // dieWithParent is Linux's alone: elsewhere a function started by the benchmark is only
 // stopped by it.
 func dieWithParent(*exec.Cmd) {}
+
+// signalProfile needs Linux's user signals.
+func signalProfile(*lambdaruntime.Process, bool) error {
+	return errors.New("-fn-cpuprofile needs Linux")
+}

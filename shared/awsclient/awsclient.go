@@ -7,6 +7,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
+	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -14,6 +16,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	smithyendpoints "github.com/aws/smithy-go/endpoints"
+
+	"github.com/agentharness/harness/shared/reqbody"
 )
 
 // Config loads the default configuration. When an endpoint variable (AWS_ENDPOINT_URL_DYNAMODB,
@@ -37,12 +42,71 @@ func Config(ctx context.Context) (aws.Config, error) {
 	return cfg, nil
 }
 
-// DynamoDB returns a DynamoDB client for cfg.
+// DynamoDB returns a DynamoDB client for cfg. A turn makes several calls, so each is trimmed:
+// headers and body go out in one write (reqbody), and the endpoint is resolved once per table
+// and operation kind instead of by the SDK's rules engine on every call.
 func DynamoDB(cfg aws.Config) *dynamodb.Client {
 	return dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
 		// DynamoDB Local's response checksums do not match the SDK's; AWS's are checked.
 		o.DisableValidateResponseChecksum = isSet("AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL")
+		o.HTTPClient = reqbody.Client{Doer: o.HTTPClient}
+		o.EndpointResolverV2 = &endpoints{next: o.EndpointResolverV2}
 	})
+}
+
+// endpoints remembers the endpoints the SDK's resolver gave, by the parameters it was given. The
+// parameters are the region, FIPS and dual-stack settings, the base endpoint, the account and
+// the table (or tables) of the call, so a cached answer is the one the rules engine would give.
+type endpoints struct {
+	next dynamodb.EndpointResolverV2
+	mu   sync.RWMutex
+	seen map[endpointKey]smithyendpoints.Endpoint
+}
+
+// endpointKey is dynamodb.EndpointParameters without pointers.
+type endpointKey struct {
+	region, endpoint, account, accountMode, arn, arns string
+	dualStack, fips, search                           int8 // 0 unset, 1 false, 2 true
+}
+
+// maxEndpoints bounds the map: a function uses a handful of tables.
+const maxEndpoints = 256
+
+func (e *endpoints) ResolveEndpoint(ctx context.Context, p dynamodb.EndpointParameters) (smithyendpoints.Endpoint, error) {
+	k := endpointKey{
+		region: aws.ToString(p.Region), endpoint: aws.ToString(p.Endpoint), account: aws.ToString(p.AccountId),
+		accountMode: aws.ToString(p.AccountIdEndpointMode), arn: aws.ToString(p.ResourceArn),
+		arns: strings.Join(p.ResourceArnList, "\x00"), dualStack: tri(p.UseDualStack), fips: tri(p.UseFIPS), search: tri(p.IsSearchOperation),
+	}
+	e.mu.RLock()
+	ep, ok := e.seen[k]
+	e.mu.RUnlock()
+	if ok {
+		return ep, nil
+	}
+	ep, err := e.next.ResolveEndpoint(ctx, p)
+	if err != nil {
+		return ep, err
+	}
+	e.mu.Lock()
+	if e.seen == nil {
+		e.seen = map[endpointKey]smithyendpoints.Endpoint{}
+	}
+	if len(e.seen) < maxEndpoints {
+		e.seen[k] = ep
+	}
+	e.mu.Unlock()
+	return ep, nil
+}
+
+func tri(b *bool) int8 {
+	switch {
+	case b == nil:
+		return 0
+	case *b:
+		return 2
+	}
+	return 1
 }
 
 func isSet(names ...string) bool {
@@ -54,8 +118,10 @@ func isSet(names ...string) bool {
 	return false
 }
 
-// SQS returns an SQS client for cfg.
-func SQS(cfg aws.Config) *sqs.Client { return sqs.NewFromConfig(cfg) }
+// SQS returns an SQS client for cfg, sending each request's headers and body in one write.
+func SQS(cfg aws.Config) *sqs.Client {
+	return sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.HTTPClient = reqbody.Client{Doer: o.HTTPClient} })
+}
 
 // S3 returns an S3 client for cfg. Emulators serve buckets by path, not by host name.
 func S3(cfg aws.Config) *s3.Client {

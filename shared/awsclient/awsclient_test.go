@@ -1,10 +1,13 @@
 package awsclient
 
 import (
+	"context"
 	"path/filepath"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	smithyendpoints "github.com/aws/smithy-go/endpoints"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -90,4 +93,44 @@ func isolate(t *testing.T) {
 	t.Setenv("AWS_CONFIG_FILE", none)
 	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", none)
 	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+}
+
+// countingResolver is the SDK's resolver, counting its calls.
+type countingResolver struct {
+	calls int
+	next  dynamodb.EndpointResolverV2
+}
+
+func (c *countingResolver) ResolveEndpoint(ctx context.Context, p dynamodb.EndpointParameters) (smithyendpoints.Endpoint, error) {
+	c.calls++
+	return c.next.ResolveEndpoint(ctx, p)
+}
+
+func TestEndpointsAreResolvedOncePerTableAndSettings(t *testing.T) {
+	sdk := &countingResolver{next: dynamodb.NewDefaultEndpointResolverV2()}
+	e := &endpoints{next: sdk}
+	params := func(region, table string, fips bool) dynamodb.EndpointParameters {
+		return dynamodb.EndpointParameters{Region: aws.String(region), ResourceArn: aws.String(table), UseFIPS: aws.Bool(fips), AccountIdEndpointMode: aws.String("disabled")}
+	}
+	for _, tt := range []struct {
+		p         dynamodb.EndpointParameters
+		wantHost  string
+		wantCalls int
+	}{
+		{params("eu-west-1", "accounts", false), "dynamodb.eu-west-1.amazonaws.com", 1},
+		{params("eu-west-1", "accounts", false), "dynamodb.eu-west-1.amazonaws.com", 1},
+		{params("eu-west-1", "agents", false), "dynamodb.eu-west-1.amazonaws.com", 2},
+		{params("eu-west-1", "agents", true), "dynamodb-fips.eu-west-1.amazonaws.com", 3},
+		{params("us-east-1", "agents", false), "dynamodb.us-east-1.amazonaws.com", 4},
+		{params("eu-west-1", "agents", true), "dynamodb-fips.eu-west-1.amazonaws.com", 4},
+	} {
+		ep, err := e.ResolveEndpoint(t.Context(), tt.p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ep.URI.Host != tt.wantHost || sdk.calls != tt.wantCalls {
+			t.Errorf("%s %s fips=%v: host %s after %d SDK calls; want %s after %d",
+				*tt.p.Region, *tt.p.ResourceArn, *tt.p.UseFIPS, ep.URI.Host, sdk.calls, tt.wantHost, tt.wantCalls)
+		}
+	}
 }

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/agentharness/harness/shared/reqbody"
 )
 
 // AllowVar is the variable with which the operator lets agents call private endpoints too:
@@ -65,8 +67,9 @@ var publicOnly = sync.OnceValue(func() *http.Transport {
 // ModelClient returns the process's client for model calls over base (nil:
 // http.DefaultTransport): base's settings with a bound on the wait for response headers (the
 // body of a stream is not bounded), so a server that takes the connection and never answers
-// fails instead of hanging. There is one per base: a client made per turn would open a
-// connection per turn and leave it idle until its timeout.
+// fails instead of hanging, and each request's headers and body sent in one write
+// (reqbody). There is one per base: a client made per turn would open a connection per turn and
+// leave it idle until its timeout.
 func ModelClient(base *http.Transport) *http.Client {
 	var rt http.RoundTripper = http.DefaultTransport
 	if base != nil {
@@ -75,12 +78,13 @@ func ModelClient(base *http.Transport) *http.Client {
 	if c, ok := modelClients.Load(rt); ok {
 		return c.(*http.Client)
 	}
-	c := &http.Client{Transport: rt}
+	sender := rt
 	if t, ok := rt.(*http.Transport); ok {
 		t = t.Clone()
 		t.ResponseHeaderTimeout = ModelHeaderTimeout
-		c = &http.Client{Transport: t}
+		sender = t
 	}
+	c := &http.Client{Transport: reqbody.Transport{Base: sender}}
 	got, _ := modelClients.LoadOrStore(rt, c)
 	return got.(*http.Client)
 }
