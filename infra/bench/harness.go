@@ -122,19 +122,22 @@ type harnessStackRun struct {
 }
 
 // storageClock is a DynamoDB client's HTTP client that counts the time at least one of its
-// requests was in flight: the part of a turn's latency that is storage.
+// requests was in flight, the part of a turn's latency that is storage, and the round trips:
+// the times a request went out while none was in flight (requests sent together count once).
 type storageClock struct {
 	next     dynamodb.HTTPClient
 	mu       sync.Mutex
 	inFlight int
 	since    time.Time
 	spent    time.Duration
+	rounds   int
 }
 
 func (c *storageClock) Do(req *http.Request) (*http.Response, error) {
 	c.mu.Lock()
 	if c.inFlight == 0 {
 		c.since = time.Now()
+		c.rounds++
 	}
 	c.inFlight++
 	c.mu.Unlock()
@@ -148,14 +151,14 @@ func (c *storageClock) Do(req *http.Request) (*http.Response, error) {
 	return res, err
 }
 
-// total is the time spent so far; zero for a nil clock.
-func (c *storageClock) total() time.Duration {
+// total is the time spent and the round trips made so far; zero for a nil clock.
+func (c *storageClock) total() (time.Duration, int) {
 	if c == nil {
-		return 0
+		return 0, 0
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.spent
+	return c.spent, c.rounds
 }
 
 // seedAgent creates the bench account and its agent, which calls current_time through the

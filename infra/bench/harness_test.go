@@ -1,8 +1,11 @@
 package main
 
 import (
+	"net/http"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 func TestCheckTurn(t *testing.T) {
@@ -35,4 +38,38 @@ func TestCheckTurn(t *testing.T) {
 			}
 		})
 	}
+}
+
+// doerFunc is a DynamoDB HTTP client made of a function.
+type doerFunc func(*http.Request) (*http.Response, error)
+
+func (f doerFunc) Do(r *http.Request) (*http.Response, error) { return f(r) }
+
+func TestStorageClockCountsRoundTrips(t *testing.T) {
+	release := make(chan struct{})
+	c := &storageClock{next: doerFunc(func(*http.Request) (*http.Response, error) {
+		<-release
+		return &http.Response{StatusCode: 200}, nil
+	})}
+	req, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1/", nil)
+	var wg sync.WaitGroup
+	for range 2 { // sent together: one round trip
+		wg.Go(func() { _, _ = c.Do(req) })
+	}
+	for c.inFlightNow() < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	wg.Wait()
+	_, _ = c.Do(req) // then one more on its own
+	if _, rounds := c.total(); rounds != 2 {
+		t.Errorf("rounds = %d, want 2: two requests in flight together, then one", rounds)
+	}
+}
+
+// inFlightNow is how many requests are in flight.
+func (c *storageClock) inFlightNow() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.inFlight
 }

@@ -176,6 +176,8 @@ type result struct {
 	// storageMsPerTurn is the time DynamoDB Local requests were in flight, per sequential turn;
 	// negative for a stack that keeps no state.
 	storageMsPerTurn float64
+	// roundTripsPerTurn is the storage round trips of a sequential turn (storageClock).
+	roundTripsPerTurn float64
 	// turnsPerSec is the throughput with concurrency clients at once.
 	turnsPerSec float64
 }
@@ -199,7 +201,7 @@ func measure(ctx context.Context, name string, turns int, run turnRunner, storag
 	if err != nil {
 		return result{}, err
 	}
-	storageBefore := storage.total()
+	storageBefore, roundsBefore := storage.total()
 	for i := range latencies {
 		start := time.Now()
 		if err := run(ctx); err != nil {
@@ -211,9 +213,11 @@ func measure(ctx context.Context, name string, turns int, run turnRunner, storag
 	if err != nil {
 		return result{}, err
 	}
-	storageMs := -1.0
+	storageMs, roundTrips := -1.0, -1.0
 	if storage != nil {
-		storageMs = float64(storage.total()-storageBefore) / float64(time.Millisecond) / float64(turns)
+		spent, rounds := storage.total()
+		storageMs = float64(spent-storageBefore) / float64(time.Millisecond) / float64(turns)
+		roundTrips = float64(rounds-roundsBefore) / float64(turns)
 	}
 	tput, err := throughput(ctx, turns, run)
 	if err != nil {
@@ -232,8 +236,9 @@ func measure(ctx context.Context, name string, turns int, run turnRunner, storag
 		p95Ms:        percentile(latencies, 95),
 		meanMs:       sum / float64(turns),
 
-		storageMsPerTurn: storageMs,
-		turnsPerSec:      tput,
+		storageMsPerTurn:  storageMs,
+		roundTripsPerTurn: roundTrips,
+		turnsPerSec:       tput,
 	}, nil
 }
 
@@ -277,15 +282,15 @@ func cpuTime() (time.Duration, error) {
 }
 
 func printTable(w io.Writer, results []result) {
-	fmt.Fprintf(w, "| stack | turns | CPU ms/turn | p50 ms | p95 ms | p50 above raw model round trips, ms | storage ms/turn | turns/s at %d |\n", concurrency)
-	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+	fmt.Fprintf(w, "| stack | turns | CPU ms/turn | p50 ms | p95 ms | p50 above raw model round trips, ms | storage ms/turn | storage round trips/turn | turns/s at %d |\n", concurrency)
+	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	for _, r := range results {
-		storage := "–"
+		storage, trips := "–", "–"
 		if r.storageMsPerTurn >= 0 {
-			storage = fmt.Sprintf("%.3f", r.storageMsPerTurn)
+			storage, trips = fmt.Sprintf("%.3f", r.storageMsPerTurn), fmt.Sprintf("%.2f", r.roundTripsPerTurn)
 		}
-		fmt.Fprintf(w, "| %s | %d | %.3f | %.3f | %.3f | %+.3f | %s | %.0f |\n",
-			r.name, r.turns, r.cpuMsPerTurn, r.p50Ms, r.p95Ms, r.p50Ms-results[0].p50Ms, storage, r.turnsPerSec)
+		fmt.Fprintf(w, "| %s | %d | %.3f | %.3f | %.3f | %+.3f | %s | %s | %.0f |\n",
+			r.name, r.turns, r.cpuMsPerTurn, r.p50Ms, r.p95Ms, r.p50Ms-results[0].p50Ms, storage, trips, r.turnsPerSec)
 	}
 }
 
