@@ -109,6 +109,7 @@ type status struct {
 	PendingApprovals  []pendingApproval `json:"pendingApprovals"`
 	Error             string            `json:"error"`
 	UpdatedAt         string            `json:"updatedAt"`
+	Usage             model.Usage       `json:"usage"`
 	raw               string
 }
 

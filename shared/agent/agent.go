@@ -528,6 +528,7 @@ func runCall(ctx context.Context, cfg Config, call *tool.Call, prepErr error, c 
 	}
 	var out json.RawMessage
 	var err error
+	ctx = tool.WithCallID(ctx, c.ToolCallID)
 	if call.Async() != "" && cfg.Async != nil {
 		out, err = cfg.Async(ctx, c.ToolCallID, call)
 	} else {

@@ -20,12 +20,14 @@ type Config struct {
 	MaxSteps int `json:"maxSteps,omitempty"`
 	// Tools maps a model-facing tool name to its options, as in config.tools.<name>.
 	Tools map[string]json.RawMessage `json:"tools,omitempty"`
+	// Subagent names the account's other agents this agent may call (subagent.go).
+	Subagent *Subagent `json:"subagent,omitempty"`
 }
 
 // fields are the config's top-level keys, spelled exactly: encoding/json matches keys without
 // regard to case, and a "Model" that decoded as "model" would escape secret redaction, which
 // looks for "model.apiKey".
-var fields = []string{"name", "system", "model", "maxSteps", "tools"}
+var fields = []string{"name", "system", "model", "maxSteps", "tools", "subagent"}
 
 // checkKeys refuses top-level keys that are not spelled exactly as a config field.
 func checkKeys(raw []byte) error {
@@ -46,6 +48,10 @@ func checkKeys(raw []byte) error {
 
 // decodeError names the field a decoding error is about.
 func decodeError(err error) error {
+	var fe *FieldError
+	if errors.As(err, &fe) {
+		return fe
+	}
 	var typeErr *json.UnmarshalTypeError
 	if errors.As(err, &typeErr) && typeErr.Field != "" {
 		return &FieldError{Field: typeErr.Field, Problem: "must be " + jsonKind(typeErr.Type.Kind().String())}
@@ -55,7 +61,7 @@ func decodeError(err error) error {
 		if f == "" {
 			f = `""` // so that an empty key is named too
 		}
-		return &FieldError{Field: f, Problem: "is not an agent config field (fields: name, system, model, maxSteps, tools)"}
+		return &FieldError{Field: f, Problem: "is not an agent config field (fields: " + strings.Join(fields, ", ") + ")"}
 	}
 	return &FieldError{Field: "config", Problem: err.Error()}
 }

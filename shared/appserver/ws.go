@@ -594,7 +594,7 @@ func (c *call) input(ctx context.Context) error {
 			return refuse(c.refusal(ctx, err))
 		}
 	}
-	if err := h.opts.Enqueue(ctx, string(body)); err != nil {
+	if err := h.opts.Options.Enqueue(ctx, string(body)); err != nil {
 		if disposition == "queued" {
 			if _, derr := h.opts.Connections.Dequeue(context.WithoutCancel(ctx), c.conn.AccountID, rt.ConversationID, req.EventID); derr != nil {
 				h.opts.Logger.ErrorContext(ctx, "dequeueing the refused input", "eventId", req.EventID, "err", derr)

@@ -210,6 +210,8 @@ type Lease struct {
 	// known is the conversation through nextSeq-1 when StartTurn began the turn: History
 	// returns it without a read until the lease appends again.
 	known []model.Message
+	// parent links a subagent's conversation to the turn that started it.
+	parent Parent
 }
 
 // RecordStream makes the lease's next write of the conversation record stream as the stream
@@ -287,6 +289,7 @@ func (t *Lease) waitsFrom(head map[string]types.AttributeValue) {
 		PausedGroup:  getS(head, "pausedGroup"), PausedAsync: getStrings(head, "pausedAsync"),
 		PausedEvent: getS(head, "pausedEvent"),
 	}
+	t.parent = parentOf(head)
 }
 
 // storedMessage decodes the message a conversation item holds.

@@ -283,6 +283,19 @@ func (c *Call) Run(ctx context.Context) (out json.RawMessage, err error) {
 	return b, nil
 }
 
+type callIDKey struct{}
+
+// WithCallID returns ctx carrying the model's id of the tool call it runs.
+func WithCallID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, callIDKey{}, id)
+}
+
+// CallIDFrom is the model's id of the tool call ctx runs; empty outside one.
+func CallIDFrom(ctx context.Context) string {
+	id, _ := ctx.Value(callIDKey{}).(string)
+	return id
+}
+
 // Env is what tool factories may use from the harness: its environment, for fallback
 // credentials, a queue to hand outside work to, and a logger for what a build leaves out.
 type Env struct {

@@ -1,6 +1,7 @@
 package turn
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -49,7 +50,13 @@ func OptionsFrom(d lambdadeps.Deps) (Options, error) {
 	}
 	st := store.New(d.DB, tables)
 	env := tool.Env{Getenv: getenv, Send: workqueue.SQS(d.SQS), Logger: d.Logger}
+	var enqueue func(ctx context.Context, body string) error
+	if queue := getenv("ASYNC_WORK_QUEUE_URL"); queue != "" {
+		enqueue = func(ctx context.Context, body string) error { return env.Send(ctx, queue, body) }
+	}
 	return Options{
+		Enqueue:          enqueue,
+		Getenv:           getenv,
 		ApprovalTimeout:  approvalTimeout,
 		Store:            st,
 		Agents:           agents.New(st, d.Sealer, agentconfig.Checks{}, nil),

@@ -53,6 +53,9 @@ type invocation struct {
 	// history is the conversation as stored, kept up to date by every save, so a pass after
 	// async results needs no reload.
 	history []model.Message
+	// children are the subagent calls this invocation made (childCalls).
+	childMu  sync.Mutex
+	children map[string]bool
 }
 
 // run carries out the plan of a request.
@@ -271,7 +274,9 @@ func (d *invocation) end(ctx context.Context, plan *turnPlan, res Outcome) {
 //     free before anyone can learn the turn is over; 0 and 1 are sent together (end);
 //  2. the turn's event, when it has one, reports the outcome and the messages written from
 //     from on;
-//  3. an event the turn's paused step was answered under takes the same outcome;
+//  3. an event the turn's paused step was answered under takes the same outcome; a subagent's
+//     turn adds its usage to its caller's and, once it has ended, settles the async call of the
+//     caller that started it;
 //  4. tell, when set, tells the client: SSE's finish chunk, the runtime's stop_reason.
 //
 // It returns the report's error, which the worker retries on. Each step runs even when the one
@@ -283,6 +288,8 @@ func (d *invocation) conclude(ctx context.Context, plan *turnPlan, res Outcome, 
 		err = d.e.Report(ctx, d.accountID, d.turnID, res, from, d.lease.NextSeq())
 	}
 	d.settleResumed(ctx, plan, res, from, d.lease.NextSeq())
+	d.addUsageToParent(ctx, res)
+	d.settleParent(ctx, res)
 	if tell != nil {
 		tell()
 	}

@@ -69,6 +69,12 @@ type Options struct {
 	Streams *streamlog.Log
 	// StopPoll is how often a running turn looks whether it was asked to stop (RequestStop).
 	StopPoll time.Duration
+	// Enqueue puts work on async-worker's queue (the turns of non-blocking subagent calls);
+	// nil where the function has none.
+	Enqueue func(ctx context.Context, body string) error
+	// Getenv reads the harness environment (the flags of optional subagent tools); nil reads
+	// nothing.
+	Getenv func(string) string
 }
 
 // Engine runs turns for every transport: it takes a conversation's lease, plans a request
@@ -99,6 +105,14 @@ func New(opts Options) *Engine {
 		}
 	}
 	return &Engine{opts: opts}
+}
+
+// getenv reads the harness environment.
+func (e *Engine) getenv(name string) string {
+	if e.opts.Getenv == nil {
+		return ""
+	}
+	return e.opts.Getenv(name)
 }
 
 // Options returns the options the engine runs with, defaults filled in.
@@ -273,6 +287,7 @@ func (r *Run) events(ctx context.Context, execute func(context.Context) Outcome)
 		ctx, cancel := context.WithCancelCause(ctx)
 		defer cancel(nil)
 		stopped := false
+		ctx = withCaller(ctx, r.d)
 		r.d.openLog(ctx)
 		defer r.d.watchStop(ctx, cancel)()
 		r.d.emit = func(ev Event) {
@@ -598,6 +613,9 @@ func (e *Engine) buildAgent(agentID string, cfg *agentconfig.Config, err error) 
 		return agent.Config{}, invalid(err)
 	}
 	tools, err := e.opts.Tools(cfg.Tools)
+	if err == nil && cfg.Subagent != nil {
+		tools, err = tools.With(e.subagentTools(cfg.Subagent)...)
+	}
 	if err != nil {
 		return agent.Config{}, invalid(err)
 	}

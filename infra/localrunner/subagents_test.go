@@ -1,0 +1,246 @@
+package localrunner_test
+
+import (
+	"bytes"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentharness/harness/infra/testenv"
+	"github.com/agentharness/harness/shared/model"
+	"github.com/agentharness/harness/shared/store"
+)
+
+// factFinder answers every message with one fact.
+const factFinder = `{
+  "name": "fact-finder",
+  "model": {"provider": "scripted", "script": [{"text": "The answer is 42."}]}
+}`
+
+// planner calls the agent tools named in calls in one step, then answers with their results.
+func planner(subagent string, calls ...string) string {
+	return `{
+  "name": "planner",
+  "model": {"provider": "scripted", "script": [
+    {"text": "Asking. ", "toolCalls": [` + strings.Join(calls, ",") + `]},
+    {"text": "Planner heard: {{toolResults}}"}
+  ]},
+  "subagent": ` + subagent + `
+}`
+}
+
+// ask is one scripted call of the agent tool name with message.
+func ask(name, message string) string {
+	return `{"name": "` + name + `", "input": {"message": "` + message + `"}}`
+}
+
+// answered matches a completed subagent answer in a tool result or an async results message.
+var answered = regexp.MustCompile(`"threadId":"(conv_sub_[0-9a-f]+)","status":"completed"`)
+
+// threadIDs are the conversations of the completed subagent answers a turn's messages carry,
+// inline (blocking calls) or in async results (non-blocking ones), each once.
+func threadIDs(t *testing.T, msgs []model.Message) []string {
+	t.Helper()
+	seen := map[string]bool{}
+	var out []string
+	for _, m := range msgs {
+		texts := []string{m.Text()}
+		for _, p := range m.Parts {
+			if p.Type == model.PartToolResult && !p.IsError {
+				texts = append(texts, string(p.Output))
+			}
+		}
+		for _, text := range texts {
+			for _, sub := range answered.FindAllStringSubmatch(text, -1) {
+				if !seen[sub[1]] {
+					seen[sub[1]] = true
+					out = append(out, sub[1])
+				}
+			}
+		}
+	}
+	return out
+}
+
+// wantUsageRollsUp requires the caller's turn to report its own model usage plus every
+// subagent's.
+func (e *asyncEnv) wantUsageRollsUp(t *testing.T, final status, threads []string) {
+	t.Helper()
+	var want model.Usage
+	add := func(msgs []model.Message) {
+		for _, m := range msgs {
+			if m.Usage != nil {
+				want = want.Add(*m.Usage)
+			}
+		}
+	}
+	add(final.Messages)
+	own := want
+	for _, id := range threads {
+		add(e.conversation(t, id))
+	}
+	if final.Usage != want || want == own {
+		t.Errorf("the turn reports usage %+v, want its own %+v plus its subagents', %+v", final.Usage, own, want)
+	}
+}
+
+// A blocking agent tool runs the other agent's turn inside the call, in a conversation of its
+// own, and gives its answer to the caller's model.
+func TestBlockingSubagent(t *testing.T) {
+	e := newAsyncEnv(t)
+	finder := e.agent(t, factFinder)
+	caller := e.agent(t, planner(`{"agents": [{"name": "finder", "agentId": "`+finder+`", "description": "Finds facts."}]}`, ask("finder", "what is the answer")))
+	ev := e.async(t, `{"agentId":"`+caller+`","message":"plan it"}`)
+	final, _ := e.waitStatus(t, ev.EventID, store.EventCompleted)
+	if final.Text == nil || !strings.Contains(*final.Text, "The answer is 42.") {
+		t.Fatalf("the caller's answer %v does not carry the subagent's: %s", final.Text, final.raw)
+	}
+	threads := threadIDs(t, final.Messages)
+	if len(threads) != 1 || threads[0] == ev.ConversationID {
+		t.Fatalf("threads %v, want the subagent's own conversation: %s", threads, final.raw)
+	}
+	child := e.conversation(t, threads[0])
+	if len(child) != 2 || child[0].Role != model.RoleUser || child[0].Text() != "what is the answer" ||
+		child[1].Role != model.RoleAssistant || child[1].Text() != "The answer is 42." {
+		t.Errorf("the subagent's conversation holds %+v, want the caller's message and its answer", child)
+	}
+	e.wantUsageRollsUp(t, final, threads)
+}
+
+// Three non-blocking calls of one step run as turns on async-worker; each one's end settles
+// its call, and the caller is re-driven once, when the last has settled.
+func TestNonBlockingSubagentsFanIn(t *testing.T) {
+	e := newAsyncEnv(t)
+	finder := e.agent(t, factFinder)
+	caller := e.agent(t, planner(`{"agents": [{"name": "finder", "agentId": "`+finder+`", "blocking": false}]}`,
+		ask("finder", "topic one"), ask("finder", "topic two"), ask("finder", "topic three")))
+	ev := e.async(t, `{"agentId":"`+caller+`","message":"plan it"}`)
+	final, seen := e.waitStatus(t, ev.EventID, store.EventCompleted)
+	if !strings.Contains(strings.Join(seen, " "), store.EventWaitingAsync) {
+		t.Errorf("statuses %v, want the caller waiting for its calls before it completed", seen)
+	}
+	if final.Text == nil || strings.Count(*final.Text, "The answer is 42.") != 3 {
+		t.Fatalf("the caller's answer %v does not carry three answers: %s", final.Text, final.raw)
+	}
+	if n := e.logs.count("continuation started", map[string]string{"conversationId": ev.ConversationID}); n != 1 {
+		t.Errorf("the caller was continued %d times, want once", n)
+	}
+	threads := threadIDs(t, final.Messages)
+	if len(threads) != 3 {
+		t.Fatalf("threads %v, want three: %s", threads, final.raw)
+	}
+	topics := map[string]bool{}
+	for _, id := range threads {
+		child := e.conversation(t, id)
+		if len(child) != 2 || child[1].Text() != "The answer is 42." {
+			t.Errorf("subagent conversation %s holds %+v, want its message and answer", id, child)
+			continue
+		}
+		topics[child[0].Text()] = true
+	}
+	if !topics["topic one"] || !topics["topic two"] || !topics["topic three"] {
+		t.Errorf("the subagents were asked %v, want each topic once", topics)
+	}
+	e.wantUsageRollsUp(t, final, threads)
+}
+
+// Calls past subagent.maxDepth and subagent.maxChildrenPerTurn are tool errors the caller's
+// model sees; the turn goes on.
+func TestSubagentLimits(t *testing.T) {
+	e := newAsyncEnv(t)
+	t.Run("depth", func(t *testing.T) {
+		// An agent that calls itself once per turn: its child may, with maxDepth 1, not.
+		self := e.agent(t, `{"name": "recursive", "model": {"provider": "scripted", "script": [
+			{"toolCalls": [{"name": "again", "input": {"message": "go deeper"}}]},
+			{"text": "Level done: {{toolResults}}"}]}}`)
+		res := call(t, e.srv, http.MethodPatch, "/accounts/me/agents/"+self, e.secret,
+			`{"subagent": {"agents": [{"name": "again", "agentId": "`+self+`"}], "maxDepth": 1}}`)
+		if res.status != http.StatusOK {
+			t.Fatalf("PATCH = %d %s", res.status, res.body)
+		}
+		ev := e.async(t, `{"agentId":"`+self+`","message":"start"}`)
+		final, _ := e.waitStatus(t, ev.EventID, store.EventCompleted)
+		if final.Text == nil || !strings.Contains(*final.Text, "subagent.maxDepth is 1") || len(threadIDs(t, final.Messages)) != 1 {
+			t.Errorf("want one level run and the next refused for maxDepth 1: %s", final.raw)
+		}
+	})
+	t.Run("children per turn", func(t *testing.T) {
+		finder := e.agent(t, factFinder)
+		caller := e.agent(t, planner(`{"agents": [{"name": "finder", "agentId": "`+finder+`"}], "maxChildrenPerTurn": 2}`,
+			ask("finder", "one"), ask("finder", "two"), ask("finder", "three")))
+		ev := e.async(t, `{"agentId":"`+caller+`","message":"plan it"}`)
+		final, _ := e.waitStatus(t, ev.EventID, store.EventCompleted)
+		if final.Text == nil || strings.Count(*final.Text, "The answer is 42.") != 2 || !strings.Contains(*final.Text, "subagent.maxChildrenPerTurn is 2") {
+			t.Errorf("want two answers and the third call refused: %s", final.raw)
+		}
+	})
+}
+
+// An agent id of another account is not found: a subagent runs only the caller's account's agents.
+func TestSubagentOfAnotherAccount(t *testing.T) {
+	e := newAsyncEnv(t)
+	otherID, otherSecret := createAccount(t, e.srv, "other-"+e.accountID)
+	res := call(t, e.srv, http.MethodPost, "/accounts/me/agents", otherSecret, factFinder)
+	foreign, _ := res.json(t)["agentId"].(string)
+	if res.status != http.StatusCreated || foreign == "" {
+		t.Fatalf("creating the other account's agent = %d %s", res.status, res.body)
+	}
+	caller := e.agent(t, planner(`{"agents": [{"name": "finder", "agentId": "`+foreign+`"}]}`, ask("finder", "what is the answer")))
+	ev := e.async(t, `{"agentId":"`+caller+`","message":"plan it"}`)
+	final, _ := e.waitStatus(t, ev.EventID, store.EventCompleted)
+	if final.Text == nil || strings.Contains(*final.Text, "The answer is 42.") || !strings.Contains(*final.Text, "agent "+foreign+" not found") {
+		t.Errorf("want the call refused as not found: %s", final.raw)
+	}
+	if got := testenv.ConversationItems(t, e.stack.DB, e.stack.Tables.Conversations, otherID); len(got) != 0 {
+		t.Errorf("the other account has conversation items %v, want none", got)
+	}
+}
+
+// A subagent config is checked when it is written, each refusal naming its field.
+func TestSubagentConfigRefusals(t *testing.T) {
+	e := newAsyncEnv(t)
+	for body, field := range map[string]string{
+		planner(`{"agents": [{"name": "finder", "agentId": "agt_x", "resumable": {"receives_messages": "side_a"}}]}`): "subagent.agents[0].resumable",
+		planner(`{"agents": [{"name": "finder"}]}`): "subagent.agents[0].agentId",
+		planner(`{"agents": []}`):                   "subagent.agents",
+	} {
+		res := call(t, e.srv, http.MethodPost, "/accounts/me/agents", e.secret, body)
+		testenv.WantFieldError(t, res.status, res.body, field)
+	}
+}
+
+// Over SSE, the response ends waiting for the non-blocking children; the rest of the turn,
+// their answers included, is read at the resume route, and the AI SDK reads it as one message.
+func TestNonBlockingSubagentsOverSSE(t *testing.T) {
+	e := newAsyncEnv(t)
+	finder := e.agent(t, factFinder)
+	caller := e.agent(t, planner(`{"agents": [{"name": "finder", "agentId": "`+finder+`", "blocking": false}]}`,
+		ask("finder", "topic one"), ask("finder", "topic two")))
+	cs := e.stream(t, `{"agentId":"`+caller+`","id":"sse-subagents","message":"plan it"}`)
+	if fin := cs[len(cs)-1]; fin["type"] != "finish" || fin["finishReason"] != "tool-calls" {
+		t.Fatalf("the SSE response ended with %v, want a tool-calls finish while the children run", fin)
+	}
+	var body []byte
+	for deadline := time.Now().Add(asyncWait); ; time.Sleep(pollEvery) {
+		res := call(t, e.srv, http.MethodGet, "/chat/sse-subagents/stream", e.secret, "")
+		if res.status != http.StatusOK {
+			t.Fatalf("resume = %d %s, want 200", res.status, res.body)
+		}
+		resumed := testenv.Chunks(t, bytes.NewReader(res.body))
+		if last := resumed[len(resumed)-1]; last["type"] == "finish" && last["finishReason"] == "stop" {
+			if got := streamText(resumed); strings.Count(got, "The answer is 42.") != 2 {
+				t.Fatalf("the resumed turn's text %q lacks the two children's answers", got)
+			}
+			body = res.body
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the resumed turn never reached its final answer; last resume: %v", resumed)
+		}
+	}
+	if _, stderr, err := testenv.CheckUIStream(t, body); err != nil {
+		t.Fatalf("the AI SDK refused the resumed stream: %v\n%s", err, stderr)
+	}
+}

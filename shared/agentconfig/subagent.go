@@ -1,0 +1,212 @@
+package agentconfig
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/agentharness/harness/shared/ids"
+)
+
+// Subagent is config.subagent: the account's other agents this agent may call, each as a tool
+// (001 section 5, SubagentToolConfig). A call runs the agent's turn in a conversation of its
+// own, linked to the caller's.
+type Subagent struct {
+	Agents []SubagentTool `json:"agents"`
+	// RunSubagent also offers run_subagent, one tool that takes the name of one of Agents.
+	RunSubagent bool `json:"runSubagent,omitempty"`
+	// MaxDepth bounds how deep calls nest: a conversation started by a call is one level below
+	// its caller's; 0 means DefaultMaxDepth.
+	MaxDepth int `json:"maxDepth,omitempty"`
+	// MaxChildrenPerTurn bounds the calls one turn makes; 0 means DefaultMaxChildren.
+	MaxChildrenPerTurn int `json:"maxChildrenPerTurn,omitempty"`
+}
+
+// SubagentTool is one agent this agent may call.
+type SubagentTool struct {
+	// Name is the model-facing tool name.
+	Name    string `json:"name"`
+	AgentID string `json:"agentId"`
+	// Description tells the model what the agent is for.
+	Description string `json:"description,omitempty"`
+	// Blocking (the default) waits for the agent's answer; false starts it in the background
+	// and its answer comes back to the caller as an async tool result.
+	Blocking *bool `json:"blocking,omitempty"`
+	// InitUserMessageProperty is the tool input property whose value is the agent's first
+	// user message; "message" when empty.
+	InitUserMessageProperty string `json:"initUserMessageProperty,omitempty"`
+	// Optional names a harness environment flag: the tool exists only while it is true, 1 or
+	// yes (any case).
+	Optional string `json:"optional,omitempty"`
+}
+
+// Limits of config.subagent.
+const (
+	DefaultMaxDepth    = 3
+	MaxDepthLimit      = 10
+	DefaultMaxChildren = 8
+	MaxChildrenLimit   = 50
+	// DefaultMessageProperty is the input property of a subagent tool that carries its message.
+	DefaultMessageProperty = "message"
+	// RunSubagent is the name of the one tool that takes the agent's name.
+	RunSubagent = "run_subagent"
+)
+
+// IsBlocking reports whether calls wait for the agent's answer.
+func (t SubagentTool) IsBlocking() bool { return t.Blocking == nil || *t.Blocking }
+
+// MessageProperty is the input property that carries the agent's first message.
+func (t SubagentTool) MessageProperty() string {
+	if t.InitUserMessageProperty == "" {
+		return DefaultMessageProperty
+	}
+	return t.InitUserMessageProperty
+}
+
+// Depth is MaxDepth with its default.
+func (s *Subagent) Depth() int {
+	if s.MaxDepth == 0 {
+		return DefaultMaxDepth
+	}
+	return s.MaxDepth
+}
+
+// Children is MaxChildrenPerTurn with its default.
+func (s *Subagent) Children() int {
+	if s.MaxChildrenPerTurn == 0 {
+		return DefaultMaxChildren
+	}
+	return s.MaxChildrenPerTurn
+}
+
+// subagentFields are the keys of a config.subagent.agents entry; notYet are 001's keys not
+// built yet, refused by name rather than ignored.
+var (
+	subagentFields = []string{"name", "agentId", "description", "blocking", "initUserMessageProperty", "optional"}
+	notYet         = []string{"initAttachmentsProperty", "initAgentNameProperty", "immediate", "resumable"}
+	toolNameRe     = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,63}$`)
+	propertyRe     = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
+	flagRe         = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+)
+
+// UnmarshalJSON decodes config.subagent strictly and checks it, its refusals a *FieldError at
+// the exact field ("subagent.agents[1].name").
+func (s *Subagent) UnmarshalJSON(raw []byte) error {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &top); err != nil || top == nil {
+		return &FieldError{Field: "subagent", Problem: "must be an object"}
+	}
+	for k := range top {
+		if !slices.Contains([]string{"agents", "runSubagent", "maxDepth", "maxChildrenPerTurn"}, k) {
+			return &FieldError{Field: "subagent." + k, Problem: "is not a subagent field (fields: agents, runSubagent, maxDepth, maxChildrenPerTurn)"}
+		}
+	}
+	var entries []json.RawMessage
+	if err := json.Unmarshal(top["agents"], &entries); err != nil || len(entries) == 0 {
+		return &FieldError{Field: "subagent.agents", Problem: "must be a non-empty array of the agents this agent may call"}
+	}
+	type plain Subagent
+	var out plain
+	for _, k := range []string{"runSubagent", "maxDepth", "maxChildrenPerTurn"} {
+		if v, ok := top[k]; ok {
+			var err error
+			switch k {
+			case "runSubagent":
+				err = json.Unmarshal(v, &out.RunSubagent)
+			case "maxDepth":
+				err = json.Unmarshal(v, &out.MaxDepth)
+			default:
+				err = json.Unmarshal(v, &out.MaxChildrenPerTurn)
+			}
+			if err != nil {
+				kind := "an integer"
+				if k == "runSubagent" {
+					kind = "true or false"
+				}
+				return &FieldError{Field: "subagent." + k, Problem: "must be " + kind}
+			}
+		}
+	}
+	if out.MaxDepth < 0 || out.MaxDepth > MaxDepthLimit {
+		return &FieldError{Field: "subagent.maxDepth", Problem: fmt.Sprintf("must be between 1 and %d (0 or absent: %d)", MaxDepthLimit, DefaultMaxDepth)}
+	}
+	if out.MaxChildrenPerTurn < 0 || out.MaxChildrenPerTurn > MaxChildrenLimit {
+		return &FieldError{Field: "subagent.maxChildrenPerTurn", Problem: fmt.Sprintf("must be between 1 and %d (0 or absent: %d)", MaxChildrenLimit, DefaultMaxChildren)}
+	}
+	for i, e := range entries {
+		t, err := subagentTool(fmt.Sprintf("subagent.agents[%d]", i), e)
+		if err != nil {
+			return err
+		}
+		for _, prev := range out.Agents {
+			if prev.Name == t.Name {
+				return &FieldError{Field: fmt.Sprintf("subagent.agents[%d].name", i), Problem: fmt.Sprintf("%q names another entry too", t.Name)}
+			}
+		}
+		if t.Name == RunSubagent {
+			return &FieldError{Field: fmt.Sprintf("subagent.agents[%d].name", i), Problem: RunSubagent + " is the name of the tool runSubagent offers"}
+		}
+		out.Agents = append(out.Agents, t)
+	}
+	if out.RunSubagent {
+		for _, t := range out.Agents[1:] {
+			if t.IsBlocking() != out.Agents[0].IsBlocking() {
+				return &FieldError{Field: "subagent.runSubagent", Problem: "the agents run_subagent runs must all be blocking or all non-blocking"}
+			}
+		}
+	}
+	*s = Subagent(out)
+	return nil
+}
+
+func subagentTool(at string, raw json.RawMessage) (SubagentTool, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
+		return SubagentTool{}, &FieldError{Field: at, Problem: "must be an object"}
+	}
+	for k := range m {
+		if slices.Contains(notYet, k) {
+			return SubagentTool{}, &FieldError{Field: at + "." + k, Problem: "is not supported yet (supported: " + strings.Join(subagentFields, ", ") + ")"}
+		}
+		if !slices.Contains(subagentFields, k) {
+			return SubagentTool{}, &FieldError{Field: at + "." + k, Problem: "is not a subagent tool field (fields: " + strings.Join(subagentFields, ", ") + ")"}
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	var t SubagentTool
+	if err := dec.Decode(&t); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) && typeErr.Field != "" {
+			return SubagentTool{}, &FieldError{Field: at + "." + typeErr.Field, Problem: "must be " + jsonKind(typeErr.Type.Kind().String())}
+		}
+		return SubagentTool{}, &FieldError{Field: at, Problem: err.Error()}
+	}
+	switch {
+	case !toolNameRe.MatchString(t.Name):
+		return t, &FieldError{Field: at + ".name", Problem: "must be a tool name: a letter, then up to 63 letters, digits, _ or -"}
+	case t.AgentID == "":
+		return t, &FieldError{Field: at + ".agentId", Problem: "is required: the id of the account's agent to call"}
+	case !ids.Valid(t.AgentID):
+		return t, &FieldError{Field: at + ".agentId", Problem: ids.Problem(t.AgentID)}
+	case len(t.Description) > 1024:
+		return t, &FieldError{Field: at + ".description", Problem: "must be at most 1024 characters"}
+	case t.InitUserMessageProperty != "" && !propertyRe.MatchString(t.InitUserMessageProperty):
+		return t, &FieldError{Field: at + ".initUserMessageProperty", Problem: "must be a property name: a letter or _, then up to 63 letters, digits or _"}
+	case t.Optional != "" && !flagRe.MatchString(t.Optional):
+		return t, &FieldError{Field: at + ".optional", Problem: "must name an environment flag: a letter or _, then letters, digits or _"}
+	}
+	return t, nil
+}
+
+// FlagOn reports whether an optional tool's flag value turns it on: true, 1 or yes, in any case.
+func FlagOn(v string) bool {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "true", "1", "yes":
+		return true
+	}
+	return false
+}

@@ -1,0 +1,103 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/agentharness/harness/shared/model"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Parent links a subagent's conversation to the turn that started it. The zero Parent is a
+// conversation a client started.
+type Parent struct {
+	ConversationID string
+	// TurnKey names the calling turn (its stream log's key).
+	TurnKey string
+	// ResultID is the caller's async call the conversation's turn settles when it ends; empty
+	// for a blocking call, whose caller waits for the answer itself.
+	ResultID string
+	// Tool is the tool the caller called it through.
+	Tool string
+	// EventID is the calling turn's event, whose usage the child's adds to; empty without one.
+	EventID string
+	// Depth is how many calls down from a client's conversation it is: 1 for a child.
+	Depth int
+}
+
+// CreateChild creates a subagent's conversation for agentID, linked to its parent. Creating it
+// again with the same id is not an error (a retried call), so a call's conversation id must be
+// derived from the call.
+func (s *Store) CreateChild(ctx context.Context, accountID, conversationID, agentID string, p Parent) error {
+	item := map[string]types.AttributeValue{
+		"conversationKey":    str(accountID + "#" + conversationID),
+		"seq":                num(0),
+		"accountId":          str(accountID),
+		"agentId":            str(agentID),
+		"nextSeq":            num(1),
+		"parentConversation": str(p.ConversationID),
+		"parentTurn":         str(p.TurnKey),
+		"parentTool":         str(p.Tool),
+		"parentEvent":        str(p.EventID),
+		"depth":              num(int64(p.Depth)),
+	}
+	if p.ResultID != "" {
+		item["parentResult"] = str(p.ResultID)
+	}
+	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:           &s.tables.Conversations,
+		Item:                item,
+		ConditionExpression: aws.String("attribute_not_exists(conversationKey)"),
+	})
+	var failed *types.ConditionalCheckFailedException
+	if err != nil && !errors.As(err, &failed) {
+		return fmt.Errorf("creating subagent conversation %s: %w", conversationID, err)
+	}
+	return nil
+}
+
+// parentOf reads the link a subagent's conversation head carries.
+func parentOf(head map[string]types.AttributeValue) Parent {
+	depth, _ := getN(head, "depth")
+	return Parent{
+		ConversationID: getS(head, "parentConversation"), TurnKey: getS(head, "parentTurn"),
+		ResultID: getS(head, "parentResult"), Tool: getS(head, "parentTool"), EventID: getS(head, "parentEvent"), Depth: int(depth),
+	}
+}
+
+// Parent is the turn that started the conversation, when a subagent call did.
+func (t *Lease) Parent() Parent { return t.parent }
+
+// AddUsage adds a subagent's token usage to its caller's: the calling conversation's totals and,
+// when the call has one, the calling turn's event.
+func (s *Store) AddUsage(ctx context.Context, accountID string, p Parent, u model.Usage) error {
+	values := map[string]types.AttributeValue{":i": num(int64(u.InputTokens)), ":o": num(int64(u.OutputTokens))}
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &s.tables.Conversations,
+		Key:                       map[string]types.AttributeValue{"conversationKey": str(accountID + "#" + p.ConversationID), "seq": num(0)},
+		UpdateExpression:          aws.String("ADD inputTokens :i, outputTokens :o"),
+		ConditionExpression:       aws.String("attribute_exists(conversationKey)"),
+		ExpressionAttributeValues: values,
+	})
+	var failed *types.ConditionalCheckFailedException
+	if err != nil && !errors.As(err, &failed) {
+		return fmt.Errorf("adding a subagent's usage to conversation %s: %w", p.ConversationID, err)
+	}
+	if p.EventID == "" {
+		return nil
+	}
+	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &s.tables.Events,
+		Key:                       map[string]types.AttributeValue{"eventKey": str(accountID + "#" + p.EventID)},
+		UpdateExpression:          aws.String("ADD inputTokens :i, outputTokens :o"),
+		ConditionExpression:       aws.String("attribute_exists(eventKey)"),
+		ExpressionAttributeValues: values,
+	})
+	if err != nil && !errors.As(err, &failed) {
+		return fmt.Errorf("adding a subagent's usage to event %s: %w", p.EventID, err)
+	}
+	return nil
+}

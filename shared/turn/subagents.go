@@ -1,0 +1,316 @@
+package turn
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/agentharness/harness/shared/agentconfig"
+	"github.com/agentharness/harness/shared/asynctools"
+	"github.com/agentharness/harness/shared/model"
+	"github.com/agentharness/harness/shared/store"
+	"github.com/agentharness/harness/shared/tool"
+	"github.com/agentharness/harness/shared/workqueue"
+)
+
+// A subagent call runs another agent of the account as a turn of its own, in a conversation
+// linked to the caller's (store.Parent). A blocking call runs that turn inside the caller's
+// tool call and returns its answer. A non-blocking call is an external-dispatch async call
+// whose outside worker is async-worker: the child turn runs there as an /async turn, and its
+// end settles the caller's row (settleParent), which re-drives the caller like any completion.
+
+// callerKey carries the invocation a tool runs in, for the tools that call subagents.
+type callerKey struct{}
+
+func withCaller(ctx context.Context, d *invocation) context.Context {
+	return context.WithValue(ctx, callerKey{}, d)
+}
+
+func callerFrom(ctx context.Context) (*invocation, bool) {
+	d, ok := ctx.Value(callerKey{}).(*invocation)
+	return d, ok
+}
+
+// childAnswer is what a subagent call returns to the caller's model.
+type childAnswer struct {
+	Agent    string      `json:"agent"`
+	ThreadID string      `json:"threadId"`
+	Status   string      `json:"status"`
+	Text     string      `json:"text,omitempty"`
+	EventID  string      `json:"eventId,omitempty"`
+	Usage    model.Usage `json:"usage"`
+}
+
+// subagentTools are the model-facing tools of config.subagent: one per agent whose optional
+// flag, if any, is on, and run_subagent when asked for.
+func (e *Engine) subagentTools(s *agentconfig.Subagent) []tool.Tool {
+	var out []tool.Tool
+	var on []agentconfig.SubagentTool
+	for _, t := range s.Agents {
+		if t.Optional != "" && !agentconfig.FlagOn(e.getenv(t.Optional)) {
+			continue
+		}
+		on = append(on, t)
+		prop := t.MessageProperty()
+		out = append(out, tool.Tool{
+			Name:        t.Name,
+			Description: cmpOr(t.Description, "Runs the agent "+t.Name+" on a task and returns its answer."),
+			InputSchema: messageSchema(prop, nil),
+			Async:       callMode(t),
+			Execute: func(ctx context.Context, input json.RawMessage) (any, error) {
+				var args map[string]string
+				if err := json.Unmarshal(input, &args); err != nil {
+					return nil, err
+				}
+				return e.callSubagent(ctx, s, t, args[prop])
+			},
+		})
+	}
+	if !s.RunSubagent || len(on) == 0 {
+		return out
+	}
+	byName := map[string]agentconfig.SubagentTool{}
+	var names, lines []string
+	for _, t := range on {
+		byName[t.Name] = t
+		names = append(names, t.Name)
+		lines = append(lines, t.Name+": "+cmpOr(t.Description, "an agent"))
+	}
+	sort.Strings(names)
+	return append(out, tool.Tool{
+		Name:        agentconfig.RunSubagent,
+		Description: "Runs one of these agents on a task and returns its answer. " + strings.Join(lines, "; "),
+		InputSchema: messageSchema(agentconfig.DefaultMessageProperty, names),
+		Async:       callMode(on[0]),
+		Execute: func(ctx context.Context, input json.RawMessage) (any, error) {
+			var args map[string]string
+			if err := json.Unmarshal(input, &args); err != nil {
+				return nil, err
+			}
+			return e.callSubagent(ctx, s, byName[args["agent"]], args[agentconfig.DefaultMessageProperty])
+		},
+	})
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// callMode is a subagent tool's execution: inline for a blocking call, else dispatched.
+func callMode(t agentconfig.SubagentTool) string {
+	if t.IsBlocking() {
+		return ""
+	}
+	return asynctools.ExternalDispatch
+}
+
+// messageSchema is the input of a subagent tool: the message under prop and, for
+// run_subagent, the agent's name out of names.
+func messageSchema(prop string, names []string) json.RawMessage {
+	props := map[string]any{prop: map[string]any{"type": "string", "minLength": 1, "maxLength": 100000, "description": "The task or message for the agent."}}
+	required := []string{prop}
+	if names != nil {
+		props["agent"] = map[string]any{"type": "string", "enum": names, "description": "The agent to run."}
+		required = append([]string{"agent"}, required...)
+	}
+	b, _ := json.Marshal(map[string]any{"type": "object", "properties": props, "required": required, "additionalProperties": false})
+	return b
+}
+
+// childID names the conversation of one subagent call: derived from the call, so a retried
+// call finds the conversation its first attempt made.
+func childID(accountID, conversationID, toolCallID string) string {
+	h := sha256.Sum256([]byte(accountID + "\x00" + conversationID + "\x00" + toolCallID))
+	return "conv_sub_" + hex.EncodeToString(h[:16])
+}
+
+// callSubagent checks a call against the limits, creates the child's conversation and runs or
+// dispatches its turn. Its errors are tool errors the caller's model sees.
+func (e *Engine) callSubagent(ctx context.Context, s *agentconfig.Subagent, t agentconfig.SubagentTool, message string) (any, error) {
+	d, ok := callerFrom(ctx)
+	if !ok {
+		return nil, errors.New("a subagent can only be called from a turn")
+	}
+	depth := d.lease.Parent().Depth + 1
+	if depth > s.Depth() {
+		return nil, fmt.Errorf("cannot call %s: this conversation is already %d subagent call(s) deep, and subagent.maxDepth is %d", t.Name, depth-1, s.Depth())
+	}
+	callID, resultID := tool.CallIDFrom(ctx), ""
+	ticket, dispatched := asynctools.TicketFrom(ctx)
+	if dispatched {
+		callID, resultID = ticket.ToolCallID, ticket.ResultID
+	}
+	if n := d.childCalls(callID, s); n > s.Children() {
+		return nil, fmt.Errorf("cannot call %s: this turn has called %d subagents, and subagent.maxChildrenPerTurn is %d", t.Name, n-1, s.Children())
+	}
+	cfg, err := e.LoadAgent(ctx, d.accountID, t.AgentID)
+	var refused *Refusal
+	if errors.As(err, &refused) {
+		return nil, fmt.Errorf("cannot call %s: %s", t.Name, refused.Message)
+	}
+	if err != nil {
+		return nil, err
+	}
+	child := childID(d.accountID, d.conversationID, callID)
+	link := store.Parent{ConversationID: d.conversationID, TurnKey: d.delivery.TurnKey, ResultID: resultID, Tool: t.Name, EventID: d.turnID, Depth: depth}
+	if err := e.opts.Store.CreateChild(ctx, d.accountID, child, t.AgentID, link); err != nil {
+		return nil, err
+	}
+	msg := model.Message{ID: "msg_" + child, Role: model.RoleUser, Parts: []model.Part{{Type: model.PartText, Text: message}}}
+	if dispatched {
+		return e.dispatchChild(ctx, d.accountID, t, child, msg)
+	}
+	run, err := e.Begin(ctx, Start{
+		AccountID: d.accountID, Request: Request{ConversationID: child, AgentID: t.AgentID},
+		Input: Input{Message: &msg}, Config: cfg, Delivery: asynctools.Delivery{Kind: asynctools.DeliverAsync},
+	})
+	if errors.As(err, &refused) {
+		return nil, fmt.Errorf("cannot call %s: %s", t.Name, refused.Message)
+	}
+	if err != nil {
+		return nil, err
+	}
+	o := run.Execute(ctx)
+	if err := run.Conclude(context.WithoutCancel(ctx), o, nil); err != nil {
+		d.log.ErrorContext(ctx, "ending a subagent's turn", "subagent", t.Name, "threadId", child, "err", err)
+	}
+	answer := childAnswer{Agent: t.Name, ThreadID: child, Status: o.Status, Text: lastAnswer(run.d.history), Usage: o.Usage}
+	switch o.Status {
+	case store.EventFailed:
+		return nil, fmt.Errorf("%s failed: %s", t.Name, cmpOr(o.Error, "its turn failed"))
+	case store.EventCancelled:
+		return nil, fmt.Errorf("%s was cancelled before it answered", t.Name)
+	}
+	return answer, nil
+}
+
+// childCalls is how many subagent calls the turn has made, counting callID: those in the turn's
+// stored messages since its user message, and those this invocation made.
+func (d *invocation) childCalls(callID string, s *agentconfig.Subagent) int {
+	names := map[string]bool{agentconfig.RunSubagent: true}
+	for _, t := range s.Agents {
+		names[t.Name] = true
+	}
+	seen := map[string]bool{callID: true}
+	for i := len(d.history) - 1; i >= 0 && d.history[i].Role != model.RoleUser; i-- {
+		for _, p := range d.history[i].Parts {
+			if p.Type == model.PartToolCall && names[p.ToolName] {
+				seen[p.ToolCallID] = true
+			}
+		}
+	}
+	d.childMu.Lock()
+	defer d.childMu.Unlock()
+	if d.children == nil {
+		d.children = map[string]bool{}
+	}
+	d.children[callID] = true
+	for id := range d.children {
+		seen[id] = true
+	}
+	return len(seen)
+}
+
+// lastAnswer is the text of the conversation's last assistant message.
+func lastAnswer(history []model.Message) string {
+	for i := len(history) - 1; i >= 0; i-- {
+		if history[i].Role == model.RoleAssistant {
+			if text := history[i].Text(); text != "" {
+				return text
+			}
+		}
+		if history[i].Role == model.RoleUser {
+			break
+		}
+	}
+	return ""
+}
+
+// dispatchChild queues the child's turn for async-worker under an event derived from the
+// child's conversation, so a call dispatched twice runs once.
+func (e *Engine) dispatchChild(ctx context.Context, accountID string, t agentconfig.SubagentTool, child string, msg model.Message) (any, error) {
+	if e.opts.Enqueue == nil {
+		return nil, errors.New("subagents that do not block run on async-worker, and this function has no queue to it")
+	}
+	eventID := "evt_" + strings.TrimPrefix(child, "conv_")
+	answer := childAnswer{Agent: t.Name, ThreadID: child, Status: store.EventProcessing, EventID: eventID}
+	err := e.opts.Store.ClaimEvent(ctx, accountID, eventID, child, e.opts.Now(), e.opts.EventTTL)
+	var dup *store.DuplicateEventError
+	if errors.As(err, &dup) {
+		return answer, nil // queued by an earlier attempt of the call
+	}
+	if err != nil {
+		return nil, err
+	}
+	body, err := json.Marshal(Work{
+		Type: workqueue.Turn, AccountID: accountID, EventID: eventID, GroupSeed: store.NewID(""),
+		Request: &Request{ConversationID: child, AgentID: t.AgentID, EventID: eventID}, Message: &msg,
+	})
+	if err == nil {
+		err = e.opts.Enqueue(ctx, string(body))
+	}
+	if err != nil {
+		if rerr := e.opts.Store.ReleaseEvent(context.WithoutCancel(ctx), accountID, eventID); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+		return nil, fmt.Errorf("queueing %s: %w", t.Name, err)
+	}
+	return answer, nil
+}
+
+// addUsageToParent adds what this part of a subagent's turn used to its caller's totals.
+func (d *invocation) addUsageToParent(ctx context.Context, res Outcome) {
+	p := d.lease.Parent()
+	if p.ConversationID == "" || res.Usage == (model.Usage{}) {
+		return
+	}
+	if err := d.e.opts.Store.AddUsage(ctx, d.accountID, p, res.Usage); err != nil {
+		d.log.ErrorContext(ctx, "adding a subagent's usage to its caller's", "err", err)
+	}
+}
+
+// settleParent settles, once a subagent's turn has ended, the async call of the caller that
+// started it (a non-blocking call), through the conditional write a completion takes; the last
+// settlement of the caller's group re-drives the caller.
+func (d *invocation) settleParent(ctx context.Context, res Outcome) {
+	p := d.lease.Parent()
+	if p.ResultID == "" || !store.Final(res.Status) || d.e.opts.Async == nil {
+		return
+	}
+	var o asynctools.Outcome
+	switch res.Status {
+	case store.EventCompleted:
+		b, err := json.Marshal(childAnswer{Agent: p.Tool, ThreadID: d.conversationID, Status: res.Status, Text: lastAnswer(d.history), EventID: d.turnID, Usage: res.Usage})
+		if err != nil {
+			d.log.ErrorContext(ctx, "encoding a subagent's answer", "err", err)
+			return
+		}
+		o = asynctools.Outcome{Status: asynctools.Completed, Response: b}
+	case store.EventCancelled:
+		o = asynctools.Outcome{Status: asynctools.Failed, Error: p.Tool + " was cancelled before it answered"}
+	default:
+		o = asynctools.Outcome{Status: asynctools.Failed, Error: p.Tool + " failed: " + cmpOr(res.Error, "its turn failed")}
+	}
+	e := d.e
+	_, duplicate, err := e.opts.Async.Settle(ctx, p.ResultID, o, e.opts.Now())
+	var conflict *asynctools.ConflictError
+	switch {
+	case errors.As(err, &conflict):
+		d.log.WarnContext(ctx, "a subagent ended after its caller's call was settled otherwise", "resultId", p.ResultID, "status", conflict.Recorded.Status)
+		return
+	case err != nil:
+		d.log.ErrorContext(ctx, "settling the caller of a subagent", "resultId", p.ResultID, "err", err)
+		return
+	}
+	if _, err := e.opts.Redriver.Settled(ctx, p.ResultID, duplicate); err != nil {
+		d.log.ErrorContext(ctx, "checking the caller's group after a subagent ended", "resultId", p.ResultID, "err", err)
+	}
+}

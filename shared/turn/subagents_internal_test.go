@@ -1,0 +1,54 @@
+package turn
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+
+	"github.com/agentharness/harness/shared/agentconfig"
+	"github.com/agentharness/harness/shared/asynctools"
+	"github.com/agentharness/harness/shared/tool"
+)
+
+func TestSubagentToolsFollowTheirConfig(t *testing.T) {
+	var c agentconfig.Config
+	if err := json.Unmarshal([]byte(`{"model":{},"subagent":{"agents":[
+		{"name":"finder","agentId":"agt_1","description":"Finds facts.","blocking":false},
+		{"name":"editor","agentId":"agt_2","initUserMessageProperty":"draft","optional":"EDITOR_ON","blocking":false},
+		{"name":"critic","agentId":"agt_3","optional":"CRITIC_ON","blocking":false}
+	],"runSubagent":true}}`), &c); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"EDITOR_ON": "Yes", "CRITIC_ON": "off"}
+	e := New(Options{Getenv: func(k string) string { return env[k] }})
+	tools := e.subagentTools(c.Subagent)
+	set, err := tool.NewSet(tools...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := set.Names(); !slices.Equal(got, []string{"editor", "finder", "run_subagent"}) {
+		t.Fatalf("tools %v, want editor (its flag is yes), finder and run_subagent, not critic (its flag is off)", got)
+	}
+	if set.AsyncMode("finder") != asynctools.ExternalDispatch || set.AsyncMode("run_subagent") != asynctools.ExternalDispatch {
+		t.Errorf("finder runs %q, run_subagent %q: want non-blocking calls dispatched", set.AsyncMode("finder"), set.AsyncMode("run_subagent"))
+	}
+	var blocking agentconfig.Config
+	if err := json.Unmarshal([]byte(`{"model":{},"subagent":{"agents":[{"name":"finder","agentId":"agt_1"}]}}`), &blocking); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.subagentTools(blocking.Subagent); len(got) != 1 || got[0].Async != "" {
+		t.Errorf("a blocking agent's tools %+v, want one that runs inline", got)
+	}
+	if _, err := set.Prepare("editor", json.RawMessage(`{"draft":"fix this"}`)); err != nil {
+		t.Errorf("the editor's message goes under draft: %v", err)
+	}
+	if _, err := set.Prepare("editor", json.RawMessage(`{"message":"fix this"}`)); err == nil {
+		t.Error("the editor took its message under \"message\", not its initUserMessageProperty")
+	}
+	if _, err := set.Prepare("run_subagent", json.RawMessage(`{"agent":"critic","message":"judge"}`)); err == nil {
+		t.Error("run_subagent ran critic, whose flag is off")
+	}
+	if _, err := set.Prepare("run_subagent", json.RawMessage(`{"agent":"finder","message":"look"}`)); err != nil {
+		t.Errorf("run_subagent refused finder: %v", err)
+	}
+}
