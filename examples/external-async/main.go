@@ -38,6 +38,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentharness/harness/examples/internal/harnessapi"
 	"github.com/agentharness/harness/shared/awsclient"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -116,7 +117,7 @@ func run(ctx context.Context, cfg config, stdout io.Writer) error {
 	}
 	queue := awsclient.SQS(awsCfg)
 
-	if err := putAgent(ctx, base, cfg.Secret); err != nil {
+	if err := harnessapi.PutAgent(ctx, base, cfg.Secret, agentID, agentConfig); err != nil {
 		return err
 	}
 	if cfg.SSE {
@@ -126,7 +127,7 @@ func run(ctx context.Context, cfg config, stdout io.Writer) error {
 		EventID        string `json:"eventId"`
 		ConversationID string `json:"conversationId"`
 	}
-	code, body, err := call(ctx, http.MethodPost, base+"/async", cfg.Secret, map[string]string{"agentId": agentID, "message": "run the external jobs"}, &started)
+	code, body, err := harnessapi.Call(ctx, http.MethodPost, base+"/async", cfg.Secret, map[string]string{"agentId": agentID, "message": "run the external jobs"}, &started)
 	if err != nil {
 		return err
 	}
@@ -141,7 +142,7 @@ func run(ctx context.Context, cfg config, stdout io.Writer) error {
 		completed += n
 		var st status
 		if err == nil {
-			code, body, err = call(ctx, http.MethodGet, base+"/status/"+started.EventID, cfg.Secret, nil, &st)
+			code, body, err = harnessapi.Call(ctx, http.MethodGet, base+"/status/"+started.EventID, cfg.Secret, nil, &st)
 		}
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return fmt.Errorf("timed out after %s waiting for the turn to end (last status: %q)", cfg.Timeout, last)
@@ -173,27 +174,6 @@ func run(ctx context.Context, cfg config, stdout io.Writer) error {
 	}
 }
 
-// putAgent creates the example agent, or replaces its config when it already exists.
-func putAgent(ctx context.Context, base, secret string) error {
-	var fields map[string]any
-	if err := json.Unmarshal([]byte(agentConfig), &fields); err != nil {
-		return err
-	}
-	fields["agentId"] = agentID
-	code, body, err := call(ctx, http.MethodPost, base+"/accounts/me/agents", secret, fields, nil)
-	if err == nil && code == http.StatusConflict {
-		delete(fields, "agentId")
-		code, body, err = call(ctx, http.MethodPatch, base+"/accounts/me/agents/"+agentID, secret, fields, nil)
-	}
-	if err != nil {
-		return err
-	}
-	if code != http.StatusCreated && code != http.StatusOK {
-		return fmt.Errorf("writing agent %s = %d %s", agentID, code, body)
-	}
-	return nil
-}
-
 // work takes the jobs waiting on the queue (waiting a second for some), completes each and
 // deletes it. A job whose completion got no answer or a 5xx stays on the queue for a retry.
 func work(ctx context.Context, queue *sqs.Client, queueURL, base string, stdout io.Writer) (int, error) {
@@ -212,7 +192,7 @@ func work(ctx context.Context, queue *sqs.Client, queueURL, base string, stdout 
 				url = base + j.CompletePath
 			}
 			answer := map[string]any{"status": "completed", "response": map[string]string{"echo": strings.ToUpper(j.Echo)}}
-			code, body, err := call(ctx, http.MethodPost, url, j.Token, answer, nil)
+			code, body, err := harnessapi.Call(ctx, http.MethodPost, url, j.Token, answer, nil)
 			if err != nil {
 				return done, fmt.Errorf("completing %s: %w", j.ResultID, err)
 			}
@@ -231,45 +211,11 @@ func work(ctx context.Context, queue *sqs.Client, queueURL, base string, stdout 
 	return done, nil
 }
 
-// call sends a JSON request with a bearer token and returns the status and body; a 2xx body is
-// decoded into out when out is not nil.
-func call(ctx context.Context, method, url, token string, in, out any) (int, []byte, error) {
-	var reader io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return 0, nil, err
-		}
-		reader = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, url, reader)
-	if err != nil {
-		return 0, nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return resp.StatusCode, nil, err
-	}
-	if out != nil && resp.StatusCode/100 == 2 {
-		if err := json.Unmarshal(body, out); err != nil {
-			return resp.StatusCode, body, fmt.Errorf("%s %s: decoding %s: %w", method, url, body, err)
-		}
-	}
-	return resp.StatusCode, body, nil
-}
-
 // runSSE runs the turn over SSE: the response ends waiting for the dispatched calls, the worker
 // does them, and the rest of the turn is read where a client resumes, until its final answer.
 func runSSE(ctx context.Context, cfg config, base string, queue *sqs.Client, stdout io.Writer) error {
 	conv := fmt.Sprintf("external-sse-%d", time.Now().UnixNano())
-	chunks, err := stream(ctx, http.MethodPost, base+"/chat", cfg.Secret, map[string]string{"agentId": agentID, "id": conv, "message": "run the external jobs"})
+	chunks, err := harnessapi.Stream(ctx, http.MethodPost, base+"/chat", cfg.Secret, map[string]string{"agentId": agentID, "id": conv, "message": "run the external jobs"})
 	if err != nil {
 		return err
 	}
@@ -280,7 +226,7 @@ func runSSE(ctx context.Context, cfg config, base string, queue *sqs.Client, std
 		n, err := work(ctx, queue, cfg.QueueURL, base, stdout)
 		completed += n
 		if err == nil {
-			chunks, err = stream(ctx, http.MethodGet, base+"/chat/"+conv+"/stream", cfg.Secret, nil)
+			chunks, err = harnessapi.Stream(ctx, http.MethodGet, base+"/chat/"+conv+"/stream", cfg.Secret, nil)
 		}
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return fmt.Errorf("timed out after %s waiting for the turn to end", cfg.Timeout)
@@ -303,32 +249,4 @@ func runSSE(ctx context.Context, cfg config, base string, queue *sqs.Client, std
 			return nil
 		}
 	}
-}
-
-// stream sends a request whose answer is a UI message stream and returns its chunks; it fails
-// unless the answer is 200 and the stream has a chunk.
-func stream(ctx context.Context, method, url, token string, in any) ([]map[string]any, error) {
-	code, body, err := call(ctx, method, url, token, in, nil)
-	if err != nil {
-		return nil, err
-	}
-	if code != http.StatusOK {
-		return nil, fmt.Errorf("%s %s = %d %s, want 200", method, url, code, body)
-	}
-	var chunks []map[string]any
-	for _, line := range strings.Split(string(body), "\n") {
-		data, ok := strings.CutPrefix(line, "data: ")
-		if !ok || data == "[DONE]" {
-			continue
-		}
-		var c map[string]any
-		if err := json.Unmarshal([]byte(data), &c); err != nil {
-			return nil, fmt.Errorf("%s %s: a chunk is not JSON: %s", method, url, data)
-		}
-		chunks = append(chunks, c)
-	}
-	if len(chunks) == 0 {
-		return nil, fmt.Errorf("%s %s: an empty stream", method, url)
-	}
-	return chunks, nil
 }

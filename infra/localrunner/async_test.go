@@ -62,7 +62,7 @@ func TestAsyncExamples(t *testing.T) {
 	bin := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin+string(filepath.Separator), "./examples/external-async", "./examples/tool-async", "./examples/appserver-controller")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin+string(filepath.Separator), "./examples/external-async", "./examples/tool-async", "./examples/appserver-controller", "./examples/subagents")
 	build.Dir = testenv.Root(t)
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building the examples: %v\n%s", err, out)
@@ -106,6 +106,24 @@ func TestAsyncExamples(t *testing.T) {
 		}
 		wantWorkersEchoes(t, lines, out)
 	})
+
+	for _, mode := range []string{"async", "sse"} {
+		t.Run("subagents over "+mode, func(t *testing.T) {
+			var args []string
+			if mode == "sse" {
+				args = []string{"-sse"}
+			}
+			out := run(t, "subagents", args)
+			for _, q := range []string{"How large is the market?", "Which technologies lead it?"} {
+				if !strings.Contains(out, `was asked "`+q+`" and answered "Three recent sources agree on it."`) {
+					t.Errorf("no child was asked %q and answered; output:\n%s", q, out)
+				}
+			}
+			if !strings.Contains(out, "final text: Both researchers answered:") {
+				t.Errorf("the planner's final text is missing; output:\n%s", out)
+			}
+		})
+	}
 
 	t.Run("appserver-controller", func(t *testing.T) {
 		out := run(t, "appserver-controller", nil)
