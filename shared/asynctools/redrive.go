@@ -27,6 +27,10 @@ type Redriver struct {
 	ResendAfter time.Duration
 	// Recheck: how long the sweeper leaves a sealed, unsettled group before looking again.
 	Recheck time.Duration
+	// Late, when set, is asked before the sweeper times out a call: an outcome it gives (ok)
+	// was recorded elsewhere and is settled instead (a subagent's turn that ended, whose own
+	// settle was lost).
+	Late func(ctx context.Context, resultID string) (o Outcome, ok bool, err error)
 }
 
 func (r *Redriver) now() time.Time {
@@ -121,6 +125,8 @@ func (r *Redriver) Seal(ctx context.Context, g Group) (CheckResult, error) {
 // SweepStats counts what one sweep did.
 type SweepStats struct {
 	TimedOut, Sealed, Redriven, Resent int
+	// Recovered counts calls settled with an outcome Late found instead of timing out.
+	Recovered int
 }
 
 // TimeoutError is the failure recorded for a call whose outside worker never answered.
@@ -143,9 +149,22 @@ func (r *Redriver) Sweep(ctx context.Context, limit int) (SweepStats, error) {
 	var errs []error
 	for _, it := range due {
 		if it.ResultID != "" {
-			_, dup, err := r.Store.Settle(ctx, it.ResultID, Outcome{Status: Failed, Error: TimeoutError, Timeout: true}, now)
+			o, recovered := Outcome{Status: Failed, Error: TimeoutError, Timeout: true}, false
+			if r.Late != nil {
+				late, ok, err := r.Late(ctx, it.ResultID)
+				if err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				if ok {
+					o, recovered = late, true
+				}
+			}
+			_, dup, err := r.Store.Settle(ctx, it.ResultID, o, now)
 			var conflict *ConflictError
 			switch {
+			case err == nil && !dup && recovered:
+				stats.Recovered++
 			case err == nil && !dup:
 				stats.TimedOut++
 			case err == nil, errors.Is(err, ErrNotDue), errors.Is(err, ErrNotFound):

@@ -101,3 +101,6 @@ func (s *Store) AddUsage(ctx context.Context, accountID string, p Parent, u mode
 	}
 	return nil
 }
+
+// HasTurns reports whether the store was given the tables of conversations and events.
+func (s *Store) HasTurns() bool { return s.tables.Conversations != "" && s.tables.Events != "" }

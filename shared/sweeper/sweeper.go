@@ -12,6 +12,7 @@ import (
 	"github.com/agentharness/harness/shared/asynctools"
 	"github.com/agentharness/harness/shared/lambdadeps"
 	"github.com/agentharness/harness/shared/store"
+	"github.com/agentharness/harness/shared/subagent"
 	"github.com/agentharness/harness/shared/workqueue"
 )
 
@@ -39,7 +40,7 @@ func (s *Sweeper) asyncTools(ctx context.Context) error {
 	var total asynctools.SweepStats
 	defer func() {
 		if total != (asynctools.SweepStats{}) {
-			s.logger.InfoContext(ctx, "sweep", "timedOut", total.TimedOut, "sealed", total.Sealed, "redriven", total.Redriven, "resent", total.Resent)
+			s.logger.InfoContext(ctx, "sweep", "timedOut", total.TimedOut, "recovered", total.Recovered, "sealed", total.Sealed, "redriven", total.Redriven, "resent", total.Resent)
 		}
 	}()
 	for ctx.Err() == nil {
@@ -48,6 +49,7 @@ func (s *Sweeper) asyncTools(ctx context.Context) error {
 		total.Sealed += stats.Sealed
 		total.Redriven += stats.Redriven
 		total.Resent += stats.Resent
+		total.Recovered += stats.Recovered
 		if err != nil {
 			return err
 		}
@@ -102,7 +104,26 @@ func New(d lambdadeps.Deps) (*Sweeper, error) {
 	}
 	queue, send := d.Getenv("ASYNC_WORK_QUEUE_URL"), workqueue.SQS(d.SQS)
 	enqueue := func(ctx context.Context, body string) error { return send(ctx, queue, body) }
-	return NewFrom(redriver, store.New(d.DB, store.Tables{Accounts: accounts}), enqueue, time.Now, logger), nil
+	st := store.New(d.DB, store.Tables{Accounts: accounts, Events: d.Getenv("EVENTS_TABLE"), Conversations: d.Getenv("CONVERSATIONS_TABLE")})
+	if st.HasTurns() {
+		redriver.Late = LateSubagents(redriver.Store, st)
+	}
+	return NewFrom(redriver, st, enqueue, time.Now, logger), nil
+}
+
+// LateSubagents is the Redriver's Late for subagent calls: a call whose child's turn ended takes
+// the child's outcome instead of timing out (subagent.Recover).
+func LateSubagents(async *asynctools.Store, st *store.Store) func(ctx context.Context, resultID string) (asynctools.Outcome, bool, error) {
+	return func(ctx context.Context, resultID string) (asynctools.Outcome, bool, error) {
+		row, err := async.Result(ctx, resultID)
+		if errors.Is(err, asynctools.ErrNotFound) {
+			return asynctools.Outcome{}, false, nil
+		}
+		if err != nil || row.Status != asynctools.Running {
+			return asynctools.Outcome{}, false, err
+		}
+		return subagent.Recover(ctx, st, row)
+	}
 }
 
 // NewFrom builds a sweeper from its parts: the redriver of async calls, the accounts store, how

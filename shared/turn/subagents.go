@@ -2,8 +2,6 @@ package turn
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +12,7 @@ import (
 	"github.com/agentharness/harness/shared/asynctools"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/store"
+	"github.com/agentharness/harness/shared/subagent"
 	"github.com/agentharness/harness/shared/tool"
 	"github.com/agentharness/harness/shared/workqueue"
 )
@@ -34,16 +33,6 @@ func withCaller(ctx context.Context, d *invocation) context.Context {
 func callerFrom(ctx context.Context) (*invocation, bool) {
 	d, ok := ctx.Value(callerKey{}).(*invocation)
 	return d, ok
-}
-
-// childAnswer is what a subagent call returns to the caller's model.
-type childAnswer struct {
-	Agent    string      `json:"agent"`
-	ThreadID string      `json:"threadId"`
-	Status   string      `json:"status"`
-	Text     string      `json:"text,omitempty"`
-	EventID  string      `json:"eventId,omitempty"`
-	Usage    model.Usage `json:"usage"`
 }
 
 // subagentTools are the model-facing tools of config.subagent: one per agent whose optional
@@ -125,13 +114,6 @@ func messageSchema(prop string, names []string) json.RawMessage {
 	return b
 }
 
-// childID names the conversation of one subagent call: derived from the call, so a retried
-// call finds the conversation its first attempt made.
-func childID(accountID, conversationID, toolCallID string) string {
-	h := sha256.Sum256([]byte(accountID + "\x00" + conversationID + "\x00" + toolCallID))
-	return "conv_sub_" + hex.EncodeToString(h[:16])
-}
-
 // callSubagent checks a call against the limits, creates the child's conversation and runs or
 // dispatches its turn. Its errors are tool errors the caller's model sees.
 func (e *Engine) callSubagent(ctx context.Context, s *agentconfig.Subagent, t agentconfig.SubagentTool, message string) (any, error) {
@@ -159,7 +141,7 @@ func (e *Engine) callSubagent(ctx context.Context, s *agentconfig.Subagent, t ag
 	if err != nil {
 		return nil, err
 	}
-	child := childID(d.accountID, d.conversationID, callID)
+	child := subagent.ConversationID(d.accountID, d.conversationID, callID)
 	link := store.Parent{ConversationID: d.conversationID, TurnKey: d.delivery.TurnKey, ResultID: resultID, Tool: t.Name, EventID: d.turnID, Depth: depth}
 	if err := e.opts.Store.CreateChild(ctx, d.accountID, child, t.AgentID, link); err != nil {
 		return nil, err
@@ -182,7 +164,7 @@ func (e *Engine) callSubagent(ctx context.Context, s *agentconfig.Subagent, t ag
 	if err := run.Conclude(context.WithoutCancel(ctx), o, nil); err != nil {
 		d.log.ErrorContext(ctx, "ending a subagent's turn", "subagent", t.Name, "threadId", child, "err", err)
 	}
-	answer := childAnswer{Agent: t.Name, ThreadID: child, Status: o.Status, Text: lastAnswer(run.d.history), Usage: o.Usage}
+	answer := subagent.Answer{Agent: t.Name, ThreadID: child, Status: o.Status, Text: subagent.LastText(run.d.history)}
 	switch o.Status {
 	case store.EventFailed:
 		return nil, fmt.Errorf("%s failed: %s", t.Name, cmpOr(o.Error, "its turn failed"))
@@ -219,29 +201,14 @@ func (d *invocation) childCalls(callID string, s *agentconfig.Subagent) int {
 	return len(seen)
 }
 
-// lastAnswer is the text of the conversation's last assistant message.
-func lastAnswer(history []model.Message) string {
-	for i := len(history) - 1; i >= 0; i-- {
-		if history[i].Role == model.RoleAssistant {
-			if text := history[i].Text(); text != "" {
-				return text
-			}
-		}
-		if history[i].Role == model.RoleUser {
-			break
-		}
-	}
-	return ""
-}
-
 // dispatchChild queues the child's turn for async-worker under an event derived from the
 // child's conversation, so a call dispatched twice runs once.
 func (e *Engine) dispatchChild(ctx context.Context, accountID string, t agentconfig.SubagentTool, child string, msg model.Message) (any, error) {
 	if e.opts.Enqueue == nil {
 		return nil, errors.New("subagents that do not block run on async-worker, and this function has no queue to it")
 	}
-	eventID := "evt_" + strings.TrimPrefix(child, "conv_")
-	answer := childAnswer{Agent: t.Name, ThreadID: child, Status: store.EventProcessing, EventID: eventID}
+	eventID := subagent.EventID(child)
+	answer := subagent.Answer{Agent: t.Name, ThreadID: child, Status: store.EventProcessing, EventID: eventID}
 	err := e.opts.Store.ClaimEvent(ctx, accountID, eventID, child, e.opts.Now(), e.opts.EventTTL)
 	var dup *store.DuplicateEventError
 	if errors.As(err, &dup) {
@@ -278,39 +245,23 @@ func (d *invocation) addUsageToParent(ctx context.Context, res Outcome) {
 }
 
 // settleParent settles, once a subagent's turn has ended, the async call of the caller that
-// started it (a non-blocking call), through the conditional write a completion takes; the last
-// settlement of the caller's group re-drives the caller.
+// started it (a non-blocking call); the last settlement of the caller's group re-drives the
+// caller. Should it fail, or this invocation die first, the sweeper settles the call the same
+// way at its deadline (subagent.Recover).
 func (d *invocation) settleParent(ctx context.Context, res Outcome) {
 	p := d.lease.Parent()
 	if p.ResultID == "" || !store.Final(res.Status) || d.e.opts.Async == nil {
 		return
 	}
-	var o asynctools.Outcome
-	switch res.Status {
-	case store.EventCompleted:
-		b, err := json.Marshal(childAnswer{Agent: p.Tool, ThreadID: d.conversationID, Status: res.Status, Text: lastAnswer(d.history), EventID: d.turnID, Usage: res.Usage})
-		if err != nil {
-			d.log.ErrorContext(ctx, "encoding a subagent's answer", "err", err)
-			return
+	o, err := subagent.Outcome(p.Tool, d.conversationID, subagent.Ended{Status: res.Status, Error: res.Error, Messages: d.history})
+	if err == nil {
+		var otherwise string
+		otherwise, err = subagent.Settle(ctx, d.e.opts.Async, d.e.opts.Redriver, p.ResultID, o, d.e.opts.Now())
+		if otherwise != "" {
+			d.log.WarnContext(ctx, "a subagent ended after its caller's call was settled otherwise", "resultId", p.ResultID, "status", otherwise)
 		}
-		o = asynctools.Outcome{Status: asynctools.Completed, Response: b}
-	case store.EventCancelled:
-		o = asynctools.Outcome{Status: asynctools.Failed, Error: p.Tool + " was cancelled before it answered"}
-	default:
-		o = asynctools.Outcome{Status: asynctools.Failed, Error: p.Tool + " failed: " + cmpOr(res.Error, "its turn failed")}
 	}
-	e := d.e
-	_, duplicate, err := e.opts.Async.Settle(ctx, p.ResultID, o, e.opts.Now())
-	var conflict *asynctools.ConflictError
-	switch {
-	case errors.As(err, &conflict):
-		d.log.WarnContext(ctx, "a subagent ended after its caller's call was settled otherwise", "resultId", p.ResultID, "status", conflict.Recorded.Status)
-		return
-	case err != nil:
-		d.log.ErrorContext(ctx, "settling the caller of a subagent", "resultId", p.ResultID, "err", err)
-		return
-	}
-	if _, err := e.opts.Redriver.Settled(ctx, p.ResultID, duplicate); err != nil {
-		d.log.ErrorContext(ctx, "checking the caller's group after a subagent ended", "resultId", p.ResultID, "err", err)
+	if err != nil {
+		d.log.ErrorContext(ctx, "settling the caller of a subagent; the sweeper settles it at its deadline", "resultId", p.ResultID, "err", err)
 	}
 }

@@ -1,0 +1,134 @@
+// Package subagent is what a subagent's conversation and its caller's call share: the ids a call
+// derives for its child, the answer the caller's model gets, and the settling of a non-blocking
+// call once its child's turn has ended, by the child's last invocation or, if that one died
+// first, by the sweeper (Recover). The engine runs the children (turn); this package needs only
+// the state, so the sweeper links no engine.
+package subagent
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/agentharness/harness/shared/asynctools"
+	"github.com/agentharness/harness/shared/model"
+	"github.com/agentharness/harness/shared/store"
+)
+
+// ConversationID names the conversation of one subagent call: derived from the call, so a
+// retried call finds the conversation its first attempt made.
+func ConversationID(accountID, callerConversationID, toolCallID string) string {
+	h := sha256.Sum256([]byte(accountID + "\x00" + callerConversationID + "\x00" + toolCallID))
+	return "conv_sub_" + hex.EncodeToString(h[:16])
+}
+
+// EventID is the event of a non-blocking call's child turn.
+func EventID(conversationID string) string {
+	return "evt_" + strings.TrimPrefix(conversationID, "conv_")
+}
+
+// Answer is what a subagent call gives the caller's model.
+type Answer struct {
+	Agent    string `json:"agent"`
+	ThreadID string `json:"threadId"`
+	Status   string `json:"status"`
+	Text     string `json:"text,omitempty"`
+	// EventID is the child's turn, for GET /status/{eventId}; empty for a blocking call.
+	EventID string `json:"eventId,omitempty"`
+}
+
+// LastText is the text of the last assistant message of a turn's messages.
+func LastText(msgs []model.Message) string {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == model.RoleUser {
+			break
+		}
+		if msgs[i].Role == model.RoleAssistant {
+			if text := msgs[i].Text(); text != "" {
+				return text
+			}
+		}
+	}
+	return ""
+}
+
+// Ended is how a child's turn ended: its final event status, the error of a failed one, and its
+// messages.
+type Ended struct {
+	Status   string
+	Error    string
+	Messages []model.Message
+}
+
+// Outcome is the result of the caller's call for a child whose turn ended as e. tool is the
+// caller's tool; the same ending always gives the same outcome, so the child's own settle and
+// the sweeper's agree.
+func Outcome(tool, conversationID string, e Ended) (asynctools.Outcome, error) {
+	switch e.Status {
+	case store.EventCompleted:
+		b, err := json.Marshal(Answer{Agent: tool, ThreadID: conversationID, Status: e.Status, Text: LastText(e.Messages), EventID: EventID(conversationID)})
+		if err != nil {
+			return asynctools.Outcome{}, err
+		}
+		return asynctools.Outcome{Status: asynctools.Completed, Response: b}, nil
+	case store.EventCancelled:
+		return asynctools.Outcome{Status: asynctools.Failed, Error: tool + " was cancelled before it answered"}, nil
+	case store.EventFailed:
+		errText := e.Error
+		if errText == "" {
+			errText = "the turn failed"
+		}
+		return asynctools.Outcome{Status: asynctools.Failed, Error: tool + " failed: " + errText}, nil
+	}
+	return asynctools.Outcome{}, fmt.Errorf("a child turn that is %s has not ended", e.Status)
+}
+
+// Settle settles the caller's call resultID with o, through the conditional write a completion
+// takes, then runs its group check, which re-drives the caller once every call has settled. A
+// call settled otherwise already (timed out, or its turn aborted) keeps that outcome: Settle
+// returns nil and says so in settledOtherwise.
+func Settle(ctx context.Context, async *asynctools.Store, redriver *asynctools.Redriver, resultID string, o asynctools.Outcome, now time.Time) (settledOtherwise string, err error) {
+	_, duplicate, err := async.Settle(ctx, resultID, o, now)
+	var conflict *asynctools.ConflictError
+	if errors.As(err, &conflict) {
+		return conflict.Recorded.Status, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	_, err = redriver.Settled(ctx, resultID, duplicate)
+	return "", err
+}
+
+// Recover is the sweeper's look, before it times out the async call row, at the child a
+// non-blocking subagent call may have started: when the child's turn has ended, the call's
+// outcome is the child's, as its own settle would have recorded it. ok is false when the row is
+// no subagent call's or its child has not ended.
+func Recover(ctx context.Context, st *store.Store, row asynctools.Result) (o asynctools.Outcome, ok bool, err error) {
+	if row.Mode != asynctools.ExternalDispatch || row.ToolCallID == "" {
+		return o, false, nil
+	}
+	conv := ConversationID(row.AccountID, row.ConversationID, row.ToolCallID)
+	ev, err := st.Event(ctx, row.AccountID, EventID(conv))
+	if errors.Is(err, store.ErrNotFound) {
+		return o, false, nil
+	}
+	if err != nil || !store.Final(ev.Status) {
+		return o, false, err
+	}
+	var detail struct {
+		Error string `json:"error"`
+	}
+	_ = json.Unmarshal(ev.Detail, &detail)
+	msgs, err := st.Messages(ctx, row.AccountID, conv, 1, 1<<62)
+	if err != nil {
+		return o, false, err
+	}
+	o, err = Outcome(row.ToolName, conv, Ended{Status: ev.Status, Error: detail.Error, Messages: msgs})
+	return o, err == nil, err
+}
