@@ -110,6 +110,7 @@ type status struct {
 	Error             string            `json:"error"`
 	UpdatedAt         string            `json:"updatedAt"`
 	Usage             model.Usage       `json:"usage"`
+	Children          []store.Child     `json:"children"`
 	raw               string
 }
 

@@ -2,6 +2,7 @@ package localrunner_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"net/http"
 	"regexp"
 	"strings"
@@ -107,6 +108,9 @@ func TestBlockingSubagent(t *testing.T) {
 		t.Errorf("the subagent's conversation holds %+v, want the caller's message and its answer", child)
 	}
 	e.wantUsageRollsUp(t, final, threads)
+	if len(final.Children) != 1 || final.Children[0].ThreadID != threads[0] || final.Children[0].Agent != "finder" || final.Children[0].EventID != "" {
+		t.Errorf("the status lists children %+v, want the one blocking call to finder", final.Children)
+	}
 }
 
 // Three non-blocking calls of one step run as turns on async-worker; each one's end settles
@@ -144,6 +148,18 @@ func TestNonBlockingSubagentsFanIn(t *testing.T) {
 		t.Errorf("the subagents were asked %v, want each topic once", topics)
 	}
 	e.wantUsageRollsUp(t, final, threads)
+	listed := map[string]bool{}
+	for _, c := range final.Children {
+		if c.EventID == "" || e.status(t, c.EventID).Status != store.EventCompleted {
+			t.Errorf("child %+v: want its own completed event", c)
+		}
+		listed[c.ThreadID] = true
+	}
+	for _, id := range threads {
+		if !listed[id] {
+			t.Errorf("thread %s is not among the status's children %+v", id, final.Children)
+		}
+	}
 }
 
 // Calls past subagent.maxDepth and subagent.maxChildrenPerTurn are tool errors the caller's
@@ -222,6 +238,15 @@ func TestNonBlockingSubagentsOverSSE(t *testing.T) {
 	if fin := cs[len(cs)-1]; fin["type"] != "finish" || fin["finishReason"] != "tool-calls" {
 		t.Fatalf("the SSE response ended with %v, want a tool-calls finish while the children run", fin)
 	}
+	started := chunksOf(cs, "data-subagent")
+	for _, c := range started {
+		if data, _ := c["data"].(map[string]any); data["state"] != "started" || data["eventId"] == nil {
+			t.Errorf("data-subagent %v, want a started call with its child's event", c)
+		}
+	}
+	if len(started) != 2 {
+		t.Errorf("the response has %d data-subagent parts, want one per call", len(started))
+	}
 	var body []byte
 	for deadline := time.Now().Add(asyncWait); ; time.Sleep(pollEvery) {
 		res := call(t, e.srv, http.MethodGet, "/chat/sse-subagents/stream", e.secret, "")
@@ -242,5 +267,57 @@ func TestNonBlockingSubagentsOverSSE(t *testing.T) {
 	}
 	if _, stderr, err := testenv.CheckUIStream(t, body); err != nil {
 		t.Fatalf("the AI SDK refused the resumed stream: %v\n%s", err, stderr)
+	}
+}
+
+// Over SSE, a blocking child's progress streams as one data-subagent part per call, updated in
+// place: started, each of the child's messages, finished; the AI SDK keeps the last.
+func TestSubagentProgressOverSSE(t *testing.T) {
+	e := newAsyncEnv(t)
+	finder := e.agent(t, factFinder)
+	caller := e.agent(t, planner(`{"agents": [{"name": "finder", "agentId": "`+finder+`"}]}`, ask("finder", "what is the answer")))
+	res := call(t, e.srv, http.MethodPost, "/", e.secret, `{"agentId":"`+caller+`","message":"plan it"}`)
+	if res.status != http.StatusOK {
+		t.Fatalf("POST / = %d %s", res.status, res.body)
+	}
+	cs := testenv.Chunks(t, bytes.NewReader(res.body))
+	var states []string
+	for _, c := range chunksOf(cs, "data-subagent") {
+		data, _ := c["data"].(map[string]any)
+		if c["id"] != data["toolCallId"] || data["agent"] != "finder" || data["threadId"] == "" {
+			t.Errorf("data-subagent %v: want the call's id, the agent and its thread", c)
+		}
+		state, _ := data["state"].(string)
+		if state == "message" && data["text"] != "The answer is 42." {
+			t.Errorf("the child's message part %v, want its text", c)
+		}
+		if state == "finished" && (data["status"] != store.EventCompleted || data["text"] != "The answer is 42.") {
+			t.Errorf("the finished part %v, want completed with the answer", c)
+		}
+		states = append(states, state)
+	}
+	if strings.Join(states, ",") != "started,message,finished" {
+		t.Fatalf("data-subagent states %v, want started, message, finished", states)
+	}
+	out, stderr, err := testenv.CheckUIStream(t, res.body)
+	if err != nil {
+		t.Fatalf("the AI SDK refused the stream: %v\n%s", err, stderr)
+	}
+	var checked struct {
+		Message struct {
+			Parts []map[string]any
+		}
+	}
+	if err := json.Unmarshal(out, &checked); err != nil {
+		t.Fatal(err)
+	}
+	var parts []map[string]any
+	for _, p := range checked.Message.Parts {
+		if p["type"] == "data-subagent" {
+			parts = append(parts, p)
+		}
+	}
+	if len(parts) != 1 || parts[0]["data"].(map[string]any)["state"] != "finished" {
+		t.Errorf("the AI SDK built data-subagent parts %v, want one, finished", parts)
 	}
 }

@@ -133,6 +133,9 @@ func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
 	}
 	out["eventId"], out["conversationId"], out["status"] = ev.ID, ev.ConversationID, cur.Status
 	out["usage"] = ev.Usage
+	if len(ev.Children) > 0 {
+		out["children"] = ev.Children
+	}
 	if !cur.UpdatedAt.IsZero() {
 		out["updatedAt"] = cur.UpdatedAt
 	}

@@ -325,6 +325,9 @@ func uiChunks(ev turn.Event) []any {
 		return []any{stream.Data("async-result", v, false)}
 	case turn.Failed:
 		return []any{stream.Error(ev.Error)}
+	case turn.Subagent:
+		// One part per call, updated in place as the child goes (started, its messages, finished).
+		return []any{stream.DataPart("subagent", ev.Subagent.ToolCallID, *ev.Subagent)}
 	}
 	le := ev.Loop
 	switch le.Type {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -104,3 +105,55 @@ func (s *Store) AddUsage(ctx context.Context, accountID string, p Parent, u mode
 
 // HasTurns reports whether the store was given the tables of conversations and events.
 func (s *Store) HasTurns() bool { return s.tables.Conversations != "" && s.tables.Events != "" }
+
+// Child is a subagent call a turn made, as its event lists it.
+type Child struct {
+	ToolCallID string `json:"toolCallId"`
+	Agent      string `json:"agent"`
+	ThreadID   string `json:"threadId"`
+	// EventID is a non-blocking child's turn; empty for a blocking one.
+	EventID string `json:"eventId,omitempty"`
+}
+
+// AddChild lists a subagent call on the calling turn's event. A call added twice (a retried
+// call) is listed once by Event.
+func (s *Store) AddChild(ctx context.Context, accountID, eventID string, c Child) error {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:           &s.tables.Events,
+		Key:                 map[string]types.AttributeValue{"eventKey": str(accountID + "#" + eventID)},
+		UpdateExpression:    aws.String("SET children = list_append(if_not_exists(children, :none), :c)"),
+		ConditionExpression: aws.String("attribute_exists(eventKey)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":none": &types.AttributeValueMemberL{}, ":c": &types.AttributeValueMemberL{Value: []types.AttributeValue{str(string(b))}},
+		},
+	})
+	var failed *types.ConditionalCheckFailedException
+	if err != nil && !errors.As(err, &failed) {
+		return fmt.Errorf("listing a subagent call on event %s: %w", eventID, err)
+	}
+	return nil
+}
+
+// childrenOf reads an event's children, each listed once.
+func childrenOf(item map[string]types.AttributeValue) []Child {
+	l, _ := item["children"].(*types.AttributeValueMemberL)
+	if l == nil {
+		return nil
+	}
+	var out []Child
+	seen := map[string]bool{}
+	for _, v := range l.Value {
+		sv, ok := v.(*types.AttributeValueMemberS)
+		var c Child
+		if !ok || json.Unmarshal([]byte(sv.Value), &c) != nil || seen[c.ThreadID] {
+			continue
+		}
+		seen[c.ThreadID] = true
+		out = append(out, c)
+	}
+	return out
+}

@@ -26,6 +26,8 @@ type Event struct {
 	// Detail is what the status route shows besides: the answer's text, the error, or what
 	// the turn waits for.
 	Detail json.RawMessage
+	// Children are the subagent calls the turn made.
+	Children []Child
 }
 
 // EventUpdate is one step of an event's progress.
@@ -117,6 +119,7 @@ func (s *Store) Event(ctx context.Context, accountID, eventID string) (Event, er
 	if d := getS(it, "detail"); d != "" {
 		e.Detail = json.RawMessage(d)
 	}
+	e.Children = childrenOf(it)
 	return e, nil
 }
 

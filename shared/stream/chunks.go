@@ -112,7 +112,10 @@ type ToolOutputDeniedChunk struct {
 
 // DataChunk is a custom data-* part, the one place for harness-specific payloads.
 type DataChunk struct {
-	Type      string `json:"type"`
+	Type string `json:"type"`
+	// ID, when set, makes a later chunk of the same type and id replace this one's part in the
+	// client's message (the AI SDK's data part reconciliation).
+	ID        string `json:"id,omitempty"`
 	Data      any    `json:"data"`
 	Transient bool   `json:"transient,omitempty"`
 }
@@ -164,4 +167,9 @@ func Finish(reason string, metadata any) FinishChunk {
 // Data returns a data-<name> part.
 func Data(name string, data any, transient bool) DataChunk {
 	return DataChunk{Type: "data-" + name, Data: data, Transient: transient}
+}
+
+// DataPart is a data part with an id: each later DataPart of the same name and id replaces it.
+func DataPart(name, id string, data any) DataChunk {
+	return DataChunk{Type: "data-" + name, ID: id, Data: data}
 }

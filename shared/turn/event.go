@@ -28,7 +28,32 @@ const (
 	ApprovalDecided
 	// Failed is a turn that stopped on a failure; Event.Error is what its client may be told.
 	Failed
+	// Subagent is the progress of a subagent call (Event.Subagent): started, a message of a
+	// blocking child's, finished.
+	Subagent
 )
+
+// Subagent call states.
+const (
+	SubagentStarted  = "started"
+	SubagentMessage  = "message"
+	SubagentFinished = "finished"
+)
+
+// SubagentProgress is one step of a subagent call, for the caller's client.
+type SubagentProgress struct {
+	ToolCallID string `json:"toolCallId"`
+	Agent      string `json:"agent"`
+	ThreadID   string `json:"threadId"`
+	// EventID is a non-blocking child's turn, for GET /status/{eventId}.
+	EventID string `json:"eventId,omitempty"`
+	// State is SubagentStarted, SubagentMessage or SubagentFinished.
+	State string `json:"state"`
+	// Text is the child's message (SubagentMessage) or its answer (SubagentFinished).
+	Text string `json:"text,omitempty"`
+	// Status is how a finished child's turn ended.
+	Status string `json:"status,omitempty"`
+}
 
 // Event is one thing a turn's output says.
 type Event struct {
@@ -41,4 +66,5 @@ type Event struct {
 	Result   asynctools.Result
 	Decision Decision
 	Error    string
+	Subagent *SubagentProgress `json:",omitempty"`
 }

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/asynctools"
 	"github.com/agentharness/harness/shared/model"
@@ -147,24 +148,65 @@ func (e *Engine) callSubagent(ctx context.Context, s *agentconfig.Subagent, t ag
 		return nil, err
 	}
 	msg := model.Message{ID: "msg_" + child, Role: model.RoleUser, Parts: []model.Part{{Type: model.PartText, Text: message}}}
+	progress := SubagentProgress{ToolCallID: callID, Agent: t.Name, ThreadID: child}
 	if dispatched {
-		return e.dispatchChild(ctx, d.accountID, t, child, msg)
+		progress.EventID = subagent.EventID(child)
 	}
+	if d.turnID != "" {
+		c := store.Child{ToolCallID: callID, Agent: t.Name, ThreadID: child, EventID: progress.EventID}
+		if err := e.opts.Store.AddChild(ctx, d.accountID, d.turnID, c); err != nil {
+			return nil, err
+		}
+	}
+	if dispatched {
+		answer, err := e.dispatchChild(ctx, d.accountID, t, child, msg)
+		if err == nil {
+			progress.State = SubagentStarted
+			d.emit(Event{Kind: Subagent, Subagent: &progress})
+		}
+		return answer, err
+	}
+	return e.runChild(ctx, d, t, cfg, msg, progress)
+}
+
+// runChild runs a blocking call's child turn inside the call, telling the caller's client as
+// it starts, as each of its messages ends and as it finishes, and returns its answer.
+func (e *Engine) runChild(ctx context.Context, d *invocation, t agentconfig.SubagentTool, cfg agent.Config, msg model.Message, progress SubagentProgress) (any, error) {
 	run, err := e.Begin(ctx, Start{
-		AccountID: d.accountID, Request: Request{ConversationID: child, AgentID: t.AgentID},
+		AccountID: d.accountID, Request: Request{ConversationID: progress.ThreadID, AgentID: t.AgentID},
 		Input: Input{Message: &msg}, Config: cfg, Delivery: asynctools.Delivery{Kind: asynctools.DeliverAsync},
 	})
+	var refused *Refusal
 	if errors.As(err, &refused) {
 		return nil, fmt.Errorf("cannot call %s: %s", t.Name, refused.Message)
 	}
 	if err != nil {
 		return nil, err
 	}
-	o := run.Execute(ctx)
-	if err := run.Conclude(context.WithoutCancel(ctx), o, nil); err != nil {
-		d.log.ErrorContext(ctx, "ending a subagent's turn", "subagent", t.Name, "threadId", child, "err", err)
+	tell := func(state, text, status string) {
+		p := progress
+		p.State, p.Text, p.Status = state, text, status
+		d.emit(Event{Kind: Subagent, Subagent: &p})
 	}
-	answer := subagent.Answer{Agent: t.Name, ThreadID: child, Status: o.Status, Text: subagent.LastText(run.d.history)}
+	tell(SubagentStarted, "", "")
+	texts := map[string]string{}
+	for ev := range run.Events(ctx) {
+		if ev.Kind != Loop {
+			continue
+		}
+		switch le := ev.Loop; le.Type {
+		case agent.TextDelta:
+			texts[le.ID] += le.Text
+		case agent.TextEnd:
+			tell(SubagentMessage, texts[le.ID], "")
+		}
+	}
+	o := run.Outcome()
+	if err := run.Conclude(context.WithoutCancel(ctx), o, nil); err != nil {
+		d.log.ErrorContext(ctx, "ending a subagent's turn", "subagent", t.Name, "threadId", progress.ThreadID, "err", err)
+	}
+	answer := subagent.Answer{Agent: t.Name, ThreadID: progress.ThreadID, Status: o.Status, Text: subagent.LastText(run.d.history)}
+	tell(SubagentFinished, answer.Text, o.Status)
 	switch o.Status {
 	case store.EventFailed:
 		return nil, fmt.Errorf("%s failed: %s", t.Name, cmpOr(o.Error, "its turn failed"))
