@@ -3,12 +3,14 @@ package localrunner_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/agentharness/harness/infra/faketavily"
 	"github.com/agentharness/harness/infra/testenv"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/store"
@@ -258,6 +260,15 @@ func TestNonBlockingSubagentsOverSSE(t *testing.T) {
 			if got := streamText(resumed); strings.Count(got, "The answer is 42.") != 2 {
 				t.Fatalf("the resumed turn's text %q lacks the two children's answers", got)
 			}
+			finished := 0
+			for _, c := range chunksOf(resumed, "data-subagent") {
+				if data, _ := c["data"].(map[string]any); data["state"] == "finished" && data["status"] == store.EventCompleted && data["text"] == "The answer is 42." {
+					finished++
+				}
+			}
+			if finished != 2 {
+				t.Errorf("the resumed turn says %d children finished, want 2: %v", finished, chunksOf(resumed, "data-subagent"))
+			}
 			body = res.body
 			break
 		}
@@ -319,5 +330,40 @@ func TestSubagentProgressOverSSE(t *testing.T) {
 	}
 	if len(parts) != 1 || parts[0]["data"].(map[string]any)["state"] != "finished" {
 		t.Errorf("the AI SDK built data-subagent parts %v, want one, finished", parts)
+	}
+}
+
+// Over the App Server WebSocket, a run's subagent calls go out as update_subagent_state
+// snapshots: running, then completed, each naming the child's thread and its caller.
+func TestSubagentStateOverWebSocket(t *testing.T) {
+	srv := runner(t, faketavily.New(nil))
+	_, secret := createAccount(t, srv, "ws-subagents")
+	finder := createAgent(t, srv, secret, factFinder)
+	c, rt := startRuntime(t, srv, secret, planner(`{"agents": [{"name": "finder", "agentId": "`+finder+`"}]}`, ask("finder", "what is the answer")))
+	c.send(map[string]any{"type": "input", "request_id": "in-1", "runtime": rt, "payload": map[string]any{
+		"kind": "create_message", "messages": []any{map[string]any{"role": "user", "content": "plan it"}},
+	}})
+	_, seen := c.await("stop_reason", 30*time.Second, deltaIs("stop_reason"))
+	var statuses []string
+	var last map[string]any
+	for _, f := range seen {
+		if f["type"] != "update_subagent_state" {
+			continue
+		}
+		list, _ := f["subagents"].([]any)
+		if len(list) != 1 {
+			t.Fatalf("update_subagent_state %v, want the one call", f)
+		}
+		last, _ = list[0].(map[string]any)
+		statuses = append(statuses, fmt.Sprint(last["status"]))
+	}
+	if len(statuses) == 0 || statuses[0] != "running" || statuses[len(statuses)-1] != "completed" {
+		t.Fatalf("subagent statuses %v, want running first and completed last", statuses)
+	}
+	runtime, _ := rt.(map[string]any)
+	thread, _ := last["conversation_id"].(string)
+	if !strings.HasPrefix(thread, "conv_sub_") || last["subagent_id"] != thread || last["subagent_type"] != "finder" ||
+		last["parent_conversation_id"] != runtime["conversation_id"] || last["description"] != "what is the answer" {
+		t.Errorf("the completed snapshot %v: want the child's thread, the tool, the task and the caller's conversation", last)
 	}
 }

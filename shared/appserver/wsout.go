@@ -98,6 +98,51 @@ type wsOut struct {
 	window time.Duration
 	// failed: the run's loop_error went out.
 	failed bool
+	// subagents are the run's subagent calls, in the order they started (update_subagent_state).
+	subagents []subagentSnapshot
+}
+
+// subagentSnapshot is one subagent call as update_subagent_state shows it.
+type subagentSnapshot struct {
+	SubagentID           string `json:"subagent_id"`
+	SubagentType         string `json:"subagent_type"`
+	Status               string `json:"status"`
+	Description          string `json:"description"`
+	ToolCallID           string `json:"tool_call_id"`
+	ConversationID       string `json:"conversation_id"`
+	ParentAgentID        string `json:"parent_agent_id"`
+	ParentConversationID string `json:"parent_conversation_id"`
+	StartTime            int64  `json:"start_time"`
+	DurationMS           int64  `json:"duration_ms,omitempty"`
+	Error                string `json:"error,omitempty"`
+}
+
+// subagent sends update_subagent_state: every subagent call of the run so far, one changed.
+func (o *wsOut) subagent(ctx context.Context, p turn.SubagentProgress) {
+	now := o.now().UnixMilli()
+	o.mu.Lock()
+	i := slices.IndexFunc(o.subagents, func(s subagentSnapshot) bool { return s.ToolCallID == p.ToolCallID })
+	if i < 0 {
+		o.subagents = append(o.subagents, subagentSnapshot{
+			SubagentID: p.ThreadID, SubagentType: p.Agent, ToolCallID: p.ToolCallID, ConversationID: p.ThreadID,
+			ParentAgentID: o.rt.AgentID, ParentConversationID: o.rt.ConversationID, StartTime: now, Description: p.Agent,
+		})
+		i = len(o.subagents) - 1
+	}
+	snap := &o.subagents[i]
+	switch {
+	case p.State == turn.SubagentStarted && p.Text != "":
+		snap.Description, snap.Status = p.Text, "running"
+	case p.State != turn.SubagentFinished:
+		snap.Status = "running"
+	case p.Status == store.EventCompleted:
+		snap.Status, snap.DurationMS = "completed", now-snap.StartTime
+	default:
+		snap.Status, snap.DurationMS, snap.Error = "error", now-snap.StartTime, p.Text
+	}
+	list := slices.Clone(o.subagents)
+	o.mu.Unlock()
+	o.send(ctx, connections.Stream, map[string]any{"type": "update_subagent_state", "subagents": list}, true)
 }
 
 // pendingText is one text part's deltas waiting to go out as one.
@@ -405,6 +450,8 @@ func (o *wsOut) event(ctx context.Context, ev turn.Event) {
 		o.results(ctx, []asynctools.Result{ev.Result})
 	case turn.Failed:
 		o.failure(ctx, ev.Error)
+	case turn.Subagent:
+		o.subagent(ctx, *ev.Subagent)
 	case turn.Loop:
 		le := ev.Loop
 		switch le.Type {

@@ -36,6 +36,9 @@ type Tool struct {
 	// Async is the execution mode of a tool wrapped as async ("same-invocation" or
 	// "external-dispatch"); empty for a tool that runs inline.
 	Async string
+	// Subagent marks a tool that runs another agent's turn (config.subagent), whose progress
+	// its caller's client is shown.
+	Subagent bool
 }
 
 // ErrUnknownTool is returned by Prepare for a name the set does not hold.
@@ -171,6 +174,9 @@ func (s *Set) Names() []string {
 	sort.Strings(names)
 	return names
 }
+
+// IsSubagent reports whether the named tool runs another agent's turn.
+func (s *Set) IsSubagent(name string) bool { return s != nil && s.byName[name].tool.Subagent }
 
 // AsyncMode is the async execution mode of the named tool, empty when it runs inline.
 func (s *Set) AsyncMode(name string) string { return s.byName[name].tool.Async }

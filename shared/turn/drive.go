@@ -136,9 +136,7 @@ func (d *invocation) passes(ctx context.Context, n int, events func(agent.Config
 			return res
 		}
 		// The work finishes and its results are kept even if the client has gone.
-		landed := p.Wait(context.WithoutCancel(ctx), d.e.opts.Heartbeat, func(r asynctools.Result) {
-			d.emit(Event{Kind: AsyncLanded, Result: r})
-		}, d.heartbeat)
+		landed := p.Wait(context.WithoutCancel(ctx), d.e.opts.Heartbeat, d.landed, d.heartbeat)
 		if len(fin.Pending) > 0 {
 			// The pass also paused for approval: the pause recorded its group, and the resume
 			// brings the results back from their rows.

@@ -455,16 +455,17 @@ func (e *Engine) TakeUp(ctx context.Context, accountID, groupID string) (*Contin
 func (c *Continuation) Events(ctx context.Context, adapt func(*agent.Config) error) iter.Seq[Event] {
 	return c.events(ctx, func(ctx context.Context) Outcome {
 		d := c.d
-		// The calls' results come first, as the model gets them.
-		for _, r := range c.Group.Results() {
-			d.emit(Event{Kind: AsyncLanded, Result: r})
-		}
 		cfg, err := d.e.LoadAgent(ctx, d.accountID, d.agentID)
 		if err == nil {
 			cfg.Tools = d.withRecordedOverrides(ctx, cfg.Tools)
 			if adapt != nil {
 				err = adapt(&cfg)
 			}
+			d.cfg.Tools = cfg.Tools // so that a landed subagent call is told as one
+		}
+		// The calls' results come first, as the model gets them.
+		for _, r := range c.Group.Results() {
+			d.landed(r)
 		}
 		if err != nil {
 			return d.fail(ctx, err, "the agent could not continue: "+err.Error(), model.Usage{})

@@ -49,7 +49,8 @@ type SubagentProgress struct {
 	EventID string `json:"eventId,omitempty"`
 	// State is SubagentStarted, SubagentMessage or SubagentFinished.
 	State string `json:"state"`
-	// Text is the child's message (SubagentMessage) or its answer (SubagentFinished).
+	// Text is the task the child was given (SubagentStarted), one of its messages
+	// (SubagentMessage), or its answer or error (SubagentFinished).
 	Text string `json:"text,omitempty"`
 	// Status is how a finished child's turn ended.
 	Status string `json:"status,omitempty"`

@@ -111,7 +111,7 @@ func (d *invocation) resumeStep(ctx context.Context, plan *turnPlan, history []m
 		for _, r := range w.results {
 			if r.Mode == asynctools.ExternalDispatch {
 				// It landed after the pausing invocation had ended: no client has seen it yet.
-				d.emit(Event{Kind: AsyncLanded, Result: r})
+				d.landed(r)
 			}
 		}
 		next = append([]model.Message{asynctools.ResultsMessage(resultsMessageID(w.group), w.results)}, next...)
@@ -239,9 +239,7 @@ func (d *invocation) decideThenWait(ctx context.Context, decisions map[string]ag
 		p.Abort()
 		return res
 	}
-	p.Wait(context.WithoutCancel(ctx), d.e.opts.Heartbeat, func(r asynctools.Result) {
-		d.emit(Event{Kind: AsyncLanded, Result: r})
-	}, d.heartbeat)
+	p.Wait(context.WithoutCancel(ctx), d.e.opts.Heartbeat, d.landed, d.heartbeat)
 	g := p.Group()
 	g.Expected = expected()
 	calls := make([]asynctools.Call, 0, len(g.Expected))

@@ -52,6 +52,7 @@ func (e *Engine) subagentTools(s *agentconfig.Subagent) []tool.Tool {
 			Description: cmpOr(t.Description, "Runs the agent "+t.Name+" on a task and returns its answer."),
 			InputSchema: messageSchema(prop, nil),
 			Async:       callMode(t),
+			Subagent:    true,
 			Execute: func(ctx context.Context, input json.RawMessage) (any, error) {
 				var args map[string]string
 				if err := json.Unmarshal(input, &args); err != nil {
@@ -77,6 +78,7 @@ func (e *Engine) subagentTools(s *agentconfig.Subagent) []tool.Tool {
 		Description: "Runs one of these agents on a task and returns its answer. " + strings.Join(lines, "; "),
 		InputSchema: messageSchema(agentconfig.DefaultMessageProperty, names),
 		Async:       callMode(on[0]),
+		Subagent:    true,
 		Execute: func(ctx context.Context, input json.RawMessage) (any, error) {
 			var args map[string]string
 			if err := json.Unmarshal(input, &args); err != nil {
@@ -161,7 +163,7 @@ func (e *Engine) callSubagent(ctx context.Context, s *agentconfig.Subagent, t ag
 	if dispatched {
 		answer, err := e.dispatchChild(ctx, d.accountID, t, child, msg)
 		if err == nil {
-			progress.State = SubagentStarted
+			progress.State, progress.Text = SubagentStarted, message
 			d.emit(Event{Kind: Subagent, Subagent: &progress})
 		}
 		return answer, err
@@ -188,7 +190,7 @@ func (e *Engine) runChild(ctx context.Context, d *invocation, t agentconfig.Suba
 		p.State, p.Text, p.Status = state, text, status
 		d.emit(Event{Kind: Subagent, Subagent: &p})
 	}
-	tell(SubagentStarted, "", "")
+	tell(SubagentStarted, msg.Text(), "")
 	texts := map[string]string{}
 	for ev := range run.Events(ctx) {
 		if ev.Kind != Loop {
@@ -273,6 +275,22 @@ func (e *Engine) dispatchChild(ctx context.Context, accountID string, t agentcon
 		return nil, fmt.Errorf("queueing %s: %w", t.Name, err)
 	}
 	return answer, nil
+}
+
+// landed tells the client an async call settled and, for a non-blocking subagent call, that
+// its child finished.
+func (d *invocation) landed(r asynctools.Result) {
+	d.emit(Event{Kind: AsyncLanded, Result: r})
+	if !d.cfg.Tools.IsSubagent(r.ToolName) {
+		return
+	}
+	thread := subagent.ConversationID(d.accountID, d.conversationID, r.ToolCallID)
+	p := SubagentProgress{ToolCallID: r.ToolCallID, Agent: r.ToolName, ThreadID: thread, EventID: subagent.EventID(thread), State: SubagentFinished, Status: store.EventFailed, Text: r.Error}
+	var a subagent.Answer
+	if r.Status == asynctools.Completed && json.Unmarshal(r.Response, &a) == nil {
+		p.Agent, p.Status, p.Text = a.Agent, a.Status, a.Text
+	}
+	d.emit(Event{Kind: Subagent, Subagent: &p})
 }
 
 // addUsageToParent adds what this part of a subagent's turn used to its caller's totals.
