@@ -367,3 +367,52 @@ func TestSubagentStateOverWebSocket(t *testing.T) {
 		t.Errorf("the completed snapshot %v: want the child's thread, the tool, the task and the caller's conversation", last)
 	}
 }
+
+// A non-blocking child that asks for approval: the waiting caller's status shows the held call
+// with its subagent, and the decision, sent to the caller's conversation, resumes the child,
+// whose answer then lets the caller finish.
+func TestSubagentApprovalAnsweredThroughTheCaller(t *testing.T) {
+	e := newAsyncEnv(t)
+	cautious := e.agent(t, `{"name": "cautious", "model": {"provider": "scripted", "script": [
+		{"toolCalls": [{"name": "current_time", "input": {}}]},
+		{"text": "Checked the clock: {{toolResults}}"}]},
+		"tools": {"current_time": {"needsApproval": true}}}`)
+	caller := e.agent(t, planner(`{"agents": [{"name": "cautious", "agentId": "`+cautious+`", "blocking": false}]}`, ask("cautious", "what time is it")))
+	ev := e.async(t, `{"agentId":"`+caller+`","message":"plan it"}`)
+	var held pendingApproval
+	var subagent store.Child
+	for deadline := time.Now().Add(asyncWait); held.ApprovalID == ""; time.Sleep(pollEvery) {
+		res := call(t, e.srv, http.MethodGet, "/status/"+ev.EventID, e.secret, "")
+		var st struct {
+			Status           string `json:"status"`
+			PendingApprovals []struct {
+				pendingApproval
+				Subagent store.Child `json:"subagent"`
+			} `json:"pendingApprovals"`
+		}
+		if err := json.Unmarshal(res.body, &st); err != nil {
+			t.Fatal(err)
+		}
+		if len(st.PendingApprovals) == 1 {
+			held, subagent = st.PendingApprovals[0].pendingApproval, st.PendingApprovals[0].Subagent
+		}
+		if time.Now().After(deadline) || store.Final(st.Status) {
+			t.Fatalf("the caller's status never showed the child's held call: %s", res.body)
+		}
+	}
+	if held.ToolName != "current_time" || subagent.Agent != "cautious" || subagent.EventID == "" {
+		t.Fatalf("held %+v of %+v, want current_time held by cautious", held, subagent)
+	}
+	res := call(t, e.srv, http.MethodPost, "/async", e.secret,
+		`{"agentId":"`+caller+`","id":"`+ev.ConversationID+`","approvals":[{"approvalId":"`+held.ApprovalID+`","approved":true}]}`)
+	if res.status != http.StatusAccepted {
+		t.Fatalf("the decision sent to the caller = %d %s, want 202", res.status, res.body)
+	}
+	final, _ := e.waitStatus(t, ev.EventID, store.EventCompleted)
+	if final.Text == nil || !strings.Contains(*final.Text, "Checked the clock:") {
+		t.Errorf("the caller's answer %v lacks the child's: %s", final.Text, final.raw)
+	}
+	if child := e.status(t, subagent.EventID); child.Status != store.EventCompleted {
+		t.Errorf("the child's event is %s, want completed", child.Status)
+	}
+}

@@ -44,6 +44,15 @@ func (h *Handler) asyncTurn(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
+	// Decisions on a subagent's held calls, sent to its caller, go to the subagent.
+	routed, err := h.eng.ChildDecisions(ctx, acc.ID, &req.Request, in)
+	if err == nil && routed {
+		_, err = h.eng.Agent(ctx, acc.ID, req.Request, false)
+	}
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
 	if req.EventID == "" {
 		req.EventID = store.NewID("evt_")
 	}
@@ -95,6 +104,39 @@ func (h *Handler) claimOrReopen(ctx context.Context, accountID string, req *turn
 	return h.eng.ClaimEvent(ctx, accountID, req.Request)
 }
 
+// childApprovals adds to a waiting turn's status the approvals its non-blocking subagents wait
+// for, each naming its subagent; a decision sent to the turn's conversation reaches the child
+// (turn.Engine.ChildDecisions).
+func (h *Handler) childApprovals(ctx context.Context, accountID string, children []store.Child, out map[string]any) error {
+	var pending []map[string]any
+	for _, c := range children {
+		if c.EventID == "" {
+			continue
+		}
+		ev, err := h.opts.Store.Event(ctx, accountID, c.EventID)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		var detail struct {
+			PendingApprovals []map[string]any `json:"pendingApprovals"`
+		}
+		if ev.Status != store.EventWaiting || json.Unmarshal(ev.Detail, &detail) != nil {
+			continue
+		}
+		for _, p := range detail.PendingApprovals {
+			p["subagent"] = c
+			pending = append(pending, p)
+		}
+	}
+	if pending != nil {
+		out["pendingApprovals"] = pending
+	}
+	return nil
+}
+
 // status runs GET /status/{eventId}: where an /async turn is, what it waits for, and once it
 // has ended its answer's text and messages.
 func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
@@ -135,6 +177,12 @@ func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
 	out["usage"] = ev.Usage
 	if len(ev.Children) > 0 {
 		out["children"] = ev.Children
+	}
+	if cur.Status == store.EventWaitingAsync {
+		if err := h.childApprovals(ctx, acc.ID, ev.Children, out); err != nil {
+			h.fail(w, r, err)
+			return
+		}
 	}
 	if !cur.UpdatedAt.IsZero() {
 		out["updatedAt"] = cur.UpdatedAt

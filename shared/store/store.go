@@ -341,6 +341,8 @@ type Head struct {
 	PendingAsync []string
 	// PendingApprovals: the approvals its last step waits for.
 	PendingApprovals []string
+	// Parent links a subagent's conversation to its caller.
+	Parent Parent
 }
 
 // ConversationHead reads a conversation's head (consistent), or ErrNotFound for a new one.
@@ -365,6 +367,7 @@ func (s *Store) ConversationHead(ctx context.Context, accountID, conversationID 
 	return Head{
 		AgentID: getS(out.Item, "agentId"), Stream: getS(out.Item, "activeStream"), LeaseUntil: until, AsyncGroup: getS(out.Item, "asyncGroup"),
 		PendingAsync: getStrings(out.Item, "pendingAsync"), PendingApprovals: getStrings(out.Item, "pendingApprovals"),
+		Parent: parentOf(out.Item),
 	}, nil
 }
 

@@ -325,3 +325,55 @@ func (d *invocation) settleParent(ctx context.Context, res Outcome) {
 		d.log.ErrorContext(ctx, "settling the caller of a subagent; the sweeper settles it at its deadline", "resultId", p.ResultID, "err", err)
 	}
 }
+
+// ChildDecisions routes decisions sent to a conversation that waits for its subagents: when
+// every approval they decide belongs to one subagent conversation below req's, req is turned to
+// that conversation (its agent, and a non-blocking child's event), so the decisions resume the
+// child, whose end then goes on with its caller as always. routed is false, and req untouched,
+// when the decisions are the conversation's own or name approvals it does not know.
+func (e *Engine) ChildDecisions(ctx context.Context, accountID string, req *Request, in Input) (routed bool, err error) {
+	if len(in.Decisions) == 0 || in.Message != nil || req.ConversationID == "" {
+		return false, nil
+	}
+	ids := make([]string, 0, len(in.Decisions))
+	for _, dec := range in.Decisions {
+		ids = append(ids, dec.ApprovalID)
+	}
+	rows, err := e.opts.Store.Approvals(ctx, accountID, ids)
+	if err != nil {
+		return false, err
+	}
+	child := ""
+	for _, id := range ids {
+		a, found := rows[id]
+		if !found || a.ConversationID == req.ConversationID || (child != "" && a.ConversationID != child) {
+			return false, nil
+		}
+		child = a.ConversationID
+	}
+	var head store.Head
+	for conv, hop := child, 0; hop <= agentconfig.MaxDepthLimit; hop++ {
+		h, err := e.opts.Store.ConversationHead(ctx, accountID, conv)
+		if errors.Is(err, store.ErrNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		if conv == child {
+			head = h
+		}
+		switch h.Parent.ConversationID {
+		case "":
+			return false, nil
+		case req.ConversationID:
+			req.ConversationID, req.AgentID = child, head.AgentID
+			if head.Parent.ResultID != "" {
+				req.EventID = subagent.EventID(child)
+			}
+			return true, nil
+		}
+		conv = h.Parent.ConversationID
+	}
+	return false, nil
+}
