@@ -196,8 +196,9 @@ func TestSubagentLimits(t *testing.T) {
 	})
 }
 
-// An agent id of another account is not found: a subagent runs only the caller's account's agents.
-func TestSubagentOfAnotherAccount(t *testing.T) {
+// A subagent runs only the caller's account's agents: another account's agent id is refused
+// when the config is written, and an agent deleted since fails the call, not the turn.
+func TestSubagentOfAnotherAccountOrDeleted(t *testing.T) {
 	e := newAsyncEnv(t)
 	otherID, otherSecret := createAccount(t, e.srv, "other-"+e.accountID)
 	res := call(t, e.srv, http.MethodPost, "/accounts/me/agents", otherSecret, factFinder)
@@ -205,11 +206,18 @@ func TestSubagentOfAnotherAccount(t *testing.T) {
 	if res.status != http.StatusCreated || foreign == "" {
 		t.Fatalf("creating the other account's agent = %d %s", res.status, res.body)
 	}
-	caller := e.agent(t, planner(`{"agents": [{"name": "finder", "agentId": "`+foreign+`"}]}`, ask("finder", "what is the answer")))
+	res = call(t, e.srv, http.MethodPost, "/accounts/me/agents", e.secret, planner(`{"agents": [{"name": "finder", "agentId": "`+foreign+`"}]}`, ask("finder", "x")))
+	testenv.WantFieldError(t, res.status, res.body, "subagent.agents[0].agentId")
+
+	finder := e.agent(t, factFinder)
+	caller := e.agent(t, planner(`{"agents": [{"name": "finder", "agentId": "`+finder+`"}]}`, ask("finder", "what is the answer")))
+	if res := call(t, e.srv, http.MethodDelete, "/accounts/me/agents/"+finder, e.secret, ""); res.status/100 != 2 {
+		t.Fatalf("deleting the finder = %d %s", res.status, res.body)
+	}
 	ev := e.async(t, `{"agentId":"`+caller+`","message":"plan it"}`)
 	final, _ := e.waitStatus(t, ev.EventID, store.EventCompleted)
-	if final.Text == nil || strings.Contains(*final.Text, "The answer is 42.") || !strings.Contains(*final.Text, "agent "+foreign+" not found") {
-		t.Errorf("want the call refused as not found: %s", final.raw)
+	if final.Text == nil || strings.Contains(*final.Text, "The answer is 42.") || !strings.Contains(*final.Text, "agent "+finder+" not found") {
+		t.Errorf("want the call to the deleted agent refused as not found: %s", final.raw)
 	}
 	if got := testenv.ConversationItems(t, e.stack.DB, e.stack.Tables.Conversations, otherID); len(got) != 0 {
 		t.Errorf("the other account has conversation items %v, want none", got)

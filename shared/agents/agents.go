@@ -63,6 +63,9 @@ func (s *Service) Create(ctx context.Context, accountID, agentID string, raw []b
 		return View{}, &agentconfig.FieldError{Field: "agentId", Problem: p}
 	}
 	v, err := agentconfig.Validate(raw, s.checks)
+	if err == nil {
+		err = s.checkSubagents(ctx, accountID, agentID, v.Config)
+	}
 	if err != nil {
 		return View{}, err
 	}
@@ -108,6 +111,9 @@ func (s *Service) Update(ctx context.Context, accountID, agentID string, patch [
 		return View{}, err
 	}
 	v, err := agentconfig.Validate(next, s.checks)
+	if err == nil {
+		err = s.checkSubagents(ctx, accountID, agentID, v.Config)
+	}
 	if err != nil {
 		return View{}, err
 	}
@@ -126,6 +132,28 @@ func (s *Service) Update(ctx context.Context, accountID, agentID string, patch [
 		return View{}, err
 	}
 	return view(a, v.Warnings), nil
+}
+
+// checkSubagents refuses a config.subagent entry that names no agent of the account, so a typo
+// fails when the config is written rather than on the model's first call. The agent itself may
+// be named (it calls itself, to maxDepth). An agent deleted later fails its calls at run time.
+func (s *Service) checkSubagents(ctx context.Context, accountID, agentID string, c *agentconfig.Config) error {
+	if c.Subagent == nil {
+		return nil
+	}
+	for i, t := range c.Subagent.Agents {
+		if t.AgentID == agentID {
+			continue
+		}
+		_, err := s.store.Agent(ctx, accountID, t.AgentID)
+		if errors.Is(err, store.ErrNotFound) {
+			return &agentconfig.FieldError{Field: fmt.Sprintf("subagent.agents[%d].agentId", i), Problem: "names no agent of this account: " + t.AgentID}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // refusePlaceholders refuses a secret that is the redaction placeholder: echoing a redacted
