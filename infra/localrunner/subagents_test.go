@@ -184,6 +184,21 @@ func TestSubagentLimits(t *testing.T) {
 			t.Errorf("want one level run and the next refused for maxDepth 1: %s", final.raw)
 		}
 	})
+	t.Run("children per turn, across the wait for them", func(t *testing.T) {
+		// Two calls, the wait for them, then a third in the continuation: the turn's third.
+		finder := e.agent(t, factFinder)
+		caller := e.agent(t, `{"name": "planner", "model": {"provider": "scripted", "script": [
+			{"toolCalls": [`+ask("finder", "one")+`, `+ask("finder", "two")+`]},
+			{"text": "Waiting."},
+			{"toolCalls": [`+ask("finder", "three")+`]},
+			{"text": "Results: {{toolResults}}"}]},
+			"subagent": {"agents": [{"name": "finder", "agentId": "`+finder+`", "blocking": false}], "maxChildrenPerTurn": 2}}`)
+		ev := e.async(t, `{"agentId":"`+caller+`","message":"plan it"}`)
+		final, _ := e.waitStatus(t, ev.EventID, store.EventCompleted)
+		if final.Text == nil || !strings.Contains(*final.Text, "subagent.maxChildrenPerTurn is 2") {
+			t.Errorf("want the third call of the turn refused: %s", final.raw)
+		}
+	})
 	t.Run("children per turn", func(t *testing.T) {
 		finder := e.agent(t, factFinder)
 		caller := e.agent(t, planner(`{"agents": [{"name": "finder", "agentId": "`+finder+`"}], "maxChildrenPerTurn": 2}`,

@@ -226,7 +226,8 @@ func (d *invocation) childCalls(callID string, s *agentconfig.Subagent) int {
 		names[t.Name] = true
 	}
 	seen := map[string]bool{callID: true}
-	for i := len(d.history) - 1; i >= 0 && d.history[i].Role != model.RoleUser; i-- {
+	// Back to the turn's user message: async results come as user messages of their own kind.
+	for i := len(d.history) - 1; i >= 0 && (d.history[i].Role != model.RoleUser || d.history[i].Kind == model.KindAsyncResults); i-- {
 		for _, p := range d.history[i].Parts {
 			if p.Type == model.PartToolCall && names[p.ToolName] {
 				seen[p.ToolCallID] = true
