@@ -42,10 +42,11 @@ type Answer struct {
 	EventID string `json:"eventId,omitempty"`
 }
 
-// LastText is the text of the last assistant message of a turn's messages.
+// LastText is the text of the last assistant message of a turn's messages: those after its
+// user message (async results come back as user messages of their own kind, within the turn).
 func LastText(msgs []model.Message) string {
 	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Role == model.RoleUser {
+		if msgs[i].Role == model.RoleUser && msgs[i].Kind != model.KindAsyncResults {
 			break
 		}
 		if msgs[i].Role == model.RoleAssistant {
