@@ -102,8 +102,9 @@ func run(ctx context.Context, cfg config, stdout io.Writer) error {
 	base := strings.TrimRight(cfg.HarnessURL, "/")
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	for id, c := range map[string]string{researcherID: researcherConfig, plannerID: plannerConfig} {
-		if err := harnessapi.PutAgent(ctx, base, cfg.Secret, id, c); err != nil {
+	// The researcher first: a config may only name agents the account has.
+	for _, a := range [][2]string{{researcherID, researcherConfig}, {plannerID, plannerConfig}} {
+		if err := harnessapi.PutAgent(ctx, base, cfg.Secret, a[0], a[1]); err != nil {
 			return err
 		}
 	}

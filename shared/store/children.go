@@ -18,9 +18,9 @@ type Parent struct {
 	ConversationID string
 	// TurnKey names the calling turn (its stream log's key).
 	TurnKey string
-	// ResultID is the caller's async call the conversation's turn settles when it ends; empty
-	// for a blocking call, whose caller waits for the answer itself.
-	ResultID string
+	// Explicit: the child answers its caller only through notify_parent (a resumable
+	// subagent's parentCommunication "explicit").
+	Explicit bool
 	// Tool is the tool the caller called it through.
 	Tool string
 	// EventID is the calling turn's event, whose usage the child's adds to; empty without one.
@@ -30,8 +30,8 @@ type Parent struct {
 }
 
 // CreateChild creates a subagent's conversation for agentID, linked to its parent. Creating it
-// again with the same id is not an error (a retried call), so a call's conversation id must be
-// derived from the call.
+// again with the same id is not an error (a retried call, or a resumable instance's next
+// message), so its id must be derived from the call or the instance.
 func (s *Store) CreateChild(ctx context.Context, accountID, conversationID, agentID string, p Parent) error {
 	item := map[string]types.AttributeValue{
 		"conversationKey":    str(accountID + "#" + conversationID),
@@ -45,8 +45,8 @@ func (s *Store) CreateChild(ctx context.Context, accountID, conversationID, agen
 		"parentEvent":        str(p.EventID),
 		"depth":              num(int64(p.Depth)),
 	}
-	if p.ResultID != "" {
-		item["parentResult"] = str(p.ResultID)
+	if p.Explicit {
+		item["parentExplicit"] = &types.AttributeValueMemberBOOL{Value: true}
 	}
 	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:           &s.tables.Conversations,
@@ -65,7 +65,7 @@ func parentOf(head map[string]types.AttributeValue) Parent {
 	depth, _ := getN(head, "depth")
 	return Parent{
 		ConversationID: getS(head, "parentConversation"), TurnKey: getS(head, "parentTurn"),
-		ResultID: getS(head, "parentResult"), Tool: getS(head, "parentTool"), EventID: getS(head, "parentEvent"), Depth: int(depth),
+		Tool: getS(head, "parentTool"), EventID: getS(head, "parentEvent"), Depth: int(depth), Explicit: getBool(head, "parentExplicit"),
 	}
 }
 
@@ -156,4 +156,9 @@ func childrenOf(item map[string]types.AttributeValue) []Child {
 		out = append(out, c)
 	}
 	return out
+}
+
+func getBool(item map[string]types.AttributeValue, k string) bool {
+	b, ok := item[k].(*types.AttributeValueMemberBOOL)
+	return ok && b.Value
 }

@@ -343,6 +343,8 @@ type Head struct {
 	PendingApprovals []string
 	// Parent links a subagent's conversation to its caller.
 	Parent Parent
+	// PausedEvent is the event a step held for approval was reported under.
+	PausedEvent string
 }
 
 // ConversationHead reads a conversation's head (consistent), or ErrNotFound for a new one.
@@ -367,7 +369,7 @@ func (s *Store) ConversationHead(ctx context.Context, accountID, conversationID 
 	return Head{
 		AgentID: getS(out.Item, "agentId"), Stream: getS(out.Item, "activeStream"), LeaseUntil: until, AsyncGroup: getS(out.Item, "asyncGroup"),
 		PendingAsync: getStrings(out.Item, "pendingAsync"), PendingApprovals: getStrings(out.Item, "pendingApprovals"),
-		Parent: parentOf(out.Item),
+		Parent: parentOf(out.Item), PausedEvent: getS(out.Item, "pausedEvent"),
 	}, nil
 }
 

@@ -27,9 +27,25 @@ func ConversationID(accountID, callerConversationID, toolCallID string) string {
 	return "conv_sub_" + hex.EncodeToString(h[:16])
 }
 
-// EventID is the event of a non-blocking call's child turn.
-func EventID(conversationID string) string {
-	return "evt_" + strings.TrimPrefix(conversationID, "conv_")
+// NamedConversationID names the conversation of a resumable subagent instance: derived from
+// its name, so every message to it finds it.
+func NamedConversationID(accountID, callerConversationID, name string) string {
+	h := sha256.Sum256([]byte(accountID + "\x00" + callerConversationID + "\x00named\x00" + name))
+	return "conv_sub_" + hex.EncodeToString(h[:16])
+}
+
+// eventPrefix starts the event of a non-blocking call's child turn, which is the call's
+// resultId after it: each call of a child is a turn of its own, and the turn knows the call it
+// settles (CallOf) even when the child is called again meanwhile.
+const eventPrefix = "evt_sub_"
+
+// EventID is the event of the child turn that non-blocking call resultID runs.
+func EventID(resultID string) string { return eventPrefix + resultID }
+
+// CallOf is the call a child turn's event settles; ok is false for other events.
+func CallOf(eventID string) (resultID string, ok bool) {
+	id, ok := strings.CutPrefix(eventID, eventPrefix)
+	return id, ok && id != ""
 }
 
 // Answer is what a subagent call gives the caller's model.
@@ -66,13 +82,13 @@ type Ended struct {
 	Messages []model.Message
 }
 
-// Outcome is the result of the caller's call for a child whose turn ended as e. tool is the
-// caller's tool; the same ending always gives the same outcome, so the child's own settle and
-// the sweeper's agree.
-func Outcome(tool, conversationID string, e Ended) (asynctools.Outcome, error) {
+// Outcome is the result of the caller's call for a child whose turn (eventID, in conversationID)
+// ended as e. tool names the child for its caller; the same ending always gives the same
+// outcome, so the child's own settle and the sweeper's agree.
+func Outcome(tool, conversationID, eventID string, e Ended) (asynctools.Outcome, error) {
 	switch e.Status {
 	case store.EventCompleted:
-		b, err := json.Marshal(Answer{Agent: tool, ThreadID: conversationID, Status: e.Status, Text: LastText(e.Messages), EventID: EventID(conversationID)})
+		b, err := json.Marshal(Answer{Agent: tool, ThreadID: conversationID, Status: e.Status, Text: LastText(e.Messages), EventID: eventID})
 		if err != nil {
 			return asynctools.Outcome{}, err
 		}
@@ -111,25 +127,29 @@ func Settle(ctx context.Context, async *asynctools.Store, redriver *asynctools.R
 // outcome is the child's, as its own settle would have recorded it. ok is false when the row is
 // no subagent call's or its child has not ended.
 func Recover(ctx context.Context, st *store.Store, row asynctools.Result) (o asynctools.Outcome, ok bool, err error) {
-	if row.Mode != asynctools.ExternalDispatch || row.ToolCallID == "" {
+	if row.Mode != asynctools.ExternalDispatch {
 		return o, false, nil
 	}
-	conv := ConversationID(row.AccountID, row.ConversationID, row.ToolCallID)
-	ev, err := st.Event(ctx, row.AccountID, EventID(conv))
+	eventID := EventID(row.ID)
+	ev, err := st.Event(ctx, row.AccountID, eventID)
 	if errors.Is(err, store.ErrNotFound) {
 		return o, false, nil
 	}
 	if err != nil || !store.Final(ev.Status) {
 		return o, false, err
 	}
+	head, err := st.ConversationHead(ctx, row.AccountID, ev.ConversationID)
+	if err != nil {
+		return o, false, err
+	}
 	var detail struct {
 		Error string `json:"error"`
 	}
 	_ = json.Unmarshal(ev.Detail, &detail)
-	msgs, err := st.Messages(ctx, row.AccountID, conv, 1, 1<<62)
+	msgs, err := st.Messages(ctx, row.AccountID, ev.ConversationID, ev.FromSeq, ev.ToSeq)
 	if err != nil {
 		return o, false, err
 	}
-	o, err = Outcome(row.ToolName, conv, Ended{Status: ev.Status, Error: detail.Error, Messages: msgs})
+	o, err = Outcome(head.Parent.Tool, ev.ConversationID, eventID, Ended{Status: ev.Status, Error: detail.Error, Messages: msgs})
 	return o, err == nil, err
 }

@@ -29,7 +29,7 @@ func TestOutcome(t *testing.T) {
 		{"cancelled", subagent.Ended{Status: store.EventCancelled}, asynctools.Failed, "finder was cancelled before it answered"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			o, err := subagent.Outcome("finder", "conv_sub_1", tt.ended)
+			o, err := subagent.Outcome("finder", "conv_sub_1", "evt_sub_ag_1.x", tt.ended)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -39,10 +39,16 @@ func TestOutcome(t *testing.T) {
 			}
 		})
 	}
-	if _, err := subagent.Outcome("finder", "conv_sub_1", subagent.Ended{Status: store.EventWaitingAsync}); err == nil {
+	if _, err := subagent.Outcome("finder", "conv_sub_1", "evt_sub_ag_1.x", subagent.Ended{Status: store.EventWaitingAsync}); err == nil {
 		t.Error("a child still waiting was given an outcome")
 	}
 	if a, b := subagent.ConversationID("acc", "conv", "call_1"), subagent.ConversationID("acc", "conv", "call_2"); a == b || !strings.HasPrefix(a, "conv_sub_") {
 		t.Errorf("two calls' conversations %q and %q, want distinct conv_sub_ ids", a, b)
+	}
+	if id, ok := subagent.CallOf(subagent.EventID("ag_1.x")); !ok || id != "ag_1.x" {
+		t.Errorf("CallOf(EventID(ag_1.x)) = %q, %v", id, ok)
+	}
+	if _, ok := subagent.CallOf("evt_1"); ok {
+		t.Error("a client's event read as a subagent call's")
 	}
 }

@@ -66,10 +66,10 @@ func TestSweeperSettlesACallerWithItsFinishedChild(t *testing.T) {
 	// Each call's child, as callSubagent makes it; the first child's turn ends and is recorded.
 	for call, id := range rows {
 		child := subagent.ConversationID(account, caller, call)
-		if err := st.CreateChild(ctx, account, child, "agt_finder", store.Parent{ConversationID: caller, ResultID: id, Tool: "finder", Depth: 1}); err != nil {
+		if err := st.CreateChild(ctx, account, child, "agt_finder", store.Parent{ConversationID: caller, Tool: "finder", Depth: 1}); err != nil {
 			t.Fatal(err)
 		}
-		if err := st.ClaimEvent(ctx, account, subagent.EventID(child), child, now, time.Hour); err != nil {
+		if err := st.ClaimEvent(ctx, account, subagent.EventID(id), child, now, time.Hour); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -78,8 +78,8 @@ func TestSweeperSettlesACallerWithItsFinishedChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if lease.Parent().ResultID != rows["call_done"] || lease.Parent().Depth != 1 {
-		t.Fatalf("the child's lease reads the link %+v, want its caller's call at depth 1", lease.Parent())
+	if lease.Parent().ConversationID != caller || lease.Parent().Tool != "finder" || lease.Parent().Depth != 1 {
+		t.Fatalf("the child's lease reads the link %+v, want its caller at depth 1", lease.Parent())
 	}
 	msgs := []model.Message{
 		{ID: "msg_q", Role: model.RoleUser, Parts: []model.Part{{Type: model.PartText, Text: "topic"}}},
@@ -91,7 +91,8 @@ func TestSweeperSettlesACallerWithItsFinishedChild(t *testing.T) {
 	if err := lease.End(ctx, model.Usage{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.UpdateEvent(ctx, account, subagent.EventID(done), store.EventUpdate{Status: store.EventCompleted, Detail: json.RawMessage(`{}`), At: now}); err != nil {
+	doneEvent := subagent.EventID(rows["call_done"])
+	if err := st.UpdateEvent(ctx, account, doneEvent, store.EventUpdate{Status: store.EventCompleted, FromSeq: 1, ToSeq: 3, Detail: json.RawMessage(`{}`), At: now}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -107,7 +108,7 @@ func TestSweeperSettlesACallerWithItsFinishedChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, _ := json.Marshal(subagent.Answer{Agent: "finder", ThreadID: done, Status: store.EventCompleted, Text: "The answer is 42.", EventID: subagent.EventID(done)})
+	want, _ := json.Marshal(subagent.Answer{Agent: "finder", ThreadID: done, Status: store.EventCompleted, Text: "The answer is 42.", EventID: doneEvent})
 	if got.Status != asynctools.Completed || string(got.Response) != string(want) {
 		t.Errorf("the finished child's call is %s %s, want completed with %s", got.Status, got.Response, want)
 	}
@@ -119,7 +120,7 @@ func TestSweeperSettlesACallerWithItsFinishedChild(t *testing.T) {
 	}
 
 	// The child's own settle, arriving late, is the same outcome: a duplicate, not a conflict.
-	o, err := subagent.Outcome("finder", done, subagent.Ended{Status: store.EventCompleted, Messages: msgs})
+	o, err := subagent.Outcome("finder", done, doneEvent, subagent.Ended{Status: store.EventCompleted, Messages: msgs})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -145,14 +145,14 @@ func (e *Engine) callSubagent(ctx context.Context, s *agentconfig.Subagent, t ag
 		return nil, err
 	}
 	child := subagent.ConversationID(d.accountID, d.conversationID, callID)
-	link := store.Parent{ConversationID: d.conversationID, TurnKey: d.delivery.TurnKey, ResultID: resultID, Tool: t.Name, EventID: d.turnID, Depth: depth}
+	link := store.Parent{ConversationID: d.conversationID, TurnKey: d.delivery.TurnKey, Tool: t.Name, EventID: d.turnID, Depth: depth}
 	if err := e.opts.Store.CreateChild(ctx, d.accountID, child, t.AgentID, link); err != nil {
 		return nil, err
 	}
 	msg := model.Message{ID: "msg_" + child, Role: model.RoleUser, Parts: []model.Part{{Type: model.PartText, Text: message}}}
 	progress := SubagentProgress{ToolCallID: callID, Agent: t.Name, ThreadID: child}
 	if dispatched {
-		progress.EventID = subagent.EventID(child)
+		progress.EventID = subagent.EventID(resultID)
 	}
 	if d.turnID != "" {
 		c := store.Child{ToolCallID: callID, Agent: t.Name, ThreadID: child, EventID: progress.EventID}
@@ -161,7 +161,7 @@ func (e *Engine) callSubagent(ctx context.Context, s *agentconfig.Subagent, t ag
 		}
 	}
 	if dispatched {
-		answer, err := e.dispatchChild(ctx, d.accountID, t, child, msg)
+		answer, err := e.dispatchChild(ctx, d.accountID, t, child, resultID, msg)
 		if err == nil {
 			progress.State, progress.Text = SubagentStarted, message
 			d.emit(Event{Kind: Subagent, Subagent: &progress})
@@ -246,13 +246,13 @@ func (d *invocation) childCalls(callID string, s *agentconfig.Subagent) int {
 	return len(seen)
 }
 
-// dispatchChild queues the child's turn for async-worker under an event derived from the
-// child's conversation, so a call dispatched twice runs once.
-func (e *Engine) dispatchChild(ctx context.Context, accountID string, t agentconfig.SubagentTool, child string, msg model.Message) (any, error) {
+// dispatchChild queues the child's turn for async-worker under the event of the call
+// (subagent.EventID), so a call dispatched twice runs once.
+func (e *Engine) dispatchChild(ctx context.Context, accountID string, t agentconfig.SubagentTool, child, resultID string, msg model.Message) (any, error) {
 	if e.opts.Enqueue == nil {
 		return nil, errors.New("subagents that do not block run on async-worker, and this function has no queue to it")
 	}
-	eventID := subagent.EventID(child)
+	eventID := subagent.EventID(resultID)
 	answer := subagent.Answer{Agent: t.Name, ThreadID: child, Status: store.EventProcessing, EventID: eventID}
 	err := e.opts.Store.ClaimEvent(ctx, accountID, eventID, child, e.opts.Now(), e.opts.EventTTL)
 	var dup *store.DuplicateEventError
@@ -285,11 +285,10 @@ func (d *invocation) landed(r asynctools.Result) {
 	if !d.cfg.Tools.IsSubagent(r.ToolName) {
 		return
 	}
-	thread := subagent.ConversationID(d.accountID, d.conversationID, r.ToolCallID)
-	p := SubagentProgress{ToolCallID: r.ToolCallID, Agent: r.ToolName, ThreadID: thread, EventID: subagent.EventID(thread), State: SubagentFinished, Status: store.EventFailed, Text: r.Error}
+	p := SubagentProgress{ToolCallID: r.ToolCallID, Agent: r.ToolName, EventID: subagent.EventID(r.ID), State: SubagentFinished, Status: store.EventFailed, Text: r.Error}
 	var a subagent.Answer
 	if r.Status == asynctools.Completed && json.Unmarshal(r.Response, &a) == nil {
-		p.Agent, p.Status, p.Text = a.Agent, a.Status, a.Text
+		p.Agent, p.ThreadID, p.Status, p.Text = a.Agent, a.ThreadID, a.Status, a.Text
 	}
 	d.emit(Event{Kind: Subagent, Subagent: &p})
 }
@@ -310,26 +309,27 @@ func (d *invocation) addUsageToParent(ctx context.Context, res Outcome) {
 // caller. Should it fail, or this invocation die first, the sweeper settles the call the same
 // way at its deadline (subagent.Recover).
 func (d *invocation) settleParent(ctx context.Context, res Outcome) {
+	resultID, ok := subagent.CallOf(d.turnID)
 	p := d.lease.Parent()
-	if p.ResultID == "" || !store.Final(res.Status) || d.e.opts.Async == nil {
+	if !ok || p.ConversationID == "" || !store.Final(res.Status) || d.e.opts.Async == nil {
 		return
 	}
-	o, err := subagent.Outcome(p.Tool, d.conversationID, subagent.Ended{Status: res.Status, Error: res.Error, Messages: d.history})
+	o, err := subagent.Outcome(p.Tool, d.conversationID, d.turnID, subagent.Ended{Status: res.Status, Error: res.Error, Messages: d.history})
 	if err == nil {
 		var otherwise string
-		otherwise, err = subagent.Settle(ctx, d.e.opts.Async, d.e.opts.Redriver, p.ResultID, o, d.e.opts.Now())
+		otherwise, err = subagent.Settle(ctx, d.e.opts.Async, d.e.opts.Redriver, resultID, o, d.e.opts.Now())
 		if otherwise != "" {
-			d.log.WarnContext(ctx, "a subagent ended after its caller's call was settled otherwise", "resultId", p.ResultID, "status", otherwise)
+			d.log.WarnContext(ctx, "a subagent ended after its caller's call was settled otherwise", "resultId", resultID, "status", otherwise)
 		}
 	}
 	if err != nil {
-		d.log.ErrorContext(ctx, "settling the caller of a subagent; the sweeper settles it at its deadline", "resultId", p.ResultID, "err", err)
+		d.log.ErrorContext(ctx, "settling the caller of a subagent; the sweeper settles it at its deadline", "resultId", resultID, "err", err)
 	}
 }
 
 // ChildDecisions routes decisions sent to a conversation that waits for its subagents: when
 // every approval they decide belongs to one subagent conversation below req's, req is turned to
-// that conversation (its agent, and a non-blocking child's event), so the decisions resume the
+// that conversation (its agent, and the event its held step was reported under), so the decisions resume the
 // child, whose end then goes on with its caller as always. routed is false, and req untouched,
 // when the decisions are the conversation's own or name approvals it does not know.
 func (e *Engine) ChildDecisions(ctx context.Context, accountID string, req *Request, in Input) (routed bool, err error) {
@@ -369,8 +369,10 @@ func (e *Engine) ChildDecisions(ctx context.Context, accountID string, req *Requ
 			return false, nil
 		case req.ConversationID:
 			req.ConversationID, req.AgentID = child, head.AgentID
-			if head.Parent.ResultID != "" {
-				req.EventID = subagent.EventID(child)
+			if head.PausedEvent != "" {
+				// The event the child's held step was reported under: a non-blocking call's,
+				// whose end settles the call.
+				req.EventID = head.PausedEvent
 			}
 			return true, nil
 		}
