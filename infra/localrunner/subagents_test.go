@@ -243,7 +243,7 @@ func TestSubagentOfAnotherAccountOrDeleted(t *testing.T) {
 func TestSubagentConfigRefusals(t *testing.T) {
 	e := newAsyncEnv(t)
 	for body, field := range map[string]string{
-		planner(`{"agents": [{"name": "finder", "agentId": "agt_x", "resumable": {"receives_messages": "side_a"}}]}`): "subagent.agents[0].resumable",
+		planner(`{"agents": [{"name": "finder", "agentId": "agt_x", "immediate": true}]}`): "subagent.agents[0].immediate",
 		planner(`{"agents": [{"name": "finder"}]}`): "subagent.agents[0].agentId",
 		planner(`{"agents": []}`):                   "subagent.agents",
 	} {
@@ -437,5 +437,78 @@ func TestSubagentApprovalAnsweredThroughTheCaller(t *testing.T) {
 	}
 	if child := e.status(t, subagent.EventID); child.Status != store.EventCompleted {
 		t.Errorf("the child's event is %s, want completed", child.Status)
+	}
+}
+
+// boss is a caller of resumable scouts whose script is steps: each turn's first step makes
+// calls, the second waits, the third answers with the results.
+func boss(scoutID, resumable, calls string) string {
+	return `{"name": "boss", "model": {"provider": "scripted", "script": [
+		{"toolCalls": [` + calls + `]},
+		{"text": "Waiting."},
+		{"text": "Heard: {{toolResults}}"}]},
+		"subagent": {"agents": [{"name": "scout", "agentId": "` + scoutID + `", "resumable": ` + resumable + `}]}}`
+}
+
+// Resumable instances persist across the caller's turns: created by name (within
+// maxInstances), then sent messages by name in a later turn, each answer coming back to the
+// call that asked.
+func TestResumableSubagentAcrossTurns(t *testing.T) {
+	e := newAsyncEnv(t)
+	scout := e.agent(t, `{"name": "scout", "model": {"provider": "scripted", "script": [{"text": "Scouted."}]}}`)
+	const one = `{"receives_messages": "side_a", "maxInstances": 1}`
+	caller := e.agent(t, boss(scout, one,
+		`{"name": "subagent_create", "input": {"agent": "scout", "name": "alpha", "message": "look north"}},
+		 {"name": "subagent_create", "input": {"agent": "scout", "name": "beta", "message": "look south"}}`))
+	ev := e.async(t, `{"agentId":"`+caller+`","message":"first"}`)
+	first, _ := e.waitStatus(t, ev.EventID, store.EventCompleted)
+	if first.Text == nil || strings.Count(*first.Text, "Scouted.") != 1 || !strings.Contains(*first.Text, "its resumable.maxInstances") {
+		t.Fatalf("turn one: want alpha's answer and beta refused past maxInstances: %s", first.raw)
+	}
+
+	// The next turn sends alpha a message by name, and one to an instance that does not exist.
+	res := call(t, e.srv, http.MethodPatch, "/accounts/me/agents/"+caller, e.secret, boss(scout, one,
+		`{"name": "subagent_message", "input": {"name": "alpha", "message": "look east"}},
+		 {"name": "subagent_message", "input": {"name": "gamma", "message": "anyone?"}}`))
+	if res.status != http.StatusOK {
+		t.Fatalf("PATCH = %d %s", res.status, res.body)
+	}
+	ev2 := e.async(t, `{"agentId":"`+caller+`","id":"`+ev.ConversationID+`","message":"second"}`)
+	second, _ := e.waitStatus(t, ev2.EventID, store.EventCompleted)
+	if second.Text == nil || strings.Count(*second.Text, "Scouted.") != 1 || !strings.Contains(*second.Text, `no subagent instance is named \"gamma\"`) {
+		t.Fatalf("turn two: want alpha's second answer and gamma unknown: %s", second.raw)
+	}
+	threads := append(threadIDs(t, first.Messages), threadIDs(t, second.Messages)...)
+	if len(threads) != 2 || threads[0] != threads[1] {
+		t.Fatalf("alpha's answers came from threads %v, want one thread twice", threads)
+	}
+	var said []string
+	for _, m := range e.conversation(t, threads[0]) {
+		said = append(said, string(m.Role)+":"+m.Text())
+	}
+	if strings.Join(said, "|") != "user:look north|assistant:Scouted.|user:look east|assistant:Scouted." {
+		t.Errorf("alpha's conversation %v, want both messages and both answers", said)
+	}
+}
+
+// An instance with explicit parentCommunication answers only through notify_parent: what it
+// sends is the answer, and a turn that ends without it answers with an error.
+func TestResumableSubagentNotifiesExplicitly(t *testing.T) {
+	e := newAsyncEnv(t)
+	const explicit = `{"receives_messages": "side_a", "parentCommunication": "explicit"}`
+	notifier := e.agent(t, `{"name": "notifier", "model": {"provider": "scripted", "script": [
+		{"toolCalls": [{"name": "notify_parent", "input": {"message": "Found it"}}]},
+		{"text": "Done here."}]}}`)
+	silent := e.agent(t, `{"name": "silent", "model": {"provider": "scripted", "script": [{"text": "Forgot to tell."}]}}`)
+	for _, tt := range []struct{ agent, want, not string }{
+		{notifier, "Found it", "Done here."},
+		{silent, "ended its turn without calling notify_parent", "Forgot to tell."},
+	} {
+		caller := e.agent(t, boss(tt.agent, explicit, `{"name": "subagent_create", "input": {"agent": "scout", "name": "one", "message": "go"}}`))
+		ev := e.async(t, `{"agentId":"`+caller+`","message":"start"}`)
+		final, _ := e.waitStatus(t, ev.EventID, store.EventCompleted)
+		if final.Text == nil || !strings.Contains(*final.Text, tt.want) || strings.Contains(*final.Text, tt.not) {
+			t.Errorf("want %q and not %q in the caller's answer: %s", tt.want, tt.not, final.raw)
+		}
 	}
 }

@@ -42,7 +42,36 @@ type SubagentTool struct {
 	// Optional names a harness environment flag: the tool exists only while it is true, 1 or
 	// yes (any case).
 	Optional string `json:"optional,omitempty"`
+	// Resumable makes the agent a set of named instances that persist across the caller's
+	// turns, created with subagent_create and sent messages with subagent_message, instead of a
+	// tool of its own.
+	Resumable *Resumable `json:"resumable,omitempty"`
 }
+
+// Resumable is 001 section 5's resumable: persistent instances of a subagent.
+type Resumable struct {
+	// ReceivesMessages is 001's receives_messages, "side_a" or "side_b": which side of a
+	// two-sided agent takes the messages. The harness's agents have one side, which takes them
+	// either way.
+	ReceivesMessages string `json:"receives_messages"`
+	// MaxInstances bounds the instances one calling conversation may create; 0 means
+	// DefaultMaxInstances.
+	MaxInstances int `json:"maxInstances,omitempty"`
+	// ParentCommunication is "implicit" (the default: each of an instance's turns answers the
+	// call that started it) or "explicit" (it answers only through its notify_parent tool).
+	ParentCommunication string `json:"parentCommunication,omitempty"`
+}
+
+// Instances is MaxInstances with its default.
+func (r *Resumable) Instances() int {
+	if r.MaxInstances == 0 {
+		return DefaultMaxInstances
+	}
+	return r.MaxInstances
+}
+
+// Explicit reports whether instances answer only through notify_parent.
+func (r *Resumable) Explicit() bool { return r.ParentCommunication == "explicit" }
 
 // Limits of config.subagent.
 const (
@@ -54,10 +83,23 @@ const (
 	DefaultMessageProperty = "message"
 	// RunSubagent is the name of the one tool that takes the agent's name.
 	RunSubagent = "run_subagent"
+	// The tools of resumable subagents: create an instance, send one a message, and (the
+	// instance's, with explicit parentCommunication) answer the caller.
+	SubagentCreate  = "subagent_create"
+	SubagentMessage = "subagent_message"
+	NotifyParent    = "notify_parent"
+	// DefaultMaxInstances and MaxInstancesLimit bound resumable.maxInstances.
+	DefaultMaxInstances = 5
+	MaxInstancesLimit   = 50
 )
 
-// IsBlocking reports whether calls wait for the agent's answer.
-func (t SubagentTool) IsBlocking() bool { return t.Blocking == nil || *t.Blocking }
+// reserved are the tool names the harness gives subagents itself.
+var reserved = []string{RunSubagent, SubagentCreate, SubagentMessage, NotifyParent}
+
+// IsBlocking reports whether calls wait for the agent's answer; a resumable agent's never do.
+func (t SubagentTool) IsBlocking() bool {
+	return t.Resumable == nil && (t.Blocking == nil || *t.Blocking)
+}
 
 // MessageProperty is the input property that carries the agent's first message.
 func (t SubagentTool) MessageProperty() string {
@@ -86,8 +128,8 @@ func (s *Subagent) Children() int {
 // subagentFields are the keys of a config.subagent.agents entry; notYet are 001's keys not
 // built yet, refused by name rather than ignored.
 var (
-	subagentFields = []string{"name", "agentId", "description", "blocking", "initUserMessageProperty", "optional"}
-	notYet         = []string{"initAttachmentsProperty", "initAgentNameProperty", "immediate", "resumable"}
+	subagentFields = []string{"name", "agentId", "description", "blocking", "initUserMessageProperty", "optional", "resumable"}
+	notYet         = []string{"initAttachmentsProperty", "initAgentNameProperty", "immediate"}
 	toolNameRe     = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,63}$`)
 	propertyRe     = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
 	flagRe         = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
@@ -147,16 +189,26 @@ func (s *Subagent) UnmarshalJSON(raw []byte) error {
 				return &FieldError{Field: fmt.Sprintf("subagent.agents[%d].name", i), Problem: fmt.Sprintf("%q names another entry too", t.Name)}
 			}
 		}
-		if t.Name == RunSubagent {
-			return &FieldError{Field: fmt.Sprintf("subagent.agents[%d].name", i), Problem: RunSubagent + " is the name of the tool runSubagent offers"}
+		if slices.Contains(reserved, t.Name) {
+			return &FieldError{Field: fmt.Sprintf("subagent.agents[%d].name", i), Problem: t.Name + " is the name of a tool the harness gives subagents (" + strings.Join(reserved, ", ") + ")"}
 		}
 		out.Agents = append(out.Agents, t)
 	}
 	if out.RunSubagent {
-		for _, t := range out.Agents[1:] {
-			if t.IsBlocking() != out.Agents[0].IsBlocking() {
+		// run_subagent runs the agents that are not resumable.
+		var first *SubagentTool
+		for i, t := range out.Agents {
+			if t.Resumable != nil {
+				continue
+			}
+			if first == nil {
+				first = &out.Agents[i]
+			} else if t.IsBlocking() != first.IsBlocking() {
 				return &FieldError{Field: "subagent.runSubagent", Problem: "the agents run_subagent runs must all be blocking or all non-blocking"}
 			}
+		}
+		if first == nil {
+			return &FieldError{Field: "subagent.runSubagent", Problem: "has no agent to run: every agent is resumable"}
 		}
 	}
 	*s = Subagent(out)
@@ -175,6 +227,10 @@ func subagentTool(at string, raw json.RawMessage) (SubagentTool, error) {
 		if !slices.Contains(subagentFields, k) {
 			return SubagentTool{}, &FieldError{Field: at + "." + k, Problem: "is not a subagent tool field (fields: " + strings.Join(subagentFields, ", ") + ")"}
 		}
+	}
+	if r, ok := m["resumable"]; ok && string(bytes.TrimSpace(r)) == "false" {
+		delete(m, "resumable") // 001's resumable: false, the default
+		raw, _ = json.Marshal(m)
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	var t SubagentTool
@@ -199,7 +255,36 @@ func subagentTool(at string, raw json.RawMessage) (SubagentTool, error) {
 	case t.Optional != "" && !flagRe.MatchString(t.Optional):
 		return t, &FieldError{Field: at + ".optional", Problem: "must name an environment flag: a letter or _, then letters, digits or _"}
 	}
-	return t, nil
+	return t, checkResumable(at, m["resumable"], &t)
+}
+
+// checkResumable checks a resumable entry's resumable block (raw, which decoded into t).
+func checkResumable(at string, raw json.RawMessage, t *SubagentTool) error {
+	if raw == nil {
+		return nil
+	}
+	at += ".resumable"
+	var keys map[string]json.RawMessage
+	if json.Unmarshal(raw, &keys) != nil || keys == nil || t.Resumable == nil {
+		return &FieldError{Field: at, Problem: "must be an object (false or absent: not resumable)"}
+	}
+	for k := range keys {
+		if !slices.Contains([]string{"receives_messages", "maxInstances", "parentCommunication"}, k) {
+			return &FieldError{Field: at + "." + k, Problem: "is not a resumable field (fields: receives_messages, maxInstances, parentCommunication)"}
+		}
+	}
+	r := t.Resumable
+	switch {
+	case r.ReceivesMessages != "side_a" && r.ReceivesMessages != "side_b":
+		return &FieldError{Field: at + ".receives_messages", Problem: `must be "side_a" or "side_b"`}
+	case r.MaxInstances < 0 || r.MaxInstances > MaxInstancesLimit:
+		return &FieldError{Field: at + ".maxInstances", Problem: fmt.Sprintf("must be between 1 and %d (0 or absent: %d)", MaxInstancesLimit, DefaultMaxInstances)}
+	case r.ParentCommunication != "" && r.ParentCommunication != "implicit" && r.ParentCommunication != "explicit":
+		return &FieldError{Field: at + ".parentCommunication", Problem: `must be "implicit" or "explicit"`}
+	case t.Blocking != nil && *t.Blocking:
+		return &FieldError{Field: at, Problem: "a resumable agent's calls do not block: leave blocking out or false"}
+	}
+	return nil
 }
 
 // FlagOn reports whether an optional tool's flag value turns it on: true, 1 or yes, in any case.

@@ -43,8 +43,14 @@ func TestParseSubagentRejects(t *testing.T) {
 		{"missing agentId", `{"agents":[{"name":"a"}]}`, "subagent.agents[0].agentId", "is required"},
 		{"bad tool name", `{"agents":[{"name":"has space","agentId":"agt_1"}]}`, "subagent.agents[0].name", "must be a tool name"},
 		{"duplicate name", `{"agents":[{"name":"a","agentId":"agt_1"},{"name":"a","agentId":"agt_2"}]}`, "subagent.agents[1].name", "names another entry"},
-		{"run_subagent taken", `{"agents":[{"name":"run_subagent","agentId":"agt_1"}]}`, "subagent.agents[0].name", "runSubagent offers"},
-		{"not built yet", `{"agents":[{"name":"a","agentId":"agt_1","resumable":{"receives_messages":"side_a"}}]}`, "subagent.agents[0].resumable", "is not supported yet"},
+		{"run_subagent taken", `{"agents":[{"name":"run_subagent","agentId":"agt_1"}]}`, "subagent.agents[0].name", "harness gives subagents"},
+		{"not built yet", `{"agents":[{"name":"a","agentId":"agt_1","immediate":true}]}`, "subagent.agents[0].immediate", "is not supported yet"},
+		{"resumable without its side", `{"agents":[{"name":"a","agentId":"agt_1","resumable":{}}]}`, "subagent.agents[0].resumable.receives_messages", "side_a"},
+		{"resumable and blocking", `{"agents":[{"name":"a","agentId":"agt_1","blocking":true,"resumable":{"receives_messages":"side_a"}}]}`, "subagent.agents[0].resumable", "do not block"},
+		{"resumable unknown key", `{"agents":[{"name":"a","agentId":"agt_1","resumable":{"receives_messages":"side_a","max":2}}]}`, "subagent.agents[0].resumable.max", "is not a resumable field"},
+		{"resumable bad communication", `{"agents":[{"name":"a","agentId":"agt_1","resumable":{"receives_messages":"side_a","parentCommunication":"loud"}}]}`, "subagent.agents[0].resumable.parentCommunication", "implicit"},
+		{"resumable too many", `{"agents":[{"name":"a","agentId":"agt_1","resumable":{"receives_messages":"side_a","maxInstances":51}}]}`, "subagent.agents[0].resumable.maxInstances", "between 1 and 50"},
+		{"a reserved name", `{"agents":[{"name":"subagent_create","agentId":"agt_1"}]}`, "subagent.agents[0].name", "harness gives subagents"},
 		{"unknown entry key", `{"agents":[{"name":"a","agentId":"agt_1","model":"x"}]}`, "subagent.agents[0].model", "is not a subagent tool field"},
 		{"blocking not a bool", `{"agents":[{"name":"a","agentId":"agt_1","blocking":"no"}]}`, "subagent.agents[0].blocking", "must be a bool"},
 		{"depth past the limit", `{"agents":[{"name":"a","agentId":"agt_1"}],"maxDepth":11}`, "subagent.maxDepth", "between 1 and 10"},
@@ -67,5 +73,21 @@ func TestFlagOn(t *testing.T) {
 		if got := agentconfig.FlagOn(v); got != want {
 			t.Errorf("FlagOn(%q) = %v, want %v", v, got, want)
 		}
+	}
+}
+
+func TestParseResumableSubagent(t *testing.T) {
+	c, err := agentconfig.Parse([]byte(`{"model":{"provider":"scripted"},"subagent":{"agents":[
+		{"name":"scout","agentId":"agt_1","resumable":{"receives_messages":"side_a","maxInstances":2,"parentCommunication":"explicit"}},
+		{"name":"plain","agentId":"agt_2","resumable":false}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	scout, plain := c.Subagent.Agents[0], c.Subagent.Agents[1]
+	if scout.Resumable == nil || scout.IsBlocking() || scout.Resumable.Instances() != 2 || !scout.Resumable.Explicit() {
+		t.Errorf("scout = %+v: want resumable, non-blocking, two instances, explicit", scout)
+	}
+	if plain.Resumable != nil || !plain.IsBlocking() {
+		t.Errorf("plain = %+v: resumable false is not resumable", plain)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/agentharness/harness/shared/model"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -161,4 +162,77 @@ func childrenOf(item map[string]types.AttributeValue) []Child {
 func getBool(item map[string]types.AttributeValue, k string) bool {
 	b, ok := item[k].(*types.AttributeValueMemberBOOL)
 	return ok && b.Value
+}
+
+// Instance is a resumable subagent instance of a conversation: a named child that persists
+// across the conversation's turns.
+type Instance struct {
+	Name string `json:"name"`
+	// Agent is the config.subagent entry it was created from, AgentID the agent that entry runs.
+	Agent    string `json:"agent"`
+	AgentID  string `json:"agentId"`
+	ThreadID string `json:"threadId"`
+}
+
+// Refusals of AddInstance.
+var (
+	ErrInstanceExists = errors.New("an instance of that name exists")
+	ErrInstanceLimit  = errors.New("the instances of that agent are at their limit")
+)
+
+func instanceAttr(name string) string   { return "instance:" + name }
+func instancesAttr(agent string) string { return "instances:" + agent }
+
+// AddInstance records a new instance on the calling conversation's head, in one conditional
+// write with its agent's count, so at most max instances of one agent exist per conversation.
+func (s *Store) AddInstance(ctx context.Context, accountID, conversationID string, in Instance, max int) error {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:           &s.tables.Conversations,
+		Key:                 map[string]types.AttributeValue{"conversationKey": str(accountID + "#" + conversationID), "seq": num(0)},
+		UpdateExpression:    aws.String("SET #i = :v ADD #n :one"),
+		ConditionExpression: aws.String("attribute_exists(conversationKey) AND attribute_not_exists(#i) AND (attribute_not_exists(#n) OR #n < :max)"),
+		ExpressionAttributeNames: map[string]string{
+			"#i": instanceAttr(in.Name), "#n": instancesAttr(in.Agent),
+		},
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":v": str(string(b)), ":one": num(1), ":max": num(int64(max))},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	var failed *types.ConditionalCheckFailedException
+	switch {
+	case errors.As(err, &failed) && failed.Item == nil:
+		return ErrNotFound
+	case errors.As(err, &failed) && failed.Item[instanceAttr(in.Name)] != nil:
+		return ErrInstanceExists
+	case errors.As(err, &failed):
+		return ErrInstanceLimit
+	case err != nil:
+		return fmt.Errorf("recording subagent instance %s: %w", in.Name, err)
+	}
+	return nil
+}
+
+// Instances are the resumable subagent instances a conversation created, by name.
+func (s *Store) Instances(ctx context.Context, accountID, conversationID string) (map[string]Instance, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      &s.tables.Conversations,
+		Key:            map[string]types.AttributeValue{"conversationKey": str(accountID + "#" + conversationID), "seq": num(0)},
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("loading the subagent instances of %s: %w", conversationID, err)
+	}
+	found := map[string]Instance{}
+	for k, v := range out.Item {
+		sv, ok := v.(*types.AttributeValueMemberS)
+		var in Instance
+		if !ok || !strings.HasPrefix(k, "instance:") || json.Unmarshal([]byte(sv.Value), &in) != nil {
+			continue
+		}
+		found[in.Name] = in
+	}
+	return found, nil
 }

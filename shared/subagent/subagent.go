@@ -80,22 +80,27 @@ type Ended struct {
 	Status   string
 	Error    string
 	Messages []model.Message
+	// Explicit: the child answers only through notify_parent, so a turn that ended without it
+	// answered nothing.
+	Explicit bool
 }
 
 // Outcome is the result of the caller's call for a child whose turn (eventID, in conversationID)
 // ended as e. tool names the child for its caller; the same ending always gives the same
 // outcome, so the child's own settle and the sweeper's agree.
 func Outcome(tool, conversationID, eventID string, e Ended) (asynctools.Outcome, error) {
-	switch e.Status {
-	case store.EventCompleted:
+	switch {
+	case e.Status == store.EventCompleted && e.Explicit:
+		return asynctools.Outcome{Status: asynctools.Failed, Error: tool + " ended its turn without calling notify_parent"}, nil
+	case e.Status == store.EventCompleted:
 		b, err := json.Marshal(Answer{Agent: tool, ThreadID: conversationID, Status: e.Status, Text: LastText(e.Messages), EventID: eventID})
 		if err != nil {
 			return asynctools.Outcome{}, err
 		}
 		return asynctools.Outcome{Status: asynctools.Completed, Response: b}, nil
-	case store.EventCancelled:
+	case e.Status == store.EventCancelled:
 		return asynctools.Outcome{Status: asynctools.Failed, Error: tool + " was cancelled before it answered"}, nil
-	case store.EventFailed:
+	case e.Status == store.EventFailed:
 		errText := e.Error
 		if errText == "" {
 			errText = "the turn failed"
@@ -103,6 +108,12 @@ func Outcome(tool, conversationID, eventID string, e Ended) (asynctools.Outcome,
 		return asynctools.Outcome{Status: asynctools.Failed, Error: tool + " failed: " + errText}, nil
 	}
 	return asynctools.Outcome{}, fmt.Errorf("a child turn that is %s has not ended", e.Status)
+}
+
+// Notified is the outcome of a call that its child answered through notify_parent with text.
+func Notified(tool, conversationID, eventID, text string) (asynctools.Outcome, error) {
+	b, err := json.Marshal(Answer{Agent: tool, ThreadID: conversationID, Status: store.EventCompleted, Text: text, EventID: eventID})
+	return asynctools.Outcome{Status: asynctools.Completed, Response: b}, err
 }
 
 // Settle settles the caller's call resultID with o, through the conditional write a completion
@@ -150,6 +161,6 @@ func Recover(ctx context.Context, st *store.Store, row asynctools.Result) (o asy
 	if err != nil {
 		return o, false, err
 	}
-	o, err = Outcome(head.Parent.Tool, ev.ConversationID, eventID, Ended{Status: ev.Status, Error: detail.Error, Messages: msgs})
+	o, err = Outcome(head.Parent.Tool, ev.ConversationID, eventID, Ended{Status: ev.Status, Error: detail.Error, Messages: msgs, Explicit: head.Parent.Explicit})
 	return o, err == nil, err
 }

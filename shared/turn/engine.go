@@ -270,6 +270,9 @@ func (e *Engine) newRun(s Start, lease *store.Lease, plan *turnPlan) *Run {
 	}
 	nameStream(&s)
 	d.delivery, d.newStream = s.Delivery, s.newStream
+	if err := d.withNotifyParent(&d.cfg); err != nil {
+		d.log.Error("giving a subagent its notify_parent", "err", err)
+	}
 	return &Run{d: d, plan: plan, from: lease.NextSeq()}
 }
 
@@ -461,6 +464,9 @@ func (c *Continuation) Events(ctx context.Context, adapt func(*agent.Config) err
 			if adapt != nil {
 				err = adapt(&cfg)
 			}
+		}
+		if err == nil {
+			err = d.withNotifyParent(&cfg)
 			d.cfg.Tools = cfg.Tools // so that a landed subagent call is told as one
 		}
 		// The calls' results come first, as the model gets them.

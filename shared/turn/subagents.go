@@ -40,9 +40,13 @@ func callerFrom(ctx context.Context) (*invocation, bool) {
 // flag, if any, is on, and run_subagent when asked for.
 func (e *Engine) subagentTools(s *agentconfig.Subagent) []tool.Tool {
 	var out []tool.Tool
-	var on []agentconfig.SubagentTool
+	var on, resumable []agentconfig.SubagentTool
 	for _, t := range s.Agents {
 		if t.Optional != "" && !agentconfig.FlagOn(e.getenv(t.Optional)) {
+			continue
+		}
+		if t.Resumable != nil {
+			resumable = append(resumable, t)
 			continue
 		}
 		on = append(on, t)
@@ -54,25 +58,19 @@ func (e *Engine) subagentTools(s *agentconfig.Subagent) []tool.Tool {
 			Async:       callMode(t),
 			Subagent:    true,
 			Execute: func(ctx context.Context, input json.RawMessage) (any, error) {
-				var args map[string]string
-				if err := json.Unmarshal(input, &args); err != nil {
+				args, err := stringArgs(input)
+				if err != nil {
 					return nil, err
 				}
 				return e.callSubagent(ctx, s, t, args[prop])
 			},
 		})
 	}
+	out = append(out, e.instanceTools(s, resumable)...)
 	if !s.RunSubagent || len(on) == 0 {
 		return out
 	}
-	byName := map[string]agentconfig.SubagentTool{}
-	var names, lines []string
-	for _, t := range on {
-		byName[t.Name] = t
-		names = append(names, t.Name)
-		lines = append(lines, t.Name+": "+cmpOr(t.Description, "an agent"))
-	}
-	sort.Strings(names)
+	byName, names, lines := catalog(on, func(t agentconfig.SubagentTool) string { return t.Name })
 	return append(out, tool.Tool{
 		Name:        agentconfig.RunSubagent,
 		Description: "Runs one of these agents on a task and returns its answer. " + strings.Join(lines, "; "),
@@ -80,13 +78,94 @@ func (e *Engine) subagentTools(s *agentconfig.Subagent) []tool.Tool {
 		Async:       callMode(on[0]),
 		Subagent:    true,
 		Execute: func(ctx context.Context, input json.RawMessage) (any, error) {
-			var args map[string]string
-			if err := json.Unmarshal(input, &args); err != nil {
+			args, err := stringArgs(input)
+			if err != nil {
 				return nil, err
 			}
 			return e.callSubagent(ctx, s, byName[args["agent"]], args[agentconfig.DefaultMessageProperty])
 		},
 	})
+}
+
+// catalog indexes the agents a tool chooses among: by name, their sorted names, and a line for
+// the tool's description each ("<label>: <description>").
+func catalog(agents []agentconfig.SubagentTool, label func(agentconfig.SubagentTool) string) (map[string]agentconfig.SubagentTool, []string, []string) {
+	byName := map[string]agentconfig.SubagentTool{}
+	var names, lines []string
+	for _, t := range agents {
+		byName[t.Name] = t
+		names = append(names, t.Name)
+		lines = append(lines, label(t)+": "+cmpOr(t.Description, "an agent"))
+	}
+	sort.Strings(names)
+	return byName, names, lines
+}
+
+// instanceName is the grammar of a resumable instance's name.
+const instanceName = `^[A-Za-z0-9][A-Za-z0-9 _.-]{0,63}$`
+
+// instanceTools are subagent_create and subagent_message, for the resumable agents.
+func (e *Engine) instanceTools(s *agentconfig.Subagent, resumable []agentconfig.SubagentTool) []tool.Tool {
+	if len(resumable) == 0 {
+		return nil
+	}
+	byName, names, lines := catalog(resumable, func(t agentconfig.SubagentTool) string {
+		return fmt.Sprintf("%s (at most %d)", t.Name, t.Resumable.Instances())
+	})
+	schema := func(props map[string]any, required ...string) json.RawMessage {
+		b, _ := json.Marshal(map[string]any{"type": "object", "properties": props, "required": required, "additionalProperties": false})
+		return b
+	}
+	name := map[string]any{"type": "string", "pattern": instanceName, "description": "The instance's name, which later messages address it by."}
+	message := map[string]any{"type": "string", "minLength": 1, "maxLength": 100000, "description": "The message for the instance."}
+	return []tool.Tool{{
+		Name: agentconfig.SubagentCreate,
+		Description: "Creates a named instance of one of these agents, which keeps its conversation across your turns, " +
+			"and sends it its first message; its answer comes back to you later. " + strings.Join(lines, "; "),
+		InputSchema: schema(map[string]any{"agent": map[string]any{"type": "string", "enum": names}, "name": name, "message": message}, "agent", "name", "message"),
+		Async:       asynctools.ExternalDispatch, Subagent: true,
+		Execute: func(ctx context.Context, input json.RawMessage) (any, error) {
+			args, err := stringArgs(input)
+			if err != nil {
+				return nil, err
+			}
+			return e.call(ctx, s, byName[args["agent"]], args["message"], args["name"], true)
+		},
+	}, {
+		Name:        agentconfig.SubagentMessage,
+		Description: "Sends a message to an instance made with subagent_create, by its name; its answer comes back to you later.",
+		InputSchema: schema(map[string]any{"name": name, "message": message}, "name", "message"),
+		Async:       asynctools.ExternalDispatch, Subagent: true,
+		Execute: func(ctx context.Context, input json.RawMessage) (any, error) {
+			args, err := stringArgs(input)
+			if err != nil {
+				return nil, err
+			}
+			d, ok := callerFrom(ctx)
+			if !ok {
+				return nil, errors.New("a subagent can only be called from a turn")
+			}
+			instances, err := e.opts.Store.Instances(ctx, d.accountID, d.conversationID)
+			if err != nil {
+				return nil, err
+			}
+			in, found := instances[args["name"]]
+			if !found {
+				return nil, fmt.Errorf("no subagent instance is named %q here: create it with subagent_create", args["name"])
+			}
+			t, found := byName[in.Agent]
+			if !found {
+				return nil, fmt.Errorf("instance %q runs %s, which is no longer a resumable agent of subagent.agents", in.Name, in.Agent)
+			}
+			return e.call(ctx, s, t, args["message"], in.Name, false)
+		},
+	}}
+}
+
+// stringArgs decodes a subagent tool's input, whose schema makes every property a string.
+func stringArgs(input json.RawMessage) (map[string]string, error) {
+	var args map[string]string
+	return args, json.Unmarshal(input, &args)
 }
 
 func cmpOr(s, def string) string {
@@ -120,6 +199,12 @@ func messageSchema(prop string, names []string) json.RawMessage {
 // callSubagent checks a call against the limits, creates the child's conversation and runs or
 // dispatches its turn. Its errors are tool errors the caller's model sees.
 func (e *Engine) callSubagent(ctx context.Context, s *agentconfig.Subagent, t agentconfig.SubagentTool, message string) (any, error) {
+	return e.call(ctx, s, t, message, "", false)
+}
+
+// call is callSubagent for a plain call (instance empty) or a resumable instance: create makes
+// the instance, which must not exist yet; otherwise the message goes to the existing one.
+func (e *Engine) call(ctx context.Context, s *agentconfig.Subagent, t agentconfig.SubagentTool, message, instance string, create bool) (any, error) {
 	d, ok := callerFrom(ctx)
 	if !ok {
 		return nil, errors.New("a subagent can only be called from a turn")
@@ -144,18 +229,34 @@ func (e *Engine) callSubagent(ctx context.Context, s *agentconfig.Subagent, t ag
 	if err != nil {
 		return nil, err
 	}
-	child := subagent.ConversationID(d.accountID, d.conversationID, callID)
+	child, label := subagent.ConversationID(d.accountID, d.conversationID, callID), t.Name
 	link := store.Parent{ConversationID: d.conversationID, TurnKey: d.delivery.TurnKey, Tool: t.Name, EventID: d.turnID, Depth: depth}
+	if instance != "" {
+		child, label = subagent.NamedConversationID(d.accountID, d.conversationID, instance), instance
+		link.Tool, link.Explicit = instance, t.Resumable.Explicit()
+	}
+	if create {
+		in := store.Instance{Name: instance, Agent: t.Name, AgentID: t.AgentID, ThreadID: child}
+		switch err := e.opts.Store.AddInstance(ctx, d.accountID, d.conversationID, in, t.Resumable.Instances()); {
+		case errors.Is(err, store.ErrInstanceExists):
+			return nil, fmt.Errorf("an instance named %q exists: send it a message with subagent_message", instance)
+		case errors.Is(err, store.ErrInstanceLimit):
+			return nil, fmt.Errorf("cannot create %q: this conversation has %d instances of %s, its resumable.maxInstances", instance, t.Resumable.Instances(), t.Name)
+		case err != nil:
+			return nil, err
+		}
+	}
 	if err := e.opts.Store.CreateChild(ctx, d.accountID, child, t.AgentID, link); err != nil {
 		return nil, err
 	}
-	msg := model.Message{ID: "msg_" + child, Role: model.RoleUser, Parts: []model.Part{{Type: model.PartText, Text: message}}}
-	progress := SubagentProgress{ToolCallID: callID, Agent: t.Name, ThreadID: child}
+	// A message id of the call's own: an instance takes many.
+	msg := model.Message{ID: "msg_" + strings.TrimPrefix(subagent.ConversationID(d.accountID, d.conversationID, callID), "conv_"), Role: model.RoleUser, Parts: []model.Part{{Type: model.PartText, Text: message}}}
+	progress := SubagentProgress{ToolCallID: callID, Agent: label, ThreadID: child}
 	if dispatched {
 		progress.EventID = subagent.EventID(resultID)
 	}
 	if d.turnID != "" {
-		c := store.Child{ToolCallID: callID, Agent: t.Name, ThreadID: child, EventID: progress.EventID}
+		c := store.Child{ToolCallID: callID, Agent: label, ThreadID: child, EventID: progress.EventID}
 		if err := e.opts.Store.AddChild(ctx, d.accountID, d.turnID, c); err != nil {
 			return nil, err
 		}
@@ -221,7 +322,7 @@ func (e *Engine) runChild(ctx context.Context, d *invocation, t agentconfig.Suba
 // childCalls is how many subagent calls the turn has made, counting callID: those in the turn's
 // stored messages since its user message, and those this invocation made.
 func (d *invocation) childCalls(callID string, s *agentconfig.Subagent) int {
-	names := map[string]bool{agentconfig.RunSubagent: true}
+	names := map[string]bool{agentconfig.RunSubagent: true, agentconfig.SubagentCreate: true, agentconfig.SubagentMessage: true}
 	for _, t := range s.Agents {
 		names[t.Name] = true
 	}
@@ -314,11 +415,12 @@ func (d *invocation) settleParent(ctx context.Context, res Outcome) {
 	if !ok || p.ConversationID == "" || !store.Final(res.Status) || d.e.opts.Async == nil {
 		return
 	}
-	o, err := subagent.Outcome(p.Tool, d.conversationID, d.turnID, subagent.Ended{Status: res.Status, Error: res.Error, Messages: d.history})
+	o, err := subagent.Outcome(p.Tool, d.conversationID, d.turnID, subagent.Ended{Status: res.Status, Error: res.Error, Messages: d.history, Explicit: p.Explicit})
 	if err == nil {
 		var otherwise string
 		otherwise, err = subagent.Settle(ctx, d.e.opts.Async, d.e.opts.Redriver, resultID, o, d.e.opts.Now())
-		if otherwise != "" {
+		// An explicit child's call was settled by its notify_parent.
+		if otherwise != "" && !p.Explicit {
 			d.log.WarnContext(ctx, "a subagent ended after its caller's call was settled otherwise", "resultId", resultID, "status", otherwise)
 		}
 	}
@@ -379,4 +481,53 @@ func (e *Engine) ChildDecisions(ctx context.Context, accountID string, req *Requ
 		conv = h.Parent.ConversationID
 	}
 	return false, nil
+}
+
+// notifyParent is the notify_parent tool of a turn an explicit resumable instance runs for its
+// caller's call: it answers the call with a message, once. ok is false for any other turn.
+func (d *invocation) notifyParent() (t tool.Tool, ok bool) {
+	resultID, isCall := subagent.CallOf(d.turnID)
+	p := d.lease.Parent()
+	if !isCall || !p.Explicit || d.e.opts.Async == nil {
+		return t, false
+	}
+	return tool.Tool{
+		Name:        agentconfig.NotifyParent,
+		Description: "Answers the agent that sent you this message. Call it once, with your answer: it does not see your replies otherwise.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"message":{"type":"string","minLength":1,"maxLength":100000,"description":"Your answer."}},"required":["message"],"additionalProperties":false}`),
+		Execute: func(ctx context.Context, input json.RawMessage) (any, error) {
+			var args struct {
+				Message string `json:"message"`
+			}
+			if err := json.Unmarshal(input, &args); err != nil {
+				return nil, err
+			}
+			o, err := subagent.Notified(p.Tool, d.conversationID, d.turnID, args.Message)
+			if err != nil {
+				return nil, err
+			}
+			otherwise, err := subagent.Settle(ctx, d.e.opts.Async, d.e.opts.Redriver, resultID, o, d.e.opts.Now())
+			if err != nil {
+				return nil, err
+			}
+			if otherwise != "" {
+				return map[string]any{"delivered": false, "reason": "this message was answered already (" + otherwise + ")"}, nil
+			}
+			return map[string]any{"delivered": true}, nil
+		},
+	}, true
+}
+
+// withNotifyParent adds notify_parent to cfg's tools where the turn has a caller to notify.
+func (d *invocation) withNotifyParent(cfg *agent.Config) error {
+	t, ok := d.notifyParent()
+	if !ok {
+		return nil
+	}
+	tools, err := cfg.Tools.With(t)
+	if err != nil {
+		return err
+	}
+	cfg.Tools = tools
+	return nil
 }
