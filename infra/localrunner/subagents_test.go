@@ -244,8 +244,8 @@ func TestSubagentConfigRefusals(t *testing.T) {
 	e := newAsyncEnv(t)
 	for body, field := range map[string]string{
 		planner(`{"agents": [{"name": "finder", "agentId": "agt_x", "immediate": true}]}`): "subagent.agents[0].immediate",
-		planner(`{"agents": [{"name": "finder"}]}`): "subagent.agents[0].agentId",
-		planner(`{"agents": []}`):                   "subagent.agents",
+		planner(`{"agents": [{"name": "finder"}]}`):                                        "subagent.agents[0].agentId",
+		planner(`{"agents": []}`):                                                          "subagent.agents",
 	} {
 		res := call(t, e.srv, http.MethodPost, "/accounts/me/agents", e.secret, body)
 		testenv.WantFieldError(t, res.status, res.body, field)
