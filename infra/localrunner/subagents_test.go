@@ -466,6 +466,26 @@ func TestResumableSubagentAcrossTurns(t *testing.T) {
 		t.Fatalf("turn one: want alpha's answer and beta refused past maxInstances: %s", first.raw)
 	}
 
+	// The caller's conversation lists its instance.
+	listed := call(t, e.srv, http.MethodGet, "/chat/"+ev.ConversationID+"/subagents", e.secret, "")
+	var list struct {
+		Instances []store.Instance `json:"instances"`
+	}
+	if err := json.Unmarshal(listed.body, &list); err != nil || listed.status != http.StatusOK || len(list.Instances) != 1 ||
+		list.Instances[0].Name != "alpha" || list.Instances[0].Agent != "scout" || list.Instances[0].AgentID != scout || !strings.HasPrefix(list.Instances[0].ThreadID, "conv_sub_") {
+		t.Errorf("GET /chat/{id}/subagents = %d %s, want alpha, of scout, with its thread", listed.status, listed.body)
+	}
+	_, otherSecret := createAccount(t, e.srv, "peer-"+e.accountID)
+	for _, secret := range []string{otherSecret, e.secret} {
+		conv := ev.ConversationID
+		if secret == e.secret {
+			conv = "conv_missing"
+		}
+		if res := call(t, e.srv, http.MethodGet, "/chat/"+conv+"/subagents", secret, ""); res.status != http.StatusNotFound {
+			t.Errorf("GET /chat/%s/subagents = %d %s, want 404 (another account's, or no such conversation)", conv, res.status, res.body)
+		}
+	}
+
 	// The next turn sends alpha a message by name, and one to an instance that does not exist.
 	res := call(t, e.srv, http.MethodPatch, "/accounts/me/agents/"+caller, e.secret, boss(scout, one,
 		`{"name": "subagent_message", "input": {"name": "alpha", "message": "look east"}},

@@ -49,6 +49,7 @@ func New(opts Options) *Handler {
 	h.mux.HandleFunc("POST /chat", h.turn)
 	h.mux.HandleFunc("GET /chat/{conversationId}/stream", h.resume)
 	h.mux.HandleFunc("POST /chat/{conversationId}/stop", h.stop)
+	h.mux.HandleFunc("GET /chat/{conversationId}/subagents", h.subagents)
 	h.mux.HandleFunc("POST /async", h.asyncTurn)
 	h.mux.HandleFunc("GET /status/{eventId}", h.status)
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

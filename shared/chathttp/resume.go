@@ -1,11 +1,15 @@
 package chathttp
 
 import (
+	"errors"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/agentharness/harness/shared/httpjson"
+	"github.com/agentharness/harness/shared/store"
 	"github.com/agentharness/harness/shared/stream"
 	"github.com/agentharness/harness/shared/turn"
 )
@@ -130,6 +134,30 @@ func (h *Handler) stop(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"conversationId": conv, "stopped": stopped})
+}
+
+// subagents runs GET /chat/{conversationId}/subagents: the resumable subagent instances the
+// conversation created, sorted by name.
+func (h *Handler) subagents(w http.ResponseWriter, r *http.Request) {
+	accountID, conv, ok := h.conversationRoute(w, r)
+	if !ok {
+		return
+	}
+	found, err := h.opts.Store.Instances(r.Context(), accountID, conv)
+	if errors.Is(err, store.ErrNotFound) {
+		httpjson.WriteError(w, &httpjson.Error{Status: http.StatusNotFound, Message: "conversation " + conv + " not found"})
+		return
+	}
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	list := make([]store.Instance, 0, len(found))
+	for _, in := range found {
+		list = append(list, in)
+	}
+	slices.SortFunc(list, func(a, b store.Instance) int { return strings.Compare(a.Name, b.Name) })
+	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"conversationId": conv, "instances": list})
 }
 
 // stopPoll is how often the stop route looks whether the turn has ended.

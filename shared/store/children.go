@@ -215,7 +215,8 @@ func (s *Store) AddInstance(ctx context.Context, accountID, conversationID strin
 	return nil
 }
 
-// Instances are the resumable subagent instances a conversation created, by name.
+// Instances are the resumable subagent instances a conversation created, by name; ErrNotFound
+// for a conversation that does not exist.
 func (s *Store) Instances(ctx context.Context, accountID, conversationID string) (map[string]Instance, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      &s.tables.Conversations,
@@ -224,6 +225,9 @@ func (s *Store) Instances(ctx context.Context, accountID, conversationID string)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("loading the subagent instances of %s: %w", conversationID, err)
+	}
+	if out.Item == nil {
+		return nil, ErrNotFound
 	}
 	found := map[string]Instance{}
 	for k, v := range out.Item {
