@@ -20,6 +20,8 @@ import (
 // The agents of the conformance suite, by the names infra/node/appserver-conformance.mjs knows
 // them by. Each scripted model plays its script from every new user message.
 var conformanceAgents = map[string]string{
+	// m: the subagent the delegator calls (the delegator is created after, naming its id).
+	"delegatee": `{"name":"delegatee","model":{"provider":"scripted","script":[{"text":"All systems normal."}]}}`,
 	// b: calls the controller's lookup_ticket, then answers with what it returned.
 	"tickets": `{"name":"tickets","model":{"provider":"scripted","script":[
 		{"toolCalls":[{"name":"lookup_ticket","input":{"id":"LET-123"}}]},
@@ -139,6 +141,7 @@ type conformanceSummary struct {
 		Ended, Response, Again     asFrame
 		ASeen, Replay, ReplayAgain []asFrame
 	}
+	Subagent asTurn
 }
 
 // asField walks nested objects: asField(f, "delta", "tool_call", "name").
@@ -457,6 +460,14 @@ func TestAppServerConformance(t *testing.T) {
 			t.Fatalf("creating agent %s answered no agentId: %s", name, res.body)
 		}
 	}
+	// m: the delegator calls the delegatee, whose id its config names.
+	res := call(t, srv, http.MethodPost, "/accounts/me/agents", secret, `{"name":"delegator","model":{"provider":"scripted","script":[
+		{"toolCalls":[{"name":"helper","input":{"message":"check the status page"}}]},
+		{"text":"Helper said: {{toolResults}}"}]},
+		"subagent":{"agents":[{"name":"helper","agentId":"`+ids["delegatee"]+`"}]}}`)
+	if ids["delegator"], _ = res.json(t)["agentId"].(string); res.status != http.StatusCreated || ids["delegator"] == "" {
+		t.Fatalf("creating the delegator = %d %s, want 201", res.status, res.body)
+	}
 	idsJSON, _ := json.Marshal(ids)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -638,6 +649,32 @@ func TestAppServerConformance(t *testing.T) {
 	}
 	if st := asFrames(se.ReplayAgain, "update_loop_status"); len(st) != 1 || asStr(st[0], "loop_status", "status") != "WAITING_ON_INPUT" {
 		t.Errorf("syncEnded: the second sync sent loop statuses %v, want WAITING_ON_INPUT", st)
+	}
+
+	// m. A subagent call: update_subagent_state snapshots reach the client, the child running
+	// then completed, naming its thread and its caller's conversation; the answer carries the
+	// child's.
+	sub := got.Subagent
+	asCheckEnded(t, "subagent", sub.Frames, "end_turn")
+	var states []string
+	var last map[string]any
+	for _, f := range asFrames(sub.Frames, "update_subagent_state") {
+		list, _ := f["subagents"].([]any)
+		if len(list) != 1 {
+			t.Fatalf("subagent: update_subagent_state %v, want the one call", f)
+		}
+		last, _ = list[0].(map[string]any)
+		states = append(states, asStr(last, "status"))
+	}
+	if len(states) < 2 || states[0] != "running" || states[len(states)-1] != "completed" {
+		t.Errorf("subagent: states %v, want running first and completed last", states)
+	}
+	if !strings.HasPrefix(asStr(last, "conversation_id"), "conv_sub_") || asStr(last, "parent_conversation_id") != asStr(sub.Accepted, "runtime", "conversation_id") ||
+		asStr(last, "subagent_type") != "helper" || asStr(last, "description") != "check the status page" {
+		t.Errorf("subagent: the last snapshot %v, want the child's thread, the caller's conversation, the tool and the task", last)
+	}
+	if text := asText(sub.Frames); !strings.Contains(text, "All systems normal.") {
+		t.Errorf("subagent: the model answered %q, want the child's answer in it", text)
 	}
 
 	// i. Abort while the turn is held for approval: the held call is denied as cancelled and

@@ -23,11 +23,12 @@
 //   queue         k. a second message while the first runs: queued, shown by update_queue, and
 //                 dequeued when it starts;
 //   syncEnded     l. client A starts a turn and closes; the turn ends with nobody connected;
-//                 client B syncs and gets the whole turn, and a second sync replays nothing.
+//                 client B syncs and gets the whole turn, and a second sync replays nothing;
+//   subagent      m. a turn whose model calls a subagent: update_subagent_state snapshots.
 //
 // Usage: node appserver-conformance.mjs <baseUrl> <accountSecret> <agentsJSON>   (Node 22)
 // agentsJSON names the agents the caller created:
-//   {"tickets","missing","outage","dispatcher","approver","slow","sluggish","stepper","brief"}
+//   {"tickets","missing","outage","dispatcher","approver","slow","sluggish","stepper","brief","delegator"}
 //   → agent ids.
 // Prints one JSON object on stdout: per scenario the frames the client received for the
 // runtime (raw), the responses it got and what its handlers were asked. Exits 1 with the
@@ -45,7 +46,7 @@ if (!baseUrl || !secret || !agentsJSON) {
   process.exit(2);
 }
 const agents = JSON.parse(agentsJSON);
-for (const name of ['tickets', 'missing', 'outage', 'dispatcher', 'approver', 'slow', 'sluggish', 'stepper', 'brief']) {
+for (const name of ['tickets', 'missing', 'outage', 'dispatcher', 'approver', 'slow', 'sluggish', 'stepper', 'brief', 'delegator']) {
   if (typeof agents[name] !== 'string' || agents[name] === '') {
     process.stderr.write(`agentsJSON has no agent id for ${name}\n`);
     process.exit(2);
@@ -474,6 +475,12 @@ async function main() {
       replayAgain: b.about(conv, at + 1, atAgain - 1),
     };
     b.client.close();
+  }
+
+  // --- m. a turn whose model calls a subagent: its progress as update_subagent_state.
+  {
+    const st = await start(ctl, agents.delegator);
+    summary.subagent = await ask(ctl, st.runtime, 'Delegate it');
   }
 }
 
