@@ -532,3 +532,49 @@ func TestResumableSubagentNotifiesExplicitly(t *testing.T) {
 		}
 	}
 }
+
+// Aborting a caller that waits for a non-blocking child cancels the call and stops the child:
+// nobody waits for its answer any more.
+func TestAbortStopsTheWaitingCallersChild(t *testing.T) {
+	srv := runner(t, faketavily.New(nil))
+	_, secret := createAccount(t, srv, "ws-abort-subagent")
+	slow := createAgent(t, srv, secret, `{"name": "slow", "model": {"provider": "scripted", "script": [{"text": "Late answer.", "delayMs": 20000}]}}`)
+	c, rt := startRuntime(t, srv, secret, planner(`{"agents": [{"name": "slow", "agentId": "`+slow+`", "blocking": false}]}`, ask("slow", "take your time")))
+	c.send(map[string]any{"type": "input", "request_id": "in-1", "runtime": rt, "payload": map[string]any{
+		"kind": "create_message", "messages": []any{map[string]any{"role": "user", "content": "plan it"}},
+	}})
+	accepted, _ := c.await("input_accepted", 10*time.Second, typeIs("input_accepted"))
+	runID, _ := accepted["run_id"].(string)
+	// The caller waits for its call once its status lists the child.
+	var child store.Child
+	for deadline := time.Now().Add(asyncWait); child.EventID == ""; time.Sleep(pollEvery) {
+		var st status
+		res := call(t, srv, http.MethodGet, "/status/"+runID, secret, "")
+		if err := json.Unmarshal(res.body, &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Status == store.EventWaitingAsync && len(st.Children) == 1 {
+			child = st.Children[0]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the caller never waited for its child: %s", res.body)
+		}
+	}
+	c.send(map[string]any{"type": "abort_message", "request_id": "ab-1", "runtime": rt})
+	if m, _ := c.await("abort_message_response", 10*time.Second, typeIs("abort_message_response")); m["aborted"] != true {
+		t.Fatalf("abort answered %v", m)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(pollEvery) {
+		res := call(t, srv, http.MethodGet, "/status/"+child.EventID, secret, "")
+		var st status
+		if err := json.Unmarshal(res.body, &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Status == store.EventCancelled {
+			break
+		}
+		if store.Final(st.Status) || time.Now().After(deadline) {
+			t.Fatalf("the child's turn is %s after the abort, want it cancelled: %s", st.Status, res.body)
+		}
+	}
+}

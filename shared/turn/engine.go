@@ -664,7 +664,8 @@ func (e *Engine) Report(ctx context.Context, accountID, eventID string, o Outcom
 // CancelGroup settles the running calls of a turn's dispatch group as cancelled, through the
 // conditional write an answer takes, so a late answer is refused; the last one re-drives the
 // turn, whose continuation finds the abort. A call answered meanwhile keeps its answer; a group
-// of another turn than eventID is left alone.
+// of another turn than eventID is left alone. A cancelled subagent call's child is asked to
+// stop: nobody waits for its answer any more.
 func (e *Engine) CancelGroup(ctx context.Context, accountID, groupID, eventID string) error {
 	st, err := e.opts.Async.Load(ctx, groupID)
 	if err != nil {
@@ -682,6 +683,7 @@ func (e *Engine) CancelGroup(ctx context.Context, accountID, groupID, eventID st
 		if err != nil {
 			return err
 		}
+		e.stopChild(ctx, accountID, id)
 		// The last settlement of a sealed group re-drives it, as an answer's would.
 		if _, err := e.opts.Redriver.Settled(ctx, id, duplicate); err != nil {
 			return err

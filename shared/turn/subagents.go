@@ -531,3 +531,18 @@ func (d *invocation) withNotifyParent(cfg *agent.Config) error {
 	cfg.Tools = tools
 	return nil
 }
+
+// stopChild asks the child turn of the non-blocking call resultID, if it is one and still runs,
+// to stop. It is best effort: a child that finishes anyway settles nothing (its call is).
+func (e *Engine) stopChild(ctx context.Context, accountID, resultID string) {
+	ev, err := e.opts.Store.Event(ctx, accountID, subagent.EventID(resultID))
+	if errors.Is(err, store.ErrNotFound) || (err == nil && store.Final(ev.Status)) {
+		return
+	}
+	if err == nil {
+		_, err = e.RequestStop(ctx, accountID, ev.ConversationID)
+	}
+	if err != nil {
+		e.opts.Logger.WarnContext(ctx, "asking a cancelled call's subagent to stop", "resultId", resultID, "err", err)
+	}
+}
