@@ -218,6 +218,10 @@ func (e *Engine) call(ctx context.Context, s *agentconfig.Subagent, t agentconfi
 	if dispatched {
 		callID, resultID = ticket.ToolCallID, ticket.ResultID
 	}
+	if callID == "" {
+		// The child's conversation is named after the call: without its id, calls would share one.
+		return nil, errors.New("a subagent call needs the model's call id")
+	}
 	if n := d.childCalls(callID, s); n > s.Children() {
 		return nil, fmt.Errorf("cannot call %s: this turn has called %d subagents, and subagent.maxChildrenPerTurn is %d", t.Name, n-1, s.Children())
 	}
