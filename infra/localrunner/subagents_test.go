@@ -243,9 +243,9 @@ func TestSubagentOfAnotherAccountOrDeleted(t *testing.T) {
 func TestSubagentConfigRefusals(t *testing.T) {
 	e := newAsyncEnv(t)
 	for body, field := range map[string]string{
-		planner(`{"agents": [{"name": "finder", "agentId": "agt_x", "immediate": true}]}`): "subagent.agents[0].immediate",
-		planner(`{"agents": [{"name": "finder"}]}`):                                        "subagent.agents[0].agentId",
-		planner(`{"agents": []}`):                                                          "subagent.agents",
+		planner(`{"agents": [{"name": "finder", "agentId": "agt_x", "initAgentNameProperty": "who"}]}`): "subagent.agents[0].initAgentNameProperty",
+		planner(`{"agents": [{"name": "finder"}]}`):                                                     "subagent.agents[0].agentId",
+		planner(`{"agents": []}`): "subagent.agents",
 	} {
 		res := call(t, e.srv, http.MethodPost, "/accounts/me/agents", e.secret, body)
 		testenv.WantFieldError(t, res.status, res.body, field)
@@ -576,5 +576,44 @@ func TestAbortStopsTheWaitingCallersChild(t *testing.T) {
 		if store.Final(st.Status) || time.Now().After(deadline) {
 			t.Fatalf("the child's turn is %s after the abort, want it cancelled: %s", st.Status, res.body)
 		}
+	}
+}
+
+// An immediate agent is called with the user's message at the start of each turn, before the
+// first model step: the model's first call already has its answer.
+func TestImmediateSubagent(t *testing.T) {
+	e := newAsyncEnv(t)
+	finder := e.agent(t, factFinder)
+	caller := e.agent(t, `{"name": "briefed", "model": {"provider": "scripted", "script": [{"text": "With the brief: {{toolResults}}"}]},
+		"subagent": {"agents": [{"name": "brief", "agentId": "`+finder+`", "immediate": true}]}}`)
+	res := call(t, e.srv, http.MethodPost, "/", e.secret, `{"agentId":"`+caller+`","id":"briefed-1","message":"what is the answer"}`)
+	if res.status != http.StatusOK {
+		t.Fatalf("POST / = %d %s", res.status, res.body)
+	}
+	cs := testenv.Chunks(t, bytes.NewReader(res.body))
+	if got := streamText(cs); !strings.Contains(got, "With the brief:") || !strings.Contains(got, "The answer is 42.") {
+		t.Fatalf("the first model step's text %q lacks the immediate agent's answer", got)
+	}
+	calls := chunksOf(cs, "tool-input-available")
+	if len(calls) != 1 || calls[0]["toolName"] != "brief" {
+		t.Fatalf("tool calls %v, want the one immediate call of brief", calls)
+	}
+	if in, _ := calls[0]["input"].(map[string]any); in["message"] != "what is the answer" {
+		t.Errorf("the immediate call's input %v, want the user's message", calls[0]["input"])
+	}
+	if _, stderr, err := testenv.CheckUIStream(t, res.body); err != nil {
+		t.Fatalf("the AI SDK refused the stream: %v\n%s", err, stderr)
+	}
+	// A second turn calls it again, in a conversation of its own.
+	again := call(t, e.srv, http.MethodPost, "/", e.secret, `{"agentId":"`+caller+`","id":"briefed-1","message":"and again"}`)
+	cs2 := testenv.Chunks(t, bytes.NewReader(again.body))
+	first, second := chunksOf(cs, "data-subagent"), chunksOf(cs2, "data-subagent")
+	if len(first) == 0 || len(second) == 0 {
+		t.Fatalf("data-subagent parts: %d, then %d; want the immediate call in both turns", len(first), len(second))
+	}
+	t1, _ := first[0]["data"].(map[string]any)
+	t2, _ := second[0]["data"].(map[string]any)
+	if t1["threadId"] == t2["threadId"] || t2["text"] != "and again" {
+		t.Errorf("the turns' immediate calls ran in %v and %v (the second told %v), want a thread each with its message", t1["threadId"], t2["threadId"], t2["text"])
 	}
 }

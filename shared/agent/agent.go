@@ -73,6 +73,10 @@ type Config struct {
 	// answers with their results rather than over placeholders (controller-owned tools behave
 	// like ordinary tools to the model).
 	WaitOnAsync bool
+	// Immediate, when set, gives the calls to make before the first model step of a turn that
+	// the user message m begins, as a step of their own, as if the model had made them (001's
+	// immediate subagents); none when it returns nil.
+	Immediate func(m model.Message) []model.Part
 }
 
 // AsyncFunc starts an async call; toolCallID is the model's id for it.
@@ -130,16 +134,26 @@ type Event struct {
 // the stream: it comes from the model or from Save or Pause, never from a tool.
 func Run(ctx context.Context, cfg Config, history []model.Message) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
-		loop(ctx, cfg, validTranscript(history), 1, yield)
+		loopFrom(ctx, cfg, validTranscript(history), 1, immediate(cfg, history), yield)
 	}
+}
+
+// immediate is the calls a turn begins with (Config.Immediate) when nothing of the turn has run
+// yet: history ends with the message that starts it.
+func immediate(cfg Config, history []model.Message) []model.Part {
+	if n := len(history); cfg.Immediate != nil && n > 0 && history[n-1].StartsTurn() {
+		return cfg.Immediate(history[n-1])
+	}
+	return nil
 }
 
 // Continue runs the model again over history within the same turn, as after async results
 // were added to it: the steps go on being numbered from those the turn already took, and
-// MaxSteps bounds the whole turn.
+// MaxSteps bounds the whole turn. A turn of which nothing has run yet (history ends with its
+// message, stored already) begins with its Immediate calls, as under Run.
 func Continue(ctx context.Context, cfg Config, history []model.Message) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
-		loop(ctx, cfg, validTranscript(history), stepsSinceUser(history)+1, yield)
+		loopFrom(ctx, cfg, validTranscript(history), stepsSinceUser(history)+1, immediate(cfg, history), yield)
 	}
 }
 
@@ -264,6 +278,12 @@ func stepsSinceUser(history []model.Message) int {
 // loop runs model steps over msgs, a valid transcript, numbering them from first, until the
 // model stops calling tools, the step limit is reached or a step pauses for approval.
 func loop(ctx context.Context, cfg Config, msgs []model.Message, first int, yield func(Event, error) bool) {
+	loopFrom(ctx, cfg, msgs, first, nil, yield)
+}
+
+// loopFrom is loop whose first step, when calls is not empty, makes those calls instead of
+// calling the model.
+func loopFrom(ctx context.Context, cfg Config, msgs []model.Message, first int, calls []model.Part, yield func(Event, error) bool) {
 	maxSteps := cfg.MaxSteps
 	if maxSteps <= 0 {
 		maxSteps = DefaultMaxSteps
@@ -277,8 +297,14 @@ func loop(ctx context.Context, cfg Config, msgs []model.Message, first int, yiel
 		if !yield(Event{Type: StepStart}, nil) {
 			return
 		}
-		req := &model.Request{System: cfg.System, Messages: msgs, Tools: specs}
-		res, ok := runStep(ctx, cfg.Model, req, step, yield)
+		var res stepResult
+		ok := true
+		if calls != nil {
+			res, calls = stepResult{calls: calls, finish: model.FinishToolCalls}, nil
+		} else {
+			req := &model.Request{System: cfg.System, Messages: msgs, Tools: specs}
+			res, ok = runStep(ctx, cfg.Model, req, step, yield)
+		}
 		if !ok {
 			return
 		}

@@ -42,6 +42,9 @@ type SubagentTool struct {
 	// Optional names a harness environment flag: the tool exists only while it is true, 1 or
 	// yes (any case).
 	Optional string `json:"optional,omitempty"`
+	// Immediate calls the agent with the caller's user message at the start of each of the
+	// caller's turns, before its first model step (001's immediate: true).
+	Immediate bool `json:"immediate,omitempty"`
 	// Resumable makes the agent a set of named instances that persist across the caller's
 	// turns, created with subagent_create and sent messages with subagent_message, instead of a
 	// tool of its own.
@@ -128,8 +131,8 @@ func (s *Subagent) Children() int {
 // subagentFields are the keys of a config.subagent.agents entry; notYet are 001's keys not
 // built yet, refused by name rather than ignored.
 var (
-	subagentFields = []string{"name", "agentId", "description", "blocking", "initUserMessageProperty", "optional", "resumable"}
-	notYet         = []string{"initAttachmentsProperty", "initAgentNameProperty", "immediate"}
+	subagentFields = []string{"name", "agentId", "description", "blocking", "initUserMessageProperty", "optional", "resumable", "immediate"}
+	notYet         = []string{"initAttachmentsProperty", "initAgentNameProperty"}
 	toolNameRe     = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,63}$`)
 	propertyRe     = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
 	flagRe         = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
@@ -228,6 +231,9 @@ func subagentTool(at string, raw json.RawMessage) (SubagentTool, error) {
 			return SubagentTool{}, &FieldError{Field: at + "." + k, Problem: "is not a subagent tool field (fields: " + strings.Join(subagentFields, ", ") + ")"}
 		}
 	}
+	if im, ok := m["immediate"]; ok && len(bytes.TrimSpace(im)) > 0 && bytes.TrimSpace(im)[0] == '{' {
+		return SubagentTool{}, &FieldError{Field: at + ".immediate", Problem: "with nameEnv, descriptionEnv or scopedEnv is not supported yet (they need thread variables): use true"}
+	}
 	if r, ok := m["resumable"]; ok && string(bytes.TrimSpace(r)) == "false" {
 		delete(m, "resumable") // 001's resumable: false, the default
 		raw, _ = json.Marshal(m)
@@ -254,6 +260,9 @@ func subagentTool(at string, raw json.RawMessage) (SubagentTool, error) {
 		return t, &FieldError{Field: at + ".initUserMessageProperty", Problem: "must be a property name: a letter or _, then up to 63 letters, digits or _"}
 	case t.Optional != "" && !flagRe.MatchString(t.Optional):
 		return t, &FieldError{Field: at + ".optional", Problem: "must name an environment flag: a letter or _, then letters, digits or _"}
+	}
+	if t.Immediate && m["resumable"] != nil {
+		return t, &FieldError{Field: at + ".immediate", Problem: "cannot start a resumable agent: its instances are created by name with subagent_create"}
 	}
 	return t, checkResumable(at, m["resumable"], &t)
 }

@@ -626,7 +626,7 @@ func (e *Engine) buildAgent(agentID string, cfg *agentconfig.Config, err error) 
 	if err != nil {
 		return agent.Config{}, invalid(err)
 	}
-	return agent.Config{Model: m, Tools: tools, System: cfg.System, MaxSteps: cfg.MaxSteps, NewID: NewMessageID}, nil
+	return agent.Config{Model: m, Tools: tools, System: cfg.System, MaxSteps: cfg.MaxSteps, NewID: NewMessageID, Immediate: e.immediateCalls(cfg.Subagent)}, nil
 }
 
 // NewMessageID names a message the harness creates.

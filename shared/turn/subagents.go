@@ -87,6 +87,32 @@ func (e *Engine) subagentTools(s *agentconfig.Subagent) []tool.Tool {
 	})
 }
 
+// immediateCalls are the calls of config.subagent's immediate agents (whose flag, if any, is on)
+// that each turn begins with, given the user's message as theirs; nil when there are none.
+func (e *Engine) immediateCalls(s *agentconfig.Subagent) func(model.Message) []model.Part {
+	if s == nil {
+		return nil
+	}
+	var now []agentconfig.SubagentTool
+	for _, t := range s.Agents {
+		if t.Immediate && t.Resumable == nil && (t.Optional == "" || agentconfig.FlagOn(e.getenv(t.Optional))) {
+			now = append(now, t)
+		}
+	}
+	if len(now) == 0 {
+		return nil
+	}
+	return func(m model.Message) []model.Part {
+		calls := make([]model.Part, 0, len(now))
+		for _, t := range now {
+			input, _ := json.Marshal(map[string]string{t.MessageProperty(): m.Text()})
+			// Named after the message, so each turn's call (and its child) is its own.
+			calls = append(calls, model.Part{Type: model.PartToolCall, ToolCallID: "immediate_" + t.Name + "_" + m.ID, ToolName: t.Name, Input: input})
+		}
+		return calls
+	}
+}
+
 // catalog indexes the agents a tool chooses among: by name, their sorted names, and a line for
 // the tool's description each ("<label>: <description>").
 func catalog(agents []agentconfig.SubagentTool, label func(agentconfig.SubagentTool) string) (map[string]agentconfig.SubagentTool, []string, []string) {
