@@ -142,15 +142,22 @@ func TestATurnMakesFewStorageRoundTrips(t *testing.T) {
 		"model": map[string]string{"provider": "openai", "model": "mock", "baseURL": mock.URL + "/v1"},
 		"tools": map[string]any{"current_time": map[string]bool{"enabled": true}},
 	})
-	_, secret, err := runner.Seed(context.Background(), &localrunner.SeedFile{Username: "rt",
-		Agents: []localrunner.SeedAgent{{AgentID: "bench", Config: cfg}}}, time.Now())
-	if err != nil {
-		t.Fatal(err)
+	// Three accounts: each one's first turn is a function's first turn for it.
+	var secrets []string
+	for _, name := range []string{"rt", "rt-b", "rt-c"} {
+		_, secret, err := runner.Seed(context.Background(), &localrunner.SeedFile{Username: name,
+			Agents: []localrunner.SeedAgent{{AgentID: "bench", Config: cfg}}}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		secrets = append(secrets, secret)
 	}
 	srv := httptest.NewServer(runner)
 	t.Cleanup(srv.Close)
 
-	turn := func(what, conversationID string, maxBefore, maxAll int) {
+	// measure runs one turn and counts its storage round trips: before the first model request,
+	// and in all.
+	measure := func(what, secret, conversationID string) (before, all [][]storageCall) {
 		t.Helper()
 		rec.take()
 		clock.take()
@@ -174,22 +181,42 @@ func TestATurnMakesFewStorageRoundTrips(t *testing.T) {
 		if len(asked) != 2 {
 			t.Fatalf("%s: the model got %d requests, want 2 (a tool call, then the answer)", what, len(asked))
 		}
-		var before []storageCall
+		var early []storageCall
 		for _, c := range calls {
 			if c.start.Before(asked[0]) {
-				before = append(before, c)
+				early = append(early, c)
 			}
 		}
-		all := rounds(calls)
-		if n := len(rounds(before)); n > maxBefore {
-			t.Errorf("%s: %d storage round trips before the first model request, want at most %d:%s", what, n, maxBefore, describeRounds(rounds(before)))
+		t.Logf("%s: %d round trips (%d requests):%s", what, len(rounds(calls)), len(calls), describeRounds(rounds(calls)))
+		return rounds(early), rounds(calls)
+	}
+	// turn measures a case up to three times (secrets and conversationIDs give each try's) and
+	// holds the best try to the limits: requests sent together are told apart by their times,
+	// which a loaded machine can delay past one another's answer; a design that sends them one
+	// after the other fails every try.
+	turn := func(what string, secrets, conversationIDs []string, maxBefore, maxAll int) {
+		t.Helper()
+		var before, all [][]storageCall
+		for i, id := range conversationIDs {
+			b, a := measure(what, secrets[i], id)
+			if i == 0 || len(b)+len(a) < len(before)+len(all) {
+				before, all = b, a
+			}
+			if len(before) <= maxBefore && len(all) <= maxAll {
+				break
+			}
+		}
+		if len(before) > maxBefore {
+			t.Errorf("%s: %d storage round trips before the first model request, want at most %d:%s", what, len(before), maxBefore, describeRounds(before))
 		}
 		if len(all) > maxAll {
 			t.Errorf("%s: %d storage round trips in the turn, want at most %d:%s", what, len(all), maxAll, describeRounds(all))
 		}
-		t.Logf("%s: %d round trips (%d requests):%s", what, len(all), len(calls), describeRounds(all))
 	}
-	turn("the function's first turn for the account", "rt-1", 3, 6)
-	turn("a new conversation", "rt-2", 2, 5)
-	turn("a conversation that goes on", "rt-2", 2, 5)
+	// A function's first turn for an account happens once per account: its secret is confirmed
+	// after it, so each try is another account's.
+	turn("the function's first turn for the account", secrets, []string{"rt-1", "rt-1", "rt-1"}, 3, 6)
+	first := []string{secrets[0], secrets[0], secrets[0]}
+	turn("a new conversation", first, []string{"rt-2", "rt-3", "rt-4"}, 2, 5)
+	turn("a conversation that goes on", first, []string{"rt-2", "rt-2", "rt-2"}, 2, 5)
 }

@@ -252,6 +252,47 @@ func (w *Writer) Flush(ctx context.Context, state string) error {
 // End writes what is buffered and records how the turn ended (its final status).
 func (w *Writer) End(ctx context.Context, status string) error { return w.Flush(ctx, status) }
 
+// Last prepares the write that Flush(ctx, state) would make, encoding what is buffered now,
+// and returns its send: a caller that sends it beside another request (the lease's end) puts
+// both on the wire at once, not the second after the encoding of the first. Nothing may be
+// appended between Last and its send.
+func (w *Writer) Last(state string) (send func(context.Context) error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.lateErr; err != nil {
+		return func(context.Context) error { return err }
+	}
+	if w.timer != nil {
+		w.timer.Stop()
+		w.timer = nil
+	}
+	if len(w.buf) == 0 {
+		if state == Open {
+			return func(context.Context) error { return nil }
+		}
+		st := w.stateItem(state)
+		return func(ctx context.Context) error { return w.putState(ctx, st) }
+	}
+	item, err := w.batchItem(state)
+	if err != nil {
+		return func(context.Context) error { return err }
+	}
+	count := int64(len(w.buf))
+	return func(ctx context.Context) error {
+		if err := w.putBatch(ctx, item); err != nil {
+			return err
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.next += count
+		w.buf, w.size = w.buf[count:], 0
+		for _, p := range w.buf {
+			w.size += len(p)
+		}
+		return nil
+	}
+}
+
 // flush writes the buffer as one batch recording state (unless it is Open), or, with nothing
 // buffered, the state on its own. w.mu is held.
 func (w *Writer) flush(ctx context.Context, state string) error {
@@ -269,18 +310,26 @@ func (w *Writer) flush(ctx context.Context, state string) error {
 	if err != nil {
 		return err
 	}
-	_, err = w.log.db.PutItem(ctx, &dynamodb.PutItemInput{
+	if err := w.putBatch(ctx, item); err != nil {
+		return err
+	}
+	w.next += int64(len(w.buf))
+	w.buf, w.size = nil, 0
+	return nil
+}
+
+// putBatch writes a batch item unless another writer wrote that batch.
+func (w *Writer) putBatch(ctx context.Context, item map[string]types.AttributeValue) error {
+	_, err := w.log.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: &w.log.table, Item: item, ConditionExpression: aws.String(batchCondition),
 	})
 	var taken *types.ConditionalCheckFailedException
 	if errors.As(err, &taken) {
-		return fmt.Errorf("stream %s: batch %d was written by another writer", w.stream, w.next)
+		return fmt.Errorf("stream %s: batch %d was written by another writer", w.stream, getN(item, "seq"))
 	}
 	if err != nil {
 		return fmt.Errorf("writing stream %s: %w", w.stream, err)
 	}
-	w.next += int64(len(w.buf))
-	w.buf, w.size = nil, 0
 	return nil
 }
 
@@ -304,9 +353,18 @@ func (w *Writer) batchItem(state string) (map[string]types.AttributeValue, error
 
 // writeState writes the stream's state item. w.mu is held, or w is not shared yet.
 func (w *Writer) writeState(ctx context.Context, state string) error {
+	return w.putState(ctx, w.stateItem(state))
+}
+
+// stateItem is the stream's state item recording state. w.mu is held, or w is not shared yet.
+func (w *Writer) stateItem(state string) map[string]types.AttributeValue {
 	now := w.log.opts.Now()
 	st := key(w.stream, stateSeq)
 	st["state"], st["next"], st["updatedAt"], st["expiresAt"] = s(state), n(w.next), n(now.UnixMilli()), n(now.Add(w.log.opts.Retention).Unix())
+	return st
+}
+
+func (w *Writer) putState(ctx context.Context, st map[string]types.AttributeValue) error {
 	if _, err := w.log.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &w.log.table, Item: st}); err != nil {
 		return fmt.Errorf("writing the state of stream %s: %w", w.stream, err)
 	}

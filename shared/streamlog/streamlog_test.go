@@ -385,3 +385,39 @@ func TestAReaderWaitsForTheBatchSentAsTheWriterLetGo(t *testing.T) {
 		t.Fatalf("following a writer that let go without an end ended with %v, want ErrWriterGone", last)
 	}
 }
+
+// Last encodes the final batch when it is called and sends it when asked: the same one write
+// End makes, read back whole with the state it records; with nothing buffered, the state alone.
+func TestLastSendsTheBatchItEncoded(t *testing.T) {
+	st := testenv.Stack(t)
+	log := streamlog.New(st.DB, st.Name("StreamsTable"), streamlog.Options{})
+	ctx := context.Background()
+	w := log.Start("last")
+	for i := range 3 {
+		if err := w.Append(ctx, payload(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send := w.Last("completed")
+	if entries, state, err := log.Read(ctx, "last", -1); err != nil || len(entries) != 0 || state != "" {
+		t.Fatalf("before the send: %d entries, state %q, err %v; want nothing written yet", len(entries), state, err)
+	}
+	if err := send(ctx); err != nil {
+		t.Fatal(err)
+	}
+	entries, state, err := log.Read(ctx, "last", -1)
+	if err != nil || len(entries) != 3 || state != "completed" || entries[2].Seq != 2 {
+		t.Fatalf("after the send: %d entries, state %q, err %v; want the three payloads and completed", len(entries), state, err)
+	}
+	if w.Next() != 3 {
+		t.Errorf("Next = %d after the send, want 3", w.Next())
+	}
+
+	empty := log.Start("last-empty")
+	if err := empty.Last("failed")(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, state, err := log.Read(ctx, "last-empty", -1); err != nil || state != "failed" {
+		t.Errorf("a writer with nothing buffered recorded state %q (err %v), want failed", state, err)
+	}
+}

@@ -101,8 +101,10 @@ func (d *invocation) closeLog(ctx context.Context, o Outcome) (flush func()) {
 	if o.Status == store.EventWaiting || o.Status == store.EventWaitingAsync {
 		state = streamlog.Waiting
 	}
+	// Encoded now, so the send goes out with the lease's end, not after the encoding.
+	send := d.output.w.Last(state)
 	return func() {
-		if err := d.output.w.Flush(ctx, state); err != nil {
+		if err := send(ctx); err != nil {
 			d.log.ErrorContext(ctx, "closing the turn's stream log", "err", err)
 		}
 	}
