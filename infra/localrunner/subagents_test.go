@@ -617,3 +617,35 @@ func TestImmediateSubagent(t *testing.T) {
 		t.Errorf("the turns' immediate calls ran in %v and %v (the second told %v), want a thread each with its message", t1["threadId"], t2["threadId"], t2["text"])
 	}
 }
+
+// A model may give calls of different turns the same id (the scripted one does): each turn's
+// call still runs a child of its own, with its own message.
+func TestEachTurnsCallHasItsOwnChild(t *testing.T) {
+	e := newAsyncEnv(t)
+	finder := e.agent(t, factFinder)
+	caller := e.agent(t, planner(`{"agents": [{"name": "finder", "agentId": "`+finder+`"}]}`, ask("finder", "what is the answer")))
+	var threads []string
+	conv := ""
+	for _, msg := range []string{"first", "second"} {
+		body := `{"agentId":"` + caller + `","message":"` + msg + `"}`
+		if conv != "" {
+			body = `{"agentId":"` + caller + `","id":"` + conv + `","message":"` + msg + `"}`
+		}
+		ev := e.async(t, body)
+		conv = ev.ConversationID
+		final, _ := e.waitStatus(t, ev.EventID, store.EventCompleted)
+		got := threadIDs(t, final.Messages)
+		if len(got) != 1 {
+			t.Fatalf("turn %s: threads %v, want one: %s", msg, got, final.raw)
+		}
+		threads = append(threads, got[0])
+	}
+	if threads[0] == threads[1] {
+		t.Fatalf("both turns' calls ran in %s, want a child each", threads[0])
+	}
+	for _, id := range threads {
+		if child := e.conversation(t, id); len(child) != 2 {
+			t.Errorf("child %s holds %d messages, want its own message and answer", id, len(child))
+		}
+	}
+}

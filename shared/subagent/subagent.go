@@ -21,9 +21,11 @@ import (
 )
 
 // ConversationID names the conversation of one subagent call: derived from the call, so a
-// retried call finds the conversation its first attempt made.
-func ConversationID(accountID, callerConversationID, toolCallID string) string {
-	h := sha256.Sum256([]byte(accountID + "\x00" + callerConversationID + "\x00" + toolCallID))
+// retried call finds the conversation its first attempt made. The calling turn (its stream's
+// key, which a retried invocation and the turn's continuations keep) is part of it, since a
+// model may give calls of different turns the same id.
+func ConversationID(accountID, callerConversationID, turnKey, toolCallID string) string {
+	h := sha256.Sum256([]byte(accountID + "\x00" + callerConversationID + "\x00" + turnKey + "\x00" + toolCallID))
 	return "conv_sub_" + hex.EncodeToString(h[:16])
 }
 

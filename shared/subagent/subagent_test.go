@@ -42,8 +42,10 @@ func TestOutcome(t *testing.T) {
 	if _, err := subagent.Outcome("finder", "conv_sub_1", "evt_sub_ag_1.x", subagent.Ended{Status: store.EventWaitingAsync}); err == nil {
 		t.Error("a child still waiting was given an outcome")
 	}
-	if a, b := subagent.ConversationID("acc", "conv", "call_1"), subagent.ConversationID("acc", "conv", "call_2"); a == b || !strings.HasPrefix(a, "conv_sub_") {
-		t.Errorf("two calls' conversations %q and %q, want distinct conv_sub_ ids", a, b)
+	a, b := subagent.ConversationID("acc", "conv", "evt_1", "call_1"), subagent.ConversationID("acc", "conv", "evt_1", "call_2")
+	c := subagent.ConversationID("acc", "conv", "evt_2", "call_1")
+	if a == b || a == c || !strings.HasPrefix(a, "conv_sub_") || a != subagent.ConversationID("acc", "conv", "evt_1", "call_1") {
+		t.Errorf("calls' conversations %q, %q and %q: want distinct conv_sub_ ids per call and turn, the same for the same", a, b, c)
 	}
 	if id, ok := subagent.CallOf(subagent.EventID("ag_1.x")); !ok || id != "ag_1.x" {
 		t.Errorf("CallOf(EventID(ag_1.x)) = %q, %v", id, ok)

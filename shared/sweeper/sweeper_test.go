@@ -65,7 +65,7 @@ func TestSweeperSettlesACallerWithItsFinishedChild(t *testing.T) {
 
 	// Each call's child, as callSubagent makes it; the first child's turn ends and is recorded.
 	for call, id := range rows {
-		child := subagent.ConversationID(account, caller, call)
+		child := subagent.ConversationID(account, caller, "evt_caller", call)
 		if err := st.CreateChild(ctx, account, child, "agt_finder", store.Parent{ConversationID: caller, Tool: "finder", Depth: 1}); err != nil {
 			t.Fatal(err)
 		}
@@ -73,7 +73,7 @@ func TestSweeperSettlesACallerWithItsFinishedChild(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	done := subagent.ConversationID(account, caller, "call_done")
+	done := subagent.ConversationID(account, caller, "evt_caller", "call_done")
 	lease, err := st.TakeLease(ctx, account, done, "agt_finder", now, now.Add(time.Minute))
 	if err != nil {
 		t.Fatal(err)

@@ -259,7 +259,8 @@ func (e *Engine) call(ctx context.Context, s *agentconfig.Subagent, t agentconfi
 	if err != nil {
 		return nil, err
 	}
-	child, label := subagent.ConversationID(d.accountID, d.conversationID, callID), t.Name
+	callKey := subagent.ConversationID(d.accountID, d.conversationID, d.delivery.TurnKey, callID)
+	child, label := callKey, t.Name
 	link := store.Parent{ConversationID: d.conversationID, TurnKey: d.delivery.TurnKey, Tool: t.Name, EventID: d.turnID, Depth: depth}
 	if instance != "" {
 		child, label = subagent.NamedConversationID(d.accountID, d.conversationID, instance), instance
@@ -280,7 +281,7 @@ func (e *Engine) call(ctx context.Context, s *agentconfig.Subagent, t agentconfi
 		return nil, err
 	}
 	// A message id of the call's own: an instance takes many.
-	msg := model.Message{ID: "msg_" + strings.TrimPrefix(subagent.ConversationID(d.accountID, d.conversationID, callID), "conv_"), Role: model.RoleUser, Parts: []model.Part{{Type: model.PartText, Text: message}}}
+	msg := model.Message{ID: "msg_" + strings.TrimPrefix(callKey, "conv_"), Role: model.RoleUser, Parts: []model.Part{{Type: model.PartText, Text: message}}}
 	progress := SubagentProgress{ToolCallID: callID, Agent: label, ThreadID: child}
 	if dispatched {
 		progress.EventID = subagent.EventID(resultID)
