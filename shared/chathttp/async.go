@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 
 	"github.com/agentharness/harness/shared/httpjson"
 	"github.com/agentharness/harness/shared/model"
@@ -204,7 +203,7 @@ func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
 			msgs = []model.Message{}
 		}
 		out["messages"] = msgs
-		out["text"] = answer(msgs)
+		out["text"] = model.FinalText(msgs)
 	}
 	delete(out, "groupId")
 	httpjson.WriteJSON(w, http.StatusOK, out)
@@ -249,16 +248,6 @@ func (h *Handler) followResumed(ctx context.Context, accountID string, ev store.
 		cur = e
 	}
 	return cur, first, nil
-}
-
-// answer is the text of a turn's last assistant message that has any: its final answer.
-func answer(msgs []model.Message) string {
-	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Role == model.RoleAssistant && strings.TrimSpace(msgs[i].Text()) != "" {
-			return msgs[i].Text()
-		}
-	}
-	return ""
 }
 
 // livePending narrows a waiting turn's pendingAsyncTools to the calls still running now.

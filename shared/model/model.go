@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Role says who wrote a message.
@@ -46,6 +47,16 @@ const KindAsyncResults = "async-results"
 
 // StartsTurn reports whether m is a message a user wrote, which begins a turn.
 func (m Message) StartsTurn() bool { return m.Role == RoleUser && m.Kind == "" }
+
+// FinalText is the answer msgs end with: the text of the last assistant message that has any.
+func FinalText(msgs []Message) string {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == RoleAssistant && strings.TrimSpace(msgs[i].Text()) != "" {
+			return msgs[i].Text()
+		}
+	}
+	return ""
+}
 
 // Part is one piece of a message: text, a tool call (assistant) or a tool result (tool).
 type Part struct {

@@ -21,7 +21,7 @@ const Limit = 1 << 20
 // in-memory copy (and sets GetBody, so the transport can resend it on a reused connection that
 // turned out closed).
 func Buffer(req *http.Request) error {
-	if req.Body == nil || req.Body == http.NoBody || req.ContentLength <= 0 || req.ContentLength > Limit {
+	if !small(req) {
 		return nil
 	}
 	b := make([]byte, req.ContentLength)
@@ -33,6 +33,11 @@ func Buffer(req *http.Request) error {
 	req.Body = io.NopCloser(bytes.NewReader(b))
 	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
 	return nil
+}
+
+// small reports whether req has a body of known length of at most Limit bytes.
+func small(req *http.Request) bool {
+	return req.Body != nil && req.Body != http.NoBody && req.ContentLength > 0 && req.ContentLength <= Limit
 }
 
 // Doer is the AWS SDK's HTTP client interface (aws.HTTPClient).
@@ -58,7 +63,7 @@ type Transport struct{ Base http.RoundTripper }
 
 // RoundTrip buffers req's body into a copy of req and sends the copy.
 func (t Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Body == nil || req.Body == http.NoBody || req.ContentLength <= 0 || req.ContentLength > Limit {
+	if !small(req) {
 		return t.Base.RoundTrip(req)
 	}
 	r := new(http.Request)

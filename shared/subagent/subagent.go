@@ -25,14 +25,18 @@ import (
 // key, which a retried invocation and the turn's continuations keep) is part of it, since a
 // model may give calls of different turns the same id.
 func ConversationID(accountID, callerConversationID, turnKey, toolCallID string) string {
-	h := sha256.Sum256([]byte(accountID + "\x00" + callerConversationID + "\x00" + turnKey + "\x00" + toolCallID))
-	return "conv_sub_" + hex.EncodeToString(h[:16])
+	return childID(accountID, callerConversationID, turnKey, toolCallID)
 }
 
 // NamedConversationID names the conversation of a resumable subagent instance: derived from
 // its name, so every message to it finds it.
 func NamedConversationID(accountID, callerConversationID, name string) string {
-	h := sha256.Sum256([]byte(accountID + "\x00" + callerConversationID + "\x00named\x00" + name))
+	return childID(accountID, callerConversationID, "named", name)
+}
+
+// childID hashes the parts that name a child's conversation.
+func childID(parts ...string) string {
+	h := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
 	return "conv_sub_" + hex.EncodeToString(h[:16])
 }
 
@@ -60,20 +64,14 @@ type Answer struct {
 	EventID string `json:"eventId,omitempty"`
 }
 
-// LastText is the text of the last assistant message of a turn's messages: those after its
-// user message (async results come back as user messages of their own kind, within the turn).
+// LastText is the answer of the last turn in msgs: model.FinalText of what follows the
+// message that began it.
 func LastText(msgs []model.Message) string {
-	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Role == model.RoleUser && msgs[i].Kind != model.KindAsyncResults {
-			break
-		}
-		if msgs[i].Role == model.RoleAssistant {
-			if text := msgs[i].Text(); text != "" {
-				return text
-			}
-		}
+	start := len(msgs)
+	for start > 0 && !msgs[start-1].StartsTurn() {
+		start--
 	}
-	return ""
+	return model.FinalText(msgs[start:])
 }
 
 // Ended is how a child's turn ended: its final event status, the error of a failed one, and its

@@ -1,6 +1,7 @@
 package turn
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -42,7 +43,7 @@ func (e *Engine) subagentTools(s *agentconfig.Subagent) []tool.Tool {
 	var out []tool.Tool
 	var on, resumable []agentconfig.SubagentTool
 	for _, t := range s.Agents {
-		if t.Optional != "" && !agentconfig.FlagOn(e.getenv(t.Optional)) {
+		if !e.offered(t) {
 			continue
 		}
 		if t.Resumable != nil {
@@ -53,7 +54,7 @@ func (e *Engine) subagentTools(s *agentconfig.Subagent) []tool.Tool {
 		prop := t.MessageProperty()
 		out = append(out, tool.Tool{
 			Name:        t.Name,
-			Description: cmpOr(t.Description, "Runs the agent "+t.Name+" on a task and returns its answer."),
+			Description: cmp.Or(t.Description, "Runs the agent "+t.Name+" on a task and returns its answer."),
 			InputSchema: messageSchema(prop, nil),
 			Async:       callMode(t),
 			Subagent:    true,
@@ -87,6 +88,11 @@ func (e *Engine) subagentTools(s *agentconfig.Subagent) []tool.Tool {
 	})
 }
 
+// offered reports whether the agent's optional flag, if it has one, is on.
+func (e *Engine) offered(t agentconfig.SubagentTool) bool {
+	return t.Optional == "" || agentconfig.FlagOn(e.getenv(t.Optional))
+}
+
 // immediateCalls are the calls of config.subagent's immediate agents (whose flag, if any, is on)
 // that each turn begins with, given the user's message as theirs; nil when there are none.
 func (e *Engine) immediateCalls(s *agentconfig.Subagent) func(model.Message) []model.Part {
@@ -95,7 +101,7 @@ func (e *Engine) immediateCalls(s *agentconfig.Subagent) func(model.Message) []m
 	}
 	var now []agentconfig.SubagentTool
 	for _, t := range s.Agents {
-		if t.Immediate && t.Resumable == nil && (t.Optional == "" || agentconfig.FlagOn(e.getenv(t.Optional))) {
+		if t.Immediate && t.Resumable == nil && e.offered(t) {
 			now = append(now, t)
 		}
 	}
@@ -121,7 +127,7 @@ func catalog(agents []agentconfig.SubagentTool, label func(agentconfig.SubagentT
 	for _, t := range agents {
 		byName[t.Name] = t
 		names = append(names, t.Name)
-		lines = append(lines, label(t)+": "+cmpOr(t.Description, "an agent"))
+		lines = append(lines, label(t)+": "+cmp.Or(t.Description, "an agent"))
 	}
 	sort.Strings(names)
 	return byName, names, lines
@@ -192,13 +198,6 @@ func (e *Engine) instanceTools(s *agentconfig.Subagent, resumable []agentconfig.
 func stringArgs(input json.RawMessage) (map[string]string, error) {
 	var args map[string]string
 	return args, json.Unmarshal(input, &args)
-}
-
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // callMode is a subagent tool's execution: inline for a blocking call, else dispatched.
@@ -343,7 +342,7 @@ func (e *Engine) runChild(ctx context.Context, d *invocation, t agentconfig.Suba
 	tell(SubagentFinished, answer.Text, o.Status)
 	switch o.Status {
 	case store.EventFailed:
-		return nil, fmt.Errorf("%s failed: %s", t.Name, cmpOr(o.Error, "its turn failed"))
+		return nil, fmt.Errorf("%s failed: %s", t.Name, cmp.Or(o.Error, "its turn failed"))
 	case store.EventCancelled:
 		return nil, fmt.Errorf("%s was cancelled before it answered", t.Name)
 	}
@@ -358,8 +357,7 @@ func (d *invocation) childCalls(callID string, s *agentconfig.Subagent) int {
 		names[t.Name] = true
 	}
 	seen := map[string]bool{callID: true}
-	// Back to the turn's user message: async results come as user messages of their own kind.
-	for i := len(d.history) - 1; i >= 0 && (d.history[i].Role != model.RoleUser || d.history[i].Kind == model.KindAsyncResults); i-- {
+	for i := len(d.history) - 1; i >= 0 && !d.history[i].StartsTurn(); i-- {
 		for _, p := range d.history[i].Parts {
 			if p.Type == model.PartToolCall && names[p.ToolName] {
 				seen[p.ToolCallID] = true
