@@ -159,32 +159,35 @@ type Writer struct {
 // turn appends to the same stream, and says at once that the turn runs again, so readers follow
 // it live.
 func (l *Log) Open(ctx context.Context, stream string) (*Writer, error) {
-	out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &l.table, Key: key(stream, stateSeq), ConsistentRead: aws.Bool(true)})
+	next, err := l.Next(ctx, stream)
 	if err != nil {
 		return nil, fmt.Errorf("opening stream %s: %w", stream, err)
 	}
-	w := &Writer{log: l, stream: stream, next: getN(out.Item, "next")}
-	if out.Item == nil {
-		// No state item: its last batch, if any, says where the stream is.
-		last, err := l.db.Query(ctx, &dynamodb.QueryInput{
-			TableName: &l.table, ConsistentRead: aws.Bool(true), ScanIndexForward: aws.Bool(false), Limit: aws.Int32(1),
-			KeyConditionExpression:    aws.String("streamKey = :k AND seq >= :zero"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":k": s(stream), ":zero": n(0)},
-			ProjectionExpression:      aws.String("seq, #c"),
-			ExpressionAttributeNames:  map[string]string{"#c": "count"},
-		})
-		if err != nil {
-			return nil, fmt.Errorf("opening stream %s: %w", stream, err)
-		}
-		if len(last.Items) == 0 {
-			return w, nil
-		}
-		w.next = getN(last.Items[0], "seq") + getN(last.Items[0], "count")
+	w := &Writer{log: l, stream: stream, next: next}
+	if next == 0 {
+		return w, nil // nothing to follow yet: its first batch says the turn runs
 	}
 	if err := w.writeState(ctx, Open); err != nil {
 		return nil, err
 	}
 	return w, nil
+}
+
+// Next is the sequence number the next payload appended to stream gets: after its last batch.
+// The state item's count is not enough: a writer's last batch records its state itself, so
+// batches may have come after the state item was written.
+func (l *Log) Next(ctx context.Context, stream string) (int64, error) {
+	last, err := l.db.Query(ctx, &dynamodb.QueryInput{
+		TableName: &l.table, ConsistentRead: aws.Bool(true), ScanIndexForward: aws.Bool(false), Limit: aws.Int32(1),
+		KeyConditionExpression:    aws.String("streamKey = :k AND seq >= :zero"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":k": s(stream), ":zero": n(0)},
+		ProjectionExpression:      aws.String("seq, #c"),
+		ExpressionAttributeNames:  map[string]string{"#c": "count"},
+	})
+	if err != nil || len(last.Items) == 0 {
+		return 0, err
+	}
+	return getN(last.Items[0], "seq") + getN(last.Items[0], "count"), nil
 }
 
 // Start returns a writer for a stream its caller knows is new (a key it just made); it reads

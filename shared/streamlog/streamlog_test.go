@@ -296,6 +296,34 @@ func TestAContinuationIsFollowedLive(t *testing.T) {
 	}
 }
 
+// A turn that waits more than once is written by one writer per part: each opens the stream
+// after the batches of the parts before it, even those written after its state item.
+func TestEachContinuationAppendsAfterTheLast(t *testing.T) {
+	log, _, _ := newLog(t, streamlog.Options{FlushEvery: time.Hour})
+	ctx := context.Background()
+	for part := range 3 {
+		w, err := log.Open(ctx, "s-parts")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 2 {
+			if err := w.Append(ctx, payload(2*part+i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Last(streamlog.Waiting)(ctx); err != nil {
+			t.Fatalf("part %d: %v", part, err)
+		}
+	}
+	entries, state, err := log.Read(ctx, "s-parts", -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 6 || entries[5].Seq != 5 || state != streamlog.Waiting {
+		t.Fatalf("read %d entries (last %v) in state %q, want six, 0 to 5, waiting", len(entries), entries[len(entries)-1], state)
+	}
+}
+
 // A payload larger than a batch holds goes to the blob store, and readers get it back whole.
 func TestALargePayloadGoesToTheBlobStore(t *testing.T) {
 	st := testenv.Stack(t)
