@@ -102,29 +102,7 @@ func TestApprovalWithAISDKClient(t *testing.T) {
 		t.Fatalf("the answer carries no agentId: %s", res.body)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	script := filepath.Join(testenv.Root(t), "infra", "node", "approval-client.mjs")
-	cmd := exec.CommandContext(ctx, testenv.Node(t), script, srv.URL, secret, agentID)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("the AI SDK client failed: %v\nstderr:\n%s\nstdout:\n%s", err, stderr.String(), stdout.String())
-	}
-	var got clientSummary
-	if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
-		t.Fatalf("client output: %v: %s", err, stdout.String())
-	}
-
-	// Every view the client reports is a chat at rest without error.
-	for name, v := range map[string]clientView{
-		"approve requested": got.Approve.Requested, "approve final": got.Approve.Final,
-		"deny requested": got.Deny.Requested, "deny final": got.Deny.Final, "again requested": got.Again.Requested,
-	} {
-		if v.Status != "ready" || v.Error != nil {
-			t.Errorf("%s: chat status %q error %v, want ready without error", name, v.Status, v.Error)
-		}
-	}
+	got := approvalClient(t, srv.URL, secret, agentID)
 
 	requested := []string{"step-start/", "tool-test_async/approval-requested"}
 	for name, p := range map[string]clientPhase{"approve": got.Approve, "deny": got.Deny, "again": got.Again} {
@@ -218,6 +196,34 @@ func TestApprovalWithAISDKClient(t *testing.T) {
 	if !containsAll(types, "tool-approval-request", "finish") || containsAll(types, "error") {
 		t.Errorf("a new message after the approval streamed %v, want a new approval request and a finish, no error", types)
 	}
+}
+
+// approvalClient runs infra/node/approval-client.mjs (approve, deny, again) against the agent
+// and returns what the AI SDK's chat saw, every view of it a chat at rest without error.
+func approvalClient(t *testing.T, url, secret, agentID string) clientSummary {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	script := filepath.Join(testenv.Root(t), "infra", "node", "approval-client.mjs")
+	cmd := exec.CommandContext(ctx, testenv.Node(t), script, url, secret, agentID)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("the AI SDK client failed: %v\nstderr:\n%s\nstdout:\n%s", err, stderr.String(), stdout.String())
+	}
+	var got clientSummary
+	if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
+		t.Fatalf("client output: %v: %s", err, stdout.String())
+	}
+	for name, v := range map[string]clientView{
+		"approve requested": got.Approve.Requested, "approve final": got.Approve.Final,
+		"deny requested": got.Deny.Requested, "deny final": got.Deny.Final, "again requested": got.Again.Requested,
+	} {
+		if v.Status != "ready" || v.Error != nil {
+			t.Errorf("%s: chat status %q error %v, want ready without error", name, v.Status, v.Error)
+		}
+	}
+	return got
 }
 
 func containsAll(types []string, want ...string) bool {

@@ -110,8 +110,11 @@ func TestBlockingSubagent(t *testing.T) {
 		t.Errorf("the subagent's conversation holds %+v, want the caller's message and its answer", child)
 	}
 	e.wantUsageRollsUp(t, final, threads)
-	if len(final.Children) != 1 || final.Children[0].ThreadID != threads[0] || final.Children[0].Agent != "finder" || final.Children[0].EventID != "" {
-		t.Errorf("the status lists children %+v, want the one blocking call to finder", final.Children)
+	if len(final.Children) != 1 || final.Children[0].ThreadID != threads[0] || final.Children[0].Agent != "finder" || final.Children[0].EventID == "" {
+		t.Fatalf("the status lists children %+v, want the one blocking call to finder, with its event", final.Children)
+	}
+	if child := e.status(t, final.Children[0].EventID); child.Status != store.EventCompleted || child.ConversationID != threads[0] {
+		t.Errorf("the child's event is %s in %s, want completed in %s", child.Status, child.ConversationID, threads[0])
 	}
 }
 
@@ -395,12 +398,23 @@ func TestSubagentStateOverWebSocket(t *testing.T) {
 // with its subagent, and the decision, sent to the caller's conversation, resumes the child,
 // whose answer then lets the caller finish.
 func TestSubagentApprovalAnsweredThroughTheCaller(t *testing.T) {
+	for _, blocking := range []bool{false, true} {
+		t.Run(fmt.Sprintf("blocking=%v", blocking), func(t *testing.T) { subagentApprovalThroughTheCaller(t, blocking) })
+	}
+}
+
+// cautiousAgent asks for the time, which needs approval, then answers with what it got.
+const cautiousAgent = `{"name": "cautious", "model": {"provider": "scripted", "script": [
+	{"toolCalls": [{"name": "current_time", "input": {}}]},
+	{"text": "Checked the clock: {{toolResults}}"}]},
+	"tools": {"current_time": {"needsApproval": true}}}`
+
+// A blocking child that stops for approval is handed over: its caller waits for it like a
+// non-blocking child, and the same decision sent to the caller resumes it.
+func subagentApprovalThroughTheCaller(t *testing.T, blocking bool) {
 	e := newAsyncEnv(t)
-	cautious := e.agent(t, `{"name": "cautious", "model": {"provider": "scripted", "script": [
-		{"toolCalls": [{"name": "current_time", "input": {}}]},
-		{"text": "Checked the clock: {{toolResults}}"}]},
-		"tools": {"current_time": {"needsApproval": true}}}`)
-	caller := e.agent(t, planner(`{"agents": [{"name": "cautious", "agentId": "`+cautious+`", "blocking": false}]}`, ask("cautious", "what time is it")))
+	cautious := e.agent(t, cautiousAgent)
+	caller := e.agent(t, planner(fmt.Sprintf(`{"agents": [{"name": "cautious", "agentId": "%s", "blocking": %v}]}`, cautious, blocking), ask("cautious", "what time is it")))
 	ev := e.async(t, `{"agentId":"`+caller+`","message":"plan it"}`)
 	var held pendingApproval
 	var subagent store.Child
@@ -438,6 +452,69 @@ func TestSubagentApprovalAnsweredThroughTheCaller(t *testing.T) {
 	if child := e.status(t, subagent.EventID); child.Status != store.EventCompleted {
 		t.Errorf("the child's event is %s, want completed", child.Status)
 	}
+}
+
+// A blocking child's held call is shown to the caller's AI SDK chat client as a call of the
+// caller's message, awaiting approval; the client's decision, sent to the caller as usual,
+// resumes the child, and the same answer streams the held call's output, then the caller's
+// continuation to its final text. Denied, the child answers with the denial; the caller's
+// conversation then takes a new message, whose turn calls a child of its own.
+func TestBlockingSubagentApprovalFromTheAISDKClient(t *testing.T) {
+	e := newAsyncEnv(t)
+	cautious := e.agent(t, cautiousAgent)
+	caller := e.agent(t, planner(`{"agents": [{"name": "cautious", "agentId": "`+cautious+`"}]}`, ask("cautious", "what time is it")))
+	got := approvalClient(t, e.srv.URL, e.secret, caller)
+
+	for name, p := range map[string]clientPhase{"approve": got.Approve, "deny": got.Deny, "again": got.Again} {
+		held := partOf(p.Requested.Parts, "tool-current_time")
+		if held.State != "approval-requested" || held.Approval == nil || held.Approval.ID != p.ApprovalID {
+			t.Errorf("%s: the child's call %+v, want it awaiting approval %s: parts %v", name, held, p.ApprovalID, shape(p.Requested.Parts))
+		}
+		if call := partOf(p.Requested.Parts, "tool-cautious"); call.State != "output-available" || !strings.Contains(string(call.Output), `"status":"running"`) {
+			t.Errorf("%s: the caller's call %+v, want its placeholder: the call was handed over", name, call)
+		}
+		if sub := partOf(p.Requested.Parts, "data-subagent"); sub.Type == "" {
+			t.Errorf("%s: no data-subagent part in %v", name, shape(p.Requested.Parts))
+		}
+	}
+
+	a := got.Approve.Final
+	if held := partOf(a.Parts, "tool-current_time"); held.State != "output-available" || len(held.Output) == 0 {
+		t.Errorf("approve: the child's call %+v, want its output: parts %v", held, shape(a.Parts))
+	}
+	if text := lastText(a.Parts); !strings.HasPrefix(text, "Planner heard:") || !strings.Contains(text, "Checked the clock:") {
+		t.Errorf("approve: the caller's final text %q, want its answer carrying the child's", text)
+	}
+	if a.MessageID != got.Approve.Requested.MessageID || a.Messages != 2 {
+		t.Errorf("approve: %d messages, last assistant %s, want 2 with the answer continuing %s", a.Messages, a.MessageID, got.Approve.Requested.MessageID)
+	}
+
+	d := got.Deny.Final
+	if held := partOf(d.Parts, "tool-current_time"); held.State != "output-denied" {
+		t.Errorf("deny: the child's call %+v, want it denied: parts %v", held, shape(d.Parts))
+	}
+	if text := lastText(d.Parts); !strings.Contains(text, "Checked the clock:") || !strings.Contains(text, "denied by the user") {
+		t.Errorf("deny: the caller's final text %q, want the child's answer carrying the denial", text)
+	}
+	if got.Again.ApprovalID == got.Deny.ApprovalID || got.Again.ConversationID != got.Deny.ConversationID {
+		t.Errorf("again: approval %s in %s, want a new one in %s", got.Again.ApprovalID, got.Again.ConversationID, got.Deny.ConversationID)
+	}
+	for _, r := range got.Requests {
+		if r.Status != http.StatusOK {
+			t.Errorf("the client's request %+v was answered %d, want 200", r.LastMessage, r.Status)
+		}
+	}
+}
+
+// lastText is the text of a message's last text part.
+func lastText(ps []clientPart) string {
+	text := ""
+	for _, p := range ps {
+		if p.Type == "text" {
+			text = p.Text
+		}
+	}
+	return text
 }
 
 // boss is a caller of resumable scouts whose script is steps: each turn's first step makes

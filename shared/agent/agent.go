@@ -218,7 +218,7 @@ func decide(ctx context.Context, cfg Config, history []model.Message, decisions 
 			continue
 		}
 		call, err := prepare(cfg.Tools, c.ToolName, c.Input)
-		r, ok := runCall(ctx, cfg, call, err, c, false, yield)
+		r, _, ok := runCall(ctx, cfg, call, err, c, false, yield)
 		if !ok {
 			return nil, false
 		}
@@ -311,9 +311,10 @@ func loopFrom(ctx context.Context, cfg Config, msgs []model.Message, first int, 
 		usage = usage.Add(res.usage)
 		produced := res.messages(cfg.NewID)
 		var pending []Pending
+		deferred := false
 		if len(res.calls) > 0 {
 			var results []model.Part
-			results, pending, ok = runTools(ctx, cfg, res.calls, yield)
+			results, pending, deferred, ok = runTools(ctx, cfg, res.calls, yield)
 			if !ok {
 				return
 			}
@@ -350,7 +351,7 @@ func loopFrom(ctx context.Context, cfg Config, msgs []model.Message, first int, 
 			yield(Event{Type: Finish, Finish: res.finish, Usage: usage}, nil)
 			return
 		}
-		if cfg.WaitOnAsync && startedAsync(cfg, res.calls) {
+		if deferred || (cfg.WaitOnAsync && startedAsync(cfg, res.calls)) {
 			yield(Event{Type: Finish, Finish: model.FinishToolCalls, Usage: usage}, nil)
 			return
 		}
@@ -476,30 +477,29 @@ func runStep(ctx context.Context, m Model, req *model.Request, step int, yield f
 // runTools runs calls one after another, in order, and returns their results and the calls
 // held for approval. Unknown tools, bad arguments, refusals and tool failures become error
 // results the model sees.
-func runTools(ctx context.Context, cfg Config, calls []model.Part, yield func(Event, error) bool) ([]model.Part, []Pending, bool) {
-	results := make([]model.Part, 0, len(calls))
-	var pending []Pending
+func runTools(ctx context.Context, cfg Config, calls []model.Part, yield func(Event, error) bool) (results []model.Part, pending []Pending, deferred, ok bool) {
+	results = make([]model.Part, 0, len(calls))
 	for _, c := range calls {
 		call, err := prepare(cfg.Tools, c.ToolName, c.Input)
 		if err != nil {
-			r, ok := runCall(ctx, cfg, nil, err, c, true, yield)
+			r, _, ok := runCall(ctx, cfg, nil, err, c, true, yield)
 			if !ok {
-				return nil, nil, false
+				return nil, nil, false, false
 			}
 			results = append(results, r)
 			continue
 		}
 		d := call.Approval()
 		if d.Status != approval.UserApproval && d.Status != approval.Denied {
-			r, ok := runCall(ctx, cfg, call, nil, c, true, yield)
+			r, later, ok := runCall(ctx, cfg, call, nil, c, true, yield)
 			if !ok {
-				return nil, nil, false
+				return nil, nil, false, false
 			}
-			results = append(results, r)
+			results, deferred = append(results, r), deferred || later
 			continue
 		}
 		if !yield(Event{Type: ToolInputAvailable, ToolCallID: c.ToolCallID, ToolName: c.ToolName, Input: call.Input()}, nil) {
-			return nil, nil, false
+			return nil, nil, false, false
 		}
 		if d.Status == approval.UserApproval && cfg.Pause != nil {
 			pending = append(pending, Pending{ApprovalID: newApprovalID(), ToolCallID: c.ToolCallID, ToolName: c.ToolName, Input: call.Input(), Reason: d.Reason})
@@ -514,11 +514,11 @@ func runTools(ctx context.Context, cfg Config, calls []model.Part, yield func(Ev
 		}
 		denial += "; the tool did not run"
 		if !yield(Event{Type: ToolOutputDenied, ToolCallID: c.ToolCallID, ToolName: c.ToolName, ApprovalID: newApprovalID(), Automatic: true, ErrorText: denial}, nil) {
-			return nil, nil, false
+			return nil, nil, false, false
 		}
 		results = append(results, model.Part{Type: model.PartToolResult, ToolCallID: c.ToolCallID, ToolName: c.ToolName, Output: errorOutput(denial), IsError: true})
 	}
-	return results, pending, true
+	return results, pending, deferred, true
 }
 
 // prepare validates a call's arguments against its tool.
@@ -535,7 +535,7 @@ func prepare(tools *tool.Set, name string, input json.RawMessage) (*tool.Call, e
 // runCall runs one prepared call, or reports why it could not be prepared, and returns its
 // result. announce sends the tool-input-available event first (a resumed call was announced
 // when it was held).
-func runCall(ctx context.Context, cfg Config, call *tool.Call, prepErr error, c model.Part, announce bool, yield func(Event, error) bool) (model.Part, bool) {
+func runCall(ctx context.Context, cfg Config, call *tool.Call, prepErr error, c model.Part, announce bool, yield func(Event, error) bool) (r model.Part, deferred, ok bool) {
 	result := model.Part{Type: model.PartToolResult, ToolCallID: c.ToolCallID, ToolName: c.ToolName}
 	input := c.Input
 	if len(input) == 0 {
@@ -544,13 +544,13 @@ func runCall(ctx context.Context, cfg Config, call *tool.Call, prepErr error, c 
 	if prepErr != nil {
 		msg := inputErrorText(c.ToolName, prepErr)
 		if !yield(Event{Type: ToolInputError, ToolCallID: c.ToolCallID, ToolName: c.ToolName, Input: displayInput(input), ErrorText: msg}, nil) {
-			return result, false
+			return result, false, false
 		}
 		result.Output, result.IsError = errorOutput(msg), true
-		return result, true
+		return result, false, true
 	}
 	if announce && !yield(Event{Type: ToolInputAvailable, ToolCallID: c.ToolCallID, ToolName: c.ToolName, Input: input}, nil) {
-		return result, false
+		return result, false, false
 	}
 	var out json.RawMessage
 	var err error
@@ -560,18 +560,22 @@ func runCall(ctx context.Context, cfg Config, call *tool.Call, prepErr error, c 
 	} else {
 		out, err = call.Run(ctx)
 	}
+	var handed *tool.Deferred
+	if errors.As(err, &handed) {
+		out, err, deferred = handed.Output, nil, true
+	}
 	if err != nil {
 		if !yield(Event{Type: ToolOutputError, ToolCallID: c.ToolCallID, ToolName: c.ToolName, ErrorText: err.Error()}, nil) {
-			return result, false
+			return result, false, false
 		}
 		result.Output, result.IsError = errorOutput(err.Error()), true
-		return result, true
+		return result, false, true
 	}
 	if !yield(Event{Type: ToolOutput, ToolCallID: c.ToolCallID, ToolName: c.ToolName, Output: out}, nil) {
-		return result, false
+		return result, false, false
 	}
 	result.Output = out
-	return result, true
+	return result, deferred, true
 }
 
 // newApprovalID returns an unguessable approval id.

@@ -146,3 +146,37 @@ func TestWaitOnAsyncEndsThePassAfterTheStep(t *testing.T) {
 		}
 	}
 }
+
+// An inline tool that hands its work over (tool.Deferred) gives the model its placeholder as
+// the result and ends the pass after the step, as an async call under WaitOnAsync does; the
+// step's other calls still run.
+func TestADeferredCallEndsThePassAfterTheStep(t *testing.T) {
+	placeholder := json.RawMessage(`{"resultId":"r1","status":"running"}`)
+	handed := tool.Tool{Name: "handed", Execute: func(context.Context, json.RawMessage) (any, error) {
+		return nil, &tool.Deferred{Output: placeholder}
+	}}
+	ran := false
+	other := tool.Tool{Name: "other", Execute: func(context.Context, json.RawMessage) (any, error) { ran = true; return "ok", nil }}
+	cfg := agent.Config{
+		Model: scripted(t, `[{"toolCalls":[{"name":"handed"},{"name":"other"}]},{"text":"answered over {{toolResults}}"}]`),
+		Tools: newSet(t, handed, other),
+	}
+	var steps int
+	var out json.RawMessage
+	var fin agent.Event
+	for _, ev := range runOK(t, cfg, userMsg("go")) {
+		switch {
+		case ev.Type == agent.StepStart:
+			steps++
+		case ev.Type == agent.ToolOutput && ev.ToolName == "handed":
+			out = ev.Output
+		case ev.Type == agent.ToolOutputError:
+			t.Errorf("a deferred call was reported as failed: %s", ev.ErrorText)
+		case ev.Type == agent.Finish:
+			fin = ev
+		}
+	}
+	if steps != 1 || fin.Finish != model.FinishToolCalls || string(out) != string(placeholder) || !ran {
+		t.Errorf("%d steps, finish %q, output %s, other ran %v; want one step ending in tool-calls, the placeholder, the other call run", steps, fin.Finish, out, ran)
+	}
+}

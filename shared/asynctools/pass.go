@@ -126,6 +126,31 @@ func (p *Pass) Run(ctx context.Context, toolCallID string, call *tool.Call) (jso
 	return placeholder(id), nil
 }
 
+// Adopt makes a call that began inline (a blocking subagent call) one of the pass's dispatched
+// calls, for work that must outlive the invocation: its row is registered as external-dispatch
+// with the deadline given, and the model gets the placeholder. Whoever ends the work settles the
+// row like a completion; no token is handed out, so no outside worker can.
+func (p *Pass) Adopt(ctx context.Context, toolCallID, toolName string, deadline time.Time) (json.RawMessage, error) {
+	id := ResultID(p.cfg.GroupID, toolCallID)
+	_, hash := NewToken()
+	row := Result{
+		ID: id, AccountID: p.cfg.AccountID, AgentID: p.cfg.AgentID, ConversationID: p.cfg.ConversationID,
+		TurnID: p.cfg.TurnID, ToolCallID: toolCallID, ToolName: toolName, Mode: ExternalDispatch, Status: Running, TokenHash: hash,
+		Deadline: deadline, ParentUntil: p.cfg.WaitUntil, Delivery: p.cfg.Delivery, CreatedAt: p.cfg.Now(),
+	}
+	if _, _, err := p.cfg.Store.Register(ctx, row); err != nil {
+		return nil, fmt.Errorf("registering the call: %w", err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, known := p.calls[id]; !known {
+		p.ids = append(p.ids, id)
+	}
+	p.calls[id] = Call{ResultID: id, ToolCallID: toolCallID, ToolName: toolName}
+	p.external[id] = true
+	return placeholder(id), nil
+}
+
 // resume takes over a call an earlier attempt of this pass registered.
 func (p *Pass) resume(r Result, call *tool.Call) {
 	if r.Mode == SameInvocation && r.Status == Running {

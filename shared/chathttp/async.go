@@ -44,8 +44,9 @@ func (h *Handler) asyncTurn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Decisions on a subagent's held calls, sent to its caller, go to the subagent.
-	routed, err := h.eng.ChildDecisions(ctx, acc.ID, &req.Request, in)
-	if err == nil && routed {
+	route, err := h.eng.ChildDecisions(ctx, acc.ID, &req.Request, in)
+	if err == nil && route != nil {
+		in.Decisions = route.Decisions
 		_, err = h.eng.Agent(ctx, acc.ID, req.Request, false)
 	}
 	if err != nil {

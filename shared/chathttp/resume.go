@@ -1,7 +1,10 @@
 package chathttp
 
 import (
+	"context"
 	"errors"
+	"iter"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strconv"
@@ -9,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentharness/harness/shared/httpjson"
+	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/store"
 	"github.com/agentharness/harness/shared/stream"
 	"github.com/agentharness/harness/shared/turn"
@@ -53,16 +57,31 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request) {
 	if !send(stream.Start(turn.NewMessageID())) {
 		return
 	}
-	// A part of the turn that waited for outside work ended with a finish; when the turn went
-	// on (its continuation wrote more), that finish is left out, so the client builds one
-	// assistant message across the wait. The last part's finish ends the stream.
-	var finish any
+	finish, _, ok := relayLog(out, conv, entries, after, log)
+	if !ok {
+		return
+	}
+	if finish != nil {
+		send(finish)
+	}
+	_ = out.Done()
+}
+
+// relayLog sends a turn's stream log entries as UI message chunks, each frame's id its entry's
+// place in the log. A part of the turn that waited for outside work ended with a finish; when
+// the turn went on (its continuation wrote more), that finish is left out, so the client builds
+// one assistant message across the wait. It returns the last part's finish, for the caller to
+// end the stream with (nil when no part ended), the place of the last entry sent (after, when
+// none was), and false when the client has gone.
+func relayLog(out *stream.Writer, conv string, entries iter.Seq2[turn.Logged, error], after int64, log *slog.Logger) (finish any, last int64, ok bool) {
+	last = after
 	for e, err := range entries {
 		if err != nil {
-			log.ErrorContext(ctx, "reading the turn's stream log", "err", err)
-			send(stream.Error("the turn's output could not be read to its end"))
-			break
+			log.Error("reading the turn's stream log", "err", err)
+			_ = out.Send(stream.Error("the turn's output could not be read to its end"))
+			return nil, last, true
 		}
+		last = e.Seq
 		if e.Outcome != nil {
 			finish = finishChunk(conv, *e.Outcome)
 			continue
@@ -70,14 +89,86 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request) {
 		finish = nil
 		for _, c := range uiChunks(*e.Event) {
 			if !sendEvent(out, e.Seq, true, c, log) {
-				return
+				return nil, last, false
 			}
 		}
 	}
-	if finish != nil {
-		send(finish)
+	return finish, last, true
+}
+
+// callerWait bounds how long the answer to decisions a subagent took waits for its caller's
+// continuation to begin (it is queued for async-worker as the subagent ends).
+const callerWait = time.Minute
+
+// childRun is a request whose decisions went to a subagent (turn.Engine.ChildDecisions): the
+// caller's conversation they were sent to, the place in its stream log its client has read to,
+// and what of the subagent's turn that client is shown.
+type childRun struct {
+	caller string
+	after  int64
+	logged bool
+	view   *turn.CallerView
+}
+
+// childTurn routes the request to the subagent whose held calls its decisions answer; nil when
+// they are the conversation's own.
+func (h *Handler) childTurn(ctx context.Context, accountID string, req *turnRequest, in *turn.Input) (*childRun, error) {
+	route, err := h.eng.ChildDecisions(ctx, accountID, &req.Request, *in)
+	if err != nil || route == nil {
+		return nil, err
 	}
-	_ = out.Done()
+	in.Decisions = route.Decisions
+	next, found, err := h.eng.StreamNext(ctx, accountID, route.Caller)
+	if err != nil {
+		return nil, err
+	}
+	return &childRun{caller: route.Caller, after: next - 1, logged: found, view: turn.NewCallerView(req.ConversationID, route.Calls...)}, nil
+}
+
+// followCaller ends the answer to decisions a subagent took with its caller going on: when the
+// subagent's end let the caller's turn go on, what the caller's continuation writes to its
+// stream log, from where the client had read it, until it waits or ends. Otherwise (the caller
+// still waits for other calls or decisions) the answer ends at once, and GET
+// /chat/{conversationId}/stream follows the caller later.
+func (h *Handler) followCaller(ctx context.Context, out *stream.Writer, accountID string, c *childRun, log *slog.Logger) {
+	waiting := stream.Finish(string(model.FinishToolCalls), map[string]any{"conversationId": c.caller})
+	goesOn, err := h.eng.GoesOn(ctx, accountID, c.caller)
+	if err != nil {
+		log.ErrorContext(ctx, "reading whether the caller goes on", "err", err)
+	}
+	if !goesOn || !c.logged {
+		_ = out.Send(waiting)
+		return
+	}
+	deadline := time.Now().Add(callerWait)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		deadline = dl
+	}
+	for after := c.after; ; {
+		entries, found, err := h.eng.Follow(ctx, accountID, c.caller, after)
+		if err != nil || !found {
+			log.ErrorContext(ctx, "following the caller", "found", found, "err", err)
+			_ = out.Send(waiting)
+			return
+		}
+		finish, last, ok := relayLog(out, c.caller, entries, after, log)
+		switch {
+		case !ok:
+			return
+		case finish != nil:
+			_ = out.Send(finish)
+			return
+		case time.Now().After(deadline):
+			_ = out.Send(waiting)
+			return
+		}
+		after = last
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(stopPoll):
+		}
+	}
 }
 
 // resumeAfter is where a resume starts: after the frame id a client names in Last-Event-ID or

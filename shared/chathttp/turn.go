@@ -244,14 +244,28 @@ func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	if req.EventID != "" {
+	// Decisions on a subagent's held calls, sent to its caller, go to the subagent; the answer
+	// streams what the caller's client is shown of it, then the caller going on (childTurn).
+	child, err := h.childTurn(ctx, acc.ID, req, &in)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if child != nil {
+		opening = nil // it read the caller's conversation
+		if cfg, err = h.eng.Agent(ctx, acc.ID, req.Request, true); err != nil {
+			h.fail(w, r, err)
+			return
+		}
+	}
+	if req.EventID != "" && child == nil {
 		if err := h.eng.ClaimEvent(ctx, acc.ID, req.Request); err != nil {
 			h.fail(w, r, err)
 			return
 		}
 	}
 	releaseEvent := func() {
-		if req.EventID == "" {
+		if req.EventID == "" || child != nil {
 			return
 		}
 		if err := h.opts.Store.ReleaseEvent(context.WithoutCancel(ctx), acc.ID, req.EventID); err != nil {
@@ -276,7 +290,11 @@ func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Everything that can be refused was: the stream opens.
-	out = stream.Open(w, http.Header{"X-Conversation-Id": {req.ConversationID}})
+	conversation := req.ConversationID
+	if child != nil {
+		conversation = child.caller // the client's, whose held calls it answered
+	}
+	out = stream.Open(w, http.Header{"X-Conversation-Id": {conversation}})
 	messageID := in.RespondsTo
 	if messageID == "" {
 		messageID = turn.NewMessageID()
@@ -288,11 +306,30 @@ func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 	runCtx, stop := detached(ctx)
 	defer stop()
 	for ev := range run.Events(runCtx) {
+		if child != nil {
+			// Not the caller's log: these frames carry no ids to resume after.
+			for _, shown := range child.view.See(ev) {
+				for _, c := range uiChunks(shown) {
+					send(c)
+				}
+			}
+			continue
+		}
 		for _, c := range uiChunks(ev) {
 			sendEvent(out, ev.Seq, ev.InLog, c, log)
 		}
 	}
 	res := run.Outcome()
+	if child != nil {
+		done, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if err := run.Conclude(done, res, nil); err != nil {
+			log.ErrorContext(ctx, "reporting the subagent's event", "eventId", req.EventID, "err", err)
+		}
+		h.followCaller(runCtx, out, acc.ID, child, log)
+		_ = out.Done()
+		return
+	}
 
 	// The turn's bookkeeping lands before the client sees the end, so its next request finds
 	// the conversation free; it must land even when the client has gone.

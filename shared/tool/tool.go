@@ -67,6 +67,14 @@ type ExecError struct {
 func (e *ExecError) Error() string { return fmt.Sprintf("tool %s failed: %v", e.Tool, e.Err) }
 func (e *ExecError) Unwrap() error { return e.Err }
 
+// Deferred is the error an inline tool's Execute returns when it handed its work over to end
+// later (a blocking subagent call whose child stopped to wait): the model gets Output now, as
+// it gets an async call's placeholder, and the pass ends after the step, so the model goes on
+// once the result is there rather than over the placeholder.
+type Deferred struct{ Output json.RawMessage }
+
+func (d *Deferred) Error() string { return "the call was handed over; its result comes later" }
+
 var emptyObjectSchema = json.RawMessage(`{"type":"object","properties":{},"additionalProperties":false}`)
 
 type entry struct {

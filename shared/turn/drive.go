@@ -56,6 +56,12 @@ type invocation struct {
 	// children are the subagent calls this invocation made (childCalls).
 	childMu  sync.Mutex
 	children map[string]bool
+	// pass coordinates the async calls of the pass running now, for a blocking subagent call
+	// that hands its child over to the durable path (runChild); nil between passes.
+	pass *asynctools.Pass
+	// callerWaits: this is a blocking subagent call's child turn, run inside the call, which
+	// returns its end itself: there is no async call of the caller's to settle.
+	callerWaits bool
 }
 
 // run carries out the plan of a request.
@@ -117,7 +123,7 @@ func (d *invocation) passes(ctx context.Context, n int, events func(agent.Config
 		cfg := d.cfg
 		p := d.newPass(ctx, n)
 		if p != nil {
-			cfg.Async = p.Run
+			cfg.Async, d.pass = p.Run, p
 		}
 		if cfg.Pause != nil {
 			cfg.Pause = d.pause(p)

@@ -38,6 +38,10 @@ const (
 	SubagentStarted  = "started"
 	SubagentMessage  = "message"
 	SubagentFinished = "finished"
+	// SubagentWaiting: a blocking call's child stopped to wait (Status says for what: approval
+	// of a call, or its own async calls), and the call was handed over; its answer comes as
+	// the call's async result.
+	SubagentWaiting = "waiting"
 )
 
 // SubagentProgress is one step of a subagent call, for the caller's client.
@@ -45,14 +49,14 @@ type SubagentProgress struct {
 	ToolCallID string `json:"toolCallId"`
 	Agent      string `json:"agent"`
 	ThreadID   string `json:"threadId"`
-	// EventID is a non-blocking child's turn, for GET /status/{eventId}.
+	// EventID is the child's turn, for GET /status/{eventId}.
 	EventID string `json:"eventId,omitempty"`
-	// State is SubagentStarted, SubagentMessage or SubagentFinished.
+	// State is SubagentStarted, SubagentMessage, SubagentWaiting or SubagentFinished.
 	State string `json:"state"`
 	// Text is the task the child was given (SubagentStarted), one of its messages
 	// (SubagentMessage), or its answer or error (SubagentFinished).
 	Text string `json:"text,omitempty"`
-	// Status is how a finished child's turn ended.
+	// Status is how a finished child's turn ended, or what a waiting one waits for.
 	Status string `json:"status,omitempty"`
 }
 

@@ -162,3 +162,38 @@ func (e *Engine) Follow(ctx context.Context, accountID, conversationID string, a
 
 // writerGoneText is how a followed turn ends when its invocation stopped before it finished.
 const writerGoneText = "the turn's invocation stopped before it finished; the conversation keeps every step finished before it"
+
+// StreamNext is the place the next entry of the conversation's latest turn's stream log takes,
+// so a reader may follow only what is written from now on; found is false when the
+// conversation has no turn in the log, or no log is configured.
+func (e *Engine) StreamNext(ctx context.Context, accountID, conversationID string) (next int64, found bool, err error) {
+	if e.opts.Streams == nil {
+		return 0, false, nil
+	}
+	head, err := e.opts.Store.ConversationHead(ctx, accountID, conversationID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && head.Stream == "") {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	next, err = e.opts.Streams.Next(ctx, head.Stream)
+	return next, err == nil, err
+}
+
+// GoesOn reports whether the conversation's turn goes on by itself: it waits for no decision,
+// and for no async call that has not settled (a settled group's continuation is on its way).
+func (e *Engine) GoesOn(ctx context.Context, accountID, conversationID string) (bool, error) {
+	head, err := e.opts.Store.ConversationHead(ctx, accountID, conversationID)
+	if err != nil {
+		return false, err
+	}
+	if len(head.PendingApprovals) > 0 {
+		return false, nil
+	}
+	if head.AsyncGroup == "" || e.opts.Async == nil {
+		return true, nil
+	}
+	st, err := e.opts.Async.Load(ctx, head.AsyncGroup)
+	return err == nil && st.Settled(), err
+}

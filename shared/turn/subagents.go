@@ -63,7 +63,7 @@ func (e *Engine) subagentTools(s *agentconfig.Subagent) []tool.Tool {
 				if err != nil {
 					return nil, err
 				}
-				return e.callSubagent(ctx, s, t, args[prop])
+				return e.callSubagent(ctx, s, t, t.Name, args[prop])
 			},
 		})
 	}
@@ -83,7 +83,7 @@ func (e *Engine) subagentTools(s *agentconfig.Subagent) []tool.Tool {
 			if err != nil {
 				return nil, err
 			}
-			return e.callSubagent(ctx, s, byName[args["agent"]], args[agentconfig.DefaultMessageProperty])
+			return e.callSubagent(ctx, s, byName[args["agent"]], agentconfig.RunSubagent, args[agentconfig.DefaultMessageProperty])
 		},
 	})
 }
@@ -161,7 +161,7 @@ func (e *Engine) instanceTools(s *agentconfig.Subagent, resumable []agentconfig.
 			if err != nil {
 				return nil, err
 			}
-			return e.call(ctx, s, byName[args["agent"]], args["message"], args["name"], true)
+			return e.call(ctx, s, byName[args["agent"]], args["message"], args["name"], true, agentconfig.SubagentCreate)
 		},
 	}, {
 		Name:        agentconfig.SubagentMessage,
@@ -189,7 +189,7 @@ func (e *Engine) instanceTools(s *agentconfig.Subagent, resumable []agentconfig.
 			if !found {
 				return nil, fmt.Errorf("instance %q runs %s, which is no longer a resumable agent of subagent.agents", in.Name, in.Agent)
 			}
-			return e.call(ctx, s, t, args["message"], in.Name, false)
+			return e.call(ctx, s, t, args["message"], in.Name, false, agentconfig.SubagentMessage)
 		},
 	}}
 }
@@ -221,15 +221,16 @@ func messageSchema(prop string, names []string) json.RawMessage {
 	return b
 }
 
-// callSubagent checks a call against the limits, creates the child's conversation and runs or
-// dispatches its turn. Its errors are tool errors the caller's model sees.
-func (e *Engine) callSubagent(ctx context.Context, s *agentconfig.Subagent, t agentconfig.SubagentTool, message string) (any, error) {
-	return e.call(ctx, s, t, message, "", false)
+// callSubagent checks a call of the tool toolName against the limits, creates the child's
+// conversation and runs or dispatches its turn. Its errors are tool errors the caller's model
+// sees.
+func (e *Engine) callSubagent(ctx context.Context, s *agentconfig.Subagent, t agentconfig.SubagentTool, toolName, message string) (any, error) {
+	return e.call(ctx, s, t, message, "", false, toolName)
 }
 
 // call is callSubagent for a plain call (instance empty) or a resumable instance: create makes
 // the instance, which must not exist yet; otherwise the message goes to the existing one.
-func (e *Engine) call(ctx context.Context, s *agentconfig.Subagent, t agentconfig.SubagentTool, message, instance string, create bool) (any, error) {
+func (e *Engine) call(ctx context.Context, s *agentconfig.Subagent, t agentconfig.SubagentTool, message, instance string, create bool, toolName string) (any, error) {
 	d, ok := callerFrom(ctx)
 	if !ok {
 		return nil, errors.New("a subagent can only be called from a turn")
@@ -282,8 +283,18 @@ func (e *Engine) call(ctx context.Context, s *agentconfig.Subagent, t agentconfi
 	// A message id of the call's own: an instance takes many.
 	msg := model.Message{ID: "msg_" + strings.TrimPrefix(callKey, "conv_"), Role: model.RoleUser, Parts: []model.Part{{Type: model.PartText, Text: message}}}
 	progress := SubagentProgress{ToolCallID: callID, Agent: label, ThreadID: child}
-	if dispatched {
+	switch {
+	case dispatched:
 		progress.EventID = subagent.EventID(resultID)
+	case d.pass != nil:
+		// A blocking call's child turn has the event its call would have were it handed over
+		// (runChild), so its end, whenever it comes, settles that call.
+		progress.EventID = subagent.EventID(asynctools.ResultID(d.pass.GroupID(), callID))
+		err := e.opts.Store.ClaimEvent(ctx, d.accountID, progress.EventID, child, e.opts.Now(), e.opts.EventTTL)
+		var dup *store.DuplicateEventError
+		if err != nil && !errors.As(err, &dup) {
+			return nil, err
+		}
 	}
 	if d.turnID != "" {
 		c := store.Child{ToolCallID: callID, Agent: label, ThreadID: child, EventID: progress.EventID}
@@ -299,14 +310,18 @@ func (e *Engine) call(ctx context.Context, s *agentconfig.Subagent, t agentconfi
 		}
 		return answer, err
 	}
-	return e.runChild(ctx, d, t, cfg, msg, progress)
+	return e.runChild(ctx, d, t, toolName, cfg, msg, progress)
 }
 
 // runChild runs a blocking call's child turn inside the call, telling the caller's client as
-// it starts, as each of its messages ends and as it finishes, and returns its answer.
-func (e *Engine) runChild(ctx context.Context, d *invocation, t agentconfig.SubagentTool, cfg agent.Config, msg model.Message, progress SubagentProgress) (any, error) {
+// it starts, as each of its messages ends and as it finishes, and returns its answer. A child
+// that stops to wait (for approval of a call, or for its own async calls) is handed over: the
+// call becomes a dispatched async call of the caller's pass (handOver), which the child's end
+// settles like a non-blocking call's, and the caller's client is shown the child's held calls,
+// whose decisions it sends to the caller (ChildDecisions).
+func (e *Engine) runChild(ctx context.Context, d *invocation, t agentconfig.SubagentTool, toolName string, cfg agent.Config, msg model.Message, progress SubagentProgress) (any, error) {
 	run, err := e.Begin(ctx, Start{
-		AccountID: d.accountID, Request: Request{ConversationID: progress.ThreadID, AgentID: t.AgentID},
+		AccountID: d.accountID, Request: Request{ConversationID: progress.ThreadID, AgentID: t.AgentID, EventID: progress.EventID},
 		Input: Input{Message: &msg}, Config: cfg, Delivery: asynctools.Delivery{Kind: asynctools.DeliverAsync},
 	})
 	var refused *Refusal
@@ -322,8 +337,12 @@ func (e *Engine) runChild(ctx context.Context, d *invocation, t agentconfig.Suba
 		d.emit(Event{Kind: Subagent, Subagent: &p})
 	}
 	tell(SubagentStarted, msg.Text(), "")
+	run.d.callerWaits = true
 	texts := map[string]string{}
+	view := NewCallerView(progress.ThreadID)
+	var held []Event
 	for ev := range run.Events(ctx) {
+		held = append(held, view.See(ev)...)
 		if ev.Kind != Loop {
 			continue
 		}
@@ -335,8 +354,25 @@ func (e *Engine) runChild(ctx context.Context, d *invocation, t agentconfig.Suba
 		}
 	}
 	o := run.Outcome()
+	waits := o.Status == store.EventWaiting || o.Status == store.EventWaitingAsync
+	var placeholder json.RawMessage
+	if waits {
+		// Taken over before the child's lease is given back, so no decision can end the
+		// child before its call is there to settle.
+		placeholder, err = d.handOver(ctx, progress.ToolCallID, toolName)
+	}
 	if err := run.Conclude(context.WithoutCancel(ctx), o, nil); err != nil {
 		d.log.ErrorContext(ctx, "ending a subagent's turn", "subagent", t.Name, "threadId", progress.ThreadID, "err", err)
+	}
+	if waits {
+		if err != nil {
+			return nil, fmt.Errorf("%s stopped to wait (%s) and could not be handed over: %w", t.Name, o.Status, err)
+		}
+		for _, ev := range held {
+			d.emit(ev)
+		}
+		tell(SubagentWaiting, "", o.Status)
+		return nil, &tool.Deferred{Output: placeholder}
 	}
 	answer := subagent.Answer{Agent: t.Name, ThreadID: progress.ThreadID, Status: o.Status, Text: subagent.LastText(run.d.history)}
 	tell(SubagentFinished, answer.Text, o.Status)
@@ -347,6 +383,71 @@ func (e *Engine) runChild(ctx context.Context, d *invocation, t agentconfig.Suba
 		return nil, fmt.Errorf("%s was cancelled before it answered", t.Name)
 	}
 	return answer, nil
+}
+
+// handOver makes the blocking call callID, whose child stopped to wait, an async call of the
+// pass: the caller waits for it like a dispatched call, for as long as the child may take to be
+// decided or to finish its own async calls.
+func (d *invocation) handOver(ctx context.Context, callID, toolName string) (json.RawMessage, error) {
+	if d.pass == nil {
+		return nil, errors.New("this function runs no async calls")
+	}
+	deadline := d.e.opts.Now().Add(max(d.e.opts.AsyncToolTimeout, d.e.opts.ApprovalTimeout))
+	return d.pass.Adopt(context.WithoutCancel(ctx), callID, toolName, deadline)
+}
+
+// CallerView picks out of a subagent's turn events what its caller's client is shown: each call
+// held for approval (its input, then the request), the decisions on those calls and their
+// outputs, so that client shows them like the caller's own, and the user decides from it. The
+// calls are shown under ids of the caller's (ShownCallID), as the child's own may be the same
+// as the caller's.
+type CallerView struct {
+	thread string
+	inputs map[string]Event
+	held   map[string]bool
+}
+
+// NewCallerView is a view of the turn of the subagent conversation thread that resumes the held
+// calls given (decided now).
+func NewCallerView(thread string, held ...string) *CallerView {
+	v := &CallerView{thread: thread, inputs: map[string]Event{}, held: map[string]bool{}}
+	for _, id := range held {
+		v.held[id] = true
+	}
+	return v
+}
+
+// ShownCallID is the id a call of the subagent conversation thread is shown under to its
+// caller's client; ChildDecisions reads it back.
+func ShownCallID(thread, callID string) string { return thread + ":" + callID }
+
+// See returns what the caller's client is shown of ev, in order: nothing for most events.
+func (v *CallerView) See(ev Event) []Event {
+	switch {
+	case ev.Kind == ApprovalDecided:
+		ev.Decision.ToolCallID = ShownCallID(v.thread, ev.Decision.ToolCallID)
+		return []Event{ev}
+	case ev.Kind != Loop && ev.Kind != AsyncStarted:
+		return nil
+	}
+	le := ev.Loop
+	id := le.ToolCallID
+	ev.Loop.ToolCallID = ShownCallID(v.thread, id)
+	switch le.Type {
+	case agent.ToolInputAvailable:
+		v.inputs[id] = ev
+	case agent.ToolApprovalRequest:
+		v.held[id] = true
+		if in, ok := v.inputs[id]; ok {
+			return []Event{in, ev}
+		}
+		return []Event{ev}
+	case agent.ToolOutput, agent.ToolOutputError, agent.ToolOutputDenied:
+		if v.held[id] {
+			return []Event{ev}
+		}
+	}
+	return nil
 }
 
 // childCalls is how many subagent calls the turn has made, counting callID: those in the turn's
@@ -441,7 +542,7 @@ func (d *invocation) addUsageToParent(ctx context.Context, res Outcome) {
 func (d *invocation) settleParent(ctx context.Context, res Outcome) {
 	resultID, ok := subagent.CallOf(d.turnID)
 	p := d.lease.Parent()
-	if !ok || p.ConversationID == "" || !store.Final(res.Status) || d.e.opts.Async == nil {
+	if !ok || d.callerWaits || p.ConversationID == "" || !store.Final(res.Status) || d.e.opts.Async == nil {
 		return
 	}
 	o, err := subagent.Outcome(p.Tool, d.conversationID, d.turnID, subagent.Ended{Status: res.Status, Error: res.Error, Messages: d.history, Explicit: p.Explicit})
@@ -458,14 +559,24 @@ func (d *invocation) settleParent(ctx context.Context, res Outcome) {
 	}
 }
 
+// ChildRoute is where ChildDecisions sent decisions: the caller's conversation they were sent
+// to, the subagent's calls they decide, and the decisions as the subagent takes them (each call
+// id its own, not the one its caller's client was shown).
+type ChildRoute struct {
+	Caller    string
+	Calls     []string
+	Decisions []Decision
+}
+
 // ChildDecisions routes decisions sent to a conversation that waits for its subagents: when
 // every approval they decide belongs to one subagent conversation below req's, req is turned to
-// that conversation (its agent, and the event its held step was reported under), so the decisions resume the
-// child, whose end then goes on with its caller as always. routed is false, and req untouched,
-// when the decisions are the conversation's own or name approvals it does not know.
-func (e *Engine) ChildDecisions(ctx context.Context, accountID string, req *Request, in Input) (routed bool, err error) {
+// that conversation (its agent, and the event its held step was reported under), so the
+// decisions resume the child, whose end then goes on with its caller as always. The route is
+// nil, and req untouched, when the decisions are the conversation's own or name approvals it
+// does not know.
+func (e *Engine) ChildDecisions(ctx context.Context, accountID string, req *Request, in Input) (*ChildRoute, error) {
 	if len(in.Decisions) == 0 || in.Message != nil || req.ConversationID == "" {
-		return false, nil
+		return nil, nil
 	}
 	ids := make([]string, 0, len(in.Decisions))
 	for _, dec := range in.Decisions {
@@ -473,43 +584,49 @@ func (e *Engine) ChildDecisions(ctx context.Context, accountID string, req *Requ
 	}
 	rows, err := e.opts.Store.Approvals(ctx, accountID, ids)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	child := ""
+	route := &ChildRoute{Caller: req.ConversationID}
 	for _, id := range ids {
 		a, found := rows[id]
 		if !found || a.ConversationID == req.ConversationID || (child != "" && a.ConversationID != child) {
-			return false, nil
+			return nil, nil
 		}
 		child = a.ConversationID
+		route.Calls = append(route.Calls, a.ToolCallID)
 	}
 	var head store.Head
 	for conv, hop := child, 0; hop <= agentconfig.MaxDepthLimit; hop++ {
 		h, err := e.opts.Store.ConversationHead(ctx, accountID, conv)
 		if errors.Is(err, store.ErrNotFound) {
-			return false, nil
+			return nil, nil
 		}
 		if err != nil {
-			return false, err
+			return nil, err
 		}
 		if conv == child {
 			head = h
 		}
 		switch h.Parent.ConversationID {
 		case "":
-			return false, nil
+			return nil, nil
 		case req.ConversationID:
 			req.ConversationID, req.AgentID = child, head.AgentID
+			for _, dec := range in.Decisions {
+				dec.ToolCallID = strings.TrimPrefix(dec.ToolCallID, ShownCallID(child, ""))
+				route.Decisions = append(route.Decisions, dec)
+			}
 			if head.PausedEvent != "" {
 				// The event the child's held step was reported under: a non-blocking call's,
 				// whose end settles the call.
 				req.EventID = head.PausedEvent
 			}
-			return true, nil
+			return route, nil
 		}
 		conv = h.Parent.ConversationID
 	}
-	return false, nil
+	return nil, nil
 }
 
 // notifyParent is the notify_parent tool of a turn an explicit resumable instance runs for its
