@@ -43,11 +43,19 @@ type asyncEnv struct {
 
 func newAsyncEnv(t *testing.T) *asyncEnv {
 	t.Helper()
-	stack := testenv.Stack(t)
+	return newAsyncEnvOn(t, testenv.Stack(t), nil)
+}
+
+// newAsyncEnvOn is newAsyncEnv on stack, with the runner's options changed by tune (when set).
+func newAsyncEnvOn(t *testing.T, stack *testenv.Resources, tune func(*localrunner.Options)) *asyncEnv {
+	t.Helper()
 	env := map[string]string{"ADMIN_SECRET": adminSecret}
 	opts := stack.Options(func(k string) string { return env[k] })
 	logs := &logRecorder{}
 	opts.Logger = slog.New(&recordingHandler{rec: logs})
+	if tune != nil {
+		tune(&opts)
+	}
 	r, srv := testenv.Serve(t, opts)
 	e := &asyncEnv{stack: stack, runner: r, srv: srv, logs: logs, store: store.New(stack.DB, stack.Tables)}
 	e.accountID, e.secret = createAccount(t, srv, "async-"+strconv.FormatInt(time.Now().UnixNano(), 36))

@@ -359,16 +359,24 @@ func TestSubagentProgressOverSSE(t *testing.T) {
 	}
 }
 
-// Over the App Server WebSocket, a run's subagent calls go out as update_subagent_state
-// snapshots: running, then completed, each naming the child's thread and its caller.
-func TestSubagentStateOverWebSocket(t *testing.T) {
+// wsPlanner starts an App Server runtime of a planner that calls the agent childConfig as the
+// blocking tool name with message, and sends it a message.
+func wsPlanner(t *testing.T, name, childConfig, message string) (*wsClient, any) {
+	t.Helper()
 	srv := runner(t, faketavily.New(nil))
-	_, secret := createAccount(t, srv, "ws-subagents")
-	finder := createAgent(t, srv, secret, factFinder)
-	c, rt := startRuntime(t, srv, secret, planner(`{"agents": [{"name": "finder", "agentId": "`+finder+`"}]}`, ask("finder", "what is the answer")))
+	_, secret := createAccount(t, srv, "ws-"+name)
+	child := createAgent(t, srv, secret, childConfig)
+	c, rt := startRuntime(t, srv, secret, planner(`{"agents": [{"name": "`+name+`", "agentId": "`+child+`"}]}`, ask(name, message)))
 	c.send(map[string]any{"type": "input", "request_id": "in-1", "runtime": rt, "payload": map[string]any{
 		"kind": "create_message", "messages": []any{map[string]any{"role": "user", "content": "plan it"}},
 	}})
+	return c, rt
+}
+
+// Over the App Server WebSocket, a run's subagent calls go out as update_subagent_state
+// snapshots: running, then completed, each naming the child's thread and its caller.
+func TestSubagentStateOverWebSocket(t *testing.T) {
+	c, rt := wsPlanner(t, "finder", factFinder, "what is the answer")
 	_, seen := c.await("stop_reason", 30*time.Second, deltaIs("stop_reason"))
 	var statuses []string
 	var last map[string]any
@@ -503,6 +511,32 @@ func TestBlockingSubagentApprovalFromTheAISDKClient(t *testing.T) {
 		if r.Status != http.StatusOK {
 			t.Errorf("the client's request %+v was answered %d, want 200", r.LastMessage, r.Status)
 		}
+	}
+}
+
+// Over the App Server WebSocket, a blocking child's held call is put to the controller as a
+// control_request (can_use_tool) as the child stops; the controller's approval_response, sent to
+// the runtime as for its own calls, resumes the child, and the runtime's turn goes on to its
+// answer.
+func TestBlockingSubagentApprovalOverWebSocket(t *testing.T) {
+	c, rt := wsPlanner(t, "cautious", cautiousAgent, "what time is it")
+	cr, _ := c.await("control_request", 30*time.Second, typeIs("control_request"))
+	req, _ := cr["request"].(map[string]any)
+	approvalID, _ := cr["request_id"].(string)
+	if callID, _ := req["tool_call_id"].(string); req["subtype"] != "can_use_tool" || req["tool_name"] != "current_time" || approvalID == "" || !strings.HasPrefix(callID, "conv_sub_") {
+		t.Fatalf("control_request %v, want can_use_tool for the child's current_time, under its thread", cr)
+	}
+	c.send(map[string]any{"type": "input", "request_id": "in-2", "runtime": rt, "payload": map[string]any{
+		"kind": "approval_response", "request_id": approvalID, "decision": map[string]any{"behavior": "allow"},
+	}})
+	accepted, _ := c.await("input_accepted", 30*time.Second, typeIs("input_accepted"))
+	if accepted["accepted"] != true {
+		t.Fatalf("the approval was answered %v, want accepted", accepted)
+	}
+	stop, seen := c.await("stop_reason", 30*time.Second, deltaIs("stop_reason"))
+	frames, _ := json.Marshal(seen)
+	if d, _ := stop["delta"].(map[string]any); d["stop_reason"] != "end_turn" || !strings.Contains(string(frames), "Checked the clock:") {
+		t.Errorf("the runtime's turn ended %v after %s, want end_turn with the child's answer", stop, frames)
 	}
 }
 

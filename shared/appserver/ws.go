@@ -537,6 +537,9 @@ func (c *call) input(ctx context.Context) error {
 			return refuse(fmt.Sprintf("payload.decision.behavior %q is not allow or deny", p.Decision.Behavior))
 		}
 		in.Decisions = []turn.Decision{d}
+		if routed, err := c.childDecision(ctx, rt, req, in, refuse); routed {
+			return err
+		}
 		// The answer continues the turn that asked, with the tools it had.
 		if hasRun && len(run.Turn) > 0 {
 			_ = json.Unmarshal(run.Turn, wt)
@@ -620,6 +623,46 @@ func (c *call) input(ctx context.Context) error {
 		h.newOut(c.conn.AccountID, rt, run.EventID).queue(ctx)
 	}
 	return nil
+}
+
+// childDecision sends a decision on a held call of a subagent of the runtime's conversation (put
+// to the controller as the subagent stopped) to the subagent, whose turn resumes on
+// async-worker as an /async turn; its end lets the runtime's turn go on, which the controller
+// follows as usual. routed is false, and nothing done, for the conversation's own approvals.
+func (c *call) childDecision(ctx context.Context, rt runtimeScope, req *turn.Request, in turn.Input, refuse func(string) error) (routed bool, err error) {
+	h := c.g.h
+	route, err := h.eng.ChildDecisions(ctx, c.conn.AccountID, req, in)
+	if err != nil {
+		return true, refuse(c.refusal(ctx, err))
+	}
+	if route == nil {
+		return false, nil
+	}
+	in.Decisions = route.Decisions
+	if err := h.eng.Precheck(ctx, c.conn.AccountID, *req, in); err != nil {
+		return true, refuse(c.refusal(ctx, err))
+	}
+	body, err := json.Marshal(turn.Work{
+		Type: workqueue.Turn, AccountID: c.conn.AccountID, EventID: req.EventID, GroupSeed: store.NewID(""),
+		Request: req, Decisions: in.Decisions,
+	})
+	if err != nil {
+		return true, err
+	}
+	err = h.opts.Store.ReopenEvent(ctx, c.conn.AccountID, req.EventID, req.ConversationID, h.opts.Now())
+	if errors.Is(err, store.ErrNotFound) {
+		err = h.eng.ClaimEvent(ctx, c.conn.AccountID, *req)
+	}
+	if err == nil {
+		err = h.opts.Options.Enqueue(ctx, string(body))
+	}
+	if err != nil {
+		return true, refuse(c.refusal(ctx, err))
+	}
+	if c.cmd.RequestID == "" {
+		return true, nil
+	}
+	return true, c.reply(ctx, map[string]any{"type": "input_accepted", "runtime": rt, "accepted": true, "disposition": "started", "run_id": req.EventID})
 }
 
 // userMessage joins the text of create_message's messages into one user message.

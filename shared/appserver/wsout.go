@@ -469,6 +469,18 @@ func (o *wsOut) event(ctx context.Context, ev turn.Event) {
 			o.toolReturn(ctx, le.ToolCallID, le.ErrorText, false)
 		case agent.ToolOutputDenied:
 			o.toolReturn(ctx, le.ToolCallID, "the tool call was denied", false)
+		case agent.ToolApprovalRequest:
+			if ev.Child != "" {
+				// A subagent's held call, put to the controller now: the run's own are put
+				// when it stops for them (end).
+				o.mu.Lock()
+				call, ok := o.calls[le.ToolCallID]
+				o.mu.Unlock()
+				if !ok {
+					call = toolCallView{Name: le.ToolName, Arguments: "{}", ID: le.ToolCallID}
+				}
+				o.approvals(ctx, []approvalAsk{{approvalID: le.ApprovalID, call: call}})
+			}
 		}
 	}
 }

@@ -72,4 +72,7 @@ type Event struct {
 	Decision Decision
 	Error    string
 	Subagent *SubagentProgress `json:",omitempty"`
+	// Child is the subagent conversation whose event this is, shown to its caller's client
+	// (CallerView); empty for the turn's own.
+	Child string `json:",omitempty"`
 }

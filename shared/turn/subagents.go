@@ -423,6 +423,7 @@ func ShownCallID(thread, callID string) string { return thread + ":" + callID }
 
 // See returns what the caller's client is shown of ev, in order: nothing for most events.
 func (v *CallerView) See(ev Event) []Event {
+	ev.Child = v.thread
 	switch {
 	case ev.Kind == ApprovalDecided:
 		ev.Decision.ToolCallID = ShownCallID(v.thread, ev.Decision.ToolCallID)
