@@ -22,12 +22,14 @@ type Config struct {
 	Tools map[string]json.RawMessage `json:"tools,omitempty"`
 	// Subagent names the account's other agents this agent may call (subagent.go).
 	Subagent *Subagent `json:"subagent,omitempty"`
+	// Variables declares the values its turns need from the thread they run in (variables.go).
+	Variables Variables `json:"variables,omitempty"`
 }
 
 // fields are the config's top-level keys, spelled exactly: encoding/json matches keys without
 // regard to case, and a "Model" that decoded as "model" would escape secret redaction, which
 // looks for "model.apiKey".
-var fields = []string{"name", "system", "model", "maxSteps", "tools", "subagent"}
+var fields = []string{"name", "system", "model", "maxSteps", "tools", "subagent", "variables"}
 
 // checkKeys refuses top-level keys that are not spelled exactly as a config field.
 func checkKeys(raw []byte) error {

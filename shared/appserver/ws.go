@@ -326,7 +326,7 @@ func (c *call) checkToolsAgainstAgent(ctx context.Context, agentID string, group
 	if len(groups) == 0 {
 		return nil
 	}
-	cfg, err := c.g.h.eng.LoadAgent(ctx, c.conn.AccountID, agentID)
+	cfg, err := c.g.h.eng.LoadAgent(ctx, c.conn.AccountID, agentID, nil)
 	if err != nil {
 		return errors.New(c.refusal(ctx, err))
 	}

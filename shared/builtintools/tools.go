@@ -268,7 +268,7 @@ func Build(config map[string]json.RawMessage, env tool.Env) (*tool.Set, error) {
 			all = append(all, tool.Tool{Name: name, ProviderTool: spec.ProviderTool})
 			continue
 		}
-		c, err := spec.context(name, e.Options, getenv)
+		c, err := spec.context(name, e.Options, getenv, env.Vars)
 		if err != nil {
 			return nil, err
 		}
@@ -287,9 +287,10 @@ func Build(config map[string]json.RawMessage, env tool.Env) (*tool.Set, error) {
 }
 
 // context resolves the spec's variables for one config entry: a variable's option in the
-// config, else (unless the variable is scoped) the harness environment variable of its name.
-// The variables' options are taken out of the options the factory sees.
-func (s Spec) context(name string, opts Options, getenv func(string) string) (Context, error) {
+// config, else the thread's variable of its name, else (unless the variable is scoped, by the
+// tool or by the agent) the harness environment variable of its name. The variables' options
+// are taken out of the options the factory sees.
+func (s Spec) context(name string, opts Options, getenv func(string) string, thread tool.Vars) (Context, error) {
 	c := Context{Options: Options{}, Vars: map[string]string{}, Getenv: getenv}
 	for k, v := range opts {
 		c.Options[k] = v
@@ -302,8 +303,12 @@ func (s Spec) context(name string, opts Options, getenv func(string) string) (Co
 				delete(c.Options, v.Option)
 			}
 		}
-		if value == "" && !v.Scoped {
-			value = getenv(v.Name)
+		if value == "" {
+			var fallback bool
+			value, fallback = thread.Lookup(v.Name)
+			if value == "" && fallback && !v.Scoped {
+				value = getenv(v.Name)
+			}
 		}
 		if value == "" {
 			if v.Required {

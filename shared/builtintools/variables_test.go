@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/agentharness/harness/shared/tool"
 )
 
 // probe declares one variable of each kind: a required secret that falls back to the harness
@@ -65,7 +67,7 @@ func TestVariablesResolve(t *testing.T) {
 			if err := json.Unmarshal([]byte(tt.options), &opts); err != nil {
 				t.Fatal(err)
 			}
-			c, err := probe.context("probe", opts, tt.getenv)
+			c, err := probe.context("probe", opts, tt.getenv, tool.Vars{})
 			if tt.missing != "" {
 				var me *MissingVariableError
 				if !errors.As(err, &me) || me.Variable.Name != tt.missing || !strings.Contains(err.Error(), tt.wantText) {

@@ -121,7 +121,7 @@ func newManageFixture(t *testing.T, adminSecret string, openSignup bool) *manage
 	f.harness = httptest.NewServer(chathttp.New(chathttp.Options{Options: turn.Options{
 		Store:  st,
 		Agents: svc,
-		Tools: func(c map[string]json.RawMessage) (*tool.Set, error) {
+		Tools: func(c map[string]json.RawMessage, _ tool.Vars) (*tool.Set, error) {
 			f.mu.Lock()
 			f.toolConfigs = append(f.toolConfigs, c)
 			f.mu.Unlock()

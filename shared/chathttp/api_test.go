@@ -85,11 +85,11 @@ func newFixtureWith(t *testing.T, o fixtureOptions) *fixture {
 	if model != nil {
 		newModel = func(json.RawMessage) (agent.Model, error) { return model, nil }
 	}
-	buildTools := func(c map[string]json.RawMessage) (*tool.Set, error) {
-		return builtintools.Build(c, tool.Env{Getenv: os.Getenv})
+	buildTools := func(c map[string]json.RawMessage, vars tool.Vars) (*tool.Set, error) {
+		return builtintools.Build(c, tool.Env{Getenv: os.Getenv, Vars: vars})
 	}
 	if o.tools != nil {
-		buildTools = o.tools
+		buildTools = func(c map[string]json.RawMessage, _ tool.Vars) (*tool.Set, error) { return o.tools(c) }
 	}
 	h := chathttp.New(chathttp.Options{Options: turn.Options{Store: st, Agents: svc, Tools: buildTools, Model: newModel, Logger: o.logger}, MaxBodyBytes: 4096})
 	srv := httptest.NewServer(h)

@@ -56,6 +56,11 @@ func (h *Handler) asyncTurn(w http.ResponseWriter, r *http.Request) {
 	if req.EventID == "" {
 		req.EventID = store.NewID("evt_")
 	}
+	// The queued request carries its variables sealed.
+	if err := h.eng.SealVariables(ctx, acc.ID, &req.Request); err != nil {
+		h.fail(w, r, err)
+		return
+	}
 	body, err := json.Marshal(turn.Work{
 		Type: workqueue.Turn, AccountID: acc.ID, EventID: req.EventID, GroupSeed: store.NewID(""),
 		Request: &req.Request, Message: in.Message, Decisions: in.Decisions, RespondsTo: in.RespondsTo,

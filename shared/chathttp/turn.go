@@ -33,6 +33,8 @@ type turnRequest struct {
 	MessageID string          `json:"messageId"`
 	Message   *string         `json:"message"`
 	Approvals []turn.Decision `json:"approvals"`
+	// Variables set variables of the conversation (turn.Request.Variables).
+	Variables map[string]string `json:"variables"`
 	// madeID: the request named no conversation, so readTurn made up the id of a new one.
 	madeID bool
 }
@@ -197,6 +199,11 @@ func (h *Handler) readTurn(w http.ResponseWriter, r *http.Request) (*turnRequest
 	if err := req.validate(); err != nil {
 		return nil, turn.Input{}, err
 	}
+	if err := turn.CheckVariables("variables", req.Variables); err != nil {
+		return nil, turn.Input{}, httpError(err)
+	}
+	// Sealed variables are the engine's own, for queued requests: never a client's.
+	req.Request.Variables, req.Request.Sealed = req.Variables, nil
 	in, err := req.input(turn.NewMessageID)
 	if err == nil && in.Decisions != nil {
 		err = checkDecisions(in.Decisions, req.ConversationID)

@@ -33,7 +33,7 @@ type Parent struct {
 // CreateChild creates a subagent's conversation for agentID, linked to its parent. Creating it
 // again with the same id is not an error (a retried call, or a resumable instance's next
 // message), so its id must be derived from the call or the instance.
-func (s *Store) CreateChild(ctx context.Context, accountID, conversationID, agentID string, p Parent) error {
+func (s *Store) CreateChild(ctx context.Context, accountID, conversationID, agentID string, p Parent, vars Vars) error {
 	item := map[string]types.AttributeValue{
 		"conversationKey":    str(accountID + "#" + conversationID),
 		"seq":                num(0),
@@ -48,6 +48,9 @@ func (s *Store) CreateChild(ctx context.Context, accountID, conversationID, agen
 	}
 	if p.Explicit {
 		item["parentExplicit"] = &types.AttributeValueMemberBOOL{Value: true}
+	}
+	if len(vars) > 0 {
+		item["vars"] = vars.attr()
 	}
 	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:           &s.tables.Conversations,

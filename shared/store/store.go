@@ -212,6 +212,8 @@ type Lease struct {
 	known []model.Message
 	// parent links a subagent's conversation to the turn that started it.
 	parent Parent
+	// vars are the conversation's variables (vars.go).
+	vars Vars
 }
 
 // RecordStream makes the lease's next write of the conversation record stream as the stream
@@ -290,6 +292,7 @@ func (t *Lease) waitsFrom(head map[string]types.AttributeValue) {
 		PausedEvent: getS(head, "pausedEvent"),
 	}
 	t.parent = parentOf(head)
+	t.vars = varsOf(head)
 }
 
 // storedMessage decodes the message a conversation item holds.
@@ -345,6 +348,8 @@ type Head struct {
 	Parent Parent
 	// PausedEvent is the event a step held for approval was reported under.
 	PausedEvent string
+	// Vars are the conversation's variables (vars.go).
+	Vars Vars
 }
 
 // ConversationHead reads a conversation's head (consistent), or ErrNotFound for a new one.
@@ -369,7 +374,7 @@ func (s *Store) ConversationHead(ctx context.Context, accountID, conversationID 
 	return Head{
 		AgentID: getS(out.Item, "agentId"), Stream: getS(out.Item, "activeStream"), LeaseUntil: until, AsyncGroup: getS(out.Item, "asyncGroup"),
 		PendingAsync: getStrings(out.Item, "pendingAsync"), PendingApprovals: getStrings(out.Item, "pendingApprovals"),
-		Parent: parentOf(out.Item), PausedEvent: getS(out.Item, "pausedEvent"),
+		Parent: parentOf(out.Item), PausedEvent: getS(out.Item, "pausedEvent"), Vars: varsOf(out.Item),
 	}, nil
 }
 

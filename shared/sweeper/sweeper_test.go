@@ -66,7 +66,7 @@ func TestSweeperSettlesACallerWithItsFinishedChild(t *testing.T) {
 	// Each call's child, as callSubagent makes it; the first child's turn ends and is recorded.
 	for call, id := range rows {
 		child := subagent.ConversationID(account, caller, "evt_caller", call)
-		if err := st.CreateChild(ctx, account, child, "agt_finder", store.Parent{ConversationID: caller, Tool: "finder", Depth: 1}); err != nil {
+		if err := st.CreateChild(ctx, account, child, "agt_finder", store.Parent{ConversationID: caller, Tool: "finder", Depth: 1}, nil); err != nil {
 			t.Fatal(err)
 		}
 		if err := st.ClaimEvent(ctx, account, subagent.EventID(id), child, now, time.Hour); err != nil {

@@ -75,6 +75,24 @@ type Deferred struct{ Output json.RawMessage }
 
 func (d *Deferred) Error() string { return "the call was handed over; its result comes later" }
 
+// Vars are the variables of the thread an agent's tools are built for.
+type Vars struct {
+	// Get returns a variable's value in the thread, "" when it has none; nil: none.
+	Get func(name string) string
+	// Scoped reports the names the agent declares scoped, which the harness environment must
+	// not supply; nil: none.
+	Scoped func(name string) bool
+}
+
+// Lookup is name's value in the thread, and whether the harness environment may supply it
+// instead.
+func (v Vars) Lookup(name string) (value string, fallback bool) {
+	if v.Get != nil {
+		value = v.Get(name)
+	}
+	return value, v.Scoped == nil || !v.Scoped(name)
+}
+
 var emptyObjectSchema = json.RawMessage(`{"type":"object","properties":{},"additionalProperties":false}`)
 
 type entry struct {
@@ -314,6 +332,9 @@ func CallIDFrom(ctx context.Context) string {
 // credentials, a queue to hand outside work to, and a logger for what a build leaves out.
 type Env struct {
 	Getenv func(string) string
+	// Vars are the variables of the thread the tools run in; a variable resolves from them
+	// before Getenv, and a scoped one from them only.
+	Vars Vars
 	// Send puts one message on an SQS queue; nil where no queue is wired.
 	Send func(ctx context.Context, queueURL, body string) error
 	// Logger receives the warnings of a build; nil discards them.

@@ -55,12 +55,17 @@ func OptionsFrom(d lambdadeps.Deps) (Options, error) {
 		enqueue = func(ctx context.Context, body string) error { return env.Send(ctx, queue, body) }
 	}
 	return Options{
-		Enqueue:          enqueue,
-		Getenv:           getenv,
-		ApprovalTimeout:  approvalTimeout,
-		Store:            st,
-		Agents:           agents.New(st, d.Sealer, agentconfig.Checks{}, nil),
-		Tools:            func(config map[string]json.RawMessage) (*tool.Set, error) { return d.Tools(config, env) },
+		Enqueue:         enqueue,
+		Getenv:          getenv,
+		ApprovalTimeout: approvalTimeout,
+		Store:           st,
+		Agents:          agents.New(st, d.Sealer, agentconfig.Checks{}, nil),
+		Tools: func(config map[string]json.RawMessage, vars tool.Vars) (*tool.Set, error) {
+			env := env
+			env.Vars = vars
+			return d.Tools(config, env)
+		},
+		Sealer:           d.Sealer,
 		Model:            func(block json.RawMessage) (agent.Model, error) { return provider.New(block, getenv) },
 		Logger:           d.Logger,
 		Async:            async,

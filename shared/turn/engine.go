@@ -42,8 +42,10 @@ type Options struct {
 	Store *store.Store
 	// Agents loads agent configs with their secrets.
 	Agents *agents.Service
-	// Tools builds an agent's ToolSet from its config.tools.
-	Tools func(config map[string]json.RawMessage) (*tool.Set, error)
+	// Tools builds an agent's ToolSet from its config.tools, for a thread with vars.
+	Tools func(config map[string]json.RawMessage, vars tool.Vars) (*tool.Set, error)
+	// Sealer seals and opens thread variables (vars.go); nil: requests cannot set any.
+	Sealer agents.Sealer
 	// Model builds an agent's model from its model block.
 	Model func(block json.RawMessage) (agent.Model, error)
 	// Now is the clock; nil means time.Now.
@@ -129,6 +131,10 @@ type Request struct {
 	OnPendingApprovals string `json:"onPendingApprovals"`
 	// ToolApproval overrides tools' approval policies for this request.
 	ToolApproval map[string]approval.Status `json:"toolApproval"`
+	// Variables are values the request sets for the conversation (vars.go), in the clear
+	// only while the request is answered: a queued request carries them sealed.
+	Variables map[string]string `json:"-"`
+	Sealed    store.Vars        `json:"sealedVariables,omitempty"`
 }
 
 // Input is what a request brings: a new user message, or decisions on held calls.
@@ -205,22 +211,32 @@ type Run struct {
 // Begin takes the conversation's lease and plans the request against what the conversation
 // waits for. Its refusals are *Refusal, and on any error the lease is given back.
 func (e *Engine) Begin(ctx context.Context, s Start) (*Run, error) {
+	if err := e.SealVariables(ctx, s.AccountID, &s.Request); err != nil {
+		return nil, err
+	}
 	now := e.opts.Now()
 	nameStream(&s)
 	lease, err := e.start(ctx, s, now)
 	if err != nil {
 		return nil, err
 	}
-	if lease != nil {
-		r := e.newRun(s, lease, &turnPlan{message: s.Input.Message})
-		r.from-- // the message start wrote is the run's first
-		return r, nil
+	plan, started := &turnPlan{message: s.Input.Message}, lease != nil
+	if !started {
+		if lease, plan, err = e.begin(ctx, s.AccountID, s.Request, s.Input, now); err != nil {
+			return nil, err
+		}
 	}
-	lease, plan, err := e.begin(ctx, s.AccountID, s.Request, s.Input, now)
-	if err != nil {
+	if err := e.keepVariables(ctx, lease, s.Request); err != nil {
+		if rerr := lease.Release(context.WithoutCancel(ctx)); rerr != nil {
+			e.opts.Logger.ErrorContext(ctx, "releasing conversation", "conversationId", s.ConversationID, "err", rerr)
+		}
 		return nil, err
 	}
-	return e.newRun(s, lease, plan), nil
+	r := e.newRun(s, lease, plan)
+	if started {
+		r.from-- // the message start wrote is the run's first
+	}
+	return r, nil
 }
 
 // start begins, in one write, a turn that brings a new message to a conversation its opening
@@ -458,7 +474,7 @@ func (e *Engine) TakeUp(ctx context.Context, accountID, groupID string) (*Contin
 func (c *Continuation) Events(ctx context.Context, adapt func(*agent.Config) error) iter.Seq[Event] {
 	return c.events(ctx, func(ctx context.Context) Outcome {
 		d := c.d
-		cfg, err := d.e.LoadAgent(ctx, d.accountID, d.agentID)
+		cfg, err := d.e.LoadAgent(ctx, d.accountID, d.agentID, d.e.storedThread(d.accountID, d.lease.Vars()))
 		if err == nil {
 			cfg.Tools = d.withRecordedOverrides(ctx, cfg.Tools)
 			if adapt != nil {
@@ -520,7 +536,7 @@ func (e *Engine) ClaimEvent(ctx context.Context, accountID string, req Request) 
 // cannot wait for an outside worker, so without a log it refuses agents with external-dispatch
 // tools.
 func (e *Engine) Agent(ctx context.Context, accountID string, req Request, stream bool) (agent.Config, error) {
-	cfg, err := e.LoadAgent(ctx, accountID, req.AgentID)
+	cfg, err := e.LoadAgent(ctx, accountID, req.AgentID, e.requestThread(ctx, accountID, req))
 	return e.agentFor(cfg, err, req, stream)
 }
 
@@ -531,7 +547,8 @@ func (e *Engine) OpenedAgent(ctx context.Context, o *store.Opening, req Request,
 	if err == nil {
 		stored, err = e.opts.Agents.Config(ctx, a)
 	}
-	cfg, err := e.buildAgent(req.AgentID, stored, err)
+	th := e.threadOf(o.Account.ID, req.Variables, func() (store.Vars, error) { return withSealed(o.Vars(), req.Sealed), nil })
+	cfg, err := e.buildAgent(req.AgentID, stored, err, th)
 	return e.agentFor(cfg, err, req, stream)
 }
 
@@ -593,15 +610,17 @@ func waitingForAsyncError(conversationID string, resultIDs []string) error {
 		conversationID, len(resultIDs)), Detail: map[string]any{"pendingAsyncTools": resultIDs}}
 }
 
-// LoadAgent loads the agent and builds its model and tools, before anything is written. A
-// tool whose required variable does not resolve stops the turn here, before any model call.
-func (e *Engine) LoadAgent(ctx context.Context, accountID, agentID string) (agent.Config, error) {
+// LoadAgent loads the agent and builds its model and tools for the thread th, before anything
+// is written. A required variable (the agent's, or a tool's) that does not resolve stops the
+// turn here, before any model call.
+func (e *Engine) LoadAgent(ctx context.Context, accountID, agentID string, th *Thread) (agent.Config, error) {
 	stored, err := e.opts.Agents.Load(ctx, accountID, agentID)
-	return e.buildAgent(agentID, stored, err)
+	return e.buildAgent(agentID, stored, err, th)
 }
 
-// buildAgent builds the model and tools of the stored agent config cfg (loaded with err).
-func (e *Engine) buildAgent(agentID string, cfg *agentconfig.Config, err error) (agent.Config, error) {
+// buildAgent builds the model and tools of the stored agent config cfg (loaded with err) for
+// the thread th (nil: none, which requires no variable).
+func (e *Engine) buildAgent(agentID string, cfg *agentconfig.Config, err error, th *Thread) (agent.Config, error) {
 	if errors.Is(err, store.ErrNotFound) {
 		return agent.Config{}, &Refusal{Kind: NotFound, Message: "agent " + agentID + " not found"}
 	}
@@ -619,12 +638,26 @@ func (e *Engine) buildAgent(agentID string, cfg *agentconfig.Config, err error) 
 	if err != nil {
 		return agent.Config{}, invalid(err)
 	}
-	tools, err := e.opts.Tools(cfg.Tools)
+	vars := tool.Vars{Get: th.Get, Scoped: func(name string) bool {
+		v, ok := cfg.Variables.Find(name)
+		return ok && v.Scoped
+	}}
+	tools, err := e.opts.Tools(cfg.Tools, vars)
 	if err == nil && cfg.Subagent != nil {
 		tools, err = tools.With(e.subagentTools(cfg.Subagent)...)
 	}
+	var missing []agentconfig.Variable
+	if th != nil {
+		missing = e.missingVariables(th, cfg.Variables)
+	}
+	if terr := th.Err(); terr != nil {
+		return agent.Config{}, terr
+	}
 	if err != nil {
 		return agent.Config{}, invalid(err)
+	}
+	if len(missing) > 0 {
+		return agent.Config{}, missingRefusal(&MissingVariablesError{AgentID: agentID, Missing: missing})
 	}
 	return agent.Config{Model: m, Tools: tools, System: cfg.System, MaxSteps: cfg.MaxSteps, NewID: NewMessageID, Immediate: e.immediateCalls(cfg.Subagent)}, nil
 }

@@ -251,12 +251,21 @@ func (e *Engine) call(ctx context.Context, s *agentconfig.Subagent, t agentconfi
 	if n := d.childCalls(callID, s); n > s.Children() {
 		return nil, fmt.Errorf("cannot call %s: this turn has called %d subagents, and subagent.maxChildrenPerTurn is %d", t.Name, n-1, s.Children())
 	}
-	cfg, err := e.LoadAgent(ctx, d.accountID, t.AgentID)
-	var refused *Refusal
-	if errors.As(err, &refused) {
-		return nil, fmt.Errorf("cannot call %s: %s", t.Name, refused.Message)
+	// The child's thread starts with the caller's variables, less those it declares scoped.
+	stored, err := e.opts.Agents.Load(ctx, d.accountID, t.AgentID)
+	var vars store.Vars
+	if err == nil {
+		vars = childVars(d.lease.Vars(), stored.Variables)
 	}
-	if err != nil {
+	cfg, err := e.buildAgent(t.AgentID, stored, err, e.storedThread(d.accountID, vars))
+	var missing *MissingVariablesError
+	var refused *Refusal
+	switch {
+	case errors.As(err, &missing):
+		return nil, fmt.Errorf("cannot call %s: %s, which this conversation does not give it (a subagent gets its caller's variables, less those it declares scoped)", t.Name, missing)
+	case errors.As(err, &refused):
+		return nil, fmt.Errorf("cannot call %s: %s", t.Name, refused.Message)
+	case err != nil:
 		return nil, err
 	}
 	callKey := subagent.ConversationID(d.accountID, d.conversationID, d.delivery.TurnKey, callID)
@@ -277,7 +286,7 @@ func (e *Engine) call(ctx context.Context, s *agentconfig.Subagent, t agentconfi
 			return nil, err
 		}
 	}
-	if err := e.opts.Store.CreateChild(ctx, d.accountID, child, t.AgentID, link); err != nil {
+	if err := e.opts.Store.CreateChild(ctx, d.accountID, child, t.AgentID, link, vars); err != nil {
 		return nil, err
 	}
 	// A message id of the call's own: an instance takes many.
@@ -613,7 +622,8 @@ func (e *Engine) ChildDecisions(ctx context.Context, accountID string, req *Requ
 		case "":
 			return nil, nil
 		case req.ConversationID:
-			req.ConversationID, req.AgentID = child, head.AgentID
+			// The variables a request sets are its conversation's: none go to the child.
+			req.ConversationID, req.AgentID, req.Variables, req.Sealed = child, head.AgentID, nil, nil
 			for _, dec := range in.Decisions {
 				dec.ToolCallID = strings.TrimPrefix(dec.ToolCallID, ShownCallID(child, ""))
 				route.Decisions = append(route.Decisions, dec)
