@@ -1,10 +1,13 @@
 package localrunner_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -129,5 +132,142 @@ func TestRequiredAndMalformedVariables(t *testing.T) {
 	}
 	if text := streamText(e.stream(t, `{"agentId":"`+regional+`","message":"hi","variables":{"REGION":"eu"}}`)); text != "ok" {
 		t.Errorf("with REGION the turn answered %q, want ok", text)
+	}
+}
+
+// subagent_create of an instance whose agent needs a variable the caller's thread does not give
+// it (here a scoped one, which no thread inherits) answers subagent_env_required with a request
+// id; GET /threads/{thread}/variables/{id} shows what is needed, to the account only, and POST
+// stores the value on the instance's thread and boots it at once, once.
+func TestSubagentEnvRequiredAnsweredThroughTheVariablesEndpoint(t *testing.T) {
+	e := newVarsEnv(t)
+	scout := e.agent(t, strings.Replace(searcher, `"tools":`, `"variables": [{"name": "TAVILY_API_KEY", "type": "secret", "scoped": true, "required": true, "description": "the scout's own Tavily key"}], "tools":`, 1))
+	caller := e.agent(t, boss(scout, `{"receives_messages": "side_a"}`, `{"name": "subagent_create", "input": {"agent": "scout", "name": "alpha", "message": "search"}}`))
+	ev := e.async(t, `{"agentId":"`+caller+`","message":"scout it","variables":{"TAVILY_API_KEY":"`+threadKey+`"}}`)
+	final, _ := e.waitStatus(t, ev.EventID, store.EventCompleted)
+	var answer string
+	for _, m := range final.Messages {
+		for _, p := range m.Parts {
+			if p.IsError {
+				answer += string(p.Output)
+			}
+		}
+	}
+	found := regexp.MustCompile(`\\"requestId\\":\\"(vrq_[^\\"]+)\\",\\"variablesUrl\\":\\"([^\\"]+)\\"`).FindStringSubmatch(answer)
+	if !strings.Contains(answer, "subagent_env_required") || found == nil {
+		t.Fatalf("subagent_create answered %s, want subagent_env_required with a request id and the variables endpoint", answer)
+	}
+	id, url := found[1], found[2]
+	if url != "/threads/"+ev.ConversationID+"/variables/"+id {
+		t.Errorf("variablesUrl %s, want the caller's thread's", url)
+	}
+
+	res := call(t, e.srv, http.MethodGet, url, e.secret, "")
+	var view struct {
+		Status, Agent, Name string
+		Missing             []struct {
+			Name, Type string
+			Scoped     bool
+		}
+	}
+	if res.status != http.StatusOK || json.Unmarshal(res.body, &view) != nil || view.Status != "pending" || view.Agent != "scout" || view.Name != "alpha" ||
+		len(view.Missing) != 1 || view.Missing[0].Name != "TAVILY_API_KEY" || view.Missing[0].Type != "secret" || !view.Missing[0].Scoped {
+		t.Fatalf("GET %s = %d %s, want the pending request for TAVILY_API_KEY", url, res.status, res.body)
+	}
+	_, other := createAccount(t, e.srv, "vars-other")
+	for _, tc := range []struct{ secret, path string }{{other, url}, {e.secret, "/threads/" + ev.ConversationID + "/variables/vrq_unknown"}} {
+		if res := call(t, e.srv, http.MethodGet, tc.path, tc.secret, ""); res.status != http.StatusNotFound {
+			t.Errorf("GET %s = %d %s, want 404", tc.path, res.status, res.body)
+		}
+		if res := call(t, e.srv, http.MethodPost, tc.path, tc.secret, `{"variables":{"TAVILY_API_KEY":"`+threadKey+`"}}`); res.status != http.StatusNotFound {
+			t.Errorf("POST %s = %d %s, want 404", tc.path, res.status, res.body)
+		}
+	}
+	for _, tc := range []struct{ body, field string }{
+		{`{"variables":{"OTHER":"x"}}`, "variables.OTHER"},
+		{`{"variables":{}}`, "variables"},
+		{`{"values":{}}`, "values"},
+	} {
+		if res := call(t, e.srv, http.MethodPost, url, e.secret, tc.body); res.status != http.StatusBadRequest || res.json(t)["field"] != tc.field {
+			t.Errorf("POST %s = %d %s, want 400 naming %s", tc.body, res.status, res.body, tc.field)
+		}
+	}
+
+	res = call(t, e.srv, http.MethodPost, url, e.secret, `{"variables":{"TAVILY_API_KEY":"`+threadKey+`"}}`)
+	booted := res.json(t)
+	threadID, _ := booted["threadId"].(string)
+	eventID, _ := booted["eventId"].(string)
+	if res.status != http.StatusAccepted || threadID == "" || eventID == "" {
+		t.Fatalf("POST %s = %d %s, want 202 with the instance's thread and event", url, res.status, res.body)
+	}
+	if child, _ := e.waitStatus(t, eventID, store.EventCompleted); child.Text == nil || !strings.Contains(*child.Text, "A harness for agents.") {
+		t.Errorf("the booted instance answered %v, want its search's result with the key given", child.Text)
+	}
+	if res := call(t, e.srv, http.MethodPost, url, e.secret, `{"variables":{"TAVILY_API_KEY":"`+threadKey+`"}}`); res.status != http.StatusConflict {
+		t.Errorf("a second POST = %d %s, want 409: a request boots once", res.status, res.body)
+	}
+	if res := call(t, e.srv, http.MethodGet, url, e.secret, ""); !strings.Contains(string(res.body), `"status":"booted"`) || !strings.Contains(string(res.body), threadID) {
+		t.Errorf("GET after the boot = %s, want it booted, naming the instance's thread", res.body)
+	}
+	if res := call(t, e.srv, http.MethodGet, "/chat/"+ev.ConversationID+"/subagents", e.secret, ""); !strings.Contains(string(res.body), `"name":"alpha"`) {
+		t.Errorf("the caller's instances %s, want alpha", res.body)
+	}
+	if strings.Contains(e.logs.dump(-10), threadKey) {
+		t.Error("a log line holds the key")
+	}
+}
+
+// immediate's per-instance variables (001 section 5): scopedEnv copies the caller's value into
+// the child's thread, where its tools use it although the child declares it scoped; nameEnv
+// names the child and descriptionEnv comes before its message. The security rule holds: the
+// scopedEnv value reaches no model, message, stream, stored item or log line.
+func TestImmediateInstanceVariables(t *testing.T) {
+	e := newVarsEnv(t)
+	scout := e.agent(t, strings.Replace(searcher, `"tools":`, `"variables": [{"name": "TAVILY_API_KEY", "type": "secret", "scoped": true, "required": true}], "tools":`, 1))
+	caller := e.agent(t, `{"name": "briefed", "model": {"provider": "scripted", "script": [{"text": "With the brief: {{toolResults}}"}]},
+		"subagent": {"agents": [{"name": "scout", "agentId": "`+scout+`",
+			"immediate": {"nameEnv": "SCOUT_NAME", "descriptionEnv": "SCOUT_TASK", "scopedEnv": ["TAVILY_API_KEY"]}}]}}`)
+	res := call(t, e.srv, http.MethodPost, "/", e.secret, `{"agentId":"`+caller+`","id":"immediate-vars","message":"find harnesses",
+		"variables":{"TAVILY_API_KEY":"`+threadKey+`","SCOUT_NAME":"Scout Alpha","SCOUT_TASK":"Search the web for it."}}`)
+	if res.status != http.StatusOK {
+		t.Fatalf("POST / = %d %s", res.status, res.body)
+	}
+	cs := testenv.Chunks(t, bytes.NewReader(res.body))
+	if text := streamText(cs); !strings.Contains(text, "A harness for agents.") {
+		t.Fatalf("the caller answered %q, want the scout's search result: its thread had the key", text)
+	}
+	subs := chunksOf(cs, "data-subagent")
+	if len(subs) == 0 {
+		t.Fatal("no data-subagent part")
+	}
+	first, _ := subs[0]["data"].(map[string]any)
+	thread, _ := first["threadId"].(string)
+	if first["agent"] != "Scout Alpha" || first["text"] != "Search the web for it.\n\nfind harnesses" {
+		t.Errorf("the scout started as %v with %q, want Scout Alpha with its task before the message", first["agent"], first["text"])
+	}
+	msgs := e.conversation(t, thread)
+	if len(msgs) == 0 || !strings.HasPrefix(msgs[0].Text(), "Search the web for it.") {
+		t.Errorf("the scout's first message %v, want its task first", msgs)
+	}
+
+	// What every model saw is its conversation: neither holds the key.
+	for _, conv := range []string{"immediate-vars", thread} {
+		b, _ := json.Marshal(e.conversation(t, conv))
+		if strings.Contains(string(b), threadKey) {
+			t.Errorf("conversation %s holds the key: %s", conv, b)
+		}
+	}
+	if strings.Contains(string(res.body), threadKey) || strings.Contains(e.logs.dump(-10), threadKey) {
+		t.Error("the stream or a log line holds the key")
+	}
+	table := e.stack.Name("ConversationsTable")
+	out, err := e.stack.DB.Scan(context.Background(), &dynamodb.ScanInput{TableName: &table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, item := range out.Items {
+		if strings.Contains(fmt.Sprint(item), threadKey) {
+			t.Errorf("a conversation item holds the key in the clear: %v", item)
+		}
 	}
 }

@@ -43,12 +43,72 @@ type SubagentTool struct {
 	// yes (any case).
 	Optional string `json:"optional,omitempty"`
 	// Immediate calls the agent with the caller's user message at the start of each of the
-	// caller's turns, before its first model step (001's immediate: true).
-	Immediate bool `json:"immediate,omitempty"`
+	// caller's turns, before its first model step (001's immediate); nil: it does not.
+	Immediate *Immediate `json:"immediate,omitempty"`
 	// Resumable makes the agent a set of named instances that persist across the caller's
 	// turns, created with subagent_create and sent messages with subagent_message, instead of a
 	// tool of its own.
 	Resumable *Resumable `json:"resumable,omitempty"`
+}
+
+// Immediate is 001 section 5's immediate: true (the zero value), or the per-instance variables
+// of the agent's calls. NameEnv and DescriptionEnv name the caller's variables whose values
+// name the child (its thread's display name) and describe its task (put before its first
+// message): the only ones a model may see. ScopedEnv names the caller's variables copied into
+// the child's thread for its tools, whatever the child declares scoped; no model ever sees them.
+type Immediate struct {
+	NameEnv        string   `json:"nameEnv,omitempty"`
+	DescriptionEnv string   `json:"descriptionEnv,omitempty"`
+	ScopedEnv      []string `json:"scopedEnv,omitempty"`
+}
+
+// MaxScopedEnv bounds immediate.scopedEnv.
+const MaxScopedEnv = 20
+
+// MarshalJSON writes true for the plain form.
+func (im *Immediate) MarshalJSON() ([]byte, error) {
+	if im.NameEnv == "" && im.DescriptionEnv == "" && len(im.ScopedEnv) == 0 {
+		return []byte("true"), nil
+	}
+	type plain Immediate
+	return json.Marshal((*plain)(im))
+}
+
+// UnmarshalJSON reads true or the object form, strictly; false is left to the caller (nil).
+func (im *Immediate) UnmarshalJSON(raw []byte) error {
+	if string(bytes.TrimSpace(raw)) == "true" {
+		*im = Immediate{}
+		return nil
+	}
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &keys); err != nil || keys == nil {
+		return &FieldError{Field: "immediate", Problem: "must be true, false or {nameEnv, descriptionEnv, scopedEnv}"}
+	}
+	for k := range keys {
+		if !slices.Contains([]string{"nameEnv", "descriptionEnv", "scopedEnv"}, k) {
+			return &FieldError{Field: "immediate." + k, Problem: "is not an immediate field (fields: nameEnv, descriptionEnv, scopedEnv)"}
+		}
+	}
+	type plain Immediate
+	var out plain
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return &FieldError{Field: "immediate", Problem: "must be {nameEnv: string, descriptionEnv: string, scopedEnv: [string]}"}
+	}
+	for _, f := range []struct{ field, name string }{{"nameEnv", out.NameEnv}, {"descriptionEnv", out.DescriptionEnv}} {
+		if f.name != "" && !VariableName.MatchString(f.name) {
+			return &FieldError{Field: "immediate." + f.field, Problem: fmt.Sprintf("%q is not a variable name", f.name)}
+		}
+	}
+	if len(out.ScopedEnv) > MaxScopedEnv {
+		return &FieldError{Field: "immediate.scopedEnv", Problem: fmt.Sprintf("names %d variables, more than %d", len(out.ScopedEnv), MaxScopedEnv)}
+	}
+	for i, name := range out.ScopedEnv {
+		if !VariableName.MatchString(name) || slices.Index(out.ScopedEnv, name) != i {
+			return &FieldError{Field: fmt.Sprintf("immediate.scopedEnv[%d]", i), Problem: fmt.Sprintf("%q is not a variable name, or is named twice", name)}
+		}
+	}
+	*im = Immediate(out)
+	return nil
 }
 
 // Resumable is 001 section 5's resumable: persistent instances of a subagent.
@@ -231,12 +291,11 @@ func subagentTool(at string, raw json.RawMessage) (SubagentTool, error) {
 			return SubagentTool{}, &FieldError{Field: at + "." + k, Problem: "is not a subagent tool field (fields: " + strings.Join(subagentFields, ", ") + ")"}
 		}
 	}
-	if im, ok := m["immediate"]; ok && len(bytes.TrimSpace(im)) > 0 && bytes.TrimSpace(im)[0] == '{' {
-		return SubagentTool{}, &FieldError{Field: at + ".immediate", Problem: "with nameEnv, descriptionEnv or scopedEnv is not supported yet (they need thread variables): use true"}
-	}
-	if r, ok := m["resumable"]; ok && string(bytes.TrimSpace(r)) == "false" {
-		delete(m, "resumable") // 001's resumable: false, the default
-		raw, _ = json.Marshal(m)
+	for _, k := range []string{"resumable", "immediate"} {
+		if v, ok := m[k]; ok && string(bytes.TrimSpace(v)) == "false" {
+			delete(m, k) // 001's false, the default
+			raw, _ = json.Marshal(m)
+		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	var t SubagentTool
@@ -244,6 +303,10 @@ func subagentTool(at string, raw json.RawMessage) (SubagentTool, error) {
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) && typeErr.Field != "" {
 			return SubagentTool{}, &FieldError{Field: at + "." + typeErr.Field, Problem: "must be " + jsonKind(typeErr.Type.Kind().String())}
+		}
+		var fe *FieldError
+		if errors.As(err, &fe) {
+			return SubagentTool{}, &FieldError{Field: at + "." + fe.Field, Problem: fe.Problem}
 		}
 		return SubagentTool{}, &FieldError{Field: at, Problem: err.Error()}
 	}
@@ -261,7 +324,7 @@ func subagentTool(at string, raw json.RawMessage) (SubagentTool, error) {
 	case t.Optional != "" && !flagRe.MatchString(t.Optional):
 		return t, &FieldError{Field: at + ".optional", Problem: "must name an environment flag: a letter or _, then letters, digits or _"}
 	}
-	if t.Immediate && m["resumable"] != nil {
+	if t.Immediate != nil && m["resumable"] != nil {
 		return t, &FieldError{Field: at + ".immediate", Problem: "cannot start a resumable agent: its instances are created by name with subagent_create"}
 	}
 	return t, checkResumable(at, m["resumable"], &t)

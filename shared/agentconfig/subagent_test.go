@@ -1,6 +1,7 @@
 package agentconfig_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -45,9 +46,11 @@ func TestParseSubagentRejects(t *testing.T) {
 		{"duplicate name", `{"agents":[{"name":"a","agentId":"agt_1"},{"name":"a","agentId":"agt_2"}]}`, "subagent.agents[1].name", "names another entry"},
 		{"run_subagent taken", `{"agents":[{"name":"run_subagent","agentId":"agt_1"}]}`, "subagent.agents[0].name", "harness gives subagents"},
 		{"not built yet", `{"agents":[{"name":"a","agentId":"agt_1","initAttachmentsProperty":"files"}]}`, "subagent.agents[0].initAttachmentsProperty", "is not supported yet"},
-		{"immediate with variables", `{"agents":[{"name":"a","agentId":"agt_1","immediate":{"nameEnv":"N"}}]}`, "subagent.agents[0].immediate", "not supported yet"},
+		{"immediate with an unknown field", `{"agents":[{"name":"a","agentId":"agt_1","immediate":{"nameVar":"N"}}]}`, "subagent.agents[0].immediate.nameVar", "not an immediate field"},
+		{"immediate with a bad name", `{"agents":[{"name":"a","agentId":"agt_1","immediate":{"nameEnv":"a-b"}}]}`, "subagent.agents[0].immediate.nameEnv", "not a variable name"},
+		{"immediate scoping twice", `{"agents":[{"name":"a","agentId":"agt_1","immediate":{"scopedEnv":["K","K"]}}]}`, "subagent.agents[0].immediate.scopedEnv[1]", "named twice"},
 		{"immediate resumable", `{"agents":[{"name":"a","agentId":"agt_1","immediate":true,"resumable":{"receives_messages":"side_a"}}]}`, "subagent.agents[0].immediate", "subagent_create"},
-		{"immediate not a bool", `{"agents":[{"name":"a","agentId":"agt_1","immediate":"yes"}]}`, "subagent.agents[0].immediate", "must be a bool"},
+		{"immediate not a bool", `{"agents":[{"name":"a","agentId":"agt_1","immediate":"yes"}]}`, "subagent.agents[0].immediate", "must be true, false or"},
 		{"resumable without its side", `{"agents":[{"name":"a","agentId":"agt_1","resumable":{}}]}`, "subagent.agents[0].resumable.receives_messages", "side_a"},
 		{"resumable and blocking", `{"agents":[{"name":"a","agentId":"agt_1","blocking":true,"resumable":{"receives_messages":"side_a"}}]}`, "subagent.agents[0].resumable", "do not block"},
 		{"resumable unknown key", `{"agents":[{"name":"a","agentId":"agt_1","resumable":{"receives_messages":"side_a","max":2}}]}`, "subagent.agents[0].resumable.max", "is not a resumable field"},
@@ -92,5 +95,27 @@ func TestParseResumableSubagent(t *testing.T) {
 	}
 	if plain.Resumable != nil || !plain.IsBlocking() {
 		t.Errorf("plain = %+v: resumable false is not resumable", plain)
+	}
+}
+
+// immediate is true, false or the object form, which reads back as written.
+func TestParseImmediate(t *testing.T) {
+	var s agentconfig.Subagent
+	if err := json.Unmarshal([]byte(`{"agents":[
+		{"name":"a","agentId":"agt_1","immediate":true},
+		{"name":"b","agentId":"agt_1","immediate":false},
+		{"name":"c","agentId":"agt_1","immediate":{"nameEnv":"N","descriptionEnv":"D","scopedEnv":["K"]}}]}`), &s); err != nil {
+		t.Fatal(err)
+	}
+	a, b, c := s.Agents[0].Immediate, s.Agents[1].Immediate, s.Agents[2].Immediate
+	if a == nil || b != nil || c == nil || c.NameEnv != "N" || c.DescriptionEnv != "D" || len(c.ScopedEnv) != 1 || c.ScopedEnv[0] != "K" {
+		t.Fatalf("immediate %+v %+v %+v, want true, none and the object", a, b, c)
+	}
+	out, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), `"immediate":true`) || !strings.Contains(string(out), `"immediate":{"nameEnv":"N","descriptionEnv":"D","scopedEnv":["K"]}`) {
+		t.Errorf("marshalled %s, want both forms back", out)
 	}
 }

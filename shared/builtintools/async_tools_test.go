@@ -169,7 +169,7 @@ func TestTestExternalAsyncNeedsAQueue(t *testing.T) {
 	if me.Tool != "test_external_async" || me.Variable.Name != "EXTERNAL_JOBS_QUEUE_URL" {
 		t.Errorf("missing %s of %s, want EXTERNAL_JOBS_QUEUE_URL of test_external_async", me.Variable.Name, me.Tool)
 	}
-	if !strings.Contains(err.Error(), "set the harness environment variable EXTERNAL_JOBS_QUEUE_URL") {
+	if !strings.Contains(err.Error(), "or the harness environment variable EXTERNAL_JOBS_QUEUE_URL") {
 		t.Errorf("error = %q, want it to say where to set the queue", err)
 	}
 }

@@ -134,16 +134,23 @@ type MissingVariableError struct {
 
 func (e *MissingVariableError) Error() string {
 	v := e.Variable
-	where := "config.tools." + e.Tool + "." + v.Option
-	switch {
-	case v.Option == "":
-		where = "the harness environment variable " + v.Name
-	case v.Scoped:
-		where += " (it is scoped to the agent: the harness environment variable " + v.Name + " is not used)"
-	default:
+	where := "config.tools." + e.Tool + "." + v.Option + ", "
+	if v.Option == "" {
+		where = ""
+	}
+	where += "the conversation's variable " + v.Name
+	if v.Scoped {
+		where += " (it is scoped: the harness environment variable " + v.Name + " is not used)"
+	} else {
 		where += " or the harness environment variable " + v.Name
 	}
 	return fmt.Sprintf("tool %s needs the %s variable %s (%s): set %s", e.Tool, v.Type, v.Name, v.Description, where)
+}
+
+// Needed is the missing variable as an agent would declare it, so a caller can ask for it.
+func (e *MissingVariableError) Needed() agentconfig.Variable {
+	v := e.Variable
+	return agentconfig.Variable{Name: v.Name, Type: string(v.Type), Required: true, Scoped: v.Scoped, Description: v.Description}
 }
 
 // ParseEntry splits an entry into the shared keys and the tool's options. A null entry enables

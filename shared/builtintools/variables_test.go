@@ -45,14 +45,14 @@ func TestVariablesResolve(t *testing.T) {
 			options:  `{"apiKey":"cfg-key"}`,
 			getenv:   getenv,
 			missing:  "PROBE_TENANT",
-			wantText: "set config.tools.probe.tenant (it is scoped to the agent: the harness environment variable PROBE_TENANT is not used)",
+			wantText: "set config.tools.probe.tenant, the conversation's variable PROBE_TENANT (it is scoped: the harness environment variable PROBE_TENANT is not used)",
 		},
 		{
 			name:     "a required unscoped variable names both places",
 			options:  `{"tenant":"acme"}`,
 			getenv:   func(string) string { return "" },
 			missing:  "PROBE_KEY",
-			wantText: "tool probe needs the secret variable PROBE_KEY (the probe's key): set config.tools.probe.apiKey or the harness environment variable PROBE_KEY",
+			wantText: "tool probe needs the secret variable PROBE_KEY (the probe's key): set config.tools.probe.apiKey, the conversation's variable PROBE_KEY or the harness environment variable PROBE_KEY",
 		},
 		{
 			name:    "an optional variable may stay unset",

@@ -625,7 +625,7 @@ func (e *Engine) buildAgent(agentID string, cfg *agentconfig.Config, err error, 
 		return agent.Config{}, &Refusal{Kind: NotFound, Message: "agent " + agentID + " not found"}
 	}
 	invalid := func(err error) error {
-		return &Refusal{Kind: Invalid, Message: "agent " + agentID + " cannot run: " + err.Error()}
+		return &Refusal{Kind: Invalid, Message: "agent " + agentID + " cannot run: " + err.Error(), Cause: err}
 	}
 	var fe *agentconfig.FieldError
 	if errors.As(err, &fe) {
@@ -653,11 +653,12 @@ func (e *Engine) buildAgent(agentID string, cfg *agentconfig.Config, err error, 
 	if terr := th.Err(); terr != nil {
 		return agent.Config{}, terr
 	}
-	if err != nil {
-		return agent.Config{}, invalid(err)
-	}
+	// The agent's own declarations first: they say more than a tool's.
 	if len(missing) > 0 {
 		return agent.Config{}, missingRefusal(&MissingVariablesError{AgentID: agentID, Missing: missing})
+	}
+	if err != nil {
+		return agent.Config{}, invalid(err)
 	}
 	return agent.Config{Model: m, Tools: tools, System: cfg.System, MaxSteps: cfg.MaxSteps, NewID: NewMessageID, Immediate: e.immediateCalls(cfg.Subagent)}, nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 
@@ -101,7 +102,7 @@ func (e *Engine) immediateCalls(s *agentconfig.Subagent) func(model.Message) []m
 	}
 	var now []agentconfig.SubagentTool
 	for _, t := range s.Agents {
-		if t.Immediate && t.Resumable == nil && e.offered(t) {
+		if t.Immediate != nil && t.Resumable == nil && e.offered(t) {
 			now = append(now, t)
 		}
 	}
@@ -251,16 +252,27 @@ func (e *Engine) call(ctx context.Context, s *agentconfig.Subagent, t agentconfi
 	if n := d.childCalls(callID, s); n > s.Children() {
 		return nil, fmt.Errorf("cannot call %s: this turn has called %d subagents, and subagent.maxChildrenPerTurn is %d", t.Name, n-1, s.Children())
 	}
-	// The child's thread starts with the caller's variables, less those it declares scoped.
+	// The child's thread starts with the caller's variables, less those it declares scoped,
+	// and with those its immediate entry gives each instance.
 	stored, err := e.opts.Agents.Load(ctx, d.accountID, t.AgentID)
 	var vars store.Vars
+	label, task := t.Name, message
 	if err == nil {
 		vars = childVars(d.lease.Vars(), stored.Variables)
+		vars, label, task, err = e.instanceEnv(ctx, d, t, vars, label, message)
 	}
 	cfg, err := e.buildAgent(t.AgentID, stored, err, e.storedThread(d.accountID, vars))
 	var missing *MissingVariablesError
+	var needs interface{ Needed() agentconfig.Variable }
+	if create && !errors.As(err, &missing) && errors.As(err, &needs) {
+		// A tool's own variable is asked for as the agent's would be.
+		missing = &MissingVariablesError{AgentID: t.AgentID, Missing: []agentconfig.Variable{needs.Needed()}}
+		err = missing
+	}
 	var refused *Refusal
 	switch {
+	case errors.As(err, &missing) && create:
+		return nil, e.deferInstance(ctx, d, t, instance, message, depth, missing)
 	case errors.As(err, &missing):
 		return nil, fmt.Errorf("cannot call %s: %s, which this conversation does not give it (a subagent gets its caller's variables, less those it declares scoped)", t.Name, missing)
 	case errors.As(err, &refused):
@@ -269,7 +281,7 @@ func (e *Engine) call(ctx context.Context, s *agentconfig.Subagent, t agentconfi
 		return nil, err
 	}
 	callKey := subagent.ConversationID(d.accountID, d.conversationID, d.delivery.TurnKey, callID)
-	child, label := callKey, t.Name
+	child := callKey
 	link := store.Parent{ConversationID: d.conversationID, TurnKey: d.delivery.TurnKey, Tool: t.Name, EventID: d.turnID, Depth: depth}
 	if instance != "" {
 		child, label = subagent.NamedConversationID(d.accountID, d.conversationID, instance), instance
@@ -290,7 +302,7 @@ func (e *Engine) call(ctx context.Context, s *agentconfig.Subagent, t agentconfi
 		return nil, err
 	}
 	// A message id of the call's own: an instance takes many.
-	msg := model.Message{ID: "msg_" + strings.TrimPrefix(callKey, "conv_"), Role: model.RoleUser, Parts: []model.Part{{Type: model.PartText, Text: message}}}
+	msg := model.Message{ID: "msg_" + strings.TrimPrefix(callKey, "conv_"), Role: model.RoleUser, Parts: []model.Part{{Type: model.PartText, Text: task}}}
 	progress := SubagentProgress{ToolCallID: callID, Agent: label, ThreadID: child}
 	switch {
 	case dispatched:
@@ -392,6 +404,48 @@ func (e *Engine) runChild(ctx context.Context, d *invocation, t agentconfig.Suba
 		return nil, fmt.Errorf("%s was cancelled before it answered", t.Name)
 	}
 	return answer, nil
+}
+
+// instanceEnv applies t's immediate per-instance variables (001 section 5) to a call: the
+// child's thread gets the caller's values of scopedEnv, sealed as they are, for its tools (no
+// model sees them); the child is named by the value of nameEnv and its message follows the
+// value of descriptionEnv, the only values a model may see.
+func (e *Engine) instanceEnv(ctx context.Context, d *invocation, t agentconfig.SubagentTool, vars store.Vars, label, message string) (store.Vars, string, string, error) {
+	im := t.Immediate
+	if im == nil {
+		return vars, label, message, nil
+	}
+	caller := d.lease.Vars()
+	if len(im.ScopedEnv) > 0 {
+		vars = maps.Clone(vars)
+		if vars == nil {
+			vars = store.Vars{}
+		}
+	}
+	for _, name := range im.ScopedEnv {
+		if sealed, ok := caller[name]; ok {
+			vars[name] = sealed
+			continue
+		}
+		if v := e.getenv(name); v != "" {
+			sealed, err := e.sealVars(ctx, d.accountID, map[string]string{name: v})
+			if err != nil {
+				return nil, "", "", err
+			}
+			maps.Copy(vars, sealed)
+		}
+	}
+	shown := e.storedThread(d.accountID, caller)
+	value := func(name string) string { return cmp.Or(shown.Get(name), e.getenv(name)) }
+	if im.NameEnv != "" {
+		label = cmp.Or(value(im.NameEnv), label)
+	}
+	if im.DescriptionEnv != "" {
+		if desc := value(im.DescriptionEnv); desc != "" {
+			message = desc + "\n\n" + message
+		}
+	}
+	return vars, label, message, shown.Err()
 }
 
 // handOver makes the blocking call callID, whose child stopped to wait, an async call of the
