@@ -246,12 +246,38 @@ func TestSubagentOfAnotherAccountOrDeleted(t *testing.T) {
 func TestSubagentConfigRefusals(t *testing.T) {
 	e := newAsyncEnv(t)
 	for body, field := range map[string]string{
-		planner(`{"agents": [{"name": "finder", "agentId": "agt_x", "initAgentNameProperty": "who"}]}`): "subagent.agents[0].initAgentNameProperty",
-		planner(`{"agents": [{"name": "finder"}]}`):                                                     "subagent.agents[0].agentId",
+		planner(`{"agents": [{"name": "finder", "agentId": "agt_x", "initAttachmentsProperty": "files"}]}`): "subagent.agents[0].initAttachmentsProperty",
+		planner(`{"agents": [{"name": "finder", "agentId": "agt_x", "initAgentNameProperty": "message"}]}`): "subagent.agents[0].initAgentNameProperty",
+		planner(`{"agents": [{"name": "finder"}]}`):                                                         "subagent.agents[0].agentId",
 		planner(`{"agents": []}`): "subagent.agents",
 	} {
 		res := call(t, e.srv, http.MethodPost, "/accounts/me/agents", e.secret, body)
 		testenv.WantFieldError(t, res.status, res.body, field)
+	}
+}
+
+// initAgentNameProperty gives the model a property to name the child by: the name the client is
+// shown for it, live and on /status.
+func TestSubagentNamedByTheModel(t *testing.T) {
+	e := newAsyncEnv(t)
+	finder := e.agent(t, factFinder)
+	caller := e.agent(t, planner(`{"agents": [{"name": "finder", "agentId": "`+finder+`", "initAgentNameProperty": "title"}]}`,
+		`{"name": "finder", "input": {"message": "what is the answer", "title": "Fact check"}}`))
+	cs := e.stream(t, `{"agentId":"`+caller+`","id":"named-1","message":"plan it","eventId":"evt_named_1"}`)
+	subs := chunksOf(cs, "data-subagent")
+	if len(subs) == 0 {
+		t.Fatal("no data-subagent part")
+	}
+	for _, c := range subs {
+		if data, _ := c["data"].(map[string]any); data["agent"] != "Fact check" {
+			t.Errorf("data-subagent %v, want the child named Fact check", c)
+		}
+	}
+	if st := e.status(t, "evt_named_1"); len(st.Children) != 1 || st.Children[0].Agent != "Fact check" {
+		t.Errorf("the status lists children %+v, want Fact check", st.Children)
+	}
+	if text := streamText(cs); !strings.Contains(text, "The answer is 42.") {
+		t.Errorf("the caller answered %q, want the child's answer", text)
 	}
 }
 

@@ -39,6 +39,9 @@ type SubagentTool struct {
 	// InitUserMessageProperty is the tool input property whose value is the agent's first
 	// user message; "message" when empty.
 	InitUserMessageProperty string `json:"initUserMessageProperty,omitempty"`
+	// InitAgentNameProperty, when set, is an optional tool input property whose value names the
+	// child: its thread's display name, shown to the caller's client.
+	InitAgentNameProperty string `json:"initAgentNameProperty,omitempty"`
 	// Optional names a harness environment flag: the tool exists only while it is true, 1 or
 	// yes (any case).
 	Optional string `json:"optional,omitempty"`
@@ -191,8 +194,8 @@ func (s *Subagent) Children() int {
 // subagentFields are the keys of a config.subagent.agents entry; notYet are 001's keys not
 // built yet, refused by name rather than ignored.
 var (
-	subagentFields = []string{"name", "agentId", "description", "blocking", "initUserMessageProperty", "optional", "resumable", "immediate"}
-	notYet         = []string{"initAttachmentsProperty", "initAgentNameProperty"}
+	subagentFields = []string{"name", "agentId", "description", "blocking", "initUserMessageProperty", "initAgentNameProperty", "optional", "resumable", "immediate"}
+	notYet         = []string{"initAttachmentsProperty"}
 	toolNameRe     = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,63}$`)
 	propertyRe     = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
 	flagRe         = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
@@ -321,6 +324,12 @@ func subagentTool(at string, raw json.RawMessage) (SubagentTool, error) {
 		return t, &FieldError{Field: at + ".description", Problem: "must be at most 1024 characters"}
 	case t.InitUserMessageProperty != "" && !propertyRe.MatchString(t.InitUserMessageProperty):
 		return t, &FieldError{Field: at + ".initUserMessageProperty", Problem: "must be a property name: a letter or _, then up to 63 letters, digits or _"}
+	case t.InitAgentNameProperty != "" && !propertyRe.MatchString(t.InitAgentNameProperty):
+		return t, &FieldError{Field: at + ".initAgentNameProperty", Problem: "must be a property name: a letter or _, then up to 63 letters, digits or _"}
+	case t.InitAgentNameProperty != "" && t.InitAgentNameProperty == t.MessageProperty():
+		return t, &FieldError{Field: at + ".initAgentNameProperty", Problem: "must differ from the message's property " + t.MessageProperty()}
+	case t.InitAgentNameProperty != "" && t.Resumable != nil:
+		return t, &FieldError{Field: at + ".initAgentNameProperty", Problem: "does not apply to a resumable agent: subagent_create names its instances"}
 	case t.Optional != "" && !flagRe.MatchString(t.Optional):
 		return t, &FieldError{Field: at + ".optional", Problem: "must name an environment flag: a letter or _, then letters, digits or _"}
 	}

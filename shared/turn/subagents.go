@@ -56,7 +56,7 @@ func (e *Engine) subagentTools(s *agentconfig.Subagent) []tool.Tool {
 		out = append(out, tool.Tool{
 			Name:        t.Name,
 			Description: cmp.Or(t.Description, "Runs the agent "+t.Name+" on a task and returns its answer."),
-			InputSchema: messageSchema(prop, nil),
+			InputSchema: messageSchema(prop, nil, t.InitAgentNameProperty),
 			Async:       callMode(t),
 			Subagent:    true,
 			Execute: func(ctx context.Context, input json.RawMessage) (any, error) {
@@ -64,7 +64,7 @@ func (e *Engine) subagentTools(s *agentconfig.Subagent) []tool.Tool {
 				if err != nil {
 					return nil, err
 				}
-				return e.callSubagent(ctx, s, t, t.Name, args[prop])
+				return e.call(ctx, s, t, callArgs{toolName: t.Name, message: args[prop], named: args[t.InitAgentNameProperty]})
 			},
 		})
 	}
@@ -76,7 +76,7 @@ func (e *Engine) subagentTools(s *agentconfig.Subagent) []tool.Tool {
 	return append(out, tool.Tool{
 		Name:        agentconfig.RunSubagent,
 		Description: "Runs one of these agents on a task and returns its answer. " + strings.Join(lines, "; "),
-		InputSchema: messageSchema(agentconfig.DefaultMessageProperty, names),
+		InputSchema: messageSchema(agentconfig.DefaultMessageProperty, names, ""),
 		Async:       callMode(on[0]),
 		Subagent:    true,
 		Execute: func(ctx context.Context, input json.RawMessage) (any, error) {
@@ -84,7 +84,7 @@ func (e *Engine) subagentTools(s *agentconfig.Subagent) []tool.Tool {
 			if err != nil {
 				return nil, err
 			}
-			return e.callSubagent(ctx, s, byName[args["agent"]], agentconfig.RunSubagent, args[agentconfig.DefaultMessageProperty])
+			return e.call(ctx, s, byName[args["agent"]], callArgs{toolName: agentconfig.RunSubagent, message: args[agentconfig.DefaultMessageProperty]})
 		},
 	})
 }
@@ -162,7 +162,7 @@ func (e *Engine) instanceTools(s *agentconfig.Subagent, resumable []agentconfig.
 			if err != nil {
 				return nil, err
 			}
-			return e.call(ctx, s, byName[args["agent"]], args["message"], args["name"], true, agentconfig.SubagentCreate)
+			return e.call(ctx, s, byName[args["agent"]], callArgs{toolName: agentconfig.SubagentCreate, message: args["message"], instance: args["name"], create: true})
 		},
 	}, {
 		Name:        agentconfig.SubagentMessage,
@@ -190,7 +190,7 @@ func (e *Engine) instanceTools(s *agentconfig.Subagent, resumable []agentconfig.
 			if !found {
 				return nil, fmt.Errorf("instance %q runs %s, which is no longer a resumable agent of subagent.agents", in.Name, in.Agent)
 			}
-			return e.call(ctx, s, t, args["message"], in.Name, false, agentconfig.SubagentMessage)
+			return e.call(ctx, s, t, callArgs{toolName: agentconfig.SubagentMessage, message: args["message"], instance: in.Name})
 		},
 	}}
 }
@@ -209,10 +209,13 @@ func callMode(t agentconfig.SubagentTool) string {
 	return asynctools.ExternalDispatch
 }
 
-// messageSchema is the input of a subagent tool: the message under prop and, for
-// run_subagent, the agent's name out of names.
-func messageSchema(prop string, names []string) json.RawMessage {
+// messageSchema is the input of a subagent tool: the message under prop, for run_subagent the
+// agent's name out of names, and under nameProp (when set) an optional name for the child.
+func messageSchema(prop string, names []string, nameProp string) json.RawMessage {
 	props := map[string]any{prop: map[string]any{"type": "string", "minLength": 1, "maxLength": 100000, "description": "The task or message for the agent."}}
+	if nameProp != "" {
+		props[nameProp] = map[string]any{"type": "string", "pattern": instanceName, "description": "A name for this run of the agent, shown to the user."}
+	}
 	required := []string{prop}
 	if names != nil {
 		props["agent"] = map[string]any{"type": "string", "enum": names, "description": "The agent to run."}
@@ -222,16 +225,20 @@ func messageSchema(prop string, names []string) json.RawMessage {
 	return b
 }
 
-// callSubagent checks a call of the tool toolName against the limits, creates the child's
-// conversation and runs or dispatches its turn. Its errors are tool errors the caller's model
-// sees.
-func (e *Engine) callSubagent(ctx context.Context, s *agentconfig.Subagent, t agentconfig.SubagentTool, toolName, message string) (any, error) {
-	return e.call(ctx, s, t, message, "", false, toolName)
+// callArgs are what a subagent call was asked: through the tool toolName, the message for the
+// child; for a resumable instance its name (instance) and whether the call creates it; for a
+// plain call the name the model gave the child (initAgentNameProperty), if any.
+type callArgs struct {
+	toolName, message, instance, named string
+	create                             bool
 }
 
-// call is callSubagent for a plain call (instance empty) or a resumable instance: create makes
-// the instance, which must not exist yet; otherwise the message goes to the existing one.
-func (e *Engine) call(ctx context.Context, s *agentconfig.Subagent, t agentconfig.SubagentTool, message, instance string, create bool, toolName string) (any, error) {
+// call checks a subagent call against the limits, creates the child's conversation and runs or
+// dispatches its turn: a plain call (no instance), or a message to a resumable instance, which a
+// creating call makes (it must not exist yet). Its errors are tool errors the caller's model
+// sees.
+func (e *Engine) call(ctx context.Context, s *agentconfig.Subagent, t agentconfig.SubagentTool, a callArgs) (any, error) {
+	message, instance, create := a.message, a.instance, a.create
 	d, ok := callerFrom(ctx)
 	if !ok {
 		return nil, errors.New("a subagent can only be called from a turn")
@@ -256,7 +263,7 @@ func (e *Engine) call(ctx context.Context, s *agentconfig.Subagent, t agentconfi
 	// and with those its immediate entry gives each instance.
 	stored, err := e.opts.Agents.Load(ctx, d.accountID, t.AgentID)
 	var vars store.Vars
-	label, task := t.Name, message
+	label, task := cmp.Or(a.named, t.Name), message
 	if err == nil {
 		vars = childVars(d.lease.Vars(), stored.Variables)
 		vars, label, task, err = e.instanceEnv(ctx, d, t, vars, label, message)
@@ -326,12 +333,12 @@ func (e *Engine) call(ctx context.Context, s *agentconfig.Subagent, t agentconfi
 	if dispatched {
 		answer, err := e.dispatchChild(ctx, d.accountID, t, child, resultID, msg)
 		if err == nil {
-			progress.State, progress.Text = SubagentStarted, message
+			progress.State, progress.Text = SubagentStarted, task
 			d.emit(Event{Kind: Subagent, Subagent: &progress})
 		}
 		return answer, err
 	}
-	return e.runChild(ctx, d, t, toolName, cfg, msg, progress)
+	return e.runChild(ctx, d, t, a.toolName, cfg, msg, progress)
 }
 
 // runChild runs a blocking call's child turn inside the call, telling the caller's client as
