@@ -64,6 +64,9 @@ func NewPass(cfg PassConfig) *Pass {
 // GroupID is the pass's dispatch group.
 func (p *Pass) GroupID() string { return p.cfg.GroupID }
 
+// WaitUntil is when the pass stops waiting for work that runs inside the invocation.
+func (p *Pass) WaitUntil() time.Time { return p.cfg.WaitUntil }
+
 // placeholder is the result the model gets at once for an async call.
 func placeholder(id string) json.RawMessage {
 	b, _ := json.Marshal(map[string]string{"resultId": id, "status": Running})

@@ -311,8 +311,12 @@ func (d *invocation) fail(ctx context.Context, err error, public string, usage m
 // aborted it (each transport words errText for its own case), failed when the invocation ran
 // out of time.
 func stopped(ctx context.Context, usage model.Usage) Outcome {
-	if errors.Is(context.Cause(ctx), errStopRequested) {
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, errStopRequested):
 		return Outcome{Status: store.EventCancelled, Usage: usage, Error: stoppedTurnText, Stopped: true}
+	case errors.Is(cause, errHandOver):
+		// It goes on elsewhere (runChild): the step it was in runs again there.
+		return Outcome{Status: store.EventProcessing, Usage: usage, HandedOver: true}
 	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return Outcome{Status: store.EventFailed, Usage: usage, Error: "the turn ran out of time; the conversation keeps every step finished before it"}

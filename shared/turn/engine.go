@@ -178,6 +178,9 @@ type Outcome struct {
 	PendingAsync     []asynctools.Call
 	// Stopped: the turn was cancelled because a client asked it to stop (RequestStop).
 	Stopped bool `json:",omitempty"`
+	// HandedOver: a blocking subagent's turn stopped at its caller's margin, to go on on
+	// async-worker (runChild); it is still processing.
+	HandedOver bool `json:",omitempty"`
 }
 
 // Start is what Begin needs to take up a turn.

@@ -98,7 +98,7 @@ func (d *invocation) closeLog(ctx context.Context, o Outcome) (flush func()) {
 	}
 	d.record(ctx, logEntry{Outcome: &o})
 	state := o.Status
-	if o.Status == store.EventWaiting || o.Status == store.EventWaitingAsync {
+	if o.Status == store.EventWaiting || o.Status == store.EventWaitingAsync || o.HandedOver {
 		state = streamlog.Waiting
 	}
 	// Encoded now, so the send goes out with the lease's end, not after the encoding.

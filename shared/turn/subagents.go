@@ -369,7 +369,14 @@ func (e *Engine) runChild(ctx context.Context, d *invocation, t agentconfig.Suba
 	texts := map[string]string{}
 	view := NewCallerView(progress.ThreadID)
 	var held []Event
-	for ev := range run.Events(ctx) {
+	childCtx := ctx
+	if d.pass != nil {
+		// A child that would outlive the caller's wait stops there and is handed over.
+		var cancel context.CancelFunc
+		childCtx, cancel = context.WithDeadlineCause(ctx, d.pass.WaitUntil(), errHandOver)
+		defer cancel()
+	}
+	for ev := range run.Events(childCtx) {
 		held = append(held, view.See(ev)...)
 		if ev.Kind != Loop {
 			continue
@@ -382,7 +389,7 @@ func (e *Engine) runChild(ctx context.Context, d *invocation, t agentconfig.Suba
 		}
 	}
 	o := run.Outcome()
-	waits := o.Status == store.EventWaiting || o.Status == store.EventWaitingAsync
+	waits := o.Status == store.EventWaiting || o.Status == store.EventWaitingAsync || o.HandedOver
 	var placeholder json.RawMessage
 	if waits {
 		// Taken over before the child's lease is given back, so no decision can end the
@@ -391,6 +398,16 @@ func (e *Engine) runChild(ctx context.Context, d *invocation, t agentconfig.Suba
 	}
 	if err := run.Conclude(context.WithoutCancel(ctx), o, nil); err != nil {
 		d.log.ErrorContext(ctx, "ending a subagent's turn", "subagent", t.Name, "threadId", progress.ThreadID, "err", err)
+	}
+	if err == nil && o.HandedOver {
+		if cerr := e.continueChild(ctx, d.accountID, t, progress, msg); cerr != nil {
+			// Nobody will go on with the child: its call fails now, as a failed dispatch does.
+			d.log.ErrorContext(ctx, "queueing a handed-over subagent", "subagent", t.Name, "err", cerr)
+			id := asynctools.ResultID(d.pass.GroupID(), progress.ToolCallID)
+			if _, _, serr := e.opts.Async.Settle(context.WithoutCancel(ctx), id, asynctools.Outcome{Status: asynctools.Failed, Error: "handing the subagent over failed: " + cerr.Error()}, e.opts.Now()); serr != nil {
+				d.log.ErrorContext(ctx, "failing a handed-over subagent's call; the sweeper times it out", "resultId", id, "err", serr)
+			}
+		}
 	}
 	if waits {
 		if err != nil {
@@ -453,6 +470,26 @@ func (e *Engine) instanceEnv(ctx context.Context, d *invocation, t agentconfig.S
 		}
 	}
 	return vars, label, message, shown.Err()
+}
+
+// errHandOver is the cause of a blocking child's context ended at its caller's margin.
+var errHandOver = errors.New("the caller stops waiting: the subagent goes on on async-worker")
+
+// continueChild queues the turn of a blocking child handed over at its caller's margin for
+// async-worker, which takes it up where it stopped (its message is stored: the turn goes on from
+// its last finished step) under the same event, whose end settles the call.
+func (e *Engine) continueChild(ctx context.Context, accountID string, t agentconfig.SubagentTool, progress SubagentProgress, msg model.Message) error {
+	if e.opts.Enqueue == nil {
+		return errors.New("this function has no queue to async-worker")
+	}
+	body, err := json.Marshal(Work{
+		Type: workqueue.Turn, AccountID: accountID, EventID: progress.EventID, GroupSeed: store.NewID(""),
+		Request: &Request{ConversationID: progress.ThreadID, AgentID: t.AgentID, EventID: progress.EventID}, Message: &msg,
+	})
+	if err != nil {
+		return err
+	}
+	return e.opts.Enqueue(context.WithoutCancel(ctx), string(body))
 }
 
 // handOver makes the blocking call callID, whose child stopped to wait, an async call of the
