@@ -477,7 +477,7 @@ func (e *Engine) TakeUp(ctx context.Context, accountID, groupID string) (*Contin
 func (c *Continuation) Events(ctx context.Context, adapt func(*agent.Config) error) iter.Seq[Event] {
 	return c.events(ctx, func(ctx context.Context) Outcome {
 		d := c.d
-		cfg, err := d.e.LoadAgent(ctx, d.accountID, d.agentID, d.e.storedThread(d.accountID, d.lease.Vars()))
+		cfg, err := d.e.LoadAgent(ctx, d.accountID, d.agentID, d.e.storedThread(ctx, d.accountID, d.lease.Vars()))
 		if err == nil {
 			cfg.Tools = d.withRecordedOverrides(ctx, cfg.Tools)
 			if adapt != nil {
@@ -550,7 +550,7 @@ func (e *Engine) OpenedAgent(ctx context.Context, o *store.Opening, req Request,
 	if err == nil {
 		stored, err = e.opts.Agents.Config(ctx, a)
 	}
-	th := e.threadOf(o.Account.ID, req.Variables, func() (store.Vars, error) { return withSealed(o.Vars(), req.Sealed), nil })
+	th := e.threadOf(ctx, o.Account.ID, req.Variables, func() (store.Vars, error) { return withSealed(o.Vars(), req.Sealed), nil })
 	cfg, err := e.buildAgent(req.AgentID, stored, err, th)
 	return e.agentFor(cfg, err, req, stream)
 }

@@ -268,7 +268,7 @@ func (e *Engine) call(ctx context.Context, s *agentconfig.Subagent, t agentconfi
 		vars = childVars(d.lease.Vars(), stored.Variables)
 		vars, label, task, err = e.instanceEnv(ctx, d, t, vars, label, message)
 	}
-	cfg, err := e.buildAgent(t.AgentID, stored, err, e.storedThread(d.accountID, vars))
+	cfg, err := e.buildAgent(t.AgentID, stored, err, e.storedThread(ctx, d.accountID, vars))
 	var missing *MissingVariablesError
 	var needs interface{ Needed() agentconfig.Variable }
 	if create && !errors.As(err, &missing) && errors.As(err, &needs) {
@@ -459,7 +459,7 @@ func (e *Engine) instanceEnv(ctx context.Context, d *invocation, t agentconfig.S
 			maps.Copy(vars, sealed)
 		}
 	}
-	shown := e.storedThread(d.accountID, caller)
+	shown := e.storedThread(ctx, d.accountID, caller)
 	value := func(name string) string { return cmp.Or(shown.Get(name), e.getenv(name)) }
 	if im.NameEnv != "" {
 		label = cmp.Or(value(im.NameEnv), label)

@@ -73,6 +73,7 @@ func (e *Engine) sealVars(ctx context.Context, accountID string, vars map[string
 // turn): no variables, and none required.
 type Thread struct {
 	e         *Engine
+	ctx       context.Context
 	accountID string
 	request   map[string]string
 	load      func() (store.Vars, error)
@@ -84,19 +85,19 @@ type Thread struct {
 }
 
 // threadOf is the thread of a request, whose stored variables load reads.
-func (e *Engine) threadOf(accountID string, request map[string]string, load func() (store.Vars, error)) *Thread {
-	return &Thread{e: e, accountID: accountID, request: request, load: load}
+func (e *Engine) threadOf(ctx context.Context, accountID string, request map[string]string, load func() (store.Vars, error)) *Thread {
+	return &Thread{e: e, ctx: ctx, accountID: accountID, request: request, load: load}
 }
 
 // storedThread is a thread whose stored variables are known.
-func (e *Engine) storedThread(accountID string, vars store.Vars) *Thread {
-	return e.threadOf(accountID, nil, func() (store.Vars, error) { return vars, nil })
+func (e *Engine) storedThread(ctx context.Context, accountID string, vars store.Vars) *Thread {
+	return e.threadOf(ctx, accountID, nil, func() (store.Vars, error) { return vars, nil })
 }
 
 // requestThread is the thread of req: its variables, then its conversation's, read from its
 // head when first needed.
 func (e *Engine) requestThread(ctx context.Context, accountID string, req Request) *Thread {
-	return e.threadOf(accountID, req.Variables, func() (store.Vars, error) {
+	return e.threadOf(ctx, accountID, req.Variables, func() (store.Vars, error) {
 		head, err := e.opts.Store.ConversationHead(ctx, accountID, req.ConversationID)
 		if errors.Is(err, store.ErrNotFound) || req.ConversationID == "" {
 			return req.Sealed, nil
@@ -161,7 +162,7 @@ func (t *Thread) Get(name string) string {
 		t.err = errors.New("thread variables are not configured here (no sealer)")
 		return ""
 	}
-	plain, err := t.e.opts.Sealer.Open(context.Background(), sealed, varAAD(t.accountID, name))
+	plain, err := t.e.opts.Sealer.Open(t.ctx, sealed, varAAD(t.accountID, name))
 	if err != nil {
 		t.err = fmt.Errorf("opening variable %s: %w", name, err)
 		return ""
