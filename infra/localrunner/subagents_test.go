@@ -566,6 +566,71 @@ func TestBlockingSubagentApprovalOverWebSocket(t *testing.T) {
 	}
 }
 
+// A non-blocking child that stops for approval runs on async-worker, after the caller's SSE
+// response has ended; a client that follows the waiting caller (GET /chat/{id}/stream) is shown
+// the held call, and its decision, sent to the caller over SSE, resumes the child and streams the
+// caller's continuation to its answer.
+func TestNonBlockingChildApprovalOnTheCallersResumedStream(t *testing.T) {
+	e := newAsyncEnv(t)
+	cautious := e.agent(t, cautiousAgent)
+	caller := e.agent(t, planner(`{"agents": [{"name": "cautious", "agentId": "`+cautious+`", "blocking": false}]}`, ask("cautious", "what time is it")))
+	if fin := e.stream(t, `{"agentId":"`+caller+`","id":"held-1","message":"plan it"}`); fin[len(fin)-1]["finishReason"] != "tool-calls" {
+		t.Fatalf("the SSE response ended %v, want waiting for the child", fin[len(fin)-1])
+	}
+	var body []byte
+	var approvalID, callID string
+	for deadline := time.Now().Add(asyncWait); approvalID == ""; time.Sleep(pollEvery) {
+		res := call(t, e.srv, http.MethodGet, "/chat/held-1/stream", e.secret, "")
+		body = res.body
+		for _, c := range chunksOf(testenv.Chunks(t, bytes.NewReader(body)), "tool-approval-request") {
+			approvalID, callID = c["approvalId"].(string), c["toolCallId"].(string)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the resumed stream never showed the child's held call: %s", body)
+		}
+	}
+	if !strings.HasPrefix(callID, "conv_sub_") || !strings.Contains(string(body), `"type":"tool-input-available","toolCallId":"`+callID+`","toolName":"current_time"`) {
+		t.Errorf("the held call %s is not shown as the child's current_time: %s", callID, body)
+	}
+	resumed, stderr, err := testenv.CheckUIStream(t, body)
+	if err != nil {
+		t.Fatalf("the AI SDK refused the resumed stream: %v\n%s", err, stderr)
+	}
+	// The client answers in the assistant message the resumed stream built.
+	var built struct {
+		Message struct {
+			ID string `json:"id"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(resumed, &built); err != nil {
+		t.Fatal(err)
+	}
+	res := call(t, e.srv, http.MethodPost, "/", e.secret, `{"agentId":"`+caller+`","id":"held-1","messages":[{"id":"`+built.Message.ID+`","role":"assistant","parts":[
+		{"type":"tool-current_time","toolCallId":"`+callID+`","state":"approval-responded","input":{},"approval":{"id":"`+approvalID+`","approved":true}}]}]}`)
+	if res.status != http.StatusOK {
+		t.Fatalf("the decision = %d %s, want 200", res.status, res.body)
+	}
+	cs := testenv.Chunks(t, bytes.NewReader(res.body))
+	if out := chunksOf(cs, "tool-output-available"); len(out) == 0 || out[0]["toolCallId"] != callID {
+		t.Errorf("the answer's outputs %v, want the held call's first", out)
+	}
+	if last := cs[len(cs)-1]; last["finishReason"] != "stop" || !strings.Contains(streamText(cs), "Checked the clock:") {
+		t.Errorf("the answer ended %v with %q, want the caller's answer carrying the child's", last, streamText(cs))
+	}
+	// The client's message, as the resumed stream built it, goes on with the answer.
+	var message struct{ Message json.RawMessage }
+	if err := json.Unmarshal(resumed, &message); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, err := testenv.CheckUIStreamFrom(t, message.Message, res.body)
+	if err != nil {
+		t.Fatalf("the AI SDK refused the answer as the resumed message's continuation: %v\n%s", err, stderr)
+	}
+	if !strings.Contains(string(out), `"state":"output-available"`) || !strings.Contains(string(out), callID) {
+		t.Errorf("the message the AI SDK built %s, want the held call's output in it", out)
+	}
+}
+
 // lastText is the text of a message's last text part.
 func lastText(ps []clientPart) string {
 	text := ""

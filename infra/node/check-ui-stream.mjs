@@ -4,11 +4,15 @@
 // the message. On success it prints one line: {"chunkTypes":[...],"message":<final UIMessage>}.
 // On failure it names the offending chunk on stderr and exits 1.
 //
-// Usage: node check-ui-stream.mjs < body.sse   (Node 22; run from any directory)
+// Usage: node check-ui-stream.mjs [message.json] < body.sse   (Node 22; run from any directory)
+//
+// With message.json (a UIMessage, such as the "message" an earlier run printed), the stream
+// continues that message, as a chat client's next response to the same assistant message does.
 //
 // The schema is made of loose objects, so unknown keys pass here: keep extras in data-* parts.
 // Response headers are not part of the body; check x-vercel-ai-ui-message-stream: v1 yourself.
 
+import { readFile } from 'node:fs/promises';
 import {
   parseJsonEventStream,
   readUIMessageStream,
@@ -99,7 +103,9 @@ if (chunks.length !== done) {
 // any other error means the chunk sequence cannot be assembled into a message.
 const errorTexts = new Set(chunks.filter(c => c.type === 'error').map(c => c.errorText));
 let message = null;
+const from = process.argv[2];
 const snapshots = readUIMessageStream({
+  message: from ? JSON.parse(await readFile(from, 'utf8')) : undefined,
   stream: ReadableStream.from(chunks),
   onError(error) {
     if (!UIMessageStreamError.isInstance(error) && errorTexts.has(error?.message)) return;

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/httpjson"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/store"
@@ -57,23 +58,44 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request) {
 	if !send(stream.Start(turn.NewMessageID())) {
 		return
 	}
-	finish, _, ok := relayLog(out, conv, entries, after, log)
+	shown := map[string]bool{}
+	last, _, ok := relayLog(out, entries, after, shown, log)
 	if !ok {
 		return
 	}
-	if finish != nil {
-		send(finish)
+	if last != nil {
+		h.sendHeld(ctx, out, accountID, conv, *last, shown, log)
+		send(finishChunk(conv, *last))
 	}
 	_ = out.Done()
 }
 
+// sendHeld shows, after the part of a turn that waits for async calls, the calls its subagents
+// hold for approval that the client was not shown yet (turn.Engine.HeldByChildren), so it can
+// decide them.
+func (h *Handler) sendHeld(ctx context.Context, out *stream.Writer, accountID, conv string, o turn.Outcome, shown map[string]bool, log *slog.Logger) {
+	if o.Status != store.EventWaitingAsync {
+		return
+	}
+	held, err := h.eng.HeldByChildren(ctx, accountID, conv, shown)
+	if err != nil {
+		log.ErrorContext(ctx, "reading the calls the turn's subagents hold", "err", err)
+	}
+	for _, ev := range held {
+		for _, c := range uiChunks(ev) {
+			_ = out.Send(c)
+		}
+	}
+}
+
 // relayLog sends a turn's stream log entries as UI message chunks, each frame's id its entry's
-// place in the log. A part of the turn that waited for outside work ended with a finish; when
-// the turn went on (its continuation wrote more), that finish is left out, so the client builds
-// one assistant message across the wait. It returns the last part's finish, for the caller to
-// end the stream with (nil when no part ended), the place of the last entry sent (after, when
-// none was), and false when the client has gone.
-func relayLog(out *stream.Writer, conv string, entries iter.Seq2[turn.Logged, error], after int64, log *slog.Logger) (finish any, last int64, ok bool) {
+// place in the log, noting in shown the approvals it asked for. A part of the turn that waited
+// for outside work ended with a finish; when the turn went on (its continuation wrote more),
+// that finish is left out, so the client builds one assistant message across the wait. It
+// returns how the last part ended, for the caller to end the stream with (nil when no part
+// ended), the place of the last entry sent (after, when none was), and false when the client has
+// gone.
+func relayLog(out *stream.Writer, entries iter.Seq2[turn.Logged, error], after int64, shown map[string]bool, log *slog.Logger) (ended *turn.Outcome, last int64, ok bool) {
 	last = after
 	for e, err := range entries {
 		if err != nil {
@@ -83,17 +105,20 @@ func relayLog(out *stream.Writer, conv string, entries iter.Seq2[turn.Logged, er
 		}
 		last = e.Seq
 		if e.Outcome != nil {
-			finish = finishChunk(conv, *e.Outcome)
+			ended = e.Outcome
 			continue
 		}
-		finish = nil
+		ended = nil
+		if ev := e.Event; ev.Kind == turn.Loop && ev.Loop.Type == agent.ToolApprovalRequest {
+			shown[ev.Loop.ApprovalID] = true
+		}
 		for _, c := range uiChunks(*e.Event) {
 			if !sendEvent(out, e.Seq, true, c, log) {
 				return nil, last, false
 			}
 		}
 	}
-	return finish, last, true
+	return ended, last, true
 }
 
 // callerWait bounds how long the answer to decisions a subagent took waits for its caller's
@@ -108,6 +133,8 @@ type childRun struct {
 	after  int64
 	logged bool
 	view   *turn.CallerView
+	// shown are the approvals the answer asked for.
+	shown map[string]bool
 }
 
 // childTurn routes the request to the subagent whose held calls its decisions answer; nil when
@@ -122,7 +149,7 @@ func (h *Handler) childTurn(ctx context.Context, accountID string, req *turnRequ
 	if err != nil {
 		return nil, err
 	}
-	return &childRun{caller: route.Caller, after: next - 1, logged: found, view: turn.NewCallerView(req.ConversationID, route.Calls...)}, nil
+	return &childRun{caller: route.Caller, after: next - 1, logged: found, view: turn.NewCallerView(req.ConversationID, route.Calls...), shown: map[string]bool{}}, nil
 }
 
 // followCaller ends the answer to decisions a subagent took with its caller going on: when the
@@ -131,12 +158,14 @@ func (h *Handler) childTurn(ctx context.Context, accountID string, req *turnRequ
 // still waits for other calls or decisions) the answer ends at once, and GET
 // /chat/{conversationId}/stream follows the caller later.
 func (h *Handler) followCaller(ctx context.Context, out *stream.Writer, accountID string, c *childRun, log *slog.Logger) {
-	waiting := stream.Finish(string(model.FinishToolCalls), map[string]any{"conversationId": c.caller})
+	waits := turn.Outcome{Status: store.EventWaitingAsync, Reason: model.FinishToolCalls}
+	waiting := finishChunk(c.caller, waits)
 	goesOn, err := h.eng.GoesOn(ctx, accountID, c.caller)
 	if err != nil {
 		log.ErrorContext(ctx, "reading whether the caller goes on", "err", err)
 	}
 	if !goesOn || !c.logged {
+		h.sendHeld(ctx, out, accountID, c.caller, waits, c.shown, log)
 		_ = out.Send(waiting)
 		return
 	}
@@ -151,12 +180,13 @@ func (h *Handler) followCaller(ctx context.Context, out *stream.Writer, accountI
 			_ = out.Send(waiting)
 			return
 		}
-		finish, last, ok := relayLog(out, c.caller, entries, after, log)
+		ended, last, ok := relayLog(out, entries, after, c.shown, log)
 		switch {
 		case !ok:
 			return
-		case finish != nil:
-			_ = out.Send(finish)
+		case ended != nil:
+			h.sendHeld(ctx, out, accountID, c.caller, *ended, c.shown, log)
+			_ = out.Send(finishChunk(c.caller, *ended))
 			return
 		case time.Now().After(deadline):
 			_ = out.Send(waiting)

@@ -316,6 +316,9 @@ func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 		if child != nil {
 			// Not the caller's log: these frames carry no ids to resume after.
 			for _, shown := range child.view.See(ev) {
+				if shown.Kind == turn.Loop && shown.Loop.Type == agent.ToolApprovalRequest {
+					child.shown[shown.Loop.ApprovalID] = true
+				}
 				for _, c := range uiChunks(shown) {
 					send(c)
 				}

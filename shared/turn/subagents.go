@@ -801,3 +801,58 @@ func (e *Engine) stopChild(ctx context.Context, accountID, resultID string) {
 		e.opts.Logger.WarnContext(ctx, "asking a cancelled call's subagent to stop", "resultId", resultID, "err", err)
 	}
 }
+
+// HeldByChildren are the calls held for approval in the subagents whose async calls the
+// conversation's turn waits for, as its client is shown them (CallerView's events: each call's
+// input, then its approval request): a client that follows the waiting turn sees them, and its
+// decisions, sent to the conversation, go to the child (ChildDecisions). Calls already shown
+// (their approvals in shown) are left out.
+func (e *Engine) HeldByChildren(ctx context.Context, accountID, conversationID string, shown map[string]bool) ([]Event, error) {
+	head, err := e.opts.Store.ConversationHead(ctx, accountID, conversationID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && head.AsyncGroup == "") {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []Event
+	now := e.opts.Now()
+	for _, resultID := range head.PendingAsync {
+		ev, err := e.opts.Store.Event(ctx, accountID, subagent.EventID(resultID))
+		if errors.Is(err, store.ErrNotFound) {
+			continue // not a subagent's call
+		}
+		if err != nil {
+			return nil, err
+		}
+		var detail struct {
+			PendingApprovals []PendingApproval `json:"pendingApprovals"`
+		}
+		if ev.Status != store.EventWaiting || json.Unmarshal(ev.Detail, &detail) != nil {
+			continue
+		}
+		ids := make([]string, 0, len(detail.PendingApprovals))
+		for _, p := range detail.PendingApprovals {
+			if !shown[p.ApprovalID] {
+				ids = append(ids, p.ApprovalID)
+			}
+		}
+		if len(ids) == 0 {
+			continue
+		}
+		rows, err := e.opts.Store.Approvals(ctx, accountID, ids)
+		if err != nil {
+			return nil, err
+		}
+		view := NewCallerView(ev.ConversationID)
+		for _, id := range ids {
+			a, ok := rows[id]
+			if !ok || a.Status != store.ApprovalPending || a.Expired(now) {
+				continue
+			}
+			out = append(out, view.See(Event{Kind: Loop, Loop: agent.Event{Type: agent.ToolInputAvailable, ToolCallID: a.ToolCallID, ToolName: a.ToolName, Input: a.Input}})...)
+			out = append(out, view.See(Event{Kind: Loop, Loop: agent.Event{Type: agent.ToolApprovalRequest, ToolCallID: a.ToolCallID, ToolName: a.ToolName, ApprovalID: a.ID, Text: a.RequestReason}})...)
+		}
+	}
+	return out, nil
+}
