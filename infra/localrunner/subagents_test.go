@@ -246,9 +246,9 @@ func TestSubagentOfAnotherAccountOrDeleted(t *testing.T) {
 func TestSubagentConfigRefusals(t *testing.T) {
 	e := newAsyncEnv(t)
 	for body, field := range map[string]string{
-		planner(`{"agents": [{"name": "finder", "agentId": "agt_x", "initAttachmentsProperty": "files"}]}`): "subagent.agents[0].initAttachmentsProperty",
-		planner(`{"agents": [{"name": "finder", "agentId": "agt_x", "initAgentNameProperty": "message"}]}`): "subagent.agents[0].initAgentNameProperty",
-		planner(`{"agents": [{"name": "finder"}]}`):                                                         "subagent.agents[0].agentId",
+		planner(`{"agents": [{"name": "finder", "agentId": "agt_x", "initAttachmentsProperty": "message"}]}`): "subagent.agents[0].initAttachmentsProperty",
+		planner(`{"agents": [{"name": "finder", "agentId": "agt_x", "initAgentNameProperty": "message"}]}`):   "subagent.agents[0].initAgentNameProperty",
+		planner(`{"agents": [{"name": "finder"}]}`):                                                           "subagent.agents[0].agentId",
 		planner(`{"agents": []}`): "subagent.agents",
 	} {
 		res := call(t, e.srv, http.MethodPost, "/accounts/me/agents", e.secret, body)

@@ -42,6 +42,9 @@ type SubagentTool struct {
 	// InitAgentNameProperty, when set, is an optional tool input property whose value names the
 	// child: its thread's display name, shown to the caller's client.
 	InitAgentNameProperty string `json:"initAgentNameProperty,omitempty"`
+	// InitAttachmentsProperty, when set, is an optional tool input property listing files of
+	// the caller's thread (attachment ids) the child gets with its first message.
+	InitAttachmentsProperty string `json:"initAttachmentsProperty,omitempty"`
 	// Optional names a harness environment flag: the tool exists only while it is true, 1 or
 	// yes (any case).
 	Optional string `json:"optional,omitempty"`
@@ -191,11 +194,9 @@ func (s *Subagent) Children() int {
 	return s.MaxChildrenPerTurn
 }
 
-// subagentFields are the keys of a config.subagent.agents entry; notYet are 001's keys not
-// built yet, refused by name rather than ignored.
+// subagentFields are the keys of a config.subagent.agents entry.
 var (
-	subagentFields = []string{"name", "agentId", "description", "blocking", "initUserMessageProperty", "initAgentNameProperty", "optional", "resumable", "immediate"}
-	notYet         = []string{"initAttachmentsProperty"}
+	subagentFields = []string{"name", "agentId", "description", "blocking", "initUserMessageProperty", "initAgentNameProperty", "initAttachmentsProperty", "optional", "resumable", "immediate"}
 	toolNameRe     = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,63}$`)
 	propertyRe     = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
 	flagRe         = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
@@ -287,9 +288,6 @@ func subagentTool(at string, raw json.RawMessage) (SubagentTool, error) {
 		return SubagentTool{}, &FieldError{Field: at, Problem: "must be an object"}
 	}
 	for k := range m {
-		if slices.Contains(notYet, k) {
-			return SubagentTool{}, &FieldError{Field: at + "." + k, Problem: "is not supported yet (supported: " + strings.Join(subagentFields, ", ") + ")"}
-		}
 		if !slices.Contains(subagentFields, k) {
 			return SubagentTool{}, &FieldError{Field: at + "." + k, Problem: "is not a subagent tool field (fields: " + strings.Join(subagentFields, ", ") + ")"}
 		}
@@ -330,6 +328,12 @@ func subagentTool(at string, raw json.RawMessage) (SubagentTool, error) {
 		return t, &FieldError{Field: at + ".initAgentNameProperty", Problem: "must differ from the message's property " + t.MessageProperty()}
 	case t.InitAgentNameProperty != "" && t.Resumable != nil:
 		return t, &FieldError{Field: at + ".initAgentNameProperty", Problem: "does not apply to a resumable agent: subagent_create names its instances"}
+	case t.InitAttachmentsProperty != "" && !propertyRe.MatchString(t.InitAttachmentsProperty):
+		return t, &FieldError{Field: at + ".initAttachmentsProperty", Problem: "must be a property name: a letter or _, then up to 63 letters, digits or _"}
+	case t.InitAttachmentsProperty != "" && (t.InitAttachmentsProperty == t.MessageProperty() || t.InitAttachmentsProperty == t.InitAgentNameProperty):
+		return t, &FieldError{Field: at + ".initAttachmentsProperty", Problem: "must differ from the tool's other properties"}
+	case t.InitAttachmentsProperty != "" && t.Resumable != nil:
+		return t, &FieldError{Field: at + ".initAttachmentsProperty", Problem: "does not apply to a resumable agent yet: its instances get text messages"}
 	case t.Optional != "" && !flagRe.MatchString(t.Optional):
 		return t, &FieldError{Field: at + ".optional", Problem: "must name an environment flag: a letter or _, then letters, digits or _"}
 	}

@@ -45,7 +45,7 @@ func TestParseSubagentRejects(t *testing.T) {
 		{"bad tool name", `{"agents":[{"name":"has space","agentId":"agt_1"}]}`, "subagent.agents[0].name", "must be a tool name"},
 		{"duplicate name", `{"agents":[{"name":"a","agentId":"agt_1"},{"name":"a","agentId":"agt_2"}]}`, "subagent.agents[1].name", "names another entry"},
 		{"run_subagent taken", `{"agents":[{"name":"run_subagent","agentId":"agt_1"}]}`, "subagent.agents[0].name", "harness gives subagents"},
-		{"not built yet", `{"agents":[{"name":"a","agentId":"agt_1","initAttachmentsProperty":"files"}]}`, "subagent.agents[0].initAttachmentsProperty", "is not supported yet"},
+		{"attachments under the message", `{"agents":[{"name":"a","agentId":"agt_1","initAttachmentsProperty":"message"}]}`, "subagent.agents[0].initAttachmentsProperty", "must differ"},
 		{"immediate with an unknown field", `{"agents":[{"name":"a","agentId":"agt_1","immediate":{"nameVar":"N"}}]}`, "subagent.agents[0].immediate.nameVar", "not an immediate field"},
 		{"immediate with a bad name", `{"agents":[{"name":"a","agentId":"agt_1","immediate":{"nameEnv":"a-b"}}]}`, "subagent.agents[0].immediate.nameEnv", "not a variable name"},
 		{"immediate scoping twice", `{"agents":[{"name":"a","agentId":"agt_1","immediate":{"scopedEnv":["K","K"]}}]}`, "subagent.agents[0].immediate.scopedEnv[1]", "named twice"},

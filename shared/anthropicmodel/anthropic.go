@@ -4,6 +4,7 @@ package anthropicmodel
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"github.com/agentharness/harness/shared/modelblock"
 	"iter"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/agentharness/harness/shared/model"
@@ -222,9 +224,19 @@ func messages(msgs []model.Message) ([]anthropic.MessageParam, error) {
 		case model.RoleUser:
 			role = anthropic.MessageParamRoleUser
 			for _, p := range msg.Parts {
+				switch {
 				// Anthropic rejects empty text blocks.
-				if p.Type == model.PartText && p.Text != "" {
+				case p.Type == model.PartText && p.Text != "":
 					blocks = append(blocks, anthropic.NewTextBlock(p.Text))
+				case p.Type != model.PartFile:
+				case p.Data != nil && slices.Contains([]string{"image/jpeg", "image/png", "image/gif", "image/webp"}, p.MediaType):
+					blocks = append(blocks, anthropic.NewTextBlock(model.FileNote(p)), anthropic.NewImageBlockBase64(p.MediaType, base64.StdEncoding.EncodeToString(p.Data)))
+				case p.Data != nil && p.MediaType == "application/pdf":
+					blocks = append(blocks, anthropic.NewTextBlock(model.FileNote(p)), anthropic.NewDocumentBlock(anthropic.Base64PDFSourceParam{Data: base64.StdEncoding.EncodeToString(p.Data)}))
+				case p.Data != nil && p.MediaType == "text/plain":
+					blocks = append(blocks, anthropic.NewTextBlock(model.FileNote(p)), anthropic.NewDocumentBlock(anthropic.PlainTextSourceParam{Data: string(p.Data)}))
+				default:
+					blocks = append(blocks, anthropic.NewTextBlock(model.FileNote(p)))
 				}
 			}
 		case model.RoleAssistant:

@@ -5,6 +5,7 @@ package bedrockmodel
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,7 +14,9 @@ import (
 	"io"
 	"iter"
 	"math"
+	"path"
 	"strings"
+	"unicode"
 
 	"github.com/agentharness/harness/shared/model"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -245,15 +248,45 @@ func (m *Model) input(req *model.Request) (*bedrockruntime.ConverseStreamInput, 
 	return in, nil
 }
 
+// fileBlock is a file as Converse takes it: an image or a document of a format it reads; nil
+// for any other, which the model knows only by its note.
+func fileBlock(p model.Part) types.ContentBlock {
+	if p.Data == nil {
+		return nil
+	}
+	images := map[string]types.ImageFormat{"image/png": types.ImageFormatPng, "image/jpeg": types.ImageFormatJpeg, "image/gif": types.ImageFormatGif, "image/webp": types.ImageFormatWebp}
+	if f, ok := images[p.MediaType]; ok {
+		return &types.ContentBlockMemberImage{Value: types.ImageBlock{Format: f, Source: &types.ImageSourceMemberBytes{Value: p.Data}}}
+	}
+	docs := map[string]types.DocumentFormat{"application/pdf": types.DocumentFormatPdf, "text/plain": types.DocumentFormatTxt, "text/csv": types.DocumentFormatCsv, "text/markdown": types.DocumentFormatMd, "text/html": types.DocumentFormatHtml}
+	if f, ok := docs[p.MediaType]; ok {
+		// Converse allows letters, digits, spaces, hyphens, parentheses and brackets in a name.
+		name := strings.Map(func(r rune) rune {
+			if unicode.IsLetter(r) || unicode.IsDigit(r) || strings.ContainsRune(" -()[]", r) {
+				return r
+			}
+			return '-'
+		}, cmp.Or(strings.TrimSuffix(p.Filename, path.Ext(p.Filename)), p.Attachment))
+		return &types.ContentBlockMemberDocument{Value: types.DocumentBlock{Format: f, Name: aws.String(name), Source: &types.DocumentSourceMemberBytes{Value: p.Data}}}
+	}
+	return nil
+}
+
 // convert translates one stored message into a Bedrock role and content blocks.
 func convert(msg model.Message) (types.ConversationRole, []types.ContentBlock, error) {
 	var content []types.ContentBlock
 	switch msg.Role {
 	case model.RoleUser:
 		for _, p := range msg.Parts {
+			switch {
 			// Bedrock rejects blank text blocks.
-			if p.Type == model.PartText && p.Text != "" {
+			case p.Type == model.PartText && p.Text != "":
 				content = append(content, &types.ContentBlockMemberText{Value: p.Text})
+			case p.Type == model.PartFile:
+				content = append(content, &types.ContentBlockMemberText{Value: model.FileNote(p)})
+				if b := fileBlock(p); b != nil {
+					content = append(content, b)
+				}
 			}
 		}
 		return types.ConversationRoleUser, content, nil

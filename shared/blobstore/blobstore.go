@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
 )
 
 // ErrNotFound: no blob under the key.
@@ -54,4 +56,28 @@ func (b *S3) Get(ctx context.Context, key string) ([]byte, error) {
 		return nil, fmt.Errorf("reading blob %s: %w", key, err)
 	}
 	return body, nil
+}
+
+// Copy copies the blob under from to to, within the bucket; an error wrapping ErrNotFound when
+// there is none under from.
+func (b *S3) Copy(ctx context.Context, from, to string) error {
+	source := b.bucket + "/" + from
+	_, err := b.c.CopyObject(ctx, &s3.CopyObjectInput{Bucket: &b.bucket, Key: &to, CopySource: &source})
+	// CopyObject's errors are not modelled: a missing source is known by its code.
+	if ae, ok := errors.AsType[smithy.APIError](err); ok && ae.ErrorCode() == "NoSuchKey" {
+		return fmt.Errorf("copying blob %s: %w", from, ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("copying blob %s to %s: %w", from, to, err)
+	}
+	return nil
+}
+
+// URL is a signed address from which the blob under key can be read for ttl.
+func (b *S3) URL(ctx context.Context, key string, ttl time.Duration) (string, error) {
+	req, err := s3.NewPresignClient(b.c).PresignGetObject(ctx, &s3.GetObjectInput{Bucket: &b.bucket, Key: &key}, s3.WithPresignExpires(ttl))
+	if err != nil {
+		return "", fmt.Errorf("signing blob %s: %w", key, err)
+	}
+	return req.URL, nil
 }

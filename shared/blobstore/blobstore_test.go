@@ -6,8 +6,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"io"
+	"net/http"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/agentharness/harness/shared/awsclient"
 	"github.com/agentharness/harness/shared/blobstore"
@@ -61,5 +64,37 @@ func TestPutGet(t *testing.T) {
 
 	if _, err := bs.Get(ctx, "results/missing.json"); !errors.Is(err, blobstore.ErrNotFound) {
 		t.Fatalf("Get of a missing key = %v, want ErrNotFound", err)
+	}
+}
+
+// Copy copies within the bucket, and says ErrNotFound of a missing source; URL serves the blob.
+func TestCopyAndURL(t *testing.T) {
+	c, name := bucket(t)
+	ctx := context.Background()
+	bs := blobstore.NewS3(c, name)
+	if err := bs.Put(ctx, "a/one", []byte("blob")); err != nil {
+		t.Fatal(err)
+	}
+	if err := bs.Copy(ctx, "a/one", "b/one"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := bs.Get(ctx, "b/one"); err != nil || string(got) != "blob" {
+		t.Fatalf("the copy = %q, %v; want the blob", got, err)
+	}
+	if err := bs.Copy(ctx, "a/none", "b/none"); !errors.Is(err, blobstore.ErrNotFound) {
+		t.Errorf("copying a missing blob: %v, want ErrNotFound", err)
+	}
+	url, err := bs.URL(ctx, "b/one", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || string(body) != "blob" {
+		t.Errorf("GET %s = %d %q, want the blob", url, res.StatusCode, body)
 	}
 }

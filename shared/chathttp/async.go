@@ -56,7 +56,11 @@ func (h *Handler) asyncTurn(w http.ResponseWriter, r *http.Request) {
 	if req.EventID == "" {
 		req.EventID = store.NewID("evt_")
 	}
-	// The queued request carries its variables sealed.
+	// The queued request carries its variables sealed, and its files by id.
+	if err := h.keepFiles(ctx, acc.ID, req.ConversationID, in.Message); err != nil {
+		h.fail(w, r, err)
+		return
+	}
 	if err := h.eng.SealVariables(ctx, acc.ID, &req.Request); err != nil {
 		h.fail(w, r, err)
 		return
@@ -107,6 +111,24 @@ func (h *Handler) claimOrReopen(ctx context.Context, accountID string, req *turn
 		}
 	}
 	return h.eng.ClaimEvent(ctx, accountID, req.Request)
+}
+
+// signFiles gives each file part of msgs, a conversation's, a signed address of its bytes that
+// lasts attachments.URLTTL.
+func (h *Handler) signFiles(ctx context.Context, accountID, conversationID string, msgs []model.Message) error {
+	for i := range msgs {
+		for j, p := range msgs[i].Parts {
+			if p.Type != model.PartFile || h.opts.Attachments == nil {
+				continue
+			}
+			url, err := h.opts.Attachments.URL(ctx, accountID, conversationID, p.Attachment)
+			if err != nil {
+				return err
+			}
+			msgs[i].Parts[j].URL = url
+		}
+	}
+	return nil
 }
 
 // childApprovals adds to a waiting turn's status the approvals its non-blocking subagents wait
@@ -207,6 +229,10 @@ func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
 		}
 		if msgs == nil {
 			msgs = []model.Message{}
+		}
+		if err := h.signFiles(ctx, acc.ID, ev.ConversationID, msgs); err != nil {
+			h.fail(w, r, err)
+			return
 		}
 		out["messages"] = msgs
 		out["text"] = model.FinalText(msgs)

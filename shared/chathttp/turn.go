@@ -2,6 +2,7 @@ package chathttp
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/asynctools"
+	"github.com/agentharness/harness/shared/attachments"
 	"github.com/agentharness/harness/shared/httpjson"
 	"github.com/agentharness/harness/shared/ids"
 	"github.com/agentharness/harness/shared/model"
@@ -45,11 +47,14 @@ type uiMessage struct {
 	Parts []uiPart `json:"parts"`
 }
 
-// uiPart holds the fields of a UI message part the harness reads: text, and the approval
-// response of a tool part.
+// uiPart holds the fields of a UI message part the harness reads: text, a file, and the
+// approval response of a tool part.
 type uiPart struct {
 	Type       string          `json:"type"`
 	Text       string          `json:"text"`
+	MediaType  string          `json:"mediaType"`
+	Filename   string          `json:"filename"`
+	URL        string          `json:"url"`
 	ToolCallID string          `json:"toolCallId"`
 	State      string          `json:"state"`
 	Input      json.RawMessage `json:"input"`
@@ -104,19 +109,75 @@ func (req *turnRequest) input(newID func() string) (turn.Input, error) {
 		return turn.Input{}, httpjson.FieldError(fmt.Sprintf("messages[%d].role", at), fmt.Sprintf("the last message must have role user, got %q", last.Role))
 	}
 	var text strings.Builder
-	for _, p := range last.Parts {
-		if p.Type == "text" {
+	var files []model.Part
+	for j, p := range last.Parts {
+		switch p.Type {
+		case "text":
 			text.WriteString(p.Text)
+		case "file":
+			f, err := filePart(fmt.Sprintf("messages[%d].parts[%d]", at, j), p)
+			if err != nil {
+				return turn.Input{}, err
+			}
+			files = append(files, f)
 		}
 	}
-	if strings.TrimSpace(text.String()) == "" {
-		return turn.Input{}, httpjson.FieldError(fmt.Sprintf("messages[%d].parts", at), "the last user message has no text part")
+	if strings.TrimSpace(text.String()) == "" && len(files) == 0 {
+		return turn.Input{}, httpjson.FieldError(fmt.Sprintf("messages[%d].parts", at), "the last user message has no text or file part")
 	}
 	id := last.ID
 	if id == "" {
 		id = newID()
 	}
-	return turn.Input{Message: &model.Message{ID: id, Role: model.RoleUser, Parts: []model.Part{{Type: model.PartText, Text: text.String()}}}}, nil
+	var parts []model.Part
+	if t := text.String(); strings.TrimSpace(t) != "" {
+		parts = append(parts, model.Part{Type: model.PartText, Text: t})
+	}
+	return turn.Input{Message: &model.Message{ID: id, Role: model.RoleUser, Parts: append(parts, files...)}}, nil
+}
+
+// filePart reads an AI SDK file part, whose bytes it carries as a data: URL: the harness never
+// fetches a URL a client names.
+func filePart(field string, p uiPart) (model.Part, error) {
+	meta, data, ok := strings.Cut(strings.TrimPrefix(p.URL, "data:"), ",")
+	switch {
+	case p.MediaType == "" || len(p.MediaType) > 255:
+		return model.Part{}, httpjson.FieldError(field+".mediaType", "is required: the file's media type, such as image/png")
+	case !strings.HasPrefix(p.URL, "data:") || !ok || !strings.HasSuffix(meta, ";base64"):
+		return model.Part{}, httpjson.FieldError(field+".url", "must be a base64 data: URL (data:<media type>;base64,<bytes>): the harness does not fetch URLs")
+	case len(p.Filename) > 255:
+		return model.Part{}, httpjson.FieldError(field+".filename", "is longer than 255 bytes")
+	}
+	b, err := base64.StdEncoding.DecodeString(data)
+	if err != nil {
+		return model.Part{}, httpjson.FieldError(field+".url", "holds bytes that are not valid base64")
+	}
+	if len(b) > attachments.MaxBytes {
+		return model.Part{}, &httpjson.Error{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("%s: the file takes %d bytes, more than %d", field, len(b), attachments.MaxBytes), Extra: map[string]any{"field": field}}
+	}
+	return model.Part{Type: model.PartFile, MediaType: p.MediaType, Filename: p.Filename, Data: b}, nil
+}
+
+// keepFiles stores the files a new message carries as attachments of its conversation, so the
+// message holds their ids, never their bytes.
+func (h *Handler) keepFiles(ctx context.Context, accountID, conversationID string, m *model.Message) error {
+	if m == nil {
+		return nil
+	}
+	for i, p := range m.Parts {
+		if p.Type != model.PartFile || p.Data == nil {
+			continue
+		}
+		if h.opts.Attachments == nil {
+			return httpjson.FieldError("messages", "this deployment keeps no files (no bucket for them)")
+		}
+		id, err := h.opts.Attachments.Put(ctx, accountID, conversationID, p.Data)
+		if err != nil {
+			return err
+		}
+		m.Parts[i].Attachment, m.Parts[i].Data = id, nil
+	}
+	return nil
 }
 
 func (req *turnRequest) validate() error {
@@ -264,6 +325,10 @@ func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 			h.fail(w, r, err)
 			return
 		}
+	}
+	if err := h.keepFiles(ctx, acc.ID, req.ConversationID, in.Message); err != nil {
+		h.fail(w, r, err)
+		return
 	}
 	if req.EventID != "" && child == nil {
 		if err := h.eng.ClaimEvent(ctx, acc.ID, req.Request); err != nil {

@@ -305,8 +305,13 @@ func content(msg model.Message, inLoop bool) (*genai.Content, error) {
 	case model.RoleUser:
 		c := &genai.Content{Role: genai.RoleUser}
 		for _, p := range msg.Parts {
-			if p.Type == model.PartText && p.Text != "" {
+			switch {
+			case p.Type == model.PartText && p.Text != "":
 				c.Parts = append(c.Parts, &genai.Part{Text: p.Text})
+			case p.Type == model.PartFile && p.Data != nil:
+				c.Parts = append(c.Parts, &genai.Part{Text: model.FileNote(p)}, &genai.Part{InlineData: &genai.Blob{MIMEType: p.MediaType, Data: p.Data}})
+			case p.Type == model.PartFile:
+				c.Parts = append(c.Parts, &genai.Part{Text: model.FileNote(p)})
 			}
 		}
 		return c, nil

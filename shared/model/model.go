@@ -4,6 +4,7 @@
 package model
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,6 +28,8 @@ const (
 	PartText       PartType = "text"
 	PartToolCall   PartType = "tool-call"
 	PartToolResult PartType = "tool-result"
+	// PartFile is a file a user message carries (an attachment of its thread).
+	PartFile PartType = "file"
 )
 
 // Message is one entry of a conversation, as stored and as sent to a model.
@@ -68,6 +71,15 @@ type Part struct {
 	Output     json.RawMessage `json:"output,omitempty"`
 	// IsError marks a tool result that reports a failure to the model.
 	IsError bool `json:"isError,omitempty"`
+	// A file part's media type and file name, and its attachment: the id of its bytes among
+	// its thread's attachments (shared/attachments).
+	MediaType  string `json:"mediaType,omitempty"`
+	Filename   string `json:"filename,omitempty"`
+	Attachment string `json:"attachment,omitempty"`
+	// Data are a file's bytes while a model request carries them; never stored.
+	Data []byte `json:"-"`
+	// URL is a signed, short-lived address of a file's bytes, in answers only; never stored.
+	URL string `json:"url,omitempty"`
 }
 
 // Text returns the concatenated text parts of m.
@@ -222,4 +234,19 @@ type Usage struct {
 // Add returns the sum of u and v.
 func (u Usage) Add(v Usage) Usage {
 	return Usage{InputTokens: u.InputTokens + v.InputTokens, OutputTokens: u.OutputTokens + v.OutputTokens}
+}
+
+// FileNote is the text a model is given beside a file, or instead of one it cannot take: the
+// file's attachment id (by which tools refer to it), name and media type.
+func FileNote(p Part) string {
+	name := p.Filename
+	if name == "" {
+		name = "unnamed"
+	}
+	return "[attachment " + p.Attachment + ": " + name + ", " + p.MediaType + "]"
+}
+
+// DataURL is a file's bytes as a data: URL.
+func DataURL(p Part) string {
+	return "data:" + p.MediaType + ";base64," + base64.StdEncoding.EncodeToString(p.Data)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/agentharness/harness/shared/modelblock"
 	"iter"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 
@@ -213,7 +214,25 @@ func (m *Model) params(req *model.Request) (openai.ChatCompletionNewParams, erro
 func messages(msg model.Message) ([]openai.ChatCompletionMessageParamUnion, error) {
 	switch msg.Role {
 	case model.RoleUser:
-		return []openai.ChatCompletionMessageParamUnion{openai.UserMessage(msg.Text())}, nil
+		if !slices.ContainsFunc(msg.Parts, func(p model.Part) bool { return p.Type == model.PartFile }) {
+			return []openai.ChatCompletionMessageParamUnion{openai.UserMessage(msg.Text())}, nil
+		}
+		var parts []openai.ChatCompletionContentPartUnionParam
+		for _, p := range msg.Parts {
+			switch {
+			case p.Type == model.PartText && p.Text != "":
+				parts = append(parts, openai.TextContentPart(p.Text))
+			case p.Type != model.PartFile:
+			case p.Data != nil && strings.HasPrefix(p.MediaType, "image/"):
+				parts = append(parts, openai.TextContentPart(model.FileNote(p)), openai.ImageContentPart(openai.ChatCompletionContentPartImageImageURLParam{URL: model.DataURL(p)}))
+			case p.Data != nil && p.MediaType == "application/pdf":
+				parts = append(parts, openai.TextContentPart(model.FileNote(p)),
+					openai.FileContentPart(openai.ChatCompletionContentPartFileFileParam{FileData: openai.String(model.DataURL(p)), Filename: openai.String(p.Filename)}))
+			default:
+				parts = append(parts, openai.TextContentPart(model.FileNote(p)))
+			}
+		}
+		return []openai.ChatCompletionMessageParamUnion{openai.UserMessage(parts)}, nil
 	case model.RoleAssistant:
 		a := openai.ChatCompletionAssistantMessageParam{}
 		if text := msg.Text(); text != "" {

@@ -62,6 +62,9 @@ type Answer struct {
 	Text     string `json:"text,omitempty"`
 	// EventID is the child's turn, for GET /status/{eventId}; empty for a blocking call.
 	EventID string `json:"eventId,omitempty"`
+	// Attachments are the files of the child's thread its answer names, copied to the
+	// caller's thread under the same ids.
+	Attachments []string `json:"attachments,omitempty"`
 }
 
 // LastText is the answer of the last turn in msgs: model.FinalText of what follows the
@@ -83,6 +86,8 @@ type Ended struct {
 	// Explicit: the child answers only through notify_parent, so a turn that ended without it
 	// answered nothing.
 	Explicit bool
+	// Attachments are the files its answer returns to the caller (Answer.Attachments).
+	Attachments []string
 }
 
 // Outcome is the result of the caller's call for a child whose turn (eventID, in conversationID)
@@ -93,7 +98,7 @@ func Outcome(tool, conversationID, eventID string, e Ended) (asynctools.Outcome,
 	case e.Status == store.EventCompleted && e.Explicit:
 		return asynctools.Outcome{Status: asynctools.Failed, Error: tool + " ended its turn without calling notify_parent"}, nil
 	case e.Status == store.EventCompleted:
-		b, err := json.Marshal(Answer{Agent: tool, ThreadID: conversationID, Status: e.Status, Text: LastText(e.Messages), EventID: eventID})
+		b, err := json.Marshal(Answer{Agent: tool, ThreadID: conversationID, Status: e.Status, Text: LastText(e.Messages), EventID: eventID, Attachments: e.Attachments})
 		if err != nil {
 			return asynctools.Outcome{}, err
 		}

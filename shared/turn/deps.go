@@ -9,6 +9,7 @@ import (
 	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/agents"
+	"github.com/agentharness/harness/shared/attachments"
 	"github.com/agentharness/harness/shared/blobstore"
 	"github.com/agentharness/harness/shared/lambdadeps"
 	"github.com/agentharness/harness/shared/provider"
@@ -66,6 +67,7 @@ func OptionsFrom(d lambdadeps.Deps) (Options, error) {
 			return d.Tools(config, env)
 		},
 		Sealer:           d.Sealer,
+		Attachments:      attachmentsFrom(d),
 		Model:            func(block json.RawMessage) (agent.Model, error) { return provider.New(block, getenv) },
 		Logger:           d.Logger,
 		Async:            async,
@@ -73,6 +75,16 @@ func OptionsFrom(d lambdadeps.Deps) (Options, error) {
 		AsyncToolTimeout: asyncTimeout,
 		Streams:          streams,
 	}, nil
+}
+
+// attachmentsFrom keeps threads' files in the async results bucket, under attachments/; nil
+// where the function has no bucket.
+func attachmentsFrom(d lambdadeps.Deps) *attachments.Store {
+	bucket := d.Getenv("ASYNC_RESULTS_BUCKET")
+	if bucket == "" || d.S3 == nil {
+		return nil
+	}
+	return attachments.New(blobstore.NewS3(d.S3, bucket))
 }
 
 // duration reads an optional positive Go duration from the environment.

@@ -15,6 +15,7 @@ import (
 	"github.com/agentharness/harness/shared/agents"
 	"github.com/agentharness/harness/shared/approval"
 	"github.com/agentharness/harness/shared/asynctools"
+	"github.com/agentharness/harness/shared/attachments"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/store"
 	"github.com/agentharness/harness/shared/streamlog"
@@ -46,6 +47,8 @@ type Options struct {
 	Tools func(config map[string]json.RawMessage, vars tool.Vars) (*tool.Set, error)
 	// Sealer seals and opens thread variables (vars.go); nil: requests cannot set any.
 	Sealer agents.Sealer
+	// Attachments keeps threads' files (files.go); nil: messages carry none.
+	Attachments *attachments.Store
 	// Model builds an agent's model from its model block.
 	Model func(block json.RawMessage) (agent.Model, error)
 	// Now is the clock; nil means time.Now.
@@ -289,6 +292,7 @@ func (e *Engine) newRun(s Start, lease *store.Lease, plan *turnPlan) *Run {
 	}
 	nameStream(&s)
 	d.delivery, d.newStream = s.Delivery, s.newStream
+	d.cfg.Model = d.withFiles(d.cfg.Model)
 	if err := d.withNotifyParent(&d.cfg); err != nil {
 		d.log.Error("giving a subagent its notify_parent", "err", err)
 	}
@@ -495,7 +499,7 @@ func (c *Continuation) Events(ctx context.Context, adapt func(*agent.Config) err
 		if err != nil {
 			return d.fail(ctx, err, "the agent could not continue: "+err.Error(), model.Usage{})
 		}
-		cfg.Pause = d.e.pauseFunc(d.lease, d.agentID)
+		cfg.Pause, cfg.Model = d.e.pauseFunc(d.lease, d.agentID), d.withFiles(cfg.Model)
 		history := c.history
 		d.cfg, d.history = cfg, slices.Clone(history)
 		return d.passes(ctx, 0, func(cfg agent.Config) iter.Seq2[agent.Event, error] { return agent.Continue(ctx, cfg, history) })

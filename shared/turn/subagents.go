@@ -7,12 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/asynctools"
+	"github.com/agentharness/harness/shared/attachments"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/store"
 	"github.com/agentharness/harness/shared/subagent"
@@ -56,15 +59,26 @@ func (e *Engine) subagentTools(s *agentconfig.Subagent) []tool.Tool {
 		out = append(out, tool.Tool{
 			Name:        t.Name,
 			Description: cmp.Or(t.Description, "Runs the agent "+t.Name+" on a task and returns its answer."),
-			InputSchema: messageSchema(prop, nil, t.InitAgentNameProperty),
+			InputSchema: messageSchema(prop, nil, t),
 			Async:       callMode(t),
 			Subagent:    true,
 			Execute: func(ctx context.Context, input json.RawMessage) (any, error) {
-				args, err := stringArgs(input)
-				if err != nil {
+				var args map[string]json.RawMessage
+				if err := json.Unmarshal(input, &args); err != nil {
 					return nil, err
 				}
-				return e.call(ctx, s, t, callArgs{toolName: t.Name, message: args[prop], named: args[t.InitAgentNameProperty]})
+				a := callArgs{toolName: t.Name}
+				for _, f := range []struct {
+					prop string
+					to   any
+				}{{prop, &a.message}, {t.InitAgentNameProperty, &a.named}, {t.InitAttachmentsProperty, &a.files}} {
+					if raw, ok := args[f.prop]; ok && f.prop != "" {
+						if err := json.Unmarshal(raw, f.to); err != nil {
+							return nil, err
+						}
+					}
+				}
+				return e.call(ctx, s, t, a)
 			},
 		})
 	}
@@ -76,7 +90,7 @@ func (e *Engine) subagentTools(s *agentconfig.Subagent) []tool.Tool {
 	return append(out, tool.Tool{
 		Name:        agentconfig.RunSubagent,
 		Description: "Runs one of these agents on a task and returns its answer. " + strings.Join(lines, "; "),
-		InputSchema: messageSchema(agentconfig.DefaultMessageProperty, names, ""),
+		InputSchema: messageSchema(agentconfig.DefaultMessageProperty, names, agentconfig.SubagentTool{}),
 		Async:       callMode(on[0]),
 		Subagent:    true,
 		Execute: func(ctx context.Context, input json.RawMessage) (any, error) {
@@ -210,11 +224,16 @@ func callMode(t agentconfig.SubagentTool) string {
 }
 
 // messageSchema is the input of a subagent tool: the message under prop, for run_subagent the
-// agent's name out of names, and under nameProp (when set) an optional name for the child.
-func messageSchema(prop string, names []string, nameProp string) json.RawMessage {
+// agent's name out of names, and t's optional properties: a name for the child
+// (initAgentNameProperty) and files for it (initAttachmentsProperty).
+func messageSchema(prop string, names []string, t agentconfig.SubagentTool) json.RawMessage {
 	props := map[string]any{prop: map[string]any{"type": "string", "minLength": 1, "maxLength": 100000, "description": "The task or message for the agent."}}
-	if nameProp != "" {
-		props[nameProp] = map[string]any{"type": "string", "pattern": instanceName, "description": "A name for this run of the agent, shown to the user."}
+	if p := t.InitAgentNameProperty; p != "" {
+		props[p] = map[string]any{"type": "string", "pattern": instanceName, "description": "A name for this run of the agent, shown to the user."}
+	}
+	if p := t.InitAttachmentsProperty; p != "" {
+		props[p] = map[string]any{"type": "array", "maxItems": maxChildFiles, "uniqueItems": true, "description": "Files of this conversation to give the agent, by their attachment ids.",
+			"items": map[string]any{"type": "string", "pattern": attachments.IDPattern}}
 	}
 	required := []string{prop}
 	if names != nil {
@@ -231,7 +250,12 @@ func messageSchema(prop string, names []string, nameProp string) json.RawMessage
 type callArgs struct {
 	toolName, message, instance, named string
 	create                             bool
+	// files are attachment ids of the caller's thread the child gets (initAttachmentsProperty).
+	files []string
 }
+
+// maxChildFiles bounds the files one call gives its child.
+const maxChildFiles = 10
 
 // call checks a subagent call against the limits, creates the child's conversation and runs or
 // dispatches its turn: a plain call (no instance), or a message to a resumable instance, which a
@@ -308,8 +332,12 @@ func (e *Engine) call(ctx context.Context, s *agentconfig.Subagent, t agentconfi
 	if err := e.opts.Store.CreateChild(ctx, d.accountID, child, t.AgentID, link, vars); err != nil {
 		return nil, err
 	}
+	files, err := e.giveFiles(ctx, d, child, a.files)
+	if err != nil {
+		return nil, err
+	}
 	// A message id of the call's own: an instance takes many.
-	msg := model.Message{ID: "msg_" + strings.TrimPrefix(callKey, "conv_"), Role: model.RoleUser, Parts: []model.Part{{Type: model.PartText, Text: task}}}
+	msg := model.Message{ID: "msg_" + strings.TrimPrefix(callKey, "conv_"), Role: model.RoleUser, Parts: append([]model.Part{{Type: model.PartText, Text: task}}, files...)}
 	progress := SubagentProgress{ToolCallID: callID, Agent: label, ThreadID: child}
 	switch {
 	case dispatched:
@@ -420,6 +448,7 @@ func (e *Engine) runChild(ctx context.Context, d *invocation, t agentconfig.Suba
 		return nil, &tool.Deferred{Output: placeholder}
 	}
 	answer := subagent.Answer{Agent: t.Name, ThreadID: progress.ThreadID, Status: o.Status, Text: subagent.LastText(run.d.history)}
+	answer.Attachments = e.returnFiles(ctx, d.accountID, progress.ThreadID, d.conversationID, answer.Text)
 	tell(SubagentFinished, answer.Text, o.Status)
 	switch o.Status {
 	case store.EventFailed:
@@ -491,6 +520,61 @@ func (e *Engine) continueChild(ctx context.Context, accountID string, t agentcon
 	}
 	return e.opts.Enqueue(context.WithoutCancel(ctx), string(body))
 }
+
+// giveFiles copies the caller's files ids to the child's thread, for its first message: each as
+// the caller's messages show it (its media type and name), under the same id (attachments).
+func (e *Engine) giveFiles(ctx context.Context, d *invocation, child string, ids []string) ([]model.Part, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	if e.opts.Attachments == nil {
+		return nil, errors.New("this deployment keeps no files")
+	}
+	var out []model.Part
+	for _, id := range ids {
+		err := e.opts.Attachments.Copy(ctx, d.accountID, d.conversationID, child, id)
+		if errors.Is(err, attachments.ErrNotFound) {
+			return nil, fmt.Errorf("this conversation has no attachment %q", id)
+		}
+		if err != nil {
+			return nil, err
+		}
+		p := model.Part{Type: model.PartFile, Attachment: id, MediaType: "application/octet-stream"}
+		for _, m := range d.history {
+			for _, q := range m.Parts {
+				if q.Type == model.PartFile && q.Attachment == id {
+					p.MediaType, p.Filename = q.MediaType, q.Filename
+				}
+			}
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// returnFiles copies to the caller's thread the files of the child's thread its answer names,
+// so each id it returns is valid where it goes (001 section 7); the ids copied.
+func (e *Engine) returnFiles(ctx context.Context, accountID, child, caller, answer string) []string {
+	if e.opts.Attachments == nil {
+		return nil
+	}
+	var out []string
+	for _, id := range attachmentRef.FindAllString(answer, maxChildFiles) {
+		if slices.Contains(out, id) {
+			continue
+		}
+		err := e.opts.Attachments.Copy(ctx, accountID, child, caller, id)
+		if err == nil {
+			out = append(out, id)
+		} else if !errors.Is(err, attachments.ErrNotFound) {
+			e.opts.Logger.ErrorContext(ctx, "returning a subagent's file to its caller", "attachment", id, "err", err)
+		}
+	}
+	return out
+}
+
+// attachmentRef finds attachment ids in a text.
+var attachmentRef = regexp.MustCompile(attachments.IDText)
 
 // handOver makes the blocking call callID, whose child stopped to wait, an async call of the
 // pass: the caller waits for it like a dispatched call, for as long as the child may take to be
@@ -653,7 +737,9 @@ func (d *invocation) settleParent(ctx context.Context, res Outcome) {
 	if !ok || d.callerWaits || p.ConversationID == "" || !store.Final(res.Status) || d.e.opts.Async == nil {
 		return
 	}
-	o, err := subagent.Outcome(p.Tool, d.conversationID, d.turnID, subagent.Ended{Status: res.Status, Error: res.Error, Messages: d.history, Explicit: p.Explicit})
+	ended := subagent.Ended{Status: res.Status, Error: res.Error, Messages: d.history, Explicit: p.Explicit}
+	ended.Attachments = d.e.returnFiles(ctx, d.accountID, d.conversationID, p.ConversationID, subagent.LastText(d.history))
+	o, err := subagent.Outcome(p.Tool, d.conversationID, d.turnID, ended)
 	if err == nil {
 		var otherwise string
 		otherwise, err = subagent.Settle(ctx, d.e.opts.Async, d.e.opts.Redriver, resultID, o, d.e.opts.Now())

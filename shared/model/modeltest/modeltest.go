@@ -91,3 +91,14 @@ func CheckStream(events iter.Seq2[model.Event, error]) error {
 	}
 	return nil
 }
+
+// FileParts is a user message carrying a PNG and a PDF with their bytes, and a zip whose bytes
+// no provider takes, for the adapters' tests of file parts.
+func FileParts() model.Message {
+	return model.Message{Role: model.RoleUser, Parts: []model.Part{
+		{Type: model.PartText, Text: "what is in these?"},
+		{Type: model.PartFile, MediaType: "image/png", Filename: "chart.png", Attachment: "att_png", Data: []byte("png-bytes")},
+		{Type: model.PartFile, MediaType: "application/pdf", Filename: "report.pdf", Attachment: "att_pdf", Data: []byte("pdf-bytes")},
+		{Type: model.PartFile, MediaType: "application/zip", Filename: "data.zip", Attachment: "att_zip", Data: []byte("zip-bytes")},
+	}}
+}

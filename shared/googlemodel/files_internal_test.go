@@ -1,0 +1,30 @@
+package googlemodel
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/agentharness/harness/shared/model/modeltest"
+)
+
+// A user message's files go to Gemini as inline data, each after its note.
+func TestFilePartsAreSent(t *testing.T) {
+	c, err := content(modeltest.FileParts(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`{"text":"[attachment att_png: chart.png, image/png]"}`,
+		`{"inlineData":{"data":"cG5nLWJ5dGVz","mimeType":"image/png"}}`,
+		`{"inlineData":{"data":"cGRmLWJ5dGVz","mimeType":"application/pdf"}}`,
+	} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("the content %s lacks %s", b, want)
+		}
+	}
+}
