@@ -138,8 +138,9 @@ func TestAFileReachesTheModelAndStaysWithItsThread(t *testing.T) {
 }
 
 // A caller's file goes to the subagent it names it for (initAttachmentsProperty): copied to the
-// child's thread, whose model gets it; an id the caller's thread does not hold is refused. A
-// child's answer that names a file of its thread returns it: copied to the caller's thread.
+// child's thread, whose model gets it; the id of a file another conversation of the account holds,
+// or another account's conversation of the same id, is refused. A child's answer that names a
+// file of its thread returns it: copied to the caller's thread.
 func TestFilesCrossToSubagentsAndBack(t *testing.T) {
 	stack := testenv.Stack(t)
 	id := attachments.ID(pixel)
@@ -149,26 +150,38 @@ func TestFilesCrossToSubagentsAndBack(t *testing.T) {
 	other := []byte("a file of another conversation")
 	e.stream(t, fileMessage(viewer, "files-elsewhere", "data:image/png;base64,"+base64.StdEncoding.EncodeToString(other)))
 	missing := attachments.ID(other)
+	// So does another account's conversation.
+	foreign := []byte("a file of another account")
+	_, otherSecret := createAccount(t, e.srv, "files-peer")
+	if res := call(t, e.srv, http.MethodPost, "/accounts/me/agents", otherSecret, `{"agentId": "viewer", "name": "viewer", "model": `+block+`}`); res.status != http.StatusCreated {
+		t.Fatalf("creating the other account's agent = %d %s", res.status, res.body)
+	}
+	if res := call(t, e.srv, http.MethodPost, "/", otherSecret, fileMessage("viewer", "files-sub", "data:image/png;base64,"+base64.StdEncoding.EncodeToString(foreign))); res.status != http.StatusOK {
+		t.Fatalf("the other account's turn = %d %s", res.status, res.body)
+	}
 	caller := e.agent(t, `{"name": "sender", "model": {"provider": "scripted", "script": [
 		{"toolCalls": [{"name": "viewer", "input": {"message": "look at it", "files": ["`+id+`"]}},
-		               {"name": "viewer", "input": {"message": "and this", "files": ["`+missing+`"]}}]},
+		               {"name": "viewer", "input": {"message": "and this", "files": ["`+missing+`"]}},
+		               {"name": "viewer", "input": {"message": "and that", "files": ["`+attachments.ID(foreign)+`"]}}]},
 		{"text": "Heard: {{toolResults}}"}]},
 		"subagent": {"agents": [{"name": "viewer", "agentId": "`+viewer+`", "initAttachmentsProperty": "files"}]}}`)
 	data := "data:image/png;base64," + base64.StdEncoding.EncodeToString(pixel)
 	cs := e.stream(t, fileMessage(caller, "files-sub", data))
 	var answer map[string]any
-	var refused string
+	var refused []string
 	for _, c := range chunksOf(cs, "tool-output-available") {
 		if out, ok := c["output"].(map[string]any); ok && out["agent"] == "viewer" {
 			answer = out
 		}
 	}
 	for _, c := range chunksOf(cs, "tool-output-error") {
-		refused, _ = c["errorText"].(string)
+		text, _ := c["errorText"].(string)
+		refused = append(refused, text)
 	}
 	thread, _ := answer["threadId"].(string)
-	if thread == "" || !strings.Contains(refused, "this conversation has no attachment") || !strings.Contains(refused, missing) {
-		t.Fatalf("the calls answered %v and %q, want the child's answer and the unknown file refused", answer, refused)
+	if thread == "" || len(refused) != 2 || !strings.Contains(refused[0], "this conversation has no attachment") || !strings.Contains(refused[0], missing) ||
+		!strings.Contains(refused[1], attachments.ID(foreign)) {
+		t.Fatalf("the calls answered %v and %q, want the child's answer and the other conversation's and account's files refused", answer, refused)
 	}
 	if got, _ := json.Marshal(answer["attachments"]); string(got) != `["`+id+`"]` {
 		t.Errorf("the answer returns %s, want the file it names", got)
@@ -177,8 +190,8 @@ func TestFilesCrossToSubagentsAndBack(t *testing.T) {
 	if len(child) == 0 || len(child[0].Parts) != 2 || child[0].Parts[1].Attachment != id || child[0].Parts[1].MediaType != "image/png" || child[0].Parts[1].Filename != "dot.png" {
 		t.Fatalf("the child's first message %+v, want the task and the file", child)
 	}
-	if reqs := mock.Requests(); len(reqs) != 2 || !bytes.Contains(reqs[1].Body, []byte(data)) {
-		t.Errorf("the child's model got %d requests, want its own carrying the file", len(reqs)-1)
+	if reqs := mock.Requests(); len(reqs) != 3 || !bytes.Contains(reqs[2].Body, []byte(data)) {
+		t.Errorf("the child's model got %d requests, want its own carrying the file", len(reqs)-2)
 	}
 	key := "attachments/" + e.accountID + "/" + thread + "/" + id
 	if _, err := stack.S3.HeadObject(context.Background(), &s3.HeadObjectInput{Bucket: &stack.Bucket, Key: &key}); err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentharness/harness/infra/faketavily"
 	"github.com/agentharness/harness/infra/localrunner"
+	"github.com/agentharness/harness/infra/mockopenai"
 	"github.com/agentharness/harness/infra/testenv"
 	"github.com/agentharness/harness/shared/store"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -28,8 +29,9 @@ const searcher = `{"name": "searcher", "model": {"provider": "scripted", "script
 	{"text": "Found: {{toolResults}}"}]},
 	"tools": {"tavilySearch": {}}}`
 
-// newVarsEnv is newAsyncEnv with a Tavily that accepts threadKey alone.
-func newVarsEnv(t *testing.T) *asyncEnv {
+// newVarsEnv is newAsyncEnv with a Tavily that accepts threadKey alone, and env (name, value
+// pairs) set for the functions.
+func newVarsEnv(t *testing.T, env ...string) *asyncEnv {
 	t.Helper()
 	tavily := httptest.NewServer(faketavily.New(&faketavily.Options{APIKey: threadKey, Documents: []faketavily.Document{
 		{URL: "https://example.com/harness", Title: "Harness", Content: "A harness for agents."},
@@ -40,6 +42,11 @@ func newVarsEnv(t *testing.T) *asyncEnv {
 		o.Getenv = func(k string) string {
 			if k == "TAVILY_BASE_URL" {
 				return tavily.URL
+			}
+			for i := 0; i+1 < len(env); i += 2 {
+				if env[i] == k {
+					return env[i+1]
+				}
 			}
 			return base(k)
 		}
@@ -222,9 +229,21 @@ func TestSubagentEnvRequiredAnsweredThroughTheVariablesEndpoint(t *testing.T) {
 // names the child and descriptionEnv comes before its message. The security rule holds: the
 // scopedEnv value reaches no model, message, stream, stored item or log line.
 func TestImmediateInstanceVariables(t *testing.T) {
-	e := newVarsEnv(t)
-	scout := e.agent(t, strings.Replace(searcher, `"tools":`, `"variables": [{"name": "TAVILY_API_KEY", "type": "secret", "scoped": true, "required": true}], "tools":`, 1))
-	caller := e.agent(t, `{"name": "briefed", "model": {"provider": "scripted", "script": [{"text": "With the brief: {{toolResults}}"}]},
+	// Both models are a local OpenAI-compatible server that records every request they get: the
+	// scout searches, then answers with what it found; the caller answers with the scout's answer.
+	mock := mockopenai.New(&mockopenai.Options{Script: func(r *mockopenai.Request) mockopenai.Reply {
+		if n := len(r.Messages); n > 0 && r.Messages[n-1].Role == "tool" {
+			return mockopenai.Reply{Text: "Found: " + r.Messages[n-1].Text()}
+		}
+		return mockopenai.Reply{ToolCalls: []mockopenai.ToolCall{{Function: mockopenai.FunctionCall{Name: "tavilySearch", Arguments: `{"query":"harness"}`}}}}
+	}})
+	modelSrv := httptest.NewServer(mock)
+	t.Cleanup(modelSrv.Close)
+	e := newVarsEnv(t, "OPENAI_BASE_URL", modelSrv.URL+"/v1")
+	block := `{"provider": "openai", "model": "mock", "apiKey": "k", "baseURL": "` + modelSrv.URL + `/v1"}`
+	scout := e.agent(t, `{"name": "scout", "model": `+block+`, "tools": {"tavilySearch": {}},
+		"variables": [{"name": "TAVILY_API_KEY", "type": "secret", "scoped": true, "required": true}]}`)
+	caller := e.agent(t, `{"name": "briefed", "model": `+block+`,
 		"subagent": {"agents": [{"name": "scout", "agentId": "`+scout+`",
 			"immediate": {"nameEnv": "SCOUT_NAME", "descriptionEnv": "SCOUT_TASK", "scopedEnv": ["TAVILY_API_KEY"]}}]}}`)
 	res := call(t, e.srv, http.MethodPost, "/", e.secret, `{"agentId":"`+caller+`","id":"immediate-vars","message":"find harnesses",
@@ -250,7 +269,19 @@ func TestImmediateInstanceVariables(t *testing.T) {
 		t.Errorf("the scout's first message %v, want its task first", msgs)
 	}
 
-	// What every model saw is its conversation: neither holds the key.
+	// No model request holds the key, nor does either conversation; the task, which
+	// descriptionEnv designates, reached the scout's model.
+	reqs := mock.Requests()
+	task := false
+	for _, r := range reqs {
+		if bytes.Contains(r.Body, []byte(threadKey)) {
+			t.Errorf("a model request holds the key: %s", r.Body)
+		}
+		task = task || bytes.Contains(r.Body, []byte("Search the web for it."))
+	}
+	if len(reqs) != 3 || !task {
+		t.Errorf("the models got %d requests (want the scout's two and the caller's), the task in one: %v", len(reqs), task)
+	}
 	for _, conv := range []string{"immediate-vars", thread} {
 		b, _ := json.Marshal(e.conversation(t, conv))
 		if strings.Contains(string(b), threadKey) {
