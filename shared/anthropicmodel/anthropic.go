@@ -229,7 +229,7 @@ func messages(msgs []model.Message) ([]anthropic.MessageParam, error) {
 				case p.Type == model.PartText && p.Text != "":
 					blocks = append(blocks, anthropic.NewTextBlock(p.Text))
 				case p.Type != model.PartFile:
-				case p.Data != nil && slices.Contains([]string{"image/jpeg", "image/png", "image/gif", "image/webp"}, p.MediaType):
+				case p.Data != nil && slices.Contains(model.ImageTypes, p.MediaType):
 					blocks = append(blocks, anthropic.NewTextBlock(model.FileNote(p)), anthropic.NewImageBlockBase64(p.MediaType, base64.StdEncoding.EncodeToString(p.Data)))
 				case p.Data != nil && p.MediaType == "application/pdf":
 					blocks = append(blocks, anthropic.NewTextBlock(model.FileNote(p)), anthropic.NewDocumentBlock(anthropic.Base64PDFSourceParam{Data: base64.StdEncoding.EncodeToString(p.Data)}))

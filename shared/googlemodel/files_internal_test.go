@@ -8,7 +8,8 @@ import (
 	"github.com/agentharness/harness/shared/model/modeltest"
 )
 
-// A user message's files go to Gemini as inline data, each after its note.
+// A user message's files go to Gemini as inline data, each after its note; a file of a type it
+// does not take inline is its note alone.
 func TestFilePartsAreSent(t *testing.T) {
 	c, err := content(modeltest.FileParts(), false)
 	if err != nil {
@@ -22,9 +23,13 @@ func TestFilePartsAreSent(t *testing.T) {
 		`{"text":"[attachment att_png: chart.png, image/png]"}`,
 		`{"inlineData":{"data":"cG5nLWJ5dGVz","mimeType":"image/png"}}`,
 		`{"inlineData":{"data":"cGRmLWJ5dGVz","mimeType":"application/pdf"}}`,
+		`{"text":"[attachment att_zip: data.zip, application/zip]"}`,
 	} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("the content %s lacks %s", b, want)
 		}
+	}
+	if strings.Contains(string(b), "emlwLWJ5dGVz") {
+		t.Errorf("the zip's bytes were sent: %s", b)
 	}
 }

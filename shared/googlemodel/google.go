@@ -299,6 +299,17 @@ func activeLoopStart(msgs []model.Message) int {
 // SDK, encoding bytes, writes in the standard base64 alphabet that decodes to the same bytes.
 var skipSignature, _ = base64.URLEncoding.DecodeString("skip_thought_signature_validator")
 
+// inlineType reports whether Gemini takes a file of this media type inline: images, audio,
+// video, PDFs and text; it refuses the request for any other, so those stay notes.
+func inlineType(mediaType string) bool {
+	for _, prefix := range []string{"image/", "audio/", "video/", "text/", "application/pdf"} {
+		if strings.HasPrefix(mediaType, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
 // content converts one stored message. inLoop says whether msg belongs to the turn in progress.
 func content(msg model.Message, inLoop bool) (*genai.Content, error) {
 	switch msg.Role {
@@ -308,7 +319,7 @@ func content(msg model.Message, inLoop bool) (*genai.Content, error) {
 			switch {
 			case p.Type == model.PartText && p.Text != "":
 				c.Parts = append(c.Parts, &genai.Part{Text: p.Text})
-			case p.Type == model.PartFile && p.Data != nil:
+			case p.Type == model.PartFile && p.Data != nil && inlineType(p.MediaType):
 				c.Parts = append(c.Parts, &genai.Part{Text: model.FileNote(p)}, &genai.Part{InlineData: &genai.Blob{MIMEType: p.MediaType, Data: p.Data}})
 			case p.Type == model.PartFile:
 				c.Parts = append(c.Parts, &genai.Part{Text: model.FileNote(p)})

@@ -246,6 +246,9 @@ func FileNote(p Part) string {
 	return "[attachment " + p.Attachment + ": " + name + ", " + p.MediaType + "]"
 }
 
+// ImageTypes are the image media types every provider that takes images takes.
+var ImageTypes = []string{"image/jpeg", "image/png", "image/gif", "image/webp"}
+
 // DataURL is a file's bytes as a data: URL.
 func DataURL(p Part) string {
 	return "data:" + p.MediaType + ";base64," + base64.StdEncoding.EncodeToString(p.Data)

@@ -223,7 +223,7 @@ func messages(msg model.Message) ([]openai.ChatCompletionMessageParamUnion, erro
 			case p.Type == model.PartText && p.Text != "":
 				parts = append(parts, openai.TextContentPart(p.Text))
 			case p.Type != model.PartFile:
-			case p.Data != nil && strings.HasPrefix(p.MediaType, "image/"):
+			case p.Data != nil && slices.Contains(model.ImageTypes, p.MediaType):
 				parts = append(parts, openai.TextContentPart(model.FileNote(p)), openai.ImageContentPart(openai.ChatCompletionContentPartImageImageURLParam{URL: model.DataURL(p)}))
 			case p.Data != nil && p.MediaType == "application/pdf":
 				parts = append(parts, openai.TextContentPart(model.FileNote(p)),
