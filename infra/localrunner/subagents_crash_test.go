@@ -14,6 +14,7 @@ import (
 	"github.com/agentharness/harness/infra/localrunner"
 	"github.com/agentharness/harness/infra/testenv"
 	"github.com/agentharness/harness/shared/asynctools"
+	"github.com/agentharness/harness/shared/attachments"
 	"github.com/agentharness/harness/shared/lambdadeps"
 	"github.com/agentharness/harness/shared/reqbody"
 	"github.com/agentharness/harness/shared/store"
@@ -76,7 +77,7 @@ func TestNonBlockingSubagentsFanInThroughCrashes(t *testing.T) {
 	}
 	redriver.Late = sweeper.LateSubagents(async, store.New(sweeperDeps.DB, store.Tables{
 		Events: sweeperDeps.Getenv("EVENTS_TABLE"), Conversations: sweeperDeps.Getenv("CONVERSATIONS_TABLE"),
-	}))
+	}), attachments.InBucket(sweeperDeps.S3, sweeperDeps.Getenv("ASYNC_RESULTS_BUCKET")))
 	var clock time.Time
 	redriver.Now = func() time.Time { return clock }
 	sweep := func(at time.Time) asynctools.SweepStats {

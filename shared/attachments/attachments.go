@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentharness/harness/shared/blobstore"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 )
 
 // MaxBytes bounds one file.
@@ -49,6 +50,14 @@ type Store struct{ blobs Blobs }
 
 // New returns a store over blobs.
 func New(blobs Blobs) *Store { return &Store{blobs: blobs} }
+
+// InBucket is a store in an S3 bucket; nil when there is no bucket or no client.
+func InBucket(c *s3.Client, bucket string) *Store {
+	if c == nil || bucket == "" {
+		return nil
+	}
+	return New(blobstore.NewS3(c, bucket))
+}
 
 // key is where a thread's file lives: the account and the thread come from the caller, never
 // from a client's input, so no input reaches another thread's keys.

@@ -12,10 +12,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/agentharness/harness/shared/asynctools"
+	"github.com/agentharness/harness/shared/attachments"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/store"
 )
@@ -115,10 +118,39 @@ func Outcome(tool, conversationID, eventID string, e Ended) (asynctools.Outcome,
 	return asynctools.Outcome{}, fmt.Errorf("a child turn that is %s has not ended", e.Status)
 }
 
-// Notified is the outcome of a call that its child answered through notify_parent with text.
-func Notified(tool, conversationID, eventID, text string) (asynctools.Outcome, error) {
-	b, err := json.Marshal(Answer{Agent: tool, ThreadID: conversationID, Status: store.EventCompleted, Text: text, EventID: eventID})
+// Notified is the outcome of a call that its child answered through notify_parent with text,
+// returning the files attachments.
+func Notified(tool, conversationID, eventID, text string, attachments []string) (asynctools.Outcome, error) {
+	b, err := json.Marshal(Answer{Agent: tool, ThreadID: conversationID, Status: store.EventCompleted, Text: text, EventID: eventID, Attachments: attachments})
 	return asynctools.Outcome{Status: asynctools.Completed, Response: b}, err
+}
+
+// attachmentRef finds attachment ids in a text.
+var attachmentRef = regexp.MustCompile(attachments.IDText)
+
+// maxReturnedFiles bounds the files one answer returns.
+const maxReturnedFiles = 10
+
+// ReturnFiles copies to the caller's thread the files of the child's thread its answer names, so
+// each id it returns is valid where it goes (001 section 7), and returns the ids copied; none
+// where files has no store. A named id the child does not hold is not a file of its.
+func ReturnFiles(ctx context.Context, files *attachments.Store, accountID, child, caller, answer string) ([]string, error) {
+	if files == nil {
+		return nil, nil
+	}
+	var out []string
+	for _, id := range attachmentRef.FindAllString(answer, maxReturnedFiles) {
+		if slices.Contains(out, id) {
+			continue
+		}
+		switch err := files.Copy(ctx, accountID, child, caller, id); {
+		case err == nil:
+			out = append(out, id)
+		case !errors.Is(err, attachments.ErrNotFound):
+			return out, fmt.Errorf("returning file %s: %w", id, err)
+		}
+	}
+	return out, nil
 }
 
 // Settle settles the caller's call resultID with o, through the conditional write a completion
@@ -142,7 +174,7 @@ func Settle(ctx context.Context, async *asynctools.Store, redriver *asynctools.R
 // non-blocking subagent call may have started: when the child's turn has ended, the call's
 // outcome is the child's, as its own settle would have recorded it. ok is false when the row is
 // no subagent call's or its child has not ended.
-func Recover(ctx context.Context, st *store.Store, row asynctools.Result) (o asynctools.Outcome, ok bool, err error) {
+func Recover(ctx context.Context, st *store.Store, files *attachments.Store, row asynctools.Result) (o asynctools.Outcome, ok bool, err error) {
 	if row.Mode != asynctools.ExternalDispatch {
 		return o, false, nil
 	}
@@ -166,6 +198,10 @@ func Recover(ctx context.Context, st *store.Store, row asynctools.Result) (o asy
 	if err != nil {
 		return o, false, err
 	}
-	o, err = Outcome(head.Parent.Tool, ev.ConversationID, eventID, Ended{Status: ev.Status, Error: detail.Error, Messages: msgs, Explicit: head.Parent.Explicit})
+	ended := Ended{Status: ev.Status, Error: detail.Error, Messages: msgs, Explicit: head.Parent.Explicit}
+	if ended.Attachments, err = ReturnFiles(ctx, files, row.AccountID, ev.ConversationID, head.Parent.ConversationID, LastText(msgs)); err != nil {
+		return o, false, err
+	}
+	o, err = Outcome(head.Parent.Tool, ev.ConversationID, eventID, ended)
 	return o, err == nil, err
 }

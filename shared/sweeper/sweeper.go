@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentharness/harness/shared/asynctools"
+	"github.com/agentharness/harness/shared/attachments"
 	"github.com/agentharness/harness/shared/lambdadeps"
 	"github.com/agentharness/harness/shared/store"
 	"github.com/agentharness/harness/shared/subagent"
@@ -106,14 +107,14 @@ func New(d lambdadeps.Deps) (*Sweeper, error) {
 	enqueue := func(ctx context.Context, body string) error { return send(ctx, queue, body) }
 	st := store.New(d.DB, store.Tables{Accounts: accounts, Events: d.Getenv("EVENTS_TABLE"), Conversations: d.Getenv("CONVERSATIONS_TABLE")})
 	if st.HasTurns() {
-		redriver.Late = LateSubagents(redriver.Store, st)
+		redriver.Late = LateSubagents(redriver.Store, st, attachments.InBucket(d.S3, d.Getenv("ASYNC_RESULTS_BUCKET")))
 	}
 	return NewFrom(redriver, st, enqueue, time.Now, logger), nil
 }
 
 // LateSubagents is the Redriver's Late for subagent calls: a call whose child's turn ended takes
-// the child's outcome instead of timing out (subagent.Recover).
-func LateSubagents(async *asynctools.Store, st *store.Store) func(ctx context.Context, resultID string) (asynctools.Outcome, bool, error) {
+// the child's outcome, the files it returns included, instead of timing out (subagent.Recover).
+func LateSubagents(async *asynctools.Store, st *store.Store, files *attachments.Store) func(ctx context.Context, resultID string) (asynctools.Outcome, bool, error) {
 	return func(ctx context.Context, resultID string) (asynctools.Outcome, bool, error) {
 		row, err := async.Result(ctx, resultID)
 		if errors.Is(err, asynctools.ErrNotFound) {
@@ -122,7 +123,7 @@ func LateSubagents(async *asynctools.Store, st *store.Store) func(ctx context.Co
 		if err != nil || row.Status != asynctools.Running {
 			return asynctools.Outcome{}, false, err
 		}
-		return subagent.Recover(ctx, st, row)
+		return subagent.Recover(ctx, st, files, row)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentharness/harness/infra/testenv"
 	"github.com/agentharness/harness/shared/asynctools"
+	"github.com/agentharness/harness/shared/attachments"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/store"
 	"github.com/agentharness/harness/shared/subagent"
@@ -41,7 +42,8 @@ func TestSweeperSettlesACallerWithItsFinishedChild(t *testing.T) {
 	clock := now
 	var continued sent
 	redriver := &asynctools.Redriver{Store: async, Send: continued.Send, Now: func() time.Time { return clock }}
-	redriver.Late = sweeper.LateSubagents(async, st)
+	files := attachments.InBucket(stack.S3, stack.Bucket)
+	redriver.Late = sweeper.LateSubagents(async, st, files)
 
 	const account, caller = "acc_sweep", "conv_caller"
 	group := asynctools.NewGroupID(store.NewID(""), 0)
@@ -81,9 +83,14 @@ func TestSweeperSettlesACallerWithItsFinishedChild(t *testing.T) {
 	if lease.Parent().ConversationID != caller || lease.Parent().Tool != "finder" || lease.Parent().Depth != 1 {
 		t.Fatalf("the child's lease reads the link %+v, want its caller at depth 1", lease.Parent())
 	}
+	// The child holds a file its answer names: the caller gets it back with the answer.
+	file, err := files.Put(ctx, account, done, []byte("the child's chart"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	msgs := []model.Message{
 		{ID: "msg_q", Role: model.RoleUser, Parts: []model.Part{{Type: model.PartText, Text: "topic"}}},
-		{ID: "msg_a", Role: model.RoleAssistant, Parts: []model.Part{{Type: model.PartText, Text: "The answer is 42."}}},
+		{ID: "msg_a", Role: model.RoleAssistant, Parts: []model.Part{{Type: model.PartText, Text: "The answer is 42. See " + file + "."}}},
 	}
 	if err := lease.Append(ctx, msgs...); err != nil {
 		t.Fatal(err)
@@ -108,9 +115,12 @@ func TestSweeperSettlesACallerWithItsFinishedChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, _ := json.Marshal(subagent.Answer{Agent: "finder", ThreadID: done, Status: store.EventCompleted, Text: "The answer is 42.", EventID: doneEvent})
+	want, _ := json.Marshal(subagent.Answer{Agent: "finder", ThreadID: done, Status: store.EventCompleted, Text: "The answer is 42. See " + file + ".", EventID: doneEvent, Attachments: []string{file}})
 	if got.Status != asynctools.Completed || string(got.Response) != string(want) {
 		t.Errorf("the finished child's call is %s %s, want completed with %s", got.Status, got.Response, want)
+	}
+	if _, err := files.Get(ctx, account, caller, file); err != nil {
+		t.Errorf("the caller's thread did not get the child's file back: %v", err)
 	}
 	if got, _ := async.Result(ctx, rows["call_running"]); got.Status != asynctools.Failed || got.Error != asynctools.TimeoutError {
 		t.Errorf("the running child's call is %s %q, want timed out", got.Status, got.Error)
@@ -119,8 +129,9 @@ func TestSweeperSettlesACallerWithItsFinishedChild(t *testing.T) {
 		t.Errorf("continuations sent %v, want the caller's group once", continued.groups)
 	}
 
-	// The child's own settle, arriving late, is the same outcome: a duplicate, not a conflict.
-	o, err := subagent.Outcome("finder", done, doneEvent, subagent.Ended{Status: store.EventCompleted, Messages: msgs})
+	// The child's own settle, arriving late, is the same outcome (it returns the same files): a
+	// duplicate, not a conflict.
+	o, err := subagent.Outcome("finder", done, doneEvent, subagent.Ended{Status: store.EventCompleted, Messages: msgs, Attachments: []string{file}})
 	if err != nil {
 		t.Fatal(err)
 	}

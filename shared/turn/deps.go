@@ -67,7 +67,7 @@ func OptionsFrom(d lambdadeps.Deps) (Options, error) {
 			return d.Tools(config, env)
 		},
 		Sealer:           d.Sealer,
-		Attachments:      attachmentsFrom(d),
+		Attachments:      attachments.InBucket(d.S3, getenv("ASYNC_RESULTS_BUCKET")),
 		Model:            func(block json.RawMessage) (agent.Model, error) { return provider.New(block, getenv) },
 		Logger:           d.Logger,
 		Async:            async,
@@ -75,16 +75,6 @@ func OptionsFrom(d lambdadeps.Deps) (Options, error) {
 		AsyncToolTimeout: asyncTimeout,
 		Streams:          streams,
 	}, nil
-}
-
-// attachmentsFrom keeps threads' files in the async results bucket, under attachments/; nil
-// where the function has no bucket.
-func attachmentsFrom(d lambdadeps.Deps) *attachments.Store {
-	bucket := d.Getenv("ASYNC_RESULTS_BUCKET")
-	if bucket == "" || d.S3 == nil {
-		return nil
-	}
-	return attachments.New(blobstore.NewS3(d.S3, bucket))
 }
 
 // duration reads an optional positive Go duration from the environment.

@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"regexp"
-	"slices"
 	"sort"
 	"strings"
 
@@ -552,29 +550,15 @@ func (e *Engine) giveFiles(ctx context.Context, d *invocation, child string, ids
 	return out, nil
 }
 
-// returnFiles copies to the caller's thread the files of the child's thread its answer names,
-// so each id it returns is valid where it goes (001 section 7); the ids copied.
+// returnFiles returns to the caller the files of the child's thread its answer names
+// (subagent.ReturnFiles); a failed copy is logged, and the answer goes without that file.
 func (e *Engine) returnFiles(ctx context.Context, accountID, child, caller, answer string) []string {
-	if e.opts.Attachments == nil {
-		return nil
+	ids, err := subagent.ReturnFiles(ctx, e.opts.Attachments, accountID, child, caller, answer)
+	if err != nil {
+		e.opts.Logger.ErrorContext(ctx, "returning a subagent's files to its caller", "threadId", child, "err", err)
 	}
-	var out []string
-	for _, id := range attachmentRef.FindAllString(answer, maxChildFiles) {
-		if slices.Contains(out, id) {
-			continue
-		}
-		err := e.opts.Attachments.Copy(ctx, accountID, child, caller, id)
-		if err == nil {
-			out = append(out, id)
-		} else if !errors.Is(err, attachments.ErrNotFound) {
-			e.opts.Logger.ErrorContext(ctx, "returning a subagent's file to its caller", "attachment", id, "err", err)
-		}
-	}
-	return out
+	return ids
 }
-
-// attachmentRef finds attachment ids in a text.
-var attachmentRef = regexp.MustCompile(attachments.IDText)
 
 // handOver makes the blocking call callID, whose child stopped to wait, an async call of the
 // pass: the caller waits for it like a dispatched call, for as long as the child may take to be
@@ -843,7 +827,7 @@ func (d *invocation) notifyParent() (t tool.Tool, ok bool) {
 			if err := json.Unmarshal(input, &args); err != nil {
 				return nil, err
 			}
-			o, err := subagent.Notified(p.Tool, d.conversationID, d.turnID, args.Message)
+			o, err := subagent.Notified(p.Tool, d.conversationID, d.turnID, args.Message, d.e.returnFiles(ctx, d.accountID, d.conversationID, p.ConversationID, args.Message))
 			if err != nil {
 				return nil, err
 			}
