@@ -27,10 +27,10 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/signal"
 	"strings"
 	"time"
 
+	"github.com/agentharness/harness/examples/internal/harnessapi"
 	"github.com/coder/websocket"
 )
 
@@ -58,22 +58,19 @@ var tickets = map[string]map[string]string{
 }
 
 func main() {
-	url := flag.String("url", os.Getenv("HARNESS_URL"), "harness base URL (HARNESS_URL)")
-	secret := flag.String("secret", os.Getenv("HARNESS_SECRET"), "account secret (HARNESS_SECRET)")
+	var url, secret string
+	harnessapi.Endpoint(&url, &secret)
 	timeout := flag.Duration("timeout", time.Minute, "give up after this long")
 	flag.Parse()
-	if *url == "" || *secret == "" {
+	if url == "" || secret == "" {
 		fmt.Fprintln(os.Stderr, "set HARNESS_URL and HARNESS_SECRET (source .dev.env while make dev runs) or pass -url and -secret")
 		os.Exit(2)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
-	if err := run(ctx, *url, *secret, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "appserver-controller:", err)
-		os.Exit(1)
-	}
+	harnessapi.Main("appserver-controller", func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, *timeout)
+		defer cancel()
+		return run(ctx, url, secret, os.Stdout)
+	})
 }
 
 func run(ctx context.Context, base, secret string, out io.Writer) error {

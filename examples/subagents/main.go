@@ -27,7 +27,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/signal"
 	"strings"
 	"time"
 
@@ -82,17 +81,11 @@ type answer struct {
 
 func main() {
 	var cfg config
-	flag.StringVar(&cfg.HarnessURL, "url", os.Getenv("HARNESS_URL"), "harness base URL (HARNESS_URL)")
-	flag.StringVar(&cfg.Secret, "secret", os.Getenv("HARNESS_SECRET"), "account secret (HARNESS_SECRET)")
+	harnessapi.Endpoint(&cfg.HarnessURL, &cfg.Secret)
 	flag.DurationVar(&cfg.Timeout, "timeout", 60*time.Second, "how long to wait for the turn to end")
 	flag.BoolVar(&cfg.SSE, "sse", false, "run the turn over SSE (POST /chat) and read its end at GET /chat/{id}/stream")
 	flag.Parse()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, cfg, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "subagents:", err)
-		os.Exit(1)
-	}
+	harnessapi.Main("subagents", func(ctx context.Context) error { return run(ctx, cfg, os.Stdout) })
 }
 
 func run(ctx context.Context, cfg config, stdout io.Writer) error {

@@ -28,9 +28,10 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/signal"
 	"strings"
 	"time"
+
+	"github.com/agentharness/harness/examples/internal/harnessapi"
 )
 
 // config is what run needs; main fills it from flags over the environment.
@@ -54,16 +55,10 @@ const agentConfig = `{
 
 func main() {
 	var cfg config
-	flag.StringVar(&cfg.HarnessURL, "url", os.Getenv("HARNESS_URL"), "harness base URL (HARNESS_URL)")
-	flag.StringVar(&cfg.Secret, "secret", os.Getenv("HARNESS_SECRET"), "account secret (HARNESS_SECRET)")
+	harnessapi.Endpoint(&cfg.HarnessURL, &cfg.Secret)
 	flag.DurationVar(&cfg.Timeout, "timeout", 60*time.Second, "how long the whole turn may take")
 	flag.Parse()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, cfg, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "tool-async:", err)
-		os.Exit(1)
-	}
+	harnessapi.Main("tool-async", func(ctx context.Context) error { return run(ctx, cfg, os.Stdout) })
 }
 
 func run(ctx context.Context, cfg config, stdout io.Writer) error {

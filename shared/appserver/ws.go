@@ -631,14 +631,13 @@ func (c *call) input(ctx context.Context) error {
 // follows as usual. routed is false, and nothing done, for the conversation's own approvals.
 func (c *call) childDecision(ctx context.Context, rt runtimeScope, req *turn.Request, in turn.Input, refuse func(string) error) (routed bool, err error) {
 	h := c.g.h
-	route, err := h.eng.ChildDecisions(ctx, c.conn.AccountID, req, in)
+	route, err := h.eng.ChildDecisions(ctx, c.conn.AccountID, req, &in)
 	if err != nil {
 		return true, refuse(c.refusal(ctx, err))
 	}
 	if route == nil {
 		return false, nil
 	}
-	in.Decisions = route.Decisions
 	if err := h.eng.Precheck(ctx, c.conn.AccountID, *req, in); err != nil {
 		return true, refuse(c.refusal(ctx, err))
 	}

@@ -44,9 +44,8 @@ func (h *Handler) asyncTurn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Decisions on a subagent's held calls, sent to its caller, go to the subagent.
-	route, err := h.eng.ChildDecisions(ctx, acc.ID, &req.Request, in)
+	route, err := h.eng.ChildDecisions(ctx, acc.ID, &req.Request, &in)
 	if err == nil && route != nil {
-		in.Decisions = route.Decisions
 		_, err = h.eng.Agent(ctx, acc.ID, req.Request, false)
 	}
 	if err != nil {

@@ -140,11 +140,10 @@ type childRun struct {
 // childTurn routes the request to the subagent whose held calls its decisions answer; nil when
 // they are the conversation's own.
 func (h *Handler) childTurn(ctx context.Context, accountID string, req *turnRequest, in *turn.Input) (*childRun, error) {
-	route, err := h.eng.ChildDecisions(ctx, accountID, &req.Request, *in)
+	route, err := h.eng.ChildDecisions(ctx, accountID, &req.Request, in)
 	if err != nil || route == nil {
 		return nil, err
 	}
-	in.Decisions = route.Decisions
 	next, found, err := h.eng.StreamNext(ctx, accountID, route.Caller)
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -738,21 +739,19 @@ func (d *invocation) settleParent(ctx context.Context, res Outcome) {
 }
 
 // ChildRoute is where ChildDecisions sent decisions: the caller's conversation they were sent
-// to, the subagent's calls they decide, and the decisions as the subagent takes them (each call
-// id its own, not the one its caller's client was shown).
+// to, and the subagent's calls they decide.
 type ChildRoute struct {
-	Caller    string
-	Calls     []string
-	Decisions []Decision
+	Caller string
+	Calls  []string
 }
 
 // ChildDecisions routes decisions sent to a conversation that waits for its subagents: when
 // every approval they decide belongs to one subagent conversation below req's, req is turned to
-// that conversation (its agent, and the event its held step was reported under), so the
-// decisions resume the child, whose end then goes on with its caller as always. The route is
-// nil, and req untouched, when the decisions are the conversation's own or name approvals it
-// does not know.
-func (e *Engine) ChildDecisions(ctx context.Context, accountID string, req *Request, in Input) (*ChildRoute, error) {
+// that conversation (its agent, and the event its held step was reported under) and in's
+// decisions to the ids the child knows its calls by, so they resume the child, whose end then
+// goes on with its caller as always. The route is nil, and req and in untouched, when the
+// decisions are the conversation's own or name approvals it does not know.
+func (e *Engine) ChildDecisions(ctx context.Context, accountID string, req *Request, in *Input) (*ChildRoute, error) {
 	if len(in.Decisions) == 0 || in.Message != nil || req.ConversationID == "" {
 		return nil, nil
 	}
@@ -792,10 +791,11 @@ func (e *Engine) ChildDecisions(ctx context.Context, accountID string, req *Requ
 		case req.ConversationID:
 			// The variables a request sets are its conversation's: none go to the child.
 			req.ConversationID, req.AgentID, req.Variables, req.Sealed = child, head.AgentID, nil, nil
-			for _, dec := range in.Decisions {
-				dec.ToolCallID = strings.TrimPrefix(dec.ToolCallID, ShownCallID(child, ""))
-				route.Decisions = append(route.Decisions, dec)
+			decisions := slices.Clone(in.Decisions)
+			for i := range decisions {
+				decisions[i].ToolCallID = strings.TrimPrefix(decisions[i].ToolCallID, ShownCallID(child, ""))
 			}
+			in.Decisions = decisions
 			if head.PausedEvent != "" {
 				// The event the child's held step was reported under: a non-blocking call's,
 				// whose end settles the call.

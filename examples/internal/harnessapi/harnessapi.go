@@ -6,11 +6,33 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/signal"
 	"strings"
 )
+
+// Endpoint registers the flags by which every example reaches the harness: -url and -secret,
+// HARNESS_URL and HARNESS_SECRET (from .dev.env) by default.
+func Endpoint(url, secret *string) {
+	flag.StringVar(url, "url", os.Getenv("HARNESS_URL"), "harness base URL (HARNESS_URL)")
+	flag.StringVar(secret, "secret", os.Getenv("HARNESS_SECRET"), "account secret (HARNESS_SECRET)")
+}
+
+// Main runs an example's run with a context Ctrl-C cancels; a failure is printed after the
+// example's name and exits 1.
+func Main(name string, run func(ctx context.Context) error) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	err := run(ctx)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, name+":", err)
+		os.Exit(1)
+	}
+}
 
 // Call sends a JSON request with a bearer token and returns the status and body; a 2xx body is
 // decoded into out when out is not nil.
