@@ -24,12 +24,16 @@ type Config struct {
 	Subagent *Subagent `json:"subagent,omitempty"`
 	// Variables declares the values its turns need from the thread they run in (variables.go).
 	Variables Variables `json:"variables,omitempty"`
+	// Skills names the account's skills the agent may load (skills.go).
+	Skills Skills `json:"skills,omitempty"`
+	// Prompts are prompts the agent calls as tools, by model-facing name (prompts.go).
+	Prompts Prompts `json:"prompts,omitempty"`
 }
 
 // fields are the config's top-level keys, spelled exactly: encoding/json matches keys without
 // regard to case, and a "Model" that decoded as "model" would escape secret redaction, which
 // looks for "model.apiKey".
-var fields = []string{"name", "system", "model", "maxSteps", "tools", "subagent", "variables"}
+var fields = []string{"name", "system", "model", "maxSteps", "tools", "subagent", "variables", "skills", "prompts"}
 
 // checkKeys refuses top-level keys that are not spelled exactly as a config field.
 func checkKeys(raw []byte) error {

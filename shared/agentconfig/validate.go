@@ -90,6 +90,9 @@ func Validate(raw []byte, c Checks) (*Validated, error) {
 			v.Secrets = append(v.Secrets, "tools."+name+"."+s)
 		}
 	}
+	if err := checkPrompts(cfg, c, m, v); err != nil {
+		return nil, err
+	}
 	return v, nil
 }
 
