@@ -131,10 +131,13 @@ type Event struct {
 }
 
 // Run runs a turn over history, which ends with the user's new message. A non-nil error ends
-// the stream: it comes from the model or from Save or Pause, never from a tool.
+// the stream: it comes from the model or from Save or Pause, never from a tool. Here as in
+// Continue, Resume and Decide, history's nested messages (a prompt tool's own loop) are left
+// out: the model never sees them.
 func Run(ctx context.Context, cfg Config, history []model.Message) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
-		loopFrom(ctx, cfg, validTranscript(history), 1, immediate(cfg, history), yield)
+		history = model.WithoutNested(history)
+		loopFrom(ctx, cfg, validTranscript(history), 1, immediate(cfg, history), model.Usage{}, yield)
 	}
 }
 
@@ -153,7 +156,8 @@ func immediate(cfg Config, history []model.Message) []model.Part {
 // message, stored already) begins with its Immediate calls, as under Run.
 func Continue(ctx context.Context, cfg Config, history []model.Message) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
-		loopFrom(ctx, cfg, validTranscript(history), stepsSinceUser(history)+1, immediate(cfg, history), yield)
+		history = model.WithoutNested(history)
+		loopFrom(ctx, cfg, validTranscript(history), stepsSinceUser(history)+1, immediate(cfg, history), model.Usage{}, yield)
 	}
 }
 
@@ -165,7 +169,8 @@ func Continue(ctx context.Context, cfg Config, history []model.Message) iter.Seq
 // its async calls) and a new user message, which starts a new turn.
 func Resume(ctx context.Context, cfg Config, history []model.Message, decisions map[string]Decision, next ...model.Message) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
-		produced, ok := decide(ctx, cfg, history, decisions, next, yield)
+		history = model.WithoutNested(history)
+		produced, used, ok := decide(ctx, cfg, history, decisions, next, yield)
 		if !ok {
 			return
 		}
@@ -175,7 +180,7 @@ func Resume(ctx context.Context, cfg Config, history []model.Message, decisions 
 		if slices.ContainsFunc(next, model.Message.StartsTurn) {
 			first = 1
 		}
-		loop(ctx, cfg, validTranscript(append(history, produced...)), first, yield)
+		loopFrom(ctx, cfg, validTranscript(append(history, model.WithoutNested(produced)...)), first, nil, used, yield)
 	}
 }
 
@@ -184,34 +189,37 @@ func Resume(ctx context.Context, cfg Config, history []model.Message, decisions 
 // whose async calls still run elsewhere, so that the model goes on once their results are back.
 func Decide(ctx context.Context, cfg Config, history []model.Message, decisions map[string]Decision, next ...model.Message) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
-		if _, ok := decide(ctx, cfg, history, decisions, next, yield); ok {
-			yield(Event{Type: Finish, Finish: model.FinishToolCalls}, nil)
+		if _, used, ok := decide(ctx, cfg, model.WithoutNested(history), decisions, next, yield); ok {
+			yield(Event{Type: Finish, Finish: model.FinishToolCalls, Usage: used}, nil)
 		}
 	}
 }
 
 // decide runs the held calls of history's paused step by their decisions and saves their results
-// and then next; it returns what it saved, and false when the stream ended.
-func decide(ctx context.Context, cfg Config, history []model.Message, decisions map[string]Decision, next []model.Message, yield func(Event, error) bool) ([]model.Message, bool) {
+// and then next; it returns what it saved, the tokens the calls' own loops used, and false when
+// the stream ended.
+func decide(ctx context.Context, cfg Config, history []model.Message, decisions map[string]Decision, next []model.Message, yield func(Event, error) bool) ([]model.Message, model.Usage, bool) {
 	held, err := HeldCalls(history)
 	if err != nil {
 		yield(Event{}, err)
-		return nil, false
+		return nil, model.Usage{}, false
 	}
 	// Every held call needs its decision before any of them runs.
 	for _, c := range held {
 		if _, ok := decisions[c.ToolCallID]; !ok {
 			yield(Event{}, fmt.Errorf("resuming: call %s has no decision", c.ToolCallID))
-			return nil, false
+			return nil, model.Usage{}, false
 		}
 	}
+	nested := &tool.Transcript{}
+	ctx = tool.WithTranscript(ctx, nested)
 	results := make([]model.Part, 0, len(held))
 	for _, c := range held {
 		d := decisions[c.ToolCallID]
 		result := model.Part{Type: model.PartToolResult, ToolCallID: c.ToolCallID, ToolName: c.ToolName}
 		if !d.Approved {
 			if !yield(Event{Type: ToolOutputDenied, ToolCallID: c.ToolCallID, ToolName: c.ToolName, ErrorText: d.Denial}, nil) {
-				return nil, false
+				return nil, model.Usage{}, false
 			}
 			result.Output, result.IsError = errorOutput(d.Denial), true
 			results = append(results, result)
@@ -220,23 +228,25 @@ func decide(ctx context.Context, cfg Config, history []model.Message, decisions 
 		call, err := prepare(cfg.Tools, c.ToolName, c.Input)
 		r, _, ok := runCall(ctx, cfg, call, err, c, false, yield)
 		if !ok {
-			return nil, false
+			return nil, model.Usage{}, false
 		}
 		results = append(results, r)
 	}
-	produced := append([]model.Message{{ID: newID(cfg.NewID), Role: model.RoleTool, Parts: results}}, next...)
+	produced := append(boundNested(nested.Messages()), model.Message{ID: newID(cfg.NewID), Role: model.RoleTool, Parts: results})
+	produced = append(produced, next...)
 	if cfg.Save != nil {
 		if err := cfg.Save(ctx, produced); err != nil {
 			yield(Event{}, fmt.Errorf("saving the decided calls: %w", err))
-			return nil, false
+			return nil, model.Usage{}, false
 		}
 	}
-	return produced, true
+	return produced, nested.Usage(), true
 }
 
 // HeldCalls returns the calls of history's last assistant message that have no result yet: the
 // calls a paused step holds for approval, in the model's order.
 func HeldCalls(history []model.Message) ([]model.Part, error) {
+	history = model.WithoutNested(history)
 	last := len(history) - 1
 	for last >= 0 && history[last].Role == model.RoleTool {
 		last--
@@ -275,15 +285,11 @@ func stepsSinceUser(history []model.Message) int {
 	return n
 }
 
-// loop runs model steps over msgs, a valid transcript, numbering them from first, until the
-// model stops calling tools, the step limit is reached or a step pauses for approval.
-func loop(ctx context.Context, cfg Config, msgs []model.Message, first int, yield func(Event, error) bool) {
-	loopFrom(ctx, cfg, msgs, first, nil, yield)
-}
-
-// loopFrom is loop whose first step, when calls is not empty, makes those calls instead of
-// calling the model.
-func loopFrom(ctx context.Context, cfg Config, msgs []model.Message, first int, calls []model.Part, yield func(Event, error) bool) {
+// loopFrom runs model steps over msgs, a valid transcript, numbering them from first, until the
+// model stops calling tools, the step limit is reached or a step pauses for approval. Its first
+// step, when calls is not empty, makes those calls instead of calling the model; usage is what
+// the pass used before its first step.
+func loopFrom(ctx context.Context, cfg Config, msgs []model.Message, first int, calls []model.Part, usage model.Usage, yield func(Event, error) bool) {
 	maxSteps := cfg.MaxSteps
 	if maxSteps <= 0 {
 		maxSteps = DefaultMaxSteps
@@ -292,7 +298,6 @@ func loopFrom(ctx context.Context, cfg Config, msgs []model.Message, first int, 
 	if cfg.Tools != nil {
 		specs = cfg.Tools.Specs()
 	}
-	var usage model.Usage
 	for step := first; ; step++ {
 		if !yield(Event{Type: StepStart}, nil) {
 			return
@@ -313,11 +318,15 @@ func loopFrom(ctx context.Context, cfg Config, msgs []model.Message, first int, 
 		var pending []Pending
 		deferred := false
 		if len(res.calls) > 0 {
+			// The calls' own loops (prompt tools) are kept between the calls and their results.
+			nested := &tool.Transcript{}
 			var results []model.Part
-			results, pending, deferred, ok = runTools(ctx, cfg, res.calls, yield)
+			results, pending, deferred, ok = runTools(tool.WithTranscript(ctx, nested), cfg, res.calls, yield)
 			if !ok {
 				return
 			}
+			produced = append(produced, boundNested(nested.Messages())...)
+			usage = usage.Add(nested.Usage())
 			if len(results) > 0 {
 				produced = append(produced, model.Message{ID: newID(cfg.NewID), Role: model.RoleTool, Parts: results})
 			}
@@ -343,7 +352,7 @@ func loopFrom(ctx context.Context, cfg Config, msgs []model.Message, first int, 
 				return
 			}
 		}
-		msgs = append(msgs, produced...)
+		msgs = append(msgs, model.WithoutNested(produced)...)
 		if !yield(Event{Type: StepFinish, Usage: usage}, nil) {
 			return
 		}
@@ -651,6 +660,36 @@ func validTranscript(history []model.Message) []model.Message {
 			parts = append(parts, r)
 		}
 		out = append(out, model.Message{ID: id, Role: model.RoleTool, Parts: parts})
+	}
+	return out
+}
+
+// Bounds of the nested messages one step keeps: the step is saved in one write, which holds at
+// most 100 items and 4 MB, and one message is at most 384 KiB as stored.
+const (
+	maxNestedMessages = 60
+	maxNestedBytes    = 1 << 20
+	maxNestedMessage  = 256 << 10
+)
+
+// boundNested keeps what of a step's nested messages fits its bounds, in order; a message too
+// large, and whatever is past the bounds, is replaced by one note saying so.
+func boundNested(msgs []model.Message) []model.Message {
+	var out []model.Message
+	total, left := 0, 0
+	for _, m := range msgs {
+		b, _ := json.Marshal(m)
+		if len(out) >= maxNestedMessages-1 || total+len(b) > maxNestedBytes || len(b) > maxNestedMessage {
+			left++
+			continue
+		}
+		total += len(b)
+		out = append(out, m)
+	}
+	if left > 0 {
+		last := msgs[len(msgs)-1]
+		out = append(out, model.Message{ID: last.ID + "_left", Role: model.RoleAssistant, Kind: model.KindNested, Nested: last.Nested,
+			Parts: []model.Part{{Type: model.PartText, Text: fmt.Sprintf("[%d more message(s) of this step's nested loops were not kept: the record of one step is bounded]", left)}}})
 	}
 	return out
 }

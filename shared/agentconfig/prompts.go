@@ -158,7 +158,12 @@ func checkPrompts(cfg *Config, c Checks, agentModel Model, v *Validated) error {
 		if len(p.Model) > 0 {
 			var err error
 			if m, err = c.Model(p.Model); err != nil {
-				return atField(at+".model", err)
+				// The model check names its fields as the agent's ("model.provider").
+				var fe *FieldError
+				if errors.As(err, &fe) {
+					return &FieldError{Field: at + "." + fe.Field, Problem: fe.Problem}
+				}
+				return &FieldError{Field: at + ".model", Problem: err.Error()}
 			}
 			for _, s := range m.Secrets {
 				v.Secrets = append(v.Secrets, at+".model."+s)

@@ -452,6 +452,10 @@ func (o *wsOut) event(ctx context.Context, ev turn.Event) {
 		o.failure(ctx, ev.Error)
 	case turn.Subagent:
 		o.subagent(ctx, *ev.Subagent)
+	case turn.PromptTool:
+		// Tool progress: the prompt tool's nested loop, under the call it belongs to.
+		p := ev.PromptTool
+		o.delta(ctx, message("tool_progress_message", map[string]any{"tool_call_id": p.ToolCallID, "progress": *p}))
 	case turn.Loop:
 		le := ev.Loop
 		switch le.Type {
@@ -637,7 +641,7 @@ func (o *wsOut) stop(ctx context.Context, reason string) {
 
 // replay sends stored messages as the deltas they were streamed as, for sync.
 func (o *wsOut) replay(ctx context.Context, msgs []model.Message) {
-	for _, m := range msgs {
+	for _, m := range model.WithoutNested(msgs) {
 		for _, p := range m.Parts {
 			switch {
 			case m.Role == model.RoleAssistant && p.Type == model.PartText && p.Text != "":

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/tool"
 )
 
@@ -43,6 +44,8 @@ type Pass struct {
 	running  map[string]bool   // same-invocation work started and not landed yet
 	landing  map[string]bool   // its outcome is being recorded
 	changed  chan struct{}     // signalled when a same-invocation call lands
+	// nested holds what same-invocation calls' own model loops produced (tool.Transcript).
+	nested map[string]*tool.Transcript
 
 	workCtx context.Context
 	stop    context.CancelFunc
@@ -57,7 +60,7 @@ func NewPass(cfg PassConfig) *Pass {
 	ctx, stop := context.WithDeadline(context.Background(), cfg.WaitUntil)
 	return &Pass{
 		cfg: cfg, external: map[string]bool{}, done: map[string]Result{}, calls: map[string]Call{}, running: map[string]bool{}, landing: map[string]bool{},
-		changed: make(chan struct{}, 1), workCtx: ctx, stop: stop,
+		nested: map[string]*tool.Transcript{}, changed: make(chan struct{}, 1), workCtx: ctx, stop: stop,
 	}
 }
 
@@ -108,7 +111,7 @@ func (p *Pass) Run(ctx context.Context, toolCallID string, call *tool.Call) (jso
 	p.calls[id] = Call{ResultID: id, ToolCallID: toolCallID, ToolName: call.Name()}
 	p.mu.Unlock()
 	if !created {
-		p.resume(existing, call)
+		p.resume(ctx, existing, call)
 		return placeholder(id), nil
 	}
 	if mode == ExternalDispatch {
@@ -125,7 +128,7 @@ func (p *Pass) Run(ctx context.Context, toolCallID string, call *tool.Call) (jso
 		p.mu.Unlock()
 		return placeholder(id), nil
 	}
-	p.start(id, call)
+	p.start(ctx, id, call)
 	return placeholder(id), nil
 }
 
@@ -155,9 +158,9 @@ func (p *Pass) Adopt(ctx context.Context, toolCallID, toolName string, deadline 
 }
 
 // resume takes over a call an earlier attempt of this pass registered.
-func (p *Pass) resume(r Result, call *tool.Call) {
+func (p *Pass) resume(ctx context.Context, r Result, call *tool.Call) {
 	if r.Mode == SameInvocation && r.Status == Running {
-		p.start(r.ID, call) // its work died with the earlier invocation
+		p.start(ctx, r.ID, call) // its work died with the earlier invocation
 		return
 	}
 	p.mu.Lock()
@@ -170,14 +173,22 @@ func (p *Pass) resume(r Result, call *tool.Call) {
 	}
 }
 
-// start runs same-invocation work in a goroutine that settles its row when it lands.
-func (p *Pass) start(id string, call *tool.Call) {
+// start runs same-invocation work in a goroutine that settles its row when it lands. The work
+// keeps the values of callCtx (the call's id) but ends with the pass's work, and records its
+// own model loop, if it has one, apart from the step that started it (Nested).
+func (p *Pass) start(callCtx context.Context, id string, call *tool.Call) {
+	nested := &tool.Transcript{}
 	p.mu.Lock()
 	p.ids = append(p.ids, id)
 	p.running[id] = true
+	p.nested[id] = nested
 	p.mu.Unlock()
 	go func() {
-		out, err := call.Run(p.workCtx)
+		ctx, cancel := context.WithDeadline(context.WithoutCancel(callCtx), p.cfg.WaitUntil)
+		defer cancel()
+		defer context.AfterFunc(p.workCtx, cancel)()
+		ctx = tool.WithTranscript(context.WithValue(ctx, backgroundKey{}, true), nested)
+		out, err := call.Run(ctx)
 		o := Outcome{Status: Completed, Response: out}
 		if err != nil {
 			o = Outcome{Status: Failed, Error: err.Error()}
@@ -187,6 +198,31 @@ func (p *Pass) start(id string, call *tool.Call) {
 		}
 		p.land(id, o)
 	}()
+}
+
+type backgroundKey struct{}
+
+// InBackground reports whether ctx runs same-invocation work, beside the loop that started it
+// rather than inside its call.
+func InBackground(ctx context.Context) bool {
+	b, _ := ctx.Value(backgroundKey{}).(bool)
+	return b
+}
+
+// Nested is what the landed same-invocation calls' own model loops produced, in call order:
+// their messages, kept before the results message, and the tokens they used.
+func (p *Pass) Nested() ([]model.Message, model.Usage) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var msgs []model.Message
+	var usage model.Usage
+	for _, id := range p.ids {
+		if t, ok := p.nested[id]; ok && !p.running[id] {
+			msgs = append(msgs, t.Messages()...)
+			usage = usage.Add(t.Usage())
+		}
+	}
+	return msgs, usage
 }
 
 // stopped is the outcome of work the pass stopped waiting for.

@@ -440,6 +440,9 @@ func uiChunks(ev turn.Event) []any {
 	case turn.Subagent:
 		// One part per call, updated in place as the child goes (started, its messages, finished).
 		return []any{stream.DataPart("subagent", ev.Subagent.ToolCallID, *ev.Subagent)}
+	case turn.PromptTool:
+		// One part per call, updated in place as its nested loop goes.
+		return []any{stream.DataPart("prompt-tool", ev.PromptTool.ToolCallID, *ev.PromptTool)}
 	}
 	le := ev.Loop
 	switch le.Type {

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -42,6 +43,35 @@ type Message struct {
 	// Kind marks a message the harness wrote rather than a person or the model; empty for
 	// ordinary messages.
 	Kind string `json:"kind,omitempty"`
+	// Nested names the tool call whose own model loop wrote a KindNested message.
+	Nested *NestedCall `json:"nested,omitempty"`
+}
+
+// KindNested marks a message of a tool's own model loop (a prompt tool's): kept in the
+// conversation's record, never sent to the model of the conversation itself.
+const KindNested = "nested"
+
+// NestedCall is the tool call a nested message belongs to.
+type NestedCall struct {
+	ToolCallID string `json:"toolCallId"`
+	ToolName   string `json:"toolName"`
+}
+
+// IsNested reports whether m is a message of a tool's own model loop.
+func (m Message) IsNested() bool { return m.Kind == KindNested }
+
+// WithoutNested returns msgs less their nested messages; msgs itself when it has none.
+func WithoutNested(msgs []Message) []Message {
+	if !slices.ContainsFunc(msgs, Message.IsNested) {
+		return msgs
+	}
+	out := make([]Message, 0, len(msgs))
+	for _, m := range msgs {
+		if !m.IsNested() {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // KindAsyncResults marks the user-role message that brings async tool results back to the
@@ -54,7 +84,7 @@ func (m Message) StartsTurn() bool { return m.Role == RoleUser && m.Kind == "" }
 // FinalText is the answer msgs end with: the text of the last assistant message that has any.
 func FinalText(msgs []Message) string {
 	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Role == RoleAssistant && strings.TrimSpace(msgs[i].Text()) != "" {
+		if msgs[i].Role == RoleAssistant && !msgs[i].IsNested() && strings.TrimSpace(msgs[i].Text()) != "" {
 			return msgs[i].Text()
 		}
 	}

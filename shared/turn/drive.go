@@ -115,7 +115,7 @@ func (d *invocation) passes(ctx context.Context, n int, events func(agent.Config
 		if err := d.lease.Append(ctx, msgs...); err != nil {
 			return err
 		}
-		d.history = append(d.history, msgs...)
+		d.history = append(d.history, model.WithoutNested(msgs)...)
 		return nil
 	}
 	var total model.Usage
@@ -143,6 +143,11 @@ func (d *invocation) passes(ctx context.Context, n int, events func(agent.Config
 		}
 		// The work finishes and its results are kept even if the client has gone.
 		landed := p.Wait(context.WithoutCancel(ctx), d.e.opts.Heartbeat, d.landed, d.heartbeat)
+		// What the calls' own loops (async prompt tools) produced is kept with their results
+		// when this pass brings them back; when it stops to wait instead, only the results are.
+		nested, used := p.Nested()
+		total = total.Add(used)
+		res.Usage = total
 		if len(fin.Pending) > 0 {
 			// The pass also paused for approval: the pause recorded its group, and the resume
 			// brings the results back from their rows.
@@ -152,7 +157,7 @@ func (d *invocation) passes(ctx context.Context, n int, events func(agent.Config
 			return d.waitForGroup(context.WithoutCancel(ctx), p, total)
 		}
 		msg := asynctools.ResultsMessage(resultsMessageID(p.GroupID()), landed)
-		if err := d.lease.Append(context.WithoutCancel(ctx), msg); err != nil {
+		if err := d.lease.Append(context.WithoutCancel(ctx), append(nested, msg)...); err != nil {
 			return d.fail(ctx, err, "internal error: the async tool results could not be saved", total)
 		}
 		d.history = append(d.history, msg)

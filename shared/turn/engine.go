@@ -653,6 +653,12 @@ func (e *Engine) buildAgent(agentID string, cfg *agentconfig.Config, err error, 
 	if err == nil && cfg.Subagent != nil {
 		tools, err = tools.With(e.subagentTools(cfg.Subagent)...)
 	}
+	if err == nil && len(cfg.Prompts) > 0 {
+		var prompts []tool.Tool
+		if prompts, err = e.promptTools(cfg.Prompts, m, vars); err == nil {
+			tools, err = tools.With(prompts...)
+		}
+	}
 	var missing []agentconfig.Variable
 	if th != nil {
 		missing = e.missingVariables(th, cfg.Variables)

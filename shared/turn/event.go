@@ -31,6 +31,9 @@ const (
 	// Subagent is the progress of a subagent call (Event.Subagent): started, a message of a
 	// blocking child's, finished.
 	Subagent
+	// PromptTool is the progress of a prompt tool's call (Event.PromptTool): its nested loop
+	// started, finished a step, ended.
+	PromptTool
 )
 
 // Subagent call states.
@@ -65,13 +68,14 @@ type Event struct {
 	Kind Kind
 	// Seq is the event's place in the turn's stream log, when InLog: a client that resumes
 	// after it names it.
-	Seq      int64 `json:"-"`
-	InLog    bool  `json:"-"`
-	Loop     agent.Event
-	Result   asynctools.Result
-	Decision Decision
-	Error    string
-	Subagent *SubagentProgress `json:",omitempty"`
+	Seq        int64 `json:"-"`
+	InLog      bool  `json:"-"`
+	Loop       agent.Event
+	Result     asynctools.Result
+	Decision   Decision
+	Error      string
+	Subagent   *SubagentProgress `json:",omitempty"`
+	PromptTool *PromptProgress   `json:",omitempty"`
 	// Child is the subagent conversation whose event this is, shown to its caller's client
 	// (CallerView); empty for the turn's own.
 	Child string `json:",omitempty"`

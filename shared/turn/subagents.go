@@ -538,14 +538,8 @@ func (e *Engine) giveFiles(ctx context.Context, d *invocation, child string, ids
 		if err != nil {
 			return nil, err
 		}
-		p := model.Part{Type: model.PartFile, Attachment: id, MediaType: "application/octet-stream"}
-		for _, m := range d.history {
-			for _, q := range m.Parts {
-				if q.Type == model.PartFile && q.Attachment == id {
-					p.MediaType, p.Filename = q.MediaType, q.Filename
-				}
-			}
-		}
+		p := model.Part{Type: model.PartFile, Attachment: id}
+		p.MediaType, p.Filename = d.fileInfo(id, "application/octet-stream")
 		out = append(out, p)
 	}
 	return out, nil
