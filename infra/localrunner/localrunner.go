@@ -26,6 +26,7 @@ import (
 	"github.com/agentharness/harness/shared/completion"
 	"github.com/agentharness/harness/shared/lambdadeps"
 	"github.com/agentharness/harness/shared/secrets"
+	"github.com/agentharness/harness/shared/skills"
 	"github.com/agentharness/harness/shared/store"
 	"github.com/agentharness/harness/shared/sweeper"
 	"github.com/agentharness/harness/shared/worker"
@@ -130,6 +131,7 @@ type Runner struct {
 	http.Handler
 	store     *store.Store
 	agents    *agents.Service
+	skills    *skills.Store
 	sqs       *sqs.Client
 	logger    *slog.Logger
 	pollers   int
@@ -203,7 +205,10 @@ func New(opts Options) (*Runner, error) {
 				return nil, err
 			}
 			r.store = store.New(opts.DB, tables)
-			r.agents = agents.New(r.store, box, builtintools.ConfigChecks(), nil)
+			if r.skills, err = skills.FromEnv(opts.DB, opts.S3, getenv); err != nil {
+				return nil, err
+			}
+			r.agents = accounts.AgentService(r.store, r.skills, box, builtintools.ConfigChecks())
 		}
 		// Lambda's default timeout is 3 s.
 		timeout := time.Duration(max(fn.Timeout, 3)) * time.Second

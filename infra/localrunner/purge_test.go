@@ -17,13 +17,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 )
 
 const chatty = `{"name":"chatty","model":{"provider":"scripted","script":[{"text":"hi"}]}}`
 
 // TestDeletingAnAccountPurgesItsConversations: DELETE /accounts/me answers 204, the secret stops
-// working at once, and async-worker soon deletes every item of the account's conversations while
-// another account's stay. With short invocations the purge runs out of time after each
+// working at once, and async-worker soon deletes every item of the account's conversations, and
+// its skills' rows and objects, while another account's stay. With short invocations the purge runs out of time after each
 // conversation and goes on in the next message it queues.
 func TestDeletingAnAccountPurgesItsConversations(t *testing.T) {
 	for _, tt := range []struct {
@@ -74,6 +75,14 @@ func TestDeletingAnAccountPurgesItsConversations(t *testing.T) {
 				if res := call(t, srv, http.MethodPost, "/accounts/me/agents", s, `{"agentId":"chatty",`+chatty[1:]); res.status != http.StatusCreated {
 					t.Fatalf("creating the agent = %d %s", res.status, res.body)
 				}
+				for range 2 { // two versions, two objects
+					if res := call(t, srv, http.MethodPost, "/accounts/me/skills", s, string(filesJSON(t, "SKILL.md", releaseNotesMD))); res.status/100 != 2 {
+						t.Fatalf("uploading a skill = %d %s", res.status, res.body)
+					}
+				}
+			}
+			if rows, objects := skillItems(t, stack, id); rows != 1 || objects != 2 {
+				t.Fatalf("the account has %d skill rows and %d objects, want 1 and 2", rows, objects)
 			}
 			for _, conv := range []string{"conv-1", "conv-2", "conv-3"} {
 				turn(t, srv, secret, conv)
@@ -98,7 +107,7 @@ func TestDeletingAnAccountPurgesItsConversations(t *testing.T) {
 			}
 
 			deadline := time.Now().Add(20 * time.Second)
-			for len(testenv.ConversationItems(t, stack.DB, stack.Tables.Conversations, id)) > 0 || len(heads(t, stack, id)) > 0 {
+			for len(testenv.ConversationItems(t, stack.DB, stack.Tables.Conversations, id)) > 0 || len(heads(t, stack, id)) > 0 || skillsLeft(t, stack, id) {
 				if time.Now().After(deadline) {
 					t.Fatalf("20 s after the deletion the account still has conversation items %v (heads in ByAccount: %d)", testenv.ConversationItems(t, stack.DB, stack.Tables.Conversations, id), len(heads(t, stack, id)))
 				}
@@ -109,6 +118,9 @@ func TestDeletingAnAccountPurgesItsConversations(t *testing.T) {
 			mu.Unlock()
 			if got < tt.wantPasses {
 				t.Errorf("the purge took %d passes, want at least %d", got, tt.wantPasses)
+			}
+			if rows, objects := skillItems(t, stack, otherID); rows != 1 || objects != 2 {
+				t.Errorf("the other account has %d skill rows and %d objects after the purge, want its 1 and 2", rows, objects)
 			}
 			if after := testenv.ConversationItems(t, stack.DB, stack.Tables.Conversations, otherID); len(after) != len(otherItems) {
 				t.Errorf("the other account has %d conversation items after the purge, want its %d", len(after), len(otherItems))
@@ -127,6 +139,32 @@ func turn(t *testing.T, srv *httptest.Server, secret, conv string) {
 	if res.status != http.StatusOK {
 		t.Fatalf("turn on %s = %d %s, want 200", conv, res.status, res.body)
 	}
+}
+
+// skillItems counts an account's rows in SkillsTable and its objects in SkillsBucket.
+func skillItems(t *testing.T, stack *testenv.Resources, accountID string) (rows, objects int) {
+	t.Helper()
+	ctx := context.Background()
+	out, err := stack.DB.Query(ctx, &dynamodb.QueryInput{
+		TableName:                 aws.String(stack.Name("SkillsTable")),
+		KeyConditionExpression:    aws.String("accountId = :a"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":a": &types.AttributeValueMemberS{Value: accountID}},
+		ConsistentRead:            aws.Bool(true),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := stack.S3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(stack.Name("SkillsBucket")), Prefix: aws.String("skills/" + accountID + "/")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(out.Items), len(keys.Contents)
+}
+
+func skillsLeft(t *testing.T, stack *testenv.Resources, accountID string) bool {
+	t.Helper()
+	rows, objects := skillItems(t, stack, accountID)
+	return rows+objects > 0
 }
 
 // heads lists the conversation heads of an account in the index ByAccount.

@@ -73,11 +73,21 @@ func (r response) json(t *testing.T) map[string]any {
 
 func call(t *testing.T, srv *httptest.Server, method, path, secret, body string) response {
 	t.Helper()
-	req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+	res, _ := request(t, srv, method, path, secret, "application/json", []byte(body))
+	return res
+}
+
+// request is call with a body of any content type (none when empty); it also returns the
+// answer's headers.
+func request(t *testing.T, srv *httptest.Server, method, path, secret, contentType string, body []byte) (response, http.Header) {
+	t.Helper()
+	req, err := http.NewRequest(method, srv.URL+path, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Content-Type", "application/json")
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
 	if secret != "" {
 		req.Header.Set("Authorization", "Bearer "+secret)
 	}
@@ -90,7 +100,7 @@ func call(t *testing.T, srv *httptest.Server, method, path, secret, body string)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return response{status: res.StatusCode, body: b}
+	return response{status: res.StatusCode, body: b}, res.Header
 }
 
 func createAccount(t *testing.T, srv *httptest.Server, username string) (id, secret string) {
@@ -274,7 +284,7 @@ func TestEveryRouteIsServed(t *testing.T) {
 			if method == "ANY" {
 				method = http.MethodGet
 			}
-			path := strings.NewReplacer("{accountId}", "acc_x", "{agentId}", "agt_x", "{eventId}", "evt_x", "{resultId}", "res_x", "{conversationId}", "conv_x", "{parentThreadId}", "conv_x", "{requestId}", "vrq_x").Replace(e.Path)
+			path := strings.NewReplacer("{accountId}", "acc_x", "{agentId}", "agt_x", "{eventId}", "evt_x", "{resultId}", "res_x", "{conversationId}", "conv_x", "{parentThreadId}", "conv_x", "{requestId}", "vrq_x", "{name}", "release-notes").Replace(e.Path)
 			if strings.Contains(path, "{") {
 				t.Fatalf("route %s %s has a parameter this test does not fill", e.Method, e.Path)
 			}

@@ -6,17 +6,23 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/agentharness/harness/shared/agentconfig"
+	"github.com/agentharness/harness/shared/skills"
 	"github.com/agentharness/harness/shared/store"
 )
 
-// SeedFile is the shape of examples/account.config.example.json: one account and its agents.
+// SeedFile is the shape of examples/account.config.example.json: one account, its skills and
+// its agents.
 type SeedFile struct {
-	Username string      `json:"username"`
-	Agents   []SeedAgent `json:"agents"`
+	Username string `json:"username"`
+	// SkillsDir holds the account's skills, one folder each; relative to the seed file.
+	SkillsDir string      `json:"skillsDir"`
+	Agents    []SeedAgent `json:"agents"`
 }
 
 // SeedAgent is one agent of a seed file.
@@ -48,11 +54,58 @@ func ReadSeed(path string) (*SeedFile, error) {
 			return nil, fmt.Errorf("%s: agents[%d]: %w", path, i, err)
 		}
 	}
+	if f.SkillsDir != "" && !filepath.IsAbs(f.SkillsDir) {
+		f.SkillsDir = filepath.Join(filepath.Dir(path), f.SkillsDir)
+	}
+	if _, err := readSkills(f.SkillsDir); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	return &f, nil
 }
 
-// Seed creates the file's account and agents, through the same validation and sealing as
-// account-manage, and returns the account with its one-time secret.
+// readSkills parses every folder under dir as a skill, through the parser uploads take; none
+// when dir is empty.
+func readSkills(dir string) ([]*skills.Bundle, error) {
+	if dir == "" {
+		return nil, nil
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("reading skills: %w", err)
+	}
+	var out []*skills.Bundle
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		folder := os.DirFS(filepath.Join(dir, e.Name()))
+		files := map[string]string{}
+		err := fs.WalkDir(folder, ".", func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			if !d.Type().IsRegular() {
+				return fmt.Errorf("%s is not a regular file", p)
+			}
+			data, err := fs.ReadFile(folder, p)
+			files[p] = string(data)
+			return err
+		})
+		var b *skills.Bundle
+		if err == nil {
+			b, err = skills.ParseFiles(files)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("skill %s: %w", filepath.Join(dir, e.Name()), err)
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// Seed creates the file's account, its skills and then its agents (which may name them),
+// through the same parsing, validation and sealing as account-manage, and returns the account
+// with its one-time secret.
 func (r *Runner) Seed(ctx context.Context, f *SeedFile, now time.Time) (store.Account, string, error) {
 	if f == nil {
 		return store.Account{}, "", errors.New("no seed file")
@@ -60,9 +113,21 @@ func (r *Runner) Seed(ctx context.Context, f *SeedFile, now time.Time) (store.Ac
 	if r.agents == nil {
 		return store.Account{}, "", errors.New("the template has no AccountManageFunction to seed through")
 	}
+	bundles, err := readSkills(f.SkillsDir)
+	if err != nil {
+		return store.Account{}, "", err
+	}
+	if len(bundles) > 0 && r.skills == nil {
+		return store.Account{}, "", errors.New("the seed file has skills, and the template keeps none (no SKILLS_TABLE and SKILLS_BUCKET)")
+	}
 	acc, secret, err := r.store.CreateAccount(ctx, f.Username, now)
 	if err != nil {
 		return store.Account{}, "", err
+	}
+	for _, b := range bundles {
+		if _, err := r.skills.Put(ctx, acc.ID, b, now); err != nil {
+			return store.Account{}, "", fmt.Errorf("seeding skill %s: %w", b.Name, err)
+		}
 	}
 	for i, a := range f.Agents {
 		if _, err := r.agents.Create(ctx, acc.ID, a.AgentID, a.Config); err != nil {

@@ -98,6 +98,7 @@ func TestProvision(t *testing.T) {
 		"ConversationsTable": {Billing: "PAY_PER_REQUEST", Key: []string{"conversationKey", "seq"},
 			Indexes: map[string][]string{"ByAccount": {"accountId"}}},
 		"EventsTable":      {Billing: "PAY_PER_REQUEST", Key: []string{"eventKey"}, TTL: "expiresAt"},
+		"SkillsTable":      {Billing: "PAY_PER_REQUEST", Key: []string{"accountId", "name"}},
 		"StreamsTable":     {Billing: "PAY_PER_REQUEST", Key: []string{"streamKey", "seq"}, TTL: "expiresAt"},
 		"ApprovalsTable":   {Billing: "PAY_PER_REQUEST", Key: []string{"approvalKey"}, TTL: "expiresAt"},
 		"ConnectionsTable": {Billing: "PAY_PER_REQUEST", Key: []string{"pk", "sk"}, TTL: "expiresAt"},

@@ -112,6 +112,11 @@ func TestProjectTables(t *testing.T) {
 			TTLAttribute:         "expiresAt",
 		},
 		{
+			LogicalID: "SkillsTable", BillingMode: "PAY_PER_REQUEST",
+			AttributeDefinitions: []AttributeDefinition{{"accountId", "S"}, {"name", "S"}},
+			KeySchema:            []KeyElement{{"accountId", "HASH"}, {"name", "RANGE"}},
+		},
+		{
 			LogicalID: "StreamsTable", BillingMode: "PAY_PER_REQUEST",
 			AttributeDefinitions: []AttributeDefinition{{"streamKey", "S"}, {"seq", "N"}},
 			KeySchema:            []KeyElement{{"streamKey", "HASH"}, {"seq", "RANGE"}},
@@ -144,7 +149,8 @@ func TestProjectFunctions(t *testing.T) {
 	want := map[string][]string{
 		"AccountManageFunction": {"functions/account-manage/", "bootstrap", "provided.al2023", "arm64",
 			"HttpApi ANY /accounts/{accountId}", "HttpApi ANY /accounts/me/agents/{agentId}", "HttpApi ANY /accounts/me/agents",
-			"HttpApi POST /accounts", "HttpApi GET /accounts", "HttpApi POST /accounts/{accountId}/rotate-secret"},
+			"HttpApi POST /accounts", "HttpApi GET /accounts", "HttpApi POST /accounts/{accountId}/rotate-secret",
+			"HttpApi ANY /accounts/me/skills/{name}", "HttpApi ANY /accounts/me/skills"},
 		"AsyncToolCompleteFunction": {"functions/async-tool-complete/", "bootstrap", "provided.al2023", "arm64",
 			"HttpApi POST /async-tools/{resultId}/complete"},
 		"AsyncWorkerFunction": {"functions/async-worker/", "bootstrap", "provided.al2023", "arm64",
@@ -193,6 +199,8 @@ func TestProjectFunctions(t *testing.T) {
 		"EXTERNAL_JOBS_QUEUE_URL": "http://sqs.local/000000000000/test-ExternalJobsQueue",
 		"AGENT_SERVICE_URL":       "",
 		"SECRETS_KMS_KEY_ID":      "test-AgentSecretsKey",
+		"SKILLS_TABLE":            "test-SkillsTable",
+		"SKILLS_BUCKET":           "test-SkillsBucket",
 		"STREAMS_TABLE":           "test-StreamsTable",
 		"TAVILY_API_KEY":          "",
 	}
@@ -211,7 +219,7 @@ func TestProjectQueuesAndBuckets(t *testing.T) {
 	if diff := cmp.Diff(wantQueues, tpl.Queues()); diff != "" {
 		t.Errorf("Queues() (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]Bucket{{LogicalID: "AsyncResultsBucket"}}, tpl.Buckets()); diff != "" {
+	if diff := cmp.Diff([]Bucket{{LogicalID: "AsyncResultsBucket"}, {LogicalID: "SkillsBucket"}}, tpl.Buckets()); diff != "" {
 		t.Errorf("Buckets() (-want +got):\n%s", diff)
 	}
 }

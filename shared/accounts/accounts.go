@@ -1,5 +1,5 @@
 // Package accounts is account-manage: accounts (a one-time secret, stored hashed), their
-// agents with sealed secrets, secret rotation, and the deletion that queues a purge.
+// agents with sealed secrets, their skills, secret rotation, and the deletion that queues a purge.
 package accounts
 
 import (
@@ -21,6 +21,7 @@ import (
 	"github.com/agentharness/harness/shared/agents"
 	"github.com/agentharness/harness/shared/httpjson"
 	"github.com/agentharness/harness/shared/lambdadeps"
+	"github.com/agentharness/harness/shared/skills"
 	"github.com/agentharness/harness/shared/store"
 	"github.com/agentharness/harness/shared/workqueue"
 )
@@ -29,6 +30,8 @@ import (
 type Options struct {
 	Store  *store.Store
 	Agents *agents.Service
+	// Skills keeps the accounts' skills; nil where the deployment keeps none.
+	Skills *skills.Store
 	// AdminSecret guards the admin routes; empty disables them.
 	AdminSecret string
 	// OpenSignup lets anyone create an account with POST /accounts; otherwise it needs the
@@ -78,6 +81,10 @@ func NewFrom(opts Options) *Handler {
 		"GET /accounts/me/agents/{agentId}":        me(h.getAgent),
 		"PATCH /accounts/me/agents/{agentId}":      me(h.updateAgent),
 		"DELETE /accounts/me/agents/{agentId}":     me(h.deleteAgent),
+		"POST /accounts/me/skills":                 me(h.putSkill),
+		"GET /accounts/me/skills":                  me(h.listSkills),
+		"GET /accounts/me/skills/{name}":           me(h.getSkill),
+		"DELETE /accounts/me/skills/{name}":        me(h.deleteSkill),
 	}
 	for pattern, fn := range routes {
 		h.mux.HandleFunc(pattern, fn)
@@ -101,6 +108,9 @@ func (h *Handler) account(next http.HandlerFunc) http.HandlerFunc {
 		acc, err := httpjson.Authenticate(r, h.opts.Store)
 		if err == nil {
 			err = checkPathID(r, "agentId")
+		}
+		if err == nil {
+			err = checkSkillName(r)
 		}
 		if err != nil {
 			h.errs.Fail(w, r, err)
@@ -147,21 +157,32 @@ func (h *Handler) checkAdmin(r *http.Request) error {
 
 // readBody reads a capped body that must be JSON.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxConfigBytes))
+	body, err := readCapped(w, r, maxConfigBytes)
+	if err != nil {
+		return nil, err
+	}
+	return body, checkJSON(body)
+}
+
+// readCapped reads a body of at most limit bytes; past it, 413.
+func readCapped(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
-		return nil, &httpjson.Error{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("request body is larger than %d bytes", maxConfigBytes)}
+		return nil, &httpjson.Error{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("request body is larger than %d bytes", limit)}
 	}
 	if err != nil {
 		return nil, &httpjson.Error{Status: http.StatusBadRequest, Message: "reading the request body: " + err.Error()}
 	}
-	if !json.Valid(body) {
-		return nil, &httpjson.Error{Status: http.StatusBadRequest, Message: "the request body is not valid JSON"}
-	}
-	if err := httpjson.CheckKeys(body); err != nil {
-		return nil, err
-	}
 	return body, nil
+}
+
+// checkJSON refuses a body that is not JSON or names a key twice in one object.
+func checkJSON(body []byte) error {
+	if !json.Valid(body) {
+		return &httpjson.Error{Status: http.StatusBadRequest, Message: "the request body is not valid JSON"}
+	}
+	return httpjson.CheckKeys(body)
 }
 
 type usernameBody struct {
@@ -399,8 +420,9 @@ func ConfigError(err error) error {
 	return err
 }
 
-// New wires account-manage: tables, the admin secret and the signup mode from
-// getenv, agent configs checked by d.Checks and their secrets sealed with d.Sealer.
+// New wires account-manage: tables, the skills' table and bucket, the admin secret and the
+// signup mode from getenv, agent configs checked by d.Checks and their secrets sealed with
+// d.Sealer.
 func New(d lambdadeps.Deps) (*Handler, error) {
 	getenv := d.Getenv
 	tables, err := store.AccountTablesFromEnv(getenv)
@@ -419,10 +441,15 @@ func New(d lambdadeps.Deps) (*Handler, error) {
 	if queue == "" || send == nil {
 		return nil, errors.New("account-manage needs ASYNC_WORK_QUEUE_URL and an SQS client: deleted accounts are purged on async-worker")
 	}
+	sk, err := skills.FromEnv(d.DB, d.S3, getenv)
+	if err != nil {
+		return nil, err
+	}
 	st := store.New(d.DB, tables)
 	return NewFrom(Options{
 		Store:       st,
-		Agents:      agents.New(st, d.Sealer, d.Checks, nil),
+		Agents:      AgentService(st, sk, d.Sealer, d.Checks),
+		Skills:      sk,
 		AdminSecret: getenv("ADMIN_SECRET"),
 		OpenSignup:  open,
 		Enqueue:     func(ctx context.Context, body string) error { return send(ctx, queue, body) },

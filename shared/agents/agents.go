@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/agentharness/harness/shared/agentconfig"
@@ -27,7 +28,13 @@ type Service struct {
 	store  *store.Store
 	sealer Sealer
 	checks agentconfig.Checks
+	skills SkillLister
 	now    func() time.Time
+}
+
+// SkillLister names an account's skills (skills.Store).
+type SkillLister interface {
+	Names(ctx context.Context, accountID string) ([]string, error)
 }
 
 // New returns a service over st. now may be nil (time.Now).
@@ -36,6 +43,13 @@ func New(st *store.Store, sealer Sealer, checks agentconfig.Checks, now func() t
 		now = time.Now
 	}
 	return &Service{store: st, sealer: sealer, checks: checks, now: now}
+}
+
+// WithSkills checks config.skills against the account's skills in l; without it, a config that
+// names skills is refused.
+func (s *Service) WithSkills(l SkillLister) *Service {
+	s.skills = l
+	return s
 }
 
 // View is an agent as the API shows it: its config with secrets redacted.
@@ -64,7 +78,7 @@ func (s *Service) Create(ctx context.Context, accountID, agentID string, raw []b
 	}
 	v, err := agentconfig.Validate(raw, s.checks)
 	if err == nil {
-		err = s.checkSubagents(ctx, accountID, agentID, v.Config)
+		err = s.checkNames(ctx, accountID, agentID, v.Config)
 	}
 	if err != nil {
 		return View{}, err
@@ -112,7 +126,7 @@ func (s *Service) Update(ctx context.Context, accountID, agentID string, patch [
 	}
 	v, err := agentconfig.Validate(next, s.checks)
 	if err == nil {
-		err = s.checkSubagents(ctx, accountID, agentID, v.Config)
+		err = s.checkNames(ctx, accountID, agentID, v.Config)
 	}
 	if err != nil {
 		return View{}, err
@@ -132,6 +146,35 @@ func (s *Service) Update(ctx context.Context, accountID, agentID string, patch [
 		return View{}, err
 	}
 	return view(a, v.Warnings), nil
+}
+
+// checkNames refuses a config that names agents or skills the account does not have.
+func (s *Service) checkNames(ctx context.Context, accountID, agentID string, c *agentconfig.Config) error {
+	if err := s.checkSubagents(ctx, accountID, agentID, c); err != nil {
+		return err
+	}
+	return s.checkSkills(ctx, accountID, c)
+}
+
+// checkSkills refuses a config.skills entry that names no skill of the account, so a typo fails
+// when the config is written. A skill deleted later is shown to the model as unavailable.
+func (s *Service) checkSkills(ctx context.Context, accountID string, c *agentconfig.Config) error {
+	if len(c.Skills) == 0 {
+		return nil
+	}
+	if s.skills == nil {
+		return &agentconfig.FieldError{Field: "skills", Problem: "this deployment keeps no skills (it sets no SKILLS_TABLE and SKILLS_BUCKET)"}
+	}
+	names, err := s.skills.Names(ctx, accountID)
+	if err != nil {
+		return err
+	}
+	for i, name := range c.Skills {
+		if !slices.Contains(names, name) {
+			return &agentconfig.FieldError{Field: fmt.Sprintf("skills[%d]", i), Problem: "there is no skill named " + name + " in this account (upload it with POST /accounts/me/skills)"}
+		}
+	}
+	return nil
 }
 
 // checkSubagents refuses a config.subagent entry that names no agent of the account, so a typo

@@ -81,3 +81,45 @@ func (b *S3) URL(ctx context.Context, key string, ttl time.Duration) (string, er
 	}
 	return req.URL, nil
 }
+
+// Keys lists the keys of the blobs under prefix.
+func (b *S3) Keys(ctx context.Context, prefix string) ([]string, error) {
+	var keys []string
+	in := &s3.ListObjectsV2Input{Bucket: &b.bucket, Prefix: &prefix}
+	for p := s3.NewListObjectsV2Paginator(b.c, in); p.HasMorePages(); {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("listing blobs under %s: %w", prefix, err)
+		}
+		for _, o := range page.Contents {
+			keys = append(keys, aws.ToString(o.Key))
+		}
+	}
+	return keys, nil
+}
+
+// maxDelete is DeleteObjects's limit on keys in one request.
+const maxDelete = 1000
+
+// Delete deletes the blobs under keys; a key with no blob is no error.
+func (b *S3) Delete(ctx context.Context, keys ...string) error {
+	for start := 0; start < len(keys); start += maxDelete {
+		batch := keys[start:min(start+maxDelete, len(keys))]
+		objects := make([]types.ObjectIdentifier, len(batch))
+		for i, k := range batch {
+			objects[i] = types.ObjectIdentifier{Key: aws.String(k)}
+		}
+		out, err := b.c.DeleteObjects(ctx, &s3.DeleteObjectsInput{
+			Bucket: &b.bucket,
+			Delete: &types.Delete{Objects: objects, Quiet: aws.Bool(true)},
+		})
+		if err != nil {
+			return fmt.Errorf("deleting %d blobs: %w", len(batch), err)
+		}
+		if len(out.Errors) > 0 {
+			e := out.Errors[0]
+			return fmt.Errorf("deleting blob %s: %s (%d of %d failed)", aws.ToString(e.Key), aws.ToString(e.Message), len(out.Errors), len(batch))
+		}
+	}
+	return nil
+}

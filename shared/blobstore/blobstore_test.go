@@ -6,9 +6,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -96,5 +98,32 @@ func TestCopyAndURL(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != http.StatusOK || string(body) != "blob" {
 		t.Errorf("GET %s = %d %q, want the blob", url, res.StatusCode, body)
+	}
+}
+
+// Keys lists what is under a prefix, past a page of results; Delete removes the keys it is given
+// (a missing one is no error) and nothing else.
+func TestKeysDelete(t *testing.T) {
+	c, name := bucket(t)
+	ctx := context.Background()
+	bs := blobstore.NewS3(c, name)
+	var under []string
+	for i := range 1005 {
+		under = append(under, fmt.Sprintf("skills/acc_a/s/%04d.json", i))
+	}
+	for _, k := range append(slices.Clone(under), "skills/acc_ab/s/1.json") {
+		if err := bs.Put(ctx, k, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keys, err := bs.Keys(ctx, "skills/acc_a/")
+	if err != nil || !slices.Equal(keys, under) {
+		t.Fatalf("Keys = %d keys, %v; want the %d under the prefix", len(keys), err, len(under))
+	}
+	if err := bs.Delete(ctx, append(keys, "skills/acc_a/missing")...); err != nil {
+		t.Fatal(err)
+	}
+	if keys, err := bs.Keys(ctx, "skills/"); err != nil || !slices.Equal(keys, []string{"skills/acc_ab/s/1.json"}) {
+		t.Errorf("after Delete, Keys = %v, %v; want only the other prefix's", keys, err)
 	}
 }

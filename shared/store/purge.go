@@ -31,6 +31,9 @@ type Purge struct {
 	Until time.Time
 	// PageSize is how many conversation heads one index query reads (default 100).
 	PageSize int32
+	// Elsewhere deletes what the account keeps outside these tables (its skills); every pass
+	// runs it, before the tombstone that keeps the purge owed is removed. nil for nothing.
+	Elsewhere func(ctx context.Context) error
 }
 
 // PurgeResult says what a pass did.
@@ -44,10 +47,11 @@ type PurgeResult struct {
 	Finished bool
 }
 
-// PurgeAccount deletes what a deleted account leaves behind that no TTL removes: its agents and
-// its conversations, found through ByAccount, each deleted messages first and head last, so an
-// interrupted pass leaves the head in the index for the next one. The tombstone goes last,
-// once nothing is left. It is idempotent, and refuses a live account with ErrAccountLive.
+// PurgeAccount deletes what a deleted account leaves behind that no TTL removes: its agents,
+// what Purge.Elsewhere deletes, and its conversations, found through ByAccount, each deleted
+// messages first and head last, so an interrupted pass leaves the head in the index for the
+// next one. The tombstone goes last, once nothing is left. It is idempotent, and refuses a
+// live account with ErrAccountLive.
 func (s *Store) PurgeAccount(ctx context.Context, accountID string, p Purge) (PurgeResult, error) {
 	var res PurgeResult
 	item, err := s.rawAccountItem(ctx, accountID)
@@ -65,6 +69,11 @@ func (s *Store) PurgeAccount(ctx context.Context, accountID string, p Purge) (Pu
 	}
 	if err := s.DeleteAgents(ctx, accountID); err != nil {
 		return res, err
+	}
+	if p.Elsewhere != nil {
+		if err := p.Elsewhere(ctx); err != nil {
+			return res, err
+		}
 	}
 	if err := s.purgeConversations(ctx, accountID, p, &res); err != nil || res.More {
 		return res, err

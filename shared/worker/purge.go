@@ -27,7 +27,11 @@ func (w *Worker) purge(ctx context.Context, msg turn.Work) error {
 	if deadline, ok := ctx.Deadline(); ok {
 		until = deadline.Add(-purgeMargin)
 	}
-	res, err := o.Store.PurgeAccount(ctx, msg.AccountID, store.Purge{Now: o.Now(), Until: until})
+	p := store.Purge{Now: o.Now(), Until: until}
+	if w.opts.Skills != nil {
+		p.Elsewhere = func(ctx context.Context) error { return w.opts.Skills.DeleteAll(ctx, msg.AccountID) }
+	}
+	res, err := o.Store.PurgeAccount(ctx, msg.AccountID, p)
 	if errors.Is(err, store.ErrAccountLive) {
 		log.WarnContext(ctx, "refusing to purge a live account")
 		return nil

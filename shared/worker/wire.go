@@ -5,6 +5,7 @@ import (
 
 	"github.com/agentharness/harness/shared/appserver"
 	"github.com/agentharness/harness/shared/lambdadeps"
+	"github.com/agentharness/harness/shared/skills"
 	"github.com/agentharness/harness/shared/turn"
 	"github.com/agentharness/harness/shared/workqueue"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -14,17 +15,22 @@ import (
 const busyRetrySeconds = 5
 
 // FromDeps wires async-worker: the turn engine, the App Server's part of its turns where a
-// WebSocket API is wired, its own queue for purges, and a way to bring back soon a message whose
-// conversation was busy.
+// WebSocket API is wired, its own queue and the skills store for purges, and a way to bring back
+// soon a message whose conversation was busy.
 func FromDeps(d lambdadeps.Deps) (*Worker, error) {
 	topts, err := turn.OptionsFrom(d)
 	if err != nil {
 		return nil, err
 	}
 	eng := turn.New(topts)
+	sk, err := skills.FromEnv(d.DB, d.S3, d.Getenv)
+	if err != nil {
+		return nil, err
+	}
 	queue := d.Getenv("ASYNC_WORK_QUEUE_URL")
 	send := workqueue.SQS(d.SQS)
 	opts := Options{
+		Skills:  sk,
 		Enqueue: func(ctx context.Context, body string) error { return send(ctx, queue, body) },
 		RetrySoon: func(ctx context.Context, receipt string) {
 			_, err := d.SQS.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: &queue, ReceiptHandle: &receipt, VisibilityTimeout: busyRetrySeconds})

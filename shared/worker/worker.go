@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/asynctools"
+	"github.com/agentharness/harness/shared/skills"
 	"github.com/agentharness/harness/shared/store"
 	"github.com/agentharness/harness/shared/turn"
 	"github.com/agentharness/harness/shared/workqueue"
@@ -30,6 +31,9 @@ type Options struct {
 	WebSocket WebSocketTurns
 	// Enqueue puts work back on the queue (the next pass of a purge).
 	Enqueue func(ctx context.Context, body string) error
+	// Skills are deleted with the rest of a purged account's data; nil where the deployment
+	// keeps none.
+	Skills *skills.Store
 	// RetrySoon shortens the wait before a message that found its conversation busy comes
 	// back; nil leaves the queue's visibility timeout.
 	RetrySoon func(ctx context.Context, receiptHandle string)

@@ -71,6 +71,14 @@ if ! awslocal dynamodb describe-table --table-name 'EventsTable' >/dev/null 2>&1
     --time-to-live-specification '{"AttributeName":"expiresAt","Enabled":true}' >/dev/null
 fi
 
+if ! awslocal dynamodb describe-table --table-name 'SkillsTable' >/dev/null 2>&1; then
+  awslocal dynamodb create-table --table-name 'SkillsTable' \
+    --billing-mode 'PAY_PER_REQUEST' \
+    --attribute-definitions '[{"AttributeName":"accountId","AttributeType":"S"},{"AttributeName":"name","AttributeType":"S"}]' \
+    --key-schema '[{"AttributeName":"accountId","KeyType":"HASH"},{"AttributeName":"name","KeyType":"RANGE"}]' >/dev/null
+  awslocal dynamodb wait table-exists --table-name 'SkillsTable'
+fi
+
 if ! awslocal dynamodb describe-table --table-name 'StreamsTable' >/dev/null 2>&1; then
   awslocal dynamodb create-table --table-name 'StreamsTable' \
     --billing-mode 'PAY_PER_REQUEST' \
@@ -92,4 +100,8 @@ awslocal sqs create-queue --queue-name 'AsyncWorkQueue' \
 
 if ! awslocal s3api head-bucket --bucket 'asyncresultsbucket' >/dev/null 2>&1; then
   awslocal s3api create-bucket --bucket 'asyncresultsbucket' >/dev/null
+fi
+
+if ! awslocal s3api head-bucket --bucket 'skillsbucket' >/dev/null 2>&1; then
+  awslocal s3api create-bucket --bucket 'skillsbucket' >/dev/null
 fi
