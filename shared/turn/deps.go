@@ -13,6 +13,7 @@ import (
 	"github.com/agentharness/harness/shared/blobstore"
 	"github.com/agentharness/harness/shared/lambdadeps"
 	"github.com/agentharness/harness/shared/provider"
+	"github.com/agentharness/harness/shared/skills"
 	"github.com/agentharness/harness/shared/store"
 	"github.com/agentharness/harness/shared/streamlog"
 	"github.com/agentharness/harness/shared/tool"
@@ -49,13 +50,17 @@ func OptionsFrom(d lambdadeps.Deps) (Options, error) {
 		// Outputs too large for an item go to the async results bucket, under streams/.
 		streams = streamlog.New(d.DB, table, streamlog.Options{Retention: retention, Blobs: blobstore.NewS3(d.S3, getenv("ASYNC_RESULTS_BUCKET"))})
 	}
+	skillStore, err := skills.FromEnv(d.DB, d.S3, getenv)
+	if err != nil {
+		return Options{}, err
+	}
 	st := store.New(d.DB, tables)
 	env := tool.Env{Getenv: getenv, Send: workqueue.SQS(d.SQS), Logger: d.Logger}
 	var enqueue func(ctx context.Context, body string) error
 	if queue := getenv("ASYNC_WORK_QUEUE_URL"); queue != "" {
 		enqueue = func(ctx context.Context, body string) error { return env.Send(ctx, queue, body) }
 	}
-	return Options{
+	opts := Options{
 		Enqueue:         enqueue,
 		Getenv:          getenv,
 		ApprovalTimeout: approvalTimeout,
@@ -74,7 +79,12 @@ func OptionsFrom(d lambdadeps.Deps) (Options, error) {
 		Redriver:         redriver,
 		AsyncToolTimeout: asyncTimeout,
 		Streams:          streams,
-	}, nil
+	}
+	if skillStore != nil {
+		// Left nil otherwise: a nil *skills.Store would make a non-nil SkillStore.
+		opts.Skills = skillStore
+	}
+	return opts, nil
 }
 
 // duration reads an optional positive Go duration from the environment.

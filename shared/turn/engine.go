@@ -49,6 +49,8 @@ type Options struct {
 	Sealer agents.Sealer
 	// Attachments keeps threads' files (files.go); nil: messages carry none.
 	Attachments *attachments.Store
+	// Skills reads accounts' skills (skills.go); nil: agents that name skills cannot run.
+	Skills SkillStore
 	// Model builds an agent's model from its model block.
 	Model func(block json.RawMessage) (agent.Model, error)
 	// Now is the clock; nil means time.Now.
@@ -555,7 +557,7 @@ func (e *Engine) OpenedAgent(ctx context.Context, o *store.Opening, req Request,
 		stored, err = e.opts.Agents.Config(ctx, a)
 	}
 	th := e.threadOf(ctx, o.Account.ID, req.Variables, func() (store.Vars, error) { return withSealed(o.Vars(), req.Sealed), nil })
-	cfg, err := e.buildAgent(req.AgentID, stored, err, th)
+	cfg, err := e.buildAgent(ctx, o.Account.ID, req.AgentID, stored, err, th)
 	return e.agentFor(cfg, err, req, stream)
 }
 
@@ -622,12 +624,12 @@ func waitingForAsyncError(conversationID string, resultIDs []string) error {
 // turn here, before any model call.
 func (e *Engine) LoadAgent(ctx context.Context, accountID, agentID string, th *Thread) (agent.Config, error) {
 	stored, err := e.opts.Agents.Load(ctx, accountID, agentID)
-	return e.buildAgent(agentID, stored, err, th)
+	return e.buildAgent(ctx, accountID, agentID, stored, err, th)
 }
 
 // buildAgent builds the model and tools of the stored agent config cfg (loaded with err) for
 // the thread th (nil: none, which requires no variable).
-func (e *Engine) buildAgent(agentID string, cfg *agentconfig.Config, err error, th *Thread) (agent.Config, error) {
+func (e *Engine) buildAgent(ctx context.Context, accountID, agentID string, cfg *agentconfig.Config, err error, th *Thread) (agent.Config, error) {
 	if errors.Is(err, store.ErrNotFound) {
 		return agent.Config{}, &Refusal{Kind: NotFound, Message: "agent " + agentID + " not found"}
 	}
@@ -659,6 +661,16 @@ func (e *Engine) buildAgent(agentID string, cfg *agentconfig.Config, err error, 
 			tools, err = tools.With(prompts...)
 		}
 	}
+	system := cfg.System
+	if err == nil && len(cfg.Skills) > 0 {
+		var set skillSet
+		if set, err = e.skillsOf(ctx, accountID, cfg.Skills); err == nil {
+			system += set.prompt()
+			tools, err = tools.With(set.tools(e, accountID)...)
+		} else if e.opts.Skills != nil {
+			return agent.Config{}, fmt.Errorf("reading the account's skills: %w", err)
+		}
+	}
 	var missing []agentconfig.Variable
 	if th != nil {
 		missing = e.missingVariables(th, cfg.Variables)
@@ -673,7 +685,7 @@ func (e *Engine) buildAgent(agentID string, cfg *agentconfig.Config, err error, 
 	if err != nil {
 		return agent.Config{}, invalid(err)
 	}
-	return agent.Config{Model: m, Tools: tools, System: cfg.System, MaxSteps: cfg.MaxSteps, NewID: NewMessageID, Immediate: e.immediateCalls(cfg.Subagent)}, nil
+	return agent.Config{Model: m, Tools: tools, System: system, MaxSteps: cfg.MaxSteps, NewID: NewMessageID, Immediate: e.immediateCalls(cfg.Subagent)}, nil
 }
 
 // NewMessageID names a message the harness creates.

@@ -33,6 +33,8 @@ type promptEnv struct {
 	svc *agents.Service
 	eng *turn.Engine
 	acc string
+	// stack holds the tables, queues and buckets the engine runs on.
+	stack *testenv.Resources
 
 	mu       sync.Mutex
 	requests map[string][]*model.Request
@@ -54,7 +56,7 @@ func (r recording) Stream(ctx context.Context, req *model.Request) iter.Seq2[mod
 func newPromptEnv(t *testing.T) *promptEnv {
 	t.Helper()
 	stack := testenv.Stack(t)
-	e := &promptEnv{t: t, ctx: context.Background(), st: store.New(stack.DB, stack.Tables), requests: map[string][]*model.Request{}}
+	e := &promptEnv{t: t, ctx: context.Background(), st: store.New(stack.DB, stack.Tables), stack: stack, requests: map[string][]*model.Request{}}
 	async := asynctools.NewStore(stack.DB, stack.AsyncResultsTable, nil)
 	acc, _, err := e.st.CreateAccount(e.ctx, "prompts", time.Now())
 	if err != nil {
@@ -124,6 +126,19 @@ func (e *promptEnv) requestsOf(system string) []*model.Request {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.requests[system]
+}
+
+// requestsWith are the requests whose system prompt contains part.
+func (e *promptEnv) requestsWith(part string) []*model.Request {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []*model.Request
+	for s, reqs := range e.requests {
+		if strings.Contains(s, part) {
+			out = append(out, reqs...)
+		}
+	}
+	return out
 }
 
 // resultOf is the stored result of the call of toolName.

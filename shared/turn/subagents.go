@@ -291,7 +291,7 @@ func (e *Engine) call(ctx context.Context, s *agentconfig.Subagent, t agentconfi
 		vars = childVars(d.lease.Vars(), stored.Variables)
 		vars, label, task, err = e.instanceEnv(ctx, d, t, vars, label, message)
 	}
-	cfg, err := e.buildAgent(t.AgentID, stored, err, e.storedThread(ctx, d.accountID, vars))
+	cfg, err := e.buildAgent(ctx, d.accountID, t.AgentID, stored, err, e.storedThread(ctx, d.accountID, vars))
 	var missing *MissingVariablesError
 	var needs interface{ Needed() agentconfig.Variable }
 	if create && !errors.As(err, &missing) && errors.As(err, &needs) {

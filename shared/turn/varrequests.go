@@ -102,7 +102,7 @@ func (e *Engine) BootInstance(ctx context.Context, accountID, threadID, requestI
 	if err == nil {
 		vars = withSealed(childVars(caller, stored.Variables), sealed)
 	}
-	_, err = e.buildAgent(r.AgentID, stored, err, e.storedThread(ctx, accountID, vars))
+	_, err = e.buildAgent(ctx, accountID, r.AgentID, stored, err, e.storedThread(ctx, accountID, vars))
 	if err != nil {
 		return store.Booted{}, err
 	}

@@ -113,6 +113,7 @@ func runDev(t *testing.T, root, bin string, env []string, model string) {
 	// scripted agent calls it for sure; a real model may not).
 	if model == "scripted" {
 		checkSearchCurl(t, out)
+		checkShowcaseCurls(t, out)
 	}
 
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
@@ -156,6 +157,36 @@ func checkSearchCurl(t *testing.T, out string) {
 	}
 	if strings.Contains(body, `"type":"error"`) || strings.Contains(body, "example.com/garden") {
 		t.Errorf("the search turn failed or found the unrelated page:\n%s", body)
+	}
+}
+
+// checkShowcaseCurls runs the printed prompt-demo and skills-demo curls: the prompt tool's
+// nested loop streams as data-prompt-tool parts and its shaped result comes back; the skills
+// agent loads a sample skill make dev seeded and reads one of its files.
+func checkShowcaseCurls(t *testing.T, out string) {
+	t.Helper()
+	for agentID, wants := range map[string][]string{
+		"prompt-demo": {`"type":"data-prompt-tool"`, `"state":"completed"`, `"toolName":"headline"`, `Async tools land in one invocation`, `"toolCalls":[{"toolName":"current_time"`},
+		"skills-demo": {`"toolName":"load_skill"`, `"toolName":"read_skill_file"`, `"instructions":`, `"path":"template.md"`},
+	} {
+		curl := regexp.MustCompile(`(?m)^\s*(curl -N .*"agentId":"` + agentID + `".*)$`).FindStringSubmatch(out)
+		if curl == nil {
+			t.Errorf("dev printed no %s curl:\n%s", agentID, out)
+			continue
+		}
+		turn, err := exec.Command("sh", "-c", curl[1]+" -sS --fail-with-body").Output()
+		if err != nil {
+			t.Fatalf("the printed %s curl failed: %v\n%s", agentID, err, turn)
+		}
+		body := string(turn)
+		for _, want := range append(wants, `"type":"finish"`) {
+			if !strings.Contains(body, want) {
+				t.Errorf("the %s turn's stream lacks %s:\n%s", agentID, want, body)
+			}
+		}
+		if strings.Contains(body, `"type":"error"`) || strings.Contains(body, `"type":"tool-output-error"`) {
+			t.Errorf("the %s turn had an error:\n%s", agentID, body)
+		}
 	}
 }
 

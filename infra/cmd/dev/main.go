@@ -159,6 +159,17 @@ Run a web search through tavilySearch (%s):
 `, tavilyNote, url, secret, searchAgent)
 		}
 	}
+	for _, sc := range showcases {
+		for _, a := range seed.Agents {
+			if a.AgentID == sc.agentID {
+				searchCurl += fmt.Sprintf(`
+Run an agent with %s:
+
+  curl -N %s/ -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '{"agentId":"%s","message":"%s"}'
+`, sc.about, url, secret, sc.agentID, sc.message)
+			}
+		}
+	}
 	fmt.Printf("wrote %s: `source %s` in another shell for HARNESS_URL, HARNESS_SECRET, the AWS endpoints and the queue URLs\n", *envPath, *envPath)
 	fmt.Printf(`
 Harness is running at %s
@@ -194,6 +205,12 @@ Ctrl-C stops everything.
 
 // searchAgent is the seeded agent whose curl shows a tavilySearch round trip.
 const searchAgent = "search-demo"
+
+// showcases are seeded agents whose curls make dev prints too, with what each shows.
+var showcases = []struct{ agentID, about, message string }{
+	{"prompt-demo", "a prompt tool (its nested loop streams as data-prompt-tool parts)", "Headline the latest change."},
+	{"skills-demo", "two skills (listed in its system prompt, loaded with load_skill)", "Draft the release notes for this week."},
+}
 
 // localTavily serves a local fake of Tavily's API for tavilySearch and tavilyExtract unless the
 // environment names the real service (TAVILY_API_KEY) or another one (TAVILY_BASE_URL), so the
