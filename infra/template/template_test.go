@@ -90,6 +90,12 @@ func TestProjectTables(t *testing.T) {
 			TTLAttribute: "expiresAt",
 		},
 		{
+			LogicalID: "ChannelsTable", BillingMode: "PAY_PER_REQUEST",
+			AttributeDefinitions: []AttributeDefinition{{"pk", "S"}, {"sk", "S"}},
+			KeySchema:            []KeyElement{{"pk", "HASH"}, {"sk", "RANGE"}},
+			TTLAttribute:         "expiresAt",
+		},
+		{
 			LogicalID: "ConnectionsTable", BillingMode: "PAY_PER_REQUEST",
 			AttributeDefinitions: []AttributeDefinition{{"pk", "S"}, {"sk", "S"}},
 			KeySchema:            []KeyElement{{"pk", "HASH"}, {"sk", "RANGE"}},
@@ -149,6 +155,7 @@ func TestProjectFunctions(t *testing.T) {
 	want := map[string][]string{
 		"AccountManageFunction": {"functions/account-manage/", "bootstrap", "provided.al2023", "arm64",
 			"HttpApi ANY /accounts/{accountId}", "HttpApi ANY /accounts/me/agents/{agentId}", "HttpApi ANY /accounts/me/agents",
+			"HttpApi ANY /accounts/me/channels/{bindingId}", "HttpApi POST /accounts/me/channels/{bindingId}/set-webhook", "HttpApi ANY /accounts/me/channels",
 			"HttpApi POST /accounts", "HttpApi GET /accounts", "HttpApi POST /accounts/{accountId}/rotate-secret",
 			"HttpApi ANY /accounts/me/skills/{name}", "HttpApi ANY /accounts/me/skills"},
 		"AsyncToolCompleteFunction": {"functions/async-tool-complete/", "bootstrap", "provided.al2023", "arm64",

@@ -1,5 +1,6 @@
 // Package accounts is account-manage: accounts (a one-time secret, stored hashed), their
-// agents with sealed secrets, their skills, secret rotation, and the deletion that queues a purge.
+// agents with sealed secrets, their skills, their channel bindings, secret rotation, and the
+// deletion that queues a purge.
 package accounts
 
 import (
@@ -19,6 +20,7 @@ import (
 
 	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/agents"
+	"github.com/agentharness/harness/shared/channels"
 	"github.com/agentharness/harness/shared/httpjson"
 	"github.com/agentharness/harness/shared/lambdadeps"
 	"github.com/agentharness/harness/shared/skills"
@@ -32,6 +34,18 @@ type Options struct {
 	Agents *agents.Service
 	// Skills keeps the accounts' skills; nil where the deployment keeps none.
 	Skills *skills.Store
+	// Channels keeps the accounts' channel bindings; nil where the deployment keeps none.
+	Channels *channels.Store
+	// Identify asks the platform whose bot a token is (Slack's auth.test, Telegram's getMe)
+	// whenever a binding gets a token; a *channels.TokenRefusedError refuses the token. nil
+	// skips it, and bindings carry no bot identity.
+	Identify func(ctx context.Context, typ, botToken string) (channels.Identity, error)
+	// SetWebhook registers url as a Telegram bot's webhook, with secret as its secret_token;
+	// nil where the deployment cannot (set-webhook answers 501).
+	SetWebhook func(ctx context.Context, botToken, url, secret string) error
+	// ServiceURL is the deployment's public base URL (AGENT_SERVICE_URL), which webhook URLs
+	// start with; empty where it is unknown.
+	ServiceURL string
 	// AdminSecret guards the admin routes; empty disables them.
 	AdminSecret string
 	// OpenSignup lets anyone create an account with POST /accounts; otherwise it needs the
@@ -62,29 +76,36 @@ func NewFrom(opts Options) *Handler {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	opts.ServiceURL = strings.TrimSuffix(opts.ServiceURL, "/")
 	h := &Handler{opts: opts, mux: http.NewServeMux(), errs: httpjson.ErrorWriter{Logger: opts.Logger}}
 	me := h.account
 	admin := h.admin
 	routes := map[string]http.HandlerFunc{
-		"POST /accounts":                           h.createAccount,
-		"GET /accounts":                            admin(h.listAccounts),
-		"GET /accounts/{accountId}":                admin(h.getAccount),
-		"PATCH /accounts/{accountId}":              admin(h.renameAccount),
-		"DELETE /accounts/{accountId}":             admin(h.deleteAccount),
-		"POST /accounts/{accountId}/rotate-secret": admin(h.rotateSecret),
-		"GET /accounts/me":                         me(h.getAccount),
-		"PATCH /accounts/me":                       me(h.renameAccount),
-		"DELETE /accounts/me":                      me(h.deleteAccount),
-		"POST /accounts/me/rotate-secret":          me(h.rotateSecret),
-		"POST /accounts/me/agents":                 me(h.createAgent),
-		"GET /accounts/me/agents":                  me(h.listAgents),
-		"GET /accounts/me/agents/{agentId}":        me(h.getAgent),
-		"PATCH /accounts/me/agents/{agentId}":      me(h.updateAgent),
-		"DELETE /accounts/me/agents/{agentId}":     me(h.deleteAgent),
-		"POST /accounts/me/skills":                 me(h.putSkill),
-		"GET /accounts/me/skills":                  me(h.listSkills),
-		"GET /accounts/me/skills/{name}":           me(h.getSkill),
-		"DELETE /accounts/me/skills/{name}":        me(h.deleteSkill),
+		"POST /accounts":                                     h.createAccount,
+		"GET /accounts":                                      admin(h.listAccounts),
+		"GET /accounts/{accountId}":                          admin(h.getAccount),
+		"PATCH /accounts/{accountId}":                        admin(h.renameAccount),
+		"DELETE /accounts/{accountId}":                       admin(h.deleteAccount),
+		"POST /accounts/{accountId}/rotate-secret":           admin(h.rotateSecret),
+		"GET /accounts/me":                                   me(h.getAccount),
+		"PATCH /accounts/me":                                 me(h.renameAccount),
+		"DELETE /accounts/me":                                me(h.deleteAccount),
+		"POST /accounts/me/rotate-secret":                    me(h.rotateSecret),
+		"POST /accounts/me/agents":                           me(h.createAgent),
+		"GET /accounts/me/agents":                            me(h.listAgents),
+		"GET /accounts/me/agents/{agentId}":                  me(h.getAgent),
+		"PATCH /accounts/me/agents/{agentId}":                me(h.updateAgent),
+		"DELETE /accounts/me/agents/{agentId}":               me(h.deleteAgent),
+		"POST /accounts/me/skills":                           me(h.putSkill),
+		"GET /accounts/me/skills":                            me(h.listSkills),
+		"GET /accounts/me/skills/{name}":                     me(h.getSkill),
+		"DELETE /accounts/me/skills/{name}":                  me(h.deleteSkill),
+		"POST /accounts/me/channels":                         me(h.createChannel),
+		"GET /accounts/me/channels":                          me(h.listChannels),
+		"GET /accounts/me/channels/{bindingId}":              me(h.getChannel),
+		"PATCH /accounts/me/channels/{bindingId}":            me(h.updateChannel),
+		"DELETE /accounts/me/channels/{bindingId}":           me(h.deleteChannel),
+		"POST /accounts/me/channels/{bindingId}/set-webhook": me(h.setWebhook),
 	}
 	for pattern, fn := range routes {
 		h.mux.HandleFunc(pattern, fn)
@@ -420,14 +441,23 @@ func ConfigError(err error) error {
 	return err
 }
 
-// New wires account-manage: tables, the skills' table and bucket, the admin secret and the
-// signup mode from getenv, agent configs checked by d.Checks and their secrets sealed with
-// d.Sealer.
+// New wires account-manage from d (OptionsFrom).
 func New(d lambdadeps.Deps) (*Handler, error) {
+	opts, err := OptionsFrom(d)
+	if err != nil {
+		return nil, err
+	}
+	return NewFrom(opts), nil
+}
+
+// OptionsFrom is account-manage's wiring: tables, the skills' table and bucket, the channel
+// bindings' table, the admin secret, the signup mode and the public URL from d.Getenv, agent
+// configs checked by d.Checks and secrets sealed with d.Sealer.
+func OptionsFrom(d lambdadeps.Deps) (Options, error) {
 	getenv := d.Getenv
 	tables, err := store.AccountTablesFromEnv(getenv)
 	if err != nil {
-		return nil, err
+		return Options{}, err
 	}
 	var open bool
 	switch mode := getenv("ACCOUNT_SIGNUP"); mode {
@@ -435,24 +465,30 @@ func New(d lambdadeps.Deps) (*Handler, error) {
 	case "open":
 		open = true
 	default:
-		return nil, fmt.Errorf("ACCOUNT_SIGNUP is %q, want admin or open", mode)
+		return Options{}, fmt.Errorf("ACCOUNT_SIGNUP is %q, want admin or open", mode)
 	}
 	queue, send := getenv("ASYNC_WORK_QUEUE_URL"), workqueue.SQS(d.SQS)
 	if queue == "" || send == nil {
-		return nil, errors.New("account-manage needs ASYNC_WORK_QUEUE_URL and an SQS client: deleted accounts are purged on async-worker")
+		return Options{}, errors.New("account-manage needs ASYNC_WORK_QUEUE_URL and an SQS client: deleted accounts are purged on async-worker")
 	}
 	sk, err := skills.FromEnv(d.DB, d.S3, getenv)
 	if err != nil {
-		return nil, err
+		return Options{}, err
+	}
+	ch, err := channels.FromEnv(d.DB, d.Sealer, getenv)
+	if err != nil {
+		return Options{}, err
 	}
 	st := store.New(d.DB, tables)
-	return NewFrom(Options{
+	return Options{
 		Store:       st,
 		Agents:      AgentService(st, sk, d.Sealer, d.Checks),
 		Skills:      sk,
+		Channels:    ch,
+		ServiceURL:  getenv("AGENT_SERVICE_URL"),
 		AdminSecret: getenv("ADMIN_SECRET"),
 		OpenSignup:  open,
 		Enqueue:     func(ctx context.Context, body string) error { return send(ctx, queue, body) },
 		Logger:      d.Logger,
-	}), nil
+	}, nil
 }

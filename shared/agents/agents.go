@@ -266,14 +266,7 @@ func (s *Service) seal(ctx context.Context, a store.Agent, secrets map[string]st
 	if len(secrets) == 0 {
 		return nil, nil
 	}
-	if s.sealer == nil {
-		return nil, errors.New("agent config holds secrets but no secret key is configured (set SECRETS_KMS_KEY_ID or SECRETS_LOCAL_KEY)")
-	}
-	plain, err := json.Marshal(secrets)
-	if err != nil {
-		return nil, err
-	}
-	sealed, err := s.sealer.Seal(ctx, plain, aad(a))
+	sealed, err := SealJSON(ctx, s.sealer, secrets, aad(a))
 	if err != nil {
 		return nil, fmt.Errorf("sealing the secrets of agent %s: %w", a.ID, err)
 	}
@@ -284,16 +277,39 @@ func (s *Service) open(ctx context.Context, a store.Agent) (map[string]string, e
 	if len(a.Secrets) == 0 {
 		return nil, nil
 	}
-	if s.sealer == nil {
-		return nil, fmt.Errorf("agent %s has sealed secrets but no secret key is configured (set SECRETS_KMS_KEY_ID or SECRETS_LOCAL_KEY)", a.ID)
-	}
-	plain, err := s.sealer.Open(ctx, a.Secrets, aad(a))
-	if err != nil {
+	var secrets map[string]string
+	if err := OpenJSON(ctx, s.sealer, a.Secrets, aad(a), &secrets); err != nil {
 		return nil, fmt.Errorf("opening the secrets of agent %s: %w", a.ID, err)
 	}
-	var secrets map[string]string
-	if err := json.Unmarshal(plain, &secrets); err != nil {
-		return nil, fmt.Errorf("decoding the secrets of agent %s: %w", a.ID, err)
-	}
 	return secrets, nil
+}
+
+// errNoKey: a record has secrets to seal or open and no sealer was configured.
+var errNoKey = errors.New("no secret key is configured (set SECRETS_KMS_KEY_ID or SECRETS_LOCAL_KEY)")
+
+// SealJSON seals the JSON of a record's secrets v with sealer, bound to aad.
+func SealJSON(ctx context.Context, sealer Sealer, v any, aad []byte) ([]byte, error) {
+	if sealer == nil {
+		return nil, errNoKey
+	}
+	plain, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return sealer.Seal(ctx, plain, aad)
+}
+
+// OpenJSON opens what SealJSON sealed with the same aad into v.
+func OpenJSON(ctx context.Context, sealer Sealer, sealed, aad []byte, v any) error {
+	if sealer == nil {
+		return errNoKey
+	}
+	plain, err := sealer.Open(ctx, sealed, aad)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(plain, v); err != nil {
+		return fmt.Errorf("decoding them: %w", err)
+	}
+	return nil
 }
