@@ -3,6 +3,7 @@ package localrunner_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/agentharness/harness/infra/faketelegram"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -23,8 +24,8 @@ import (
 const chatty = `{"name":"chatty","model":{"provider":"scripted","script":[{"text":"hi"}]}}`
 
 // TestDeletingAnAccountPurgesItsConversations: DELETE /accounts/me answers 204, the secret stops
-// working at once, and async-worker soon deletes every item of the account's conversations, and
-// its skills' rows and objects, while another account's stay. With short invocations the purge runs out of time after each
+// working at once, and async-worker soon deletes every item of the account's conversations, its
+// skills' rows and objects and its channel bindings, while another account's stay. With short invocations the purge runs out of time after each
 // conversation and goes on in the next message it queues.
 func TestDeletingAnAccountPurgesItsConversations(t *testing.T) {
 	for _, tt := range []struct {
@@ -39,7 +40,10 @@ func TestDeletingAnAccountPurgesItsConversations(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			stack := testenv.Stack(t)
-			env := map[string]string{"ADMIN_SECRET": adminSecret}
+			// The binding's token is checked with a local stand-in of the Bot API.
+			tg := httptest.NewServer(faketelegram.New(&faketelegram.Options{Token: telegramToken, BotID: 4242, BotUsername: "harness_bot"}))
+			t.Cleanup(tg.Close)
+			env := map[string]string{"ADMIN_SECRET": adminSecret, "TELEGRAM_API_URL": tg.URL}
 			opts := stack.Options(func(k string) string { return env[k] })
 			var mu sync.Mutex
 			passes := map[string]int{} // purge messages received, by account
@@ -80,9 +84,15 @@ func TestDeletingAnAccountPurgesItsConversations(t *testing.T) {
 						t.Fatalf("uploading a skill = %d %s", res.status, res.body)
 					}
 				}
+				if res := call(t, srv, http.MethodPost, "/accounts/me/channels", s, `{"type":"telegram","agentId":"chatty","botToken":"`+telegramToken+`"}`); res.status != http.StatusCreated {
+					t.Fatalf("binding a channel = %d %s", res.status, res.body)
+				}
 			}
 			if rows, objects := skillItems(t, stack, id); rows != 1 || objects != 2 {
 				t.Fatalf("the account has %d skill rows and %d objects, want 1 and 2", rows, objects)
+			}
+			if n := channelItems(t, stack, id); n != 2 {
+				t.Fatalf("the account has %d items in ChannelsTable, want its binding and its index item", n)
 			}
 			for _, conv := range []string{"conv-1", "conv-2", "conv-3"} {
 				turn(t, srv, secret, conv)
@@ -107,9 +117,10 @@ func TestDeletingAnAccountPurgesItsConversations(t *testing.T) {
 			}
 
 			deadline := time.Now().Add(20 * time.Second)
-			for len(testenv.ConversationItems(t, stack.DB, stack.Tables.Conversations, id)) > 0 || len(heads(t, stack, id)) > 0 || skillsLeft(t, stack, id) {
+			for len(testenv.ConversationItems(t, stack.DB, stack.Tables.Conversations, id)) > 0 || len(heads(t, stack, id)) > 0 || skillsLeft(t, stack, id) || channelItems(t, stack, id) > 0 {
 				if time.Now().After(deadline) {
-					t.Fatalf("20 s after the deletion the account still has conversation items %v (heads in ByAccount: %d)", testenv.ConversationItems(t, stack.DB, stack.Tables.Conversations, id), len(heads(t, stack, id)))
+					t.Fatalf("20 s after the deletion the account still has conversation items %v (heads in ByAccount: %d), skills %v, channel items %d",
+						testenv.ConversationItems(t, stack.DB, stack.Tables.Conversations, id), len(heads(t, stack, id)), skillsLeft(t, stack, id), channelItems(t, stack, id))
 				}
 				time.Sleep(100 * time.Millisecond)
 			}
@@ -121,6 +132,9 @@ func TestDeletingAnAccountPurgesItsConversations(t *testing.T) {
 			}
 			if rows, objects := skillItems(t, stack, otherID); rows != 1 || objects != 2 {
 				t.Errorf("the other account has %d skill rows and %d objects after the purge, want its 1 and 2", rows, objects)
+			}
+			if n := channelItems(t, stack, otherID); n != 2 {
+				t.Errorf("the other account has %d items in ChannelsTable after the purge, want its 2", n)
 			}
 			if after := testenv.ConversationItems(t, stack.DB, stack.Tables.Conversations, otherID); len(after) != len(otherItems) {
 				t.Errorf("the other account has %d conversation items after the purge, want its %d", len(after), len(otherItems))
@@ -165,6 +179,23 @@ func skillsLeft(t *testing.T, stack *testenv.Resources, accountID string) bool {
 	t.Helper()
 	rows, objects := skillItems(t, stack, accountID)
 	return rows+objects > 0
+}
+
+// channelItems counts an account's bindings and index items in ChannelsTable.
+func channelItems(t *testing.T, stack *testenv.Resources, accountID string) int {
+	t.Helper()
+	out, err := stack.DB.Scan(context.Background(), &dynamodb.ScanInput{
+		TableName:        aws.String(stack.Name("ChannelsTable")),
+		FilterExpression: aws.String("accountId = :a OR pk = :index"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":a": &types.AttributeValueMemberS{Value: accountID}, ":index": &types.AttributeValueMemberS{Value: "account#" + accountID},
+		},
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(out.Items)
 }
 
 // heads lists the conversation heads of an account in the index ByAccount.

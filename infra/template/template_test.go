@@ -163,7 +163,7 @@ func TestProjectFunctions(t *testing.T) {
 		"AsyncWorkerFunction": {"functions/async-worker/", "bootstrap", "provided.al2023", "arm64",
 			"SQS AsyncWorkQueue batch 10 [ReportBatchItemFailures]"},
 		"HarnessProcessingFunction": {"functions/harness-processing/", "bootstrap", "provided.al2023", "arm64",
-			"HttpApi POST /async", "HttpApi POST /chat/{conversationId}/stop", "HttpApi GET /chat/{conversationId}/stream", "HttpApi GET /chat/{conversationId}/subagents", "HttpApi POST /chat", "HttpApi GET /", "HttpApi GET /healthz", "HttpApi GET /readyz", "HttpApi GET /status/{eventId}",
+			"HttpApi POST /async", "HttpApi POST /channels/{bindingId}", "HttpApi POST /chat/{conversationId}/stop", "HttpApi GET /chat/{conversationId}/stream", "HttpApi GET /chat/{conversationId}/subagents", "HttpApi POST /chat", "HttpApi GET /", "HttpApi GET /healthz", "HttpApi GET /readyz", "HttpApi GET /status/{eventId}",
 			"HttpApi GET /threads/{parentThreadId}/variables/{requestId}", "HttpApi POST /threads/{parentThreadId}/variables/{requestId}", "HttpApi POST /"},
 		"SweeperFunction": {"functions/sweeper/", "bootstrap", "provided.al2023", "arm64",
 			"Schedule rate(1 minute) every 1m0s"},
@@ -208,6 +208,7 @@ func TestProjectFunctions(t *testing.T) {
 		"SECRETS_KMS_KEY_ID":      "test-AgentSecretsKey",
 		"SKILLS_TABLE":            "test-SkillsTable",
 		"SKILLS_BUCKET":           "test-SkillsBucket",
+		"CHANNELS_TABLE":          "test-ChannelsTable",
 		"STREAMS_TABLE":           "test-StreamsTable",
 		"TAVILY_API_KEY":          "",
 	}

@@ -486,6 +486,8 @@ func OptionsFrom(d lambdadeps.Deps) (Options, error) {
 		Skills:      sk,
 		Channels:    ch,
 		ServiceURL:  getenv("AGENT_SERVICE_URL"),
+		Identify:    channels.APIsFrom(getenv).Identify,
+		SetWebhook:  channels.APIsFrom(getenv).SetWebhook,
 		AdminSecret: getenv("ADMIN_SECRET"),
 		OpenSignup:  open,
 		Enqueue:     func(ctx context.Context, body string) error { return send(ctx, queue, body) },

@@ -56,6 +56,9 @@ type Delivery struct {
 	// TurnKey names the turn's stream log, which its continuation appends to (the event id,
 	// or a key of its own for a turn without one).
 	TurnKey string `json:"turnKey,omitempty"`
+	// Route is where a channel turn's output goes (the chat and thread as JSON, opaque here),
+	// so its continuation answers there. A string keeps Delivery comparable.
+	Route string `json:"route,omitempty"`
 }
 
 // DeliveryKind says which transport a turn's outcome goes back through.
@@ -70,6 +73,9 @@ const (
 	// DeliverWebSocket: a WebSocket turn; its continuation posts to the runtime's connections
 	// and settles the turn's status row.
 	DeliverWebSocket DeliveryKind = "ws"
+	// DeliverChannel: a turn that came from a chat channel (Slack, Telegram); its continuation
+	// posts to the chat its Route names and settles the turn's status row.
+	DeliverChannel DeliveryKind = "channel"
 )
 
 // Result is one AsyncToolResult row.

@@ -3,6 +3,7 @@ package chathttp
 import (
 	"context"
 
+	"github.com/agentharness/harness/shared/channelturn"
 	"github.com/agentharness/harness/shared/lambdadeps"
 	"github.com/agentharness/harness/shared/turn"
 	"github.com/agentharness/harness/shared/workqueue"
@@ -17,8 +18,15 @@ func NewHarness(d lambdadeps.Deps) (*Handler, error) {
 	}
 	send := workqueue.SQS(d.SQS)
 	queue := d.Getenv("ASYNC_WORK_QUEUE_URL")
-	return New(Options{
-		Options: opts,
-		Enqueue: func(ctx context.Context, body string) error { return send(ctx, queue, body) },
-	}), nil
+	enqueue := func(ctx context.Context, body string) error { return send(ctx, queue, body) }
+	h := New(Options{Options: opts, Enqueue: enqueue})
+	// Chat platforms post to the channel webhook, whose turns run on async-worker.
+	hook, err := channelturn.HookFrom(d, h.eng, enqueue)
+	if err != nil {
+		return nil, err
+	}
+	if hook != nil {
+		h.mux.Handle("POST /channels/{bindingId}", hook)
+	}
+	return h, nil
 }

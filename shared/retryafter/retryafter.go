@@ -3,6 +3,7 @@
 package retryafter
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"time"
@@ -67,4 +68,22 @@ func WithinDeadline(req *http.Request, next func(*http.Request) (*http.Response,
 		res.Header.Set("X-Should-Retry", "false")
 	}
 	return res, nil
+}
+
+// Fits reports whether a wait of d ends before ctx's deadline, leaving time to try again.
+func Fits(ctx context.Context, d time.Duration) bool {
+	deadline, ok := ctx.Deadline()
+	return !ok || time.Now().Add(d).Before(deadline)
+}
+
+// Sleep waits d, or until ctx ends (its cause then).
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 }

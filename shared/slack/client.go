@@ -154,18 +154,18 @@ func (c *Client) call(ctx context.Context, method string, body, out any) error {
 			if wait, ok = retryafter.Wait(header); !ok {
 				wait = defaultRateWait
 			}
-			if attempt == maxAttempts || !fits(ctx, wait) {
+			if attempt == maxAttempts || !retryafter.Fits(ctx, wait) {
 				return &RateLimitedError{Method: method, RetryAfter: wait}
 			}
 		case status >= 500:
-			if retried5xx || attempt == maxAttempts || !fits(ctx, serverBackoff) {
+			if retried5xx || attempt == maxAttempts || !retryafter.Fits(ctx, serverBackoff) {
 				return fmt.Errorf("slack %s: HTTP %d", method, status)
 			}
 			retried5xx, wait = true, serverBackoff
 		default:
 			return decode(method, status, data, out)
 		}
-		if err := sleep(ctx, wait); err != nil {
+		if err := retryafter.Sleep(ctx, wait); err != nil {
 			return fmt.Errorf("slack %s: %w", method, err)
 		}
 	}
@@ -225,21 +225,4 @@ func decode(method string, status int, data []byte, out any) error {
 		}
 	}
 	return nil
-}
-
-// fits reports whether a wait of d ends before ctx's deadline.
-func fits(ctx context.Context, d time.Duration) bool {
-	deadline, ok := ctx.Deadline()
-	return !ok || time.Now().Add(d).Before(deadline)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
 }

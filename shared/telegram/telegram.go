@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agentharness/harness/shared/retryafter"
 	"io"
 	"net/http"
 	"net/url"
@@ -49,7 +50,7 @@ func New(baseURL, token string, hc *http.Client) *Client {
 	if hc == nil {
 		hc = &http.Client{Timeout: defaultTimeout}
 	}
-	return &Client{base: strings.TrimSuffix(baseURL, "/"), token: token, hc: hc, wait: sleep}
+	return &Client{base: strings.TrimSuffix(baseURL, "/"), token: token, hc: hc, wait: retryafter.Sleep}
 }
 
 // Message is a message to send, or the new content of one to edit.
@@ -236,10 +237,10 @@ func (c *Client) call(ctx context.Context, method string, params, result any) er
 		switch {
 		case code == http.StatusTooManyRequests && a.Parameters.RetryAfter > 0:
 			wait = time.Duration(a.Parameters.RetryAfter) * time.Second
-			if attempt >= maxAttempts || !before(ctx, wait) {
+			if attempt >= maxAttempts || !retryafter.Fits(ctx, wait) {
 				return &RateLimitedError{Method: method, RetryAfter: wait}
 			}
-		case code >= 500 && !retriedServer && before(ctx, serverBackoff):
+		case code >= 500 && !retriedServer && retryafter.Fits(ctx, serverBackoff):
 			retriedServer = true
 			wait = serverBackoff
 		default:
@@ -298,21 +299,4 @@ func (c *Client) redact(s string) string {
 		return s
 	}
 	return strings.ReplaceAll(s, c.token, "[redacted]")
-}
-
-// before reports whether waiting d leaves ctx time to try again.
-func before(ctx context.Context, d time.Duration) bool {
-	deadline, ok := ctx.Deadline()
-	return !ok || time.Until(deadline) > d
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
 }

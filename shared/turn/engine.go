@@ -206,6 +206,9 @@ type Start struct {
 	Opening *store.Opening
 	// newStream: Delivery.TurnKey was just made, so the turn's log has nothing under it yet.
 	newStream bool
+	// NoApprovals: nobody can be asked (a channel without approvers), so calls that need
+	// approval are denied, saying so, instead of held.
+	NoApprovals bool
 }
 
 // Run is one invocation's part of a turn, begun: the lease is held and the request planned.
@@ -280,6 +283,9 @@ func nameStream(s *Start) {
 func (e *Engine) newRun(s Start, lease *store.Lease, plan *turnPlan) *Run {
 	cfg := s.Config
 	cfg.Pause = e.pauseFunc(lease, s.AgentID)
+	if s.NoApprovals {
+		cfg.Pause = nil
+	}
 	d := &invocation{
 		e: e, log: e.opts.Logger.With("accountId", s.AccountID, "agentId", s.AgentID, "conversationId", s.ConversationID, "eventId", s.EventID),
 		accountID: s.AccountID, agentID: s.AgentID, conversationID: s.ConversationID,
@@ -407,7 +413,13 @@ type Continuation struct {
 	// Group is the settled group, with its rows.
 	Group   asynctools.GroupState
 	history []model.Message
+	// noApprovals: calls that need approval are denied instead of held (Start.NoApprovals).
+	noApprovals bool
 }
+
+// WithoutApprovals makes the continuation deny calls that need approval, saying nobody can be
+// asked, instead of holding them (Start.NoApprovals).
+func (c *Continuation) WithoutApprovals() { c.noApprovals = true }
 
 // TakeUp takes up the turn of the settled dispatch group groupID. A nil Continuation with a
 // nil error: there is nothing to continue (the group was consumed already, belongs to a step
@@ -502,6 +514,9 @@ func (c *Continuation) Events(ctx context.Context, adapt func(*agent.Config) err
 			return d.fail(ctx, err, "the agent could not continue: "+err.Error(), model.Usage{})
 		}
 		cfg.Pause, cfg.Model = d.e.pauseFunc(d.lease, d.agentID), d.withFiles(cfg.Model)
+		if c.noApprovals {
+			cfg.Pause = nil
+		}
 		history := c.history
 		d.cfg, d.history = cfg, slices.Clone(history)
 		return d.passes(ctx, 0, func(cfg agent.Config) iter.Seq2[agent.Event, error] { return agent.Continue(ctx, cfg, history) })

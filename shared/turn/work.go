@@ -25,6 +25,8 @@ type Work struct {
 	RespondsTo string         `json:"respondsTo,omitempty"`
 	// WS is set for a WebSocket turn: its output goes to the runtime's connections.
 	WS json.RawMessage `json:"ws,omitempty"`
+	// Channel is set for a turn that came from a chat channel: where its output goes.
+	Channel json.RawMessage `json:"channel,omitempty"`
 
 	// A continuation: the group whose results it brings back.
 	GroupID string `json:"groupId,omitempty"`

@@ -17,9 +17,9 @@ const (
 	purgeDefault = 5 * time.Minute
 )
 
-// purge deletes a deleted account's data in passes that end before the invocation does: a pass
-// that runs out of time queues the next. Purging twice is harmless. A live account is never
-// purged: the message was forged or misrouted.
+// purge deletes a deleted account's data, its skills and channel bindings among it, in passes
+// that end before the invocation does: a pass that runs out of time queues the next. Purging
+// twice is harmless. A live account is never purged: the message was forged or misrouted.
 func (w *Worker) purge(ctx context.Context, msg turn.Work) error {
 	o := w.eng.Options()
 	log := o.Logger.With("accountId", msg.AccountID)
@@ -27,10 +27,18 @@ func (w *Worker) purge(ctx context.Context, msg turn.Work) error {
 	if deadline, ok := ctx.Deadline(); ok {
 		until = deadline.Add(-purgeMargin)
 	}
-	p := store.Purge{Now: o.Now(), Until: until}
-	if w.opts.Skills != nil {
-		p.Elsewhere = func(ctx context.Context) error { return w.opts.Skills.DeleteAll(ctx, msg.AccountID) }
-	}
+	skills, bindings := w.opts.Skills, w.opts.Bindings
+	p := store.Purge{Now: o.Now(), Until: until, Elsewhere: func(ctx context.Context) error {
+		if skills != nil {
+			if err := skills.DeleteAll(ctx, msg.AccountID); err != nil {
+				return err
+			}
+		}
+		if bindings != nil {
+			return bindings.DeleteAll(ctx, msg.AccountID)
+		}
+		return nil
+	}}
 	res, err := o.Store.PurgeAccount(ctx, msg.AccountID, p)
 	if errors.Is(err, store.ErrAccountLive) {
 		log.WarnContext(ctx, "refusing to purge a live account")

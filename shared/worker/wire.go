@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/agentharness/harness/shared/appserver"
+	"github.com/agentharness/harness/shared/channelturn"
 	"github.com/agentharness/harness/shared/lambdadeps"
 	"github.com/agentharness/harness/shared/skills"
 	"github.com/agentharness/harness/shared/turn"
@@ -38,6 +39,13 @@ func FromDeps(d lambdadeps.Deps) (*Worker, error) {
 				eng.Options().Logger.WarnContext(ctx, "shortening the retry of a busy message", "err", err)
 			}
 		},
+	}
+	channelTurns, err := channelturn.TurnsFrom(d, eng)
+	if err != nil {
+		return nil, err
+	}
+	if channelTurns != nil {
+		opts.Channels, opts.Bindings = channelTurns, channelTurns.Bindings
 	}
 	if wsOpts, ok := appserver.OptionsFrom(d); ok {
 		if opts.WebSocket, err = appserver.NewTurns(eng, wsOpts); err != nil {

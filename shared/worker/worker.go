@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/asynctools"
+	"github.com/agentharness/harness/shared/channels"
 	"github.com/agentharness/harness/shared/skills"
 	"github.com/agentharness/harness/shared/store"
 	"github.com/agentharness/harness/shared/turn"
@@ -29,11 +30,15 @@ type Options struct {
 	// WebSocket runs the App Server's part of its turns; nil where no WebSocket API is wired
 	// (its turns are then refused).
 	WebSocket WebSocketTurns
+	// Channels answers the turns that came from chat channels in their chats; nil where no
+	// channel is wired (their turns are then refused).
+	Channels ChannelTurns
 	// Enqueue puts work back on the queue (the next pass of a purge).
 	Enqueue func(ctx context.Context, body string) error
-	// Skills are deleted with the rest of a purged account's data; nil where the deployment
-	// keeps none.
-	Skills *skills.Store
+	// Skills and Bindings are deleted with the rest of a purged account's data; nil where the
+	// deployment keeps none.
+	Skills   *skills.Store
+	Bindings *channels.Store
 	// RetrySoon shortens the wait before a message that found its conversation busy comes
 	// back; nil leaves the queue's visibility timeout.
 	RetrySoon func(ctx context.Context, receiptHandle string)
@@ -42,6 +47,16 @@ type Options struct {
 // WebSocketTurns is the App Server's part of the turns it queued (appserver.Turns).
 type WebSocketTurns interface {
 	Adapt(work turn.Work, cfg *agent.Config) error
+	Refused(ctx context.Context, work turn.Work, o turn.Outcome)
+	Run(ctx context.Context, work turn.Work, run *turn.Run) error
+	Continue(ctx context.Context, c *turn.Continuation) error
+}
+
+// ChannelTurns is the chat channels' part of the turns their webhooks queued
+// (channelturn.Turns): how a turn starts (Start.NoApprovals, Delivery.Route), and its output
+// posted to the chat.
+type ChannelTurns interface {
+	Prepare(ctx context.Context, work turn.Work, start *turn.Start) error
 	Refused(ctx context.Context, work turn.Work, o turn.Outcome)
 	Run(ctx context.Context, work turn.Work, run *turn.Run) error
 	Continue(ctx context.Context, c *turn.Continuation) error
@@ -135,14 +150,21 @@ func (w *Worker) turn(ctx context.Context, msg turn.Work) error {
 	if ev.Status != store.EventProcessing {
 		return nil
 	}
-	ws := msg.WS != nil
+	ws, ch := msg.WS != nil, msg.Channel != nil
 	if ws && w.opts.WebSocket == nil {
 		o.Logger.ErrorContext(ctx, "dropping a WebSocket turn: no WebSocket API is wired here", "eventId", msg.EventID)
 		return w.eng.Report(ctx, msg.AccountID, msg.EventID, turn.Outcome{Status: store.EventFailed, Error: "this deployment has no WebSocket API to run the turn for"}, 0, 0)
 	}
+	if ch && w.opts.Channels == nil {
+		o.Logger.ErrorContext(ctx, "dropping a channel turn: no channel is wired here", "eventId", msg.EventID)
+		return w.eng.Report(ctx, msg.AccountID, msg.EventID, turn.Outcome{Status: store.EventFailed, Error: "this deployment keeps no channels to answer the turn in"}, 0, 0)
+	}
 	refuse := func(res turn.Outcome) error {
-		if ws {
+		switch {
+		case ws:
 			w.opts.WebSocket.Refused(ctx, msg, res)
+		case ch:
+			w.opts.Channels.Refused(ctx, msg, res)
 		}
 		return w.eng.Report(ctx, msg.AccountID, msg.EventID, res, 0, 0)
 	}
@@ -167,6 +189,11 @@ func (w *Worker) turn(ctx context.Context, msg turn.Work) error {
 	if ws {
 		start.Delivery.Kind = asynctools.DeliverWebSocket
 	}
+	if ch {
+		if err := w.opts.Channels.Prepare(ctx, msg, &start); err != nil {
+			return refuse(turn.Outcome{Status: store.EventFailed, Error: err.Error()})
+		}
+	}
 	run, err := w.eng.Begin(ctx, start)
 	if errors.As(err, &refused) {
 		if refused.Kind == turn.Busy {
@@ -177,8 +204,11 @@ func (w *Worker) turn(ctx context.Context, msg turn.Work) error {
 	if err != nil {
 		return err
 	}
-	if ws {
+	switch {
+	case ws:
 		return w.opts.WebSocket.Run(ctx, msg, run)
+	case ch:
+		return w.opts.Channels.Run(ctx, msg, run)
 	}
 	return run.Conclude(context.WithoutCancel(ctx), run.Execute(ctx), nil)
 }
@@ -194,9 +224,12 @@ func (w *Worker) continueGroup(ctx context.Context, msg turn.Work) error {
 		return err
 	}
 	done := context.WithoutCancel(ctx)
-	if c.Group.Group.Delivery.Kind == asynctools.DeliverWebSocket && w.opts.WebSocket != nil {
+	switch kind := c.Group.Group.Delivery.Kind; {
+	case kind == asynctools.DeliverWebSocket && w.opts.WebSocket != nil:
 		err = w.opts.WebSocket.Continue(ctx, c)
-	} else {
+	case kind == asynctools.DeliverChannel && w.opts.Channels != nil:
+		err = w.opts.Channels.Continue(ctx, c)
+	default:
 		err = c.Conclude(done, c.Execute(ctx), nil)
 	}
 	if err != nil {
