@@ -19,8 +19,11 @@
 // two calls; it does the jobs, then reads the rest of the turn at GET /chat/{id}/stream until
 // the final answer.
 //
+// With -jobs N it is the worker alone: it starts no turn, completes the next N jobs that arrive
+// (those of a chat channel's turn, say) and exits.
+//
 // Flags override the environment: -url (HARNESS_URL), -secret (HARNESS_SECRET, the account
-// secret), -queue (EXTERNAL_JOBS_QUEUE_URL), -timeout, -sse. The SQS client follows the usual AWS
+// secret), -queue (EXTERNAL_JOBS_QUEUE_URL), -timeout, -sse, -jobs. The SQS client follows the usual AWS
 // variables (AWS_ENDPOINT_URL_SQS, AWS_REGION, credentials), as .dev.env sets them.
 package main
 
@@ -50,6 +53,8 @@ type config struct {
 	QueueURL   string
 	Timeout    time.Duration
 	SSE        bool
+	// Jobs, when set, makes it the worker alone: it completes that many jobs and exits.
+	Jobs int
 }
 
 const agentID = "external-async-example"
@@ -93,11 +98,15 @@ func main() {
 	flag.StringVar(&cfg.QueueURL, "queue", os.Getenv("EXTERNAL_JOBS_QUEUE_URL"), "queue the jobs arrive on (EXTERNAL_JOBS_QUEUE_URL)")
 	flag.DurationVar(&cfg.Timeout, "timeout", 60*time.Second, "how long to wait for the turn to end")
 	flag.BoolVar(&cfg.SSE, "sse", false, "run the turn over SSE (POST /chat) and resume it at GET /chat/{id}/stream")
+	flag.IntVar(&cfg.Jobs, "jobs", 0, "start no turn: complete this many jobs as they arrive, then exit")
 	flag.Parse()
 	harnessapi.Main("external-async", func(ctx context.Context) error { return run(ctx, cfg, os.Stdout) })
 }
 
 func run(ctx context.Context, cfg config, stdout io.Writer) error {
+	if cfg.Jobs > 0 {
+		return workOnly(ctx, cfg, stdout)
+	}
 	if cfg.HarnessURL == "" || cfg.Secret == "" || cfg.QueueURL == "" {
 		return errors.New("set HARNESS_URL, HARNESS_SECRET and EXTERNAL_JOBS_QUEUE_URL (source .dev.env) or pass -url, -secret and -queue")
 	}
@@ -165,6 +174,31 @@ func run(ctx context.Context, cfg config, stdout io.Writer) error {
 			return fmt.Errorf("the turn failed: %s", st.Error)
 		}
 	}
+}
+
+// workOnly completes cfg.Jobs jobs as they arrive, whoever's turn dispatched them.
+func workOnly(ctx context.Context, cfg config, stdout io.Writer) error {
+	if cfg.HarnessURL == "" || cfg.QueueURL == "" {
+		return errors.New("set HARNESS_URL and EXTERNAL_JOBS_QUEUE_URL (source .dev.env) or pass -url and -queue")
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	awsCfg, err := awsclient.Config(ctx)
+	if err != nil {
+		return err
+	}
+	queue := awsclient.SQS(awsCfg)
+	for done := 0; done < cfg.Jobs; {
+		n, err := work(ctx, queue, cfg.QueueURL, strings.TrimRight(cfg.HarnessURL, "/"), stdout)
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return fmt.Errorf("timed out after %s with %d of %d jobs completed", cfg.Timeout, done, cfg.Jobs)
+		}
+		if err != nil {
+			return err
+		}
+		done += n
+	}
+	return nil
 }
 
 // work takes the jobs waiting on the queue (waiting a second for some), completes each and

@@ -2,11 +2,14 @@ package localrunner_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +21,9 @@ import (
 	"github.com/agentharness/harness/shared/channelturn"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/slack"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
 // The credentials the stand-ins accept.
@@ -392,4 +398,104 @@ func calledWith(calls []faketelegram.Call, method string, parts ...string) bool 
 		}
 	}
 	return false
+}
+
+// A Telegram press of Deny denies the call: the model is told who denied it, and the prompt
+// says so.
+func TestATelegramDenialFromItsButton(t *testing.T) {
+	e := newChannelEnv(t)
+	id := e.bind(t, "telegram", e.agent(t, cautiousChannelAgent), "777")
+	secret := e.tg.Webhook().SecretToken
+	if status := e.tgUpdate(t, id, secret, tgMessage(1, 600, 777, "what time is it?")); status != http.StatusOK {
+		t.Fatal("the update was refused")
+	}
+	var prompt faketelegram.Message
+	until(t, "the approval prompt", func() bool {
+		for _, m := range e.tg.Messages(600) {
+			if len(m.Keyboard) > 0 && len(m.Keyboard[0]) == 2 {
+				prompt = m
+				return true
+			}
+		}
+		return false
+	})
+	deny := prompt.Keyboard[0][1].CallbackData
+	status := e.tgUpdate(t, id, secret, map[string]any{"update_id": 2, "callback_query": map[string]any{
+		"id": "cq2", "data": deny, "from": map[string]any{"id": 777, "is_bot": false, "first_name": "Ada", "username": "ada"},
+		"message": map[string]any{"message_id": prompt.MessageID, "date": 1700000000, "chat": map[string]any{"id": 600, "type": "private"}}}})
+	if status != http.StatusOK {
+		t.Fatalf("the press = %d", status)
+	}
+	until(t, "the answer after the denial", func() bool { return strings.Contains(tgText(e.tg, 600), "denied by @ada in telegram") })
+	if !strings.Contains(tgText(e.tg, 600), "Denied by @ada") {
+		t.Errorf("the prompt does not show who denied:\n%s", tgText(e.tg, 600))
+	}
+}
+
+// An external-dispatch call of a chat turn is completed by the outside worker of
+// examples/external-async, and the turn's continuation answers in the chat it came from.
+func TestAnExternalDispatchAnswersInTheChat(t *testing.T) {
+	e := newChannelEnv(t)
+	agentID := e.agent(t, `{"name":"dispatcher","model":{"provider":"scripted","script":[
+		{"text":"Handing a job to the worker. ","toolCalls":[{"name":"test_external_async","input":{"echo":"alpha"}}]},
+		{"text":"The worker answered {{toolResults}}"}]},
+		"tools":{"test_external_async":{"async":true,"execution":"external-dispatch"}}}`)
+	id := e.bind(t, "telegram", agentID)
+	if status := e.tgUpdate(t, id, e.tg.Webhook().SecretToken, tgMessage(1, 700, 777, "run it")); status != http.StatusOK {
+		t.Fatal("the update was refused")
+	}
+	until(t, "the first reply", func() bool { return strings.Contains(tgText(e.tg, 700), "Handing a job to the worker.") })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	worker := exec.CommandContext(ctx, "go", "run", "./examples/external-async", "-jobs", "1", "-timeout", "60s")
+	worker.Dir = testenv.Root(t)
+	worker.Env = append(os.Environ(), "HARNESS_URL="+e.srv.URL, "EXTERNAL_JOBS_QUEUE_URL="+e.stack.Queues["ExternalJobsQueue"])
+	if out, err := worker.CombinedOutput(); err != nil || !strings.Contains(string(out), "completion answered 200") {
+		t.Fatalf("the worker: %v\n%s", err, out)
+	}
+	until(t, "the continuation's answer in the chat", func() bool {
+		return strings.Contains(tgText(e.tg, 700), `The worker answered`) && strings.Contains(tgText(e.tg, 700), "ALPHA")
+	})
+}
+
+// A press on an approval whose deadline has passed decides nothing: the approver is told, alone,
+// and the prompt keeps its buttons. (The test moves the stored deadline, as a clock would.)
+func TestAnExpiredApprovalIsNotDecidedFromItsButton(t *testing.T) {
+	e := newChannelEnv(t)
+	id := e.bind(t, "slack", e.agent(t, cautiousChannelAgent), "U111")
+	if status, _ := e.slackEvent(t, id, "Ev1", "message", "im", "D7", "U111", "1700000000.000700", "what time is it?", time.Now()); status != http.StatusOK {
+		t.Fatal("the message was refused")
+	}
+	var promptTS, approve string
+	until(t, "the approval prompt", func() bool {
+		for _, m := range e.slack.Messages("D7") {
+			if v := buttonValue(m.Blocks, "approve"); v != "" {
+				promptTS, approve = m.TS, v
+				return true
+			}
+		}
+		return false
+	})
+	approvalID := strings.Split(approve, "|")[1]
+	_, err := e.stack.DB.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
+		TableName:                 &e.stack.Tables.Approvals,
+		Key:                       map[string]ddbtypes.AttributeValue{"approvalKey": &ddbtypes.AttributeValueMemberS{Value: e.accountID + "#" + approvalID}},
+		UpdateExpression:          aws.String("SET deadline = :past"),
+		ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":past": &ddbtypes.AttributeValueMemberN{Value: fmt.Sprint(time.Now().Add(-time.Minute).UnixMilli())}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status := e.slackPress(t, id, "U111", "D7", promptTS, "", approve); status != http.StatusOK {
+		t.Fatalf("the press = %d", status)
+	}
+	if !hasEphemeral(e.slack.Messages("D7"), "U111", "expired") {
+		t.Errorf("the approver was not told the approval expired: %+v", e.slack.Messages("D7"))
+	}
+	for _, m := range e.slack.Messages("D7") {
+		if m.TS == promptTS && buttonValue(m.Blocks, "approve") == "" {
+			t.Errorf("the expired prompt lost its buttons: %+v", m)
+		}
+	}
 }
