@@ -54,6 +54,9 @@ type Call struct {
 	// Status is the HTTP status answered; Error the Slack error code, "" when ok.
 	Status int    `json:"status"`
 	Error  string `json:"error,omitempty"`
+	// TS is the message a chat.postMessage or chat.update answered with, so a dev command can
+	// press a button on the message it reads here.
+	TS string `json:"ts,omitempty"`
 }
 
 // Message is a message as its channel shows it now, after updates.
@@ -176,7 +179,8 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	a := s.handle(method, r.Header, body)
 	errCode, _ := a.body["error"].(string)
-	s.calls = append(s.calls, Call{Method: method, Body: jsonOrString(body), At: time.Now(), Status: a.status, Error: errCode})
+	ts, _ := a.body["ts"].(string)
+	s.calls = append(s.calls, Call{Method: method, Body: jsonOrString(body), At: time.Now(), Status: a.status, Error: errCode, TS: ts})
 	s.mu.Unlock()
 
 	if a.status == http.StatusTooManyRequests {

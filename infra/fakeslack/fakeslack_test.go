@@ -192,7 +192,7 @@ func TestCallsEndpoint(t *testing.T) {
 		got[i].At = time.Time{}
 	}
 	want := []fakeslack.Call{
-		{Method: "chat.postMessage", Body: json.RawMessage(`{"channel":"C1","text":"hi"}`), Status: 200},
+		{Method: "chat.postMessage", Body: json.RawMessage(`{"channel":"C1","text":"hi"}`), Status: 200, TS: fake.Messages("C1")[0].TS},
 		{Method: "chat.postMessage", Body: json.RawMessage(`"not json"`), Status: 200, Error: "invalid_post_type"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

@@ -56,6 +56,9 @@ type Call struct {
 	Body   json.RawMessage `json:"body"`
 	At     time.Time       `json:"at"`
 	Status int             `json:"status"`
+	// MessageID is the message a sendMessage or editMessageText answered with, so a dev command
+	// can press a button on the message it reads here.
+	MessageID int `json:"message_id,omitempty"`
 }
 
 // Message is one of the bot's messages as it stands after its edits.
@@ -159,7 +162,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !resp.OK {
 		status = resp.ErrorCode
 	}
-	s.calls = append(s.calls, Call{Method: method, Body: recorded(body), At: time.Now(), Status: status})
+	m, _ := resp.Result.(wireMessage)
+	s.calls = append(s.calls, Call{Method: method, Body: recorded(body), At: time.Now(), Status: status, MessageID: m.MessageID})
 	httpjson.WriteJSON(w, status, resp)
 }
 

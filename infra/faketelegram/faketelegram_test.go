@@ -212,6 +212,9 @@ func TestCalls(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Calls = %+v\nwant %+v", got, want)
 	}
+	if calls[0].MessageID != 1 || calls[1].MessageID != 0 {
+		t.Errorf("the calls name messages %d and %d, want the one sent (1) and none", calls[0].MessageID, calls[1].MessageID)
+	}
 
 	// GET /calls needs no token and answers the same calls.
 	req, _ := http.NewRequest(http.MethodGet, url+"/calls", nil)

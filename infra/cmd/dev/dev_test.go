@@ -22,9 +22,9 @@ import (
 )
 
 // TestDevServesThePrintedCurl runs what `make dev` runs, as a process: it must start its own
-// stand-ins, print a curl that streams a turn when pasted into a shell, write an env file a
-// second shell can source to reach the same stack, and stop everything it started (and remove
-// the file) on Ctrl-C.
+// stand-ins, print a curl that streams a turn when pasted into a shell (and a command per chat
+// channel that shows a turn and an approval there), write an env file a second shell can source
+// to reach the same stack, and stop everything it started (and remove the file) on Ctrl-C.
 func TestDevServesThePrintedCurl(t *testing.T) {
 	root := testenv.Root(t)
 	bin := filepath.Join(t.TempDir(), "dev")
@@ -114,6 +114,14 @@ func runDev(t *testing.T, root, bin string, env []string, model string) {
 	if model == "scripted" {
 		checkSearchCurl(t, out)
 		checkShowcaseCurls(t, out)
+		checkChannelCommands(t, root, out)
+	}
+	chats := regexp.MustCompile(`a local stand-in of the (?:Slack|Telegram Bot) API at http://(127\.0\.0\.1:\d+)`).FindAllStringSubmatch(out, -1)
+	if len(chats) != 2 {
+		t.Errorf("dev printed %d chat stand-ins, want Slack's and Telegram's:\n%s", len(chats), out)
+	}
+	for _, m := range chats {
+		endpoints = append(endpoints, m[1])
 	}
 
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
@@ -190,6 +198,42 @@ func checkShowcaseCurls(t *testing.T, out string) {
 	}
 }
 
+// checkChannelCommands runs the printed examples/channels commands, both at once: each posts a
+// message to its binding's webhook and shows, from the stand-in, the reply, the approval prompt,
+// the approver's press and the final answer.
+func checkChannelCommands(t *testing.T, root, out string) {
+	t.Helper()
+	cmds := regexp.MustCompile(`(?m)^\s*(go run \./examples/channels -platform (\w+) .*)$`).FindAllStringSubmatch(out, -1)
+	if len(cmds) != 2 {
+		t.Fatalf("dev printed %d channel commands, want one for Slack and one for Telegram:\n%s", len(cmds), out)
+	}
+	wants := map[string][]string{
+		"slack":    {`chat.postMessage    "Starting`, `"Approve a call of test_async?" [Approve] [Deny]`, "U0DEVUSER presses Approve", "Approved by <@U0DEVUSER>", `Done: [{\"echo\":\"nightly build\"}]`},
+		"telegram": {`sendMessage         "Starting`, `[✅ Approve] [❌ Deny]`, "1001 presses Approve", "Approved by Dev", `Done: [{\"echo\":\"nightly build\"}]`},
+	}
+	done := make(chan struct{})
+	for _, c := range cmds {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			sh := exec.Command("sh", "-c", c[1])
+			sh.Dir = root
+			printed, err := sh.CombinedOutput()
+			if err != nil {
+				t.Errorf("the printed %s command failed: %v\n%s", c[2], err, printed)
+				return
+			}
+			for _, want := range wants[c[2]] {
+				if !strings.Contains(string(printed), want) {
+					t.Errorf("the %s command's output lacks %s:\n%s", c[2], want, printed)
+				}
+			}
+		}()
+	}
+	for range cmds {
+		<-done
+	}
+}
+
 // checkEnvFile sources the env file in a shell and checks what it exports: the harness URL and
 // the account secret dev printed, the stand-ins' endpoints, and the URLs of queues that exist.
 func checkEnvFile(t *testing.T, path, printed string, endpoints []string) {
@@ -233,12 +277,13 @@ func checkEnvFile(t *testing.T, path, printed string, endpoints []string) {
 	}
 }
 
-// withoutEndpoints drops the test stack's endpoints and any Tavily settings of the machine, so
-// dev starts its own stand-ins and its own fake Tavily.
+// withoutEndpoints drops the test stack's endpoints and any Tavily, Slack or Telegram settings
+// of the machine, so dev starts its own stand-ins of them all.
 func withoutEndpoints(env []string) []string {
 	var out []string
 	for _, kv := range env {
-		if !strings.HasPrefix(kv, "AWS_ENDPOINT_URL") && !strings.HasPrefix(kv, "TAVILY_") {
+		if !strings.HasPrefix(kv, "AWS_ENDPOINT_URL") && !strings.HasPrefix(kv, "TAVILY_") &&
+			!strings.HasPrefix(kv, "SLACK_API_URL=") && !strings.HasPrefix(kv, "TELEGRAM_API_URL=") {
 			out = append(out, kv)
 		}
 	}

@@ -1,9 +1,11 @@
 // Command dev is `make dev`: it starts the local AWS stand-ins, creates the tables, queues and
 // bucket of template.yaml, serves every HTTP function on one local HTTP server, polls the queues
 // of the SQS functions and runs the scheduled ones every few seconds, seeds a demo account and
-// agent, and prints the account's one-time secret with a ready-to-paste curl. It also writes
-// .dev.env, the variables a second shell sources to reach the same stack (an outside worker of
-// external-dispatch tools, say). Ctrl-C stops everything it started and removes the file.
+// agent, and prints the account's one-time secret with a ready-to-paste curl. It serves local
+// stand-ins of the Slack and Telegram APIs too, binds a channel on each to the approver agent,
+// and prints a command that chats with it there. It also writes .dev.env, the variables a
+// second shell sources to reach the same stack (an outside worker of external-dispatch tools,
+// say). Ctrl-C stops everything it started and removes the file.
 package main
 
 import (
@@ -19,6 +21,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -105,6 +108,11 @@ func run() error {
 		return err
 	}
 	defer stopTavily()
+	chats, chatNotes, stopChats, err := localChats()
+	if err != nil {
+		return err
+	}
+	defer stopChats()
 	logger := logging.New(os.Stderr, os.Getenv("LOG_LEVEL"))
 	adminSecret := os.Getenv("ADMIN_SECRET")
 	if adminSecret == "" {
@@ -136,6 +144,13 @@ func run() error {
 		return err
 	}
 	defer h.Stop()
+	if !slices.ContainsFunc(seed.Agents, func(a localrunner.SeedAgent) bool { return a.AgentID == chatAgent }) {
+		chats = nil
+	}
+	chatCommands, err := bindChats(ctx, url, secret, chats)
+	if err != nil {
+		return err
+	}
 
 	env := append(stack.Env(),
 		"HARNESS_URL="+url,
@@ -181,13 +196,13 @@ Harness is running at %s
 Run a turn of the demo agent:
 
   curl -N %s/ -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '{"agentId":"%s","message":"What time is it?"}'
-%s
+%s%s%s
 Create an account of your own (the answer holds its secret), then agents with POST /accounts/me/agents:
 
   curl %s/accounts -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '{"username":"me"}'
 
 Ctrl-C stops everything.
-`, url, stack.DynamoDB, stack.SQS, acc.ID, acc.Username, agentID, modelNote, secret, adminSecret, url, secret, agentID, searchCurl, url, adminSecret)
+`, url, stack.DynamoDB, stack.SQS, acc.ID, acc.Username, agentID, modelNote, secret, adminSecret, url, secret, agentID, searchCurl, chatCommands, chatNotes, url, adminSecret)
 
 	select {
 	case <-ctx.Done():
@@ -219,17 +234,25 @@ func localTavily() (note string, stop func(), err error) {
 	if os.Getenv("TAVILY_API_KEY") != "" || os.Getenv("TAVILY_BASE_URL") != "" {
 		return "Tavily at " + cmp.Or(os.Getenv("TAVILY_BASE_URL"), "https://api.tavily.com"), func() {}, nil
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	base, stop, err := serveLocal(faketavily.New(&faketavily.Options{Documents: faketavily.DemoDocuments}))
 	if err != nil {
 		return "", nil, fmt.Errorf("starting the local fake Tavily: %w", err)
 	}
-	srv := &http.Server{Handler: faketavily.New(&faketavily.Options{Documents: faketavily.DemoDocuments}), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	base := "http://" + ln.Addr().String()
 	// Any non-empty key passes the fake; agents need not name one.
 	os.Setenv("TAVILY_BASE_URL", base)
 	os.Setenv("TAVILY_API_KEY", "tvly-local-fake")
-	return "a local fake Tavily at " + base + "; set TAVILY_API_KEY for the real one", func() { _ = srv.Close() }, nil
+	return "a local fake Tavily at " + base + "; set TAVILY_API_KEY for the real one", stop, nil
+}
+
+// serveLocal serves h on a free port of 127.0.0.1 and returns its URL and how to stop it.
+func serveLocal(h http.Handler) (base string, stop func(), err error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return "http://" + ln.Addr().String(), func() { _ = srv.Close() }, nil
 }
 
 // envKeys are the variables .dev.env exports, in order.
