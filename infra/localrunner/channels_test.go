@@ -499,3 +499,27 @@ func TestAnExpiredApprovalIsNotDecidedFromItsButton(t *testing.T) {
 		}
 	}
 }
+
+// A same-invocation async call of a chat turn: the model answers over its placeholder, its
+// result comes back to the model within the invocation, and both answers are in the chat, each
+// step's text a paragraph of its own.
+func TestASameInvocationCallAnswersInTheChat(t *testing.T) {
+	e := newChannelEnv(t)
+	agentID := e.agent(t, `{"name":"background","model":{"provider":"scripted","script":[
+		{"text":"Starting. ","toolCalls":[{"name":"test_async","input":{"echo":"beta","delayMs":300}}]},
+		{"text":"Got {{toolResults}}"}]},
+		"tools":{"test_async":{"async":true,"execution":"same-invocation"}}}`)
+	id := e.bind(t, "slack", agentID)
+	if status, _ := e.slackEvent(t, id, "Ev1", "message", "im", "D9", "U111", "1700000000.000900", "go", time.Now()); status != http.StatusOK {
+		t.Fatal("the message was refused")
+	}
+	for deadline := time.Now().Add(asyncWait); ; time.Sleep(pollEvery) {
+		text := slackText(e.slack, "D9")
+		if strings.Contains(text, "test_async: ✓") && strings.Contains(text, `"status":"running"}]`+"\n\nGot [") && strings.Contains(text, `"echo":"beta"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the chat shows:\n%s\nwant the call running in the background, then its result", text)
+		}
+	}
+}

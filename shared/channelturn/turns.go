@@ -124,10 +124,16 @@ func (t *Turns) relay(ctx context.Context, p platform, r Route, events iter.Seq[
 		case turn.AsyncStarted:
 			rp.tool(ctx, ev.Loop.ToolCallID, ev.Loop.ToolName, "running in the background")
 		case turn.AsyncLanded:
-			rp.tool(ctx, ev.Result.ToolCallID, ev.Result.ToolName, ev.Result.Status)
+			state := "✓"
+			if ev.Result.Status != asynctools.Completed {
+				state = ev.Result.Status
+			}
+			rp.tool(ctx, ev.Result.ToolCallID, ev.Result.ToolName, state)
 		case turn.Loop:
 			le := ev.Loop
 			switch le.Type {
+			case agent.StepStart:
+				rp.paragraph()
 			case agent.TextDelta:
 				rp.text(le.Text)
 				rp.flush(ctx, false)
@@ -175,6 +181,14 @@ type reply struct {
 type toolLine struct{ id, name, state string }
 
 func (rp *reply) text(s string) { rp.body.WriteString(s) }
+
+// paragraph ends the text so far, so the next step's text starts a paragraph of its own.
+func (rp *reply) paragraph() {
+	if b := rp.body.String(); strings.TrimSpace(b) != "" && !strings.HasSuffix(b, "\n\n") {
+		rp.body.Reset()
+		rp.body.WriteString(strings.TrimRight(b, " \n") + "\n\n")
+	}
+}
 
 func (rp *reply) tool(ctx context.Context, id, name, state string) {
 	for i := range rp.tools {
