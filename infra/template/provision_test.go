@@ -102,7 +102,7 @@ func TestProvision(t *testing.T) {
 		"StreamsTable":     {Billing: "PAY_PER_REQUEST", Key: []string{"streamKey", "seq"}, TTL: "expiresAt"},
 		"ApprovalsTable":   {Billing: "PAY_PER_REQUEST", Key: []string{"approvalKey"}, TTL: "expiresAt"},
 		"ConnectionsTable": {Billing: "PAY_PER_REQUEST", Key: []string{"pk", "sk"}, TTL: "expiresAt"},
-		"ChannelsTable":    {Billing: "PAY_PER_REQUEST", Key: []string{"pk", "sk"}, TTL: "expiresAt"},
+		"ChannelsTable":    {Billing: "PAY_PER_REQUEST", Key: []string{"pk", "sk"}},
 		"AsyncToolResultsTable": {Billing: "PAY_PER_REQUEST", Key: []string{"pk", "sk"}, TTL: "expiresAt",
 			Indexes: map[string][]string{"Due": {"dueShard", "dueAt"}}},
 	}

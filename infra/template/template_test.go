@@ -93,7 +93,6 @@ func TestProjectTables(t *testing.T) {
 			LogicalID: "ChannelsTable", BillingMode: "PAY_PER_REQUEST",
 			AttributeDefinitions: []AttributeDefinition{{"pk", "S"}, {"sk", "S"}},
 			KeySchema:            []KeyElement{{"pk", "HASH"}, {"sk", "RANGE"}},
-			TTLAttribute:         "expiresAt",
 		},
 		{
 			LogicalID: "ConnectionsTable", BillingMode: "PAY_PER_REQUEST",

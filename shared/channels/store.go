@@ -20,7 +20,6 @@ import (
 //
 //	binding#<id>         binding        the binding, its secrets sealed
 //	account#<accountId>  binding#<id>   the account's index of its bindings
-//	binding#<id>         seen#<key>     a platform delivery received, for a day (expiresAt)
 //
 // A binding and its index item are written and deleted in one transaction, so List reads the
 // account's bindings consistently, with no secondary index.
@@ -29,12 +28,6 @@ type Store struct {
 	table  string
 	sealer agents.Sealer
 }
-
-// deliveryTTL is how long a delivery key is remembered: well past the platforms' retries.
-const deliveryTTL = 24 * time.Hour
-
-// maxDeliveryKey bounds a delivery key, far above the platforms' own and within a sort key.
-const maxDeliveryKey = 512
 
 // New returns a store over table; sealer seals and opens the bindings' secrets.
 func New(db *dynamodb.Client, table string, sealer agents.Sealer) *Store {
@@ -286,34 +279,6 @@ func (s *Store) DeleteAll(ctx context.Context, accountID string) error {
 		}
 	}
 	return nil
-}
-
-// FirstDelivery records that the binding received the platform delivery key (a Slack event_id,
-// a Telegram update_id, a Slack action's trigger…) and reports whether it is the first time:
-// false for a retry or a replay, which the caller then drops. A key is remembered for a day, and
-// until DynamoDB's TTL removes it.
-func (s *Store) FirstDelivery(ctx context.Context, bindingID, deliveryKey string, now time.Time) (bool, error) {
-	if !ValidID(bindingID) {
-		return false, ErrNotFound
-	}
-	if deliveryKey == "" || len(deliveryKey) > maxDeliveryKey {
-		return false, fmt.Errorf("channels: a delivery key is 1 to %d bytes, not %d", maxDeliveryKey, len(deliveryKey))
-	}
-	item := key("binding#"+bindingID, "seen#"+deliveryKey)
-	item["expiresAt"] = num(now.Add(deliveryTTL).Unix())
-	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:           &s.table,
-		Item:                item,
-		ConditionExpression: aws.String("attribute_not_exists(pk)"),
-	})
-	var failed *types.ConditionalCheckFailedException
-	if errors.As(err, &failed) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("recording a delivery to channel binding %s: %w", bindingID, err)
-	}
-	return true, nil
 }
 
 // item is b as stored, its secrets sealed afresh; b must pass Check.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -235,40 +234,6 @@ func TestStoreRefusesInvalidBindings(t *testing.T) {
 	}
 }
 
-func TestFirstDelivery(t *testing.T) {
-	ctx := context.Background()
-	s := newStore(t)
-	b, err := s.Create(ctx, slackBinding("acc_a", "helper"), time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
-	for i, want := range []bool{true, false, false} {
-		if first, err := s.FirstDelivery(ctx, b.ID, "Ev0PV52K25", now); err != nil || first != want {
-			t.Errorf("delivery %d: FirstDelivery = %v, %v; want %v", i+1, first, err, want)
-		}
-	}
-	if first, err := s.FirstDelivery(ctx, b.ID, "Ev0PV52K26", now); err != nil || !first {
-		t.Errorf("another key: FirstDelivery = %v, %v; want true", first, err)
-	}
-	other := channels.NewID()
-	if first, err := s.FirstDelivery(ctx, other, "Ev0PV52K25", now); err != nil || !first {
-		t.Errorf("the same key on another binding: FirstDelivery = %v, %v; want true", first, err)
-	}
-	item, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.table, Key: map[string]types.AttributeValue{
-		"pk": &types.AttributeValueMemberS{Value: "binding#" + b.ID}, "sk": &types.AttributeValueMemberS{Value: "seen#Ev0PV52K25"},
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, ok := item.Item["expiresAt"].(*types.AttributeValueMemberN); !ok || got.Value != fmt.Sprint(now.Add(24*time.Hour).Unix()) {
-		t.Errorf("the delivery item expires at %v, want a day on", item.Item["expiresAt"])
-	}
-	if _, err := s.FirstDelivery(ctx, b.ID, "", now); err == nil {
-		t.Error("FirstDelivery of an empty key succeeded")
-	}
-}
-
 // An id that NewID could not have made is ErrNotFound before any request reaches DynamoDB.
 func TestMalformedIDsAreNotLookedUp(t *testing.T) {
 	var requests atomic.Int32
@@ -289,11 +254,10 @@ func TestMalformedIDsAreNotLookedUp(t *testing.T) {
 		b := slackBinding("acc_a", "helper")
 		b.ID = id
 		for name, op := range map[string]func() error{
-			"Get":           func() error { _, err := s.Get(ctx, id); return err },
-			"Owned":         func() error { _, err := s.Owned(ctx, "acc_a", id); return err },
-			"Update":        func() error { _, err := s.Update(ctx, b, time.Now()); return err },
-			"Delete":        func() error { return s.Delete(ctx, "acc_a", id) },
-			"FirstDelivery": func() error { _, err := s.FirstDelivery(ctx, id, "k", time.Now()); return err },
+			"Get":    func() error { _, err := s.Get(ctx, id); return err },
+			"Owned":  func() error { _, err := s.Owned(ctx, "acc_a", id); return err },
+			"Update": func() error { _, err := s.Update(ctx, b, time.Now()); return err },
+			"Delete": func() error { return s.Delete(ctx, "acc_a", id) },
 		} {
 			if err := op(); !errors.Is(err, channels.ErrNotFound) {
 				t.Errorf("%s(%q) = %v, want ErrNotFound", name, id, err)

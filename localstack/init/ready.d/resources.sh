@@ -48,8 +48,6 @@ if ! awslocal dynamodb describe-table --table-name 'ChannelsTable' >/dev/null 2>
     --attribute-definitions '[{"AttributeName":"pk","AttributeType":"S"},{"AttributeName":"sk","AttributeType":"S"}]' \
     --key-schema '[{"AttributeName":"pk","KeyType":"HASH"},{"AttributeName":"sk","KeyType":"RANGE"}]' >/dev/null
   awslocal dynamodb wait table-exists --table-name 'ChannelsTable'
-  awslocal dynamodb update-time-to-live --table-name 'ChannelsTable' \
-    --time-to-live-specification '{"AttributeName":"expiresAt","Enabled":true}' >/dev/null
 fi
 
 if ! awslocal dynamodb describe-table --table-name 'ConnectionsTable' >/dev/null 2>&1; then
