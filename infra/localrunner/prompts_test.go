@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -32,7 +33,11 @@ func TestAPromptToolOverHTTP(t *testing.T) {
 			"initUserMessageProperty":"question","initAttachmentsProperty":"files"}}}`)
 	data := "data:image/png;base64," + base64.StdEncoding.EncodeToString(pixel)
 
-	cs := e.stream(t, fileMessage(caller, "prompt-1", data))
+	res := call(t, e.srv, http.MethodPost, "/", e.secret, fileMessage(caller, "prompt-1", data))
+	if res.status != http.StatusOK {
+		t.Fatalf("POST / = %d %s", res.status, res.body)
+	}
+	cs := testenv.Chunks(t, bytes.NewReader(res.body))
 	reqs := mock.Requests()
 	if len(reqs) != 1 {
 		t.Fatalf("the prompt's model got %d requests, want 1", len(reqs))
@@ -55,6 +60,26 @@ func TestAPromptToolOverHTTP(t *testing.T) {
 	}
 	if text := streamText(cs); !strings.Contains(text, `Seen: [{"text":"A dot."}]`) {
 		t.Errorf("the caller answered %q, want the shaped result", text)
+	}
+	// The official AI SDK client reads the stream and keeps one data-prompt-tool part, the last.
+	out, stderr, err := testenv.CheckUIStream(t, res.body)
+	if err != nil {
+		t.Fatalf("the AI SDK refused the stream: %v\n%s", err, stderr)
+	}
+	var checked struct {
+		Message struct{ Parts []map[string]any }
+	}
+	if err := json.Unmarshal(out, &checked); err != nil {
+		t.Fatal(err)
+	}
+	var kept []map[string]any
+	for _, p := range checked.Message.Parts {
+		if p["type"] == "data-prompt-tool" {
+			kept = append(kept, p)
+		}
+	}
+	if len(kept) != 1 || kept[0]["data"].(map[string]any)["state"] != "completed" {
+		t.Errorf("the AI SDK built data-prompt-tool parts %v, want one, completed", kept)
 	}
 
 	// /async: the status lists the nested messages, marked, and the caller's answer as its text.
