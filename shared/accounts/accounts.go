@@ -480,14 +480,15 @@ func OptionsFrom(d lambdadeps.Deps) (Options, error) {
 		return Options{}, err
 	}
 	st := store.New(d.DB, tables)
+	platforms := channels.APIsFrom(getenv)
 	return Options{
 		Store:       st,
 		Agents:      AgentService(st, sk, d.Sealer, d.Checks),
 		Skills:      sk,
 		Channels:    ch,
 		ServiceURL:  getenv("AGENT_SERVICE_URL"),
-		Identify:    channels.APIsFrom(getenv).Identify,
-		SetWebhook:  channels.APIsFrom(getenv).SetWebhook,
+		Identify:    platforms.Identify,
+		SetWebhook:  platforms.SetWebhook,
 		AdminSecret: getenv("ADMIN_SECRET"),
 		OpenSignup:  open,
 		Enqueue:     func(ctx context.Context, body string) error { return send(ctx, queue, body) },

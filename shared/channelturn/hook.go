@@ -2,8 +2,6 @@ package channelturn
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/agentharness/harness/shared/channels"
 	"github.com/agentharness/harness/shared/httpjson"
+	"github.com/agentharness/harness/shared/ids"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/slack"
 	"github.com/agentharness/harness/shared/store"
@@ -103,7 +102,7 @@ func (h *Hook) slack(ctx context.Context, w http.ResponseWriter, r *http.Request
 			w.WriteHeader(http.StatusOK) // another kind of interaction: nothing to do
 			return nil
 		}
-		c := slackChat{c: p.(slackChat).c}
+		c := p.(slackChat)
 		route := Route{Binding: b.ID, Type: b.Type, Chat: in.Channel.ID, Thread: in.Message.ThreadTS, User: in.User.ID}
 		respond := func(text string) {
 			if err := c.c.PostEphemeral(ctx, route.Chat, in.User.ID, route.Thread, text); err != nil {
@@ -221,10 +220,7 @@ func (h *Hook) live(ctx context.Context, b channels.Binding) (bool, error) {
 
 // deliveryID names what a platform delivery becomes (its event, its message) after the
 // binding and the platform's own id of the delivery, so a retry or a replay finds it taken.
-func deliveryID(prefix, bindingID, key string) string {
-	h := sha256.Sum256([]byte(bindingID + "\x00" + key))
-	return prefix + hex.EncodeToString(h[:16])
-}
+func deliveryID(prefix, bindingID, key string) string { return ids.Derived(prefix, bindingID, key) }
 
 // message queues a turn of the binding's agent for a chat message (key: the platform's id of
 // the delivery). A binding that is disabled, or a delivery seen before, changes nothing.

@@ -5,11 +5,11 @@
 package channelturn
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/agentharness/harness/shared/ids"
 )
 
 // Route is where a channel turn came from and where its output goes: a binding's chat and
@@ -29,8 +29,7 @@ type Route struct {
 // ConversationID is the harness conversation of a chat and thread under a binding's agent: one
 // per thread (or DM, or Telegram chat or topic), a new one when the binding's agent changes.
 func ConversationID(bindingID, agentID, chat, thread string) string {
-	h := sha256.Sum256([]byte(strings.Join([]string{bindingID, agentID, chat, thread}, "\x00")))
-	return "conv_ch_" + hex.EncodeToString(h[:16])
+	return ids.Derived("conv_ch_", bindingID, agentID, chat, thread)
 }
 
 func (r Route) encode() json.RawMessage {

@@ -14,7 +14,6 @@ import (
 	"github.com/agentharness/harness/shared/approval"
 	"github.com/agentharness/harness/shared/asynctools"
 	"github.com/agentharness/harness/shared/channels"
-	"github.com/agentharness/harness/shared/store"
 	"github.com/agentharness/harness/shared/turn"
 )
 
@@ -44,18 +43,23 @@ func (t *Turns) chatOf(ctx context.Context, r Route) (channels.Binding, platform
 
 // Prepare makes the turn a channel turn: delivered to its route, and, on a binding with nobody
 // to approve, with calls that need approval denied saying so (002: no approval can be asked).
-func (t *Turns) Prepare(ctx context.Context, work turn.Work, start *turn.Start) error {
+// It returns the run that posts the turn's output to the chat, and concludes it.
+func (t *Turns) Prepare(ctx context.Context, work turn.Work, start *turn.Start) (func(context.Context, *turn.Run) error, error) {
 	r, err := decodeRoute(work.Channel)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	b, _, err := t.chatOf(ctx, r)
+	b, p, err := t.chatOf(ctx, r)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	start.Delivery.Kind, start.Delivery.Route = asynctools.DeliverChannel, string(work.Channel)
 	start.NoApprovals = len(b.Approvers) == 0
-	return nil
+	return func(ctx context.Context, run *turn.Run) error {
+		p.typing(ctx, r)
+		t.relay(ctx, p, r, run.Events(ctx))
+		return run.Conclude(context.WithoutCancel(ctx), run.Outcome(), nil)
+	}, nil
 }
 
 // Refused tells the chat why its message was not taken up.
@@ -70,21 +74,6 @@ func (t *Turns) Refused(ctx context.Context, work turn.Work, o turn.Outcome) {
 	if err != nil {
 		t.Logger.ErrorContext(ctx, "telling a chat its turn was refused", "eventId", work.EventID, "err", err)
 	}
-}
-
-// Run runs the turn, posting its output to the chat, and concludes it.
-func (t *Turns) Run(ctx context.Context, work turn.Work, run *turn.Run) error {
-	r, err := decodeRoute(work.Channel)
-	var p platform
-	if err == nil {
-		_, p, err = t.chatOf(ctx, r)
-	}
-	if err != nil {
-		return run.Conclude(context.WithoutCancel(ctx), turn.Outcome{Status: store.EventFailed, Error: err.Error()}, nil)
-	}
-	p.typing(ctx, r)
-	t.relay(ctx, p, r, run.Events(ctx))
-	return run.Conclude(context.WithoutCancel(ctx), run.Outcome(), nil)
 }
 
 // Continue runs a continuation of a channel turn (its async calls settled), posting to the

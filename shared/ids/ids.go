@@ -6,7 +6,12 @@
 // one that does not is refused at the edge with a 400 instead of failing deep in a write.
 package ids
 
-import "fmt"
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+)
 
 // MaxLen is the longest id accepted.
 const MaxLen = 128
@@ -49,4 +54,12 @@ func Problem(id string) string {
 func allowed(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
 		c == '_' || c == '-' || c == '.' || c == ':'
+}
+
+// Derived is an id the harness derives from parts (a conversation from the call or the chat that
+// names it, an event from a platform's delivery): prefix and 32 hex digits of their SHA-256, so
+// the same parts always give the same id, and it passes the grammar.
+func Derived(prefix string, parts ...string) string {
+	h := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
+	return prefix + hex.EncodeToString(h[:16])
 }

@@ -7,8 +7,6 @@ package subagent
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +17,7 @@ import (
 
 	"github.com/agentharness/harness/shared/asynctools"
 	"github.com/agentharness/harness/shared/attachments"
+	"github.com/agentharness/harness/shared/ids"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/store"
 )
@@ -38,10 +37,7 @@ func NamedConversationID(accountID, callerConversationID, name string) string {
 }
 
 // childID hashes the parts that name a child's conversation.
-func childID(parts ...string) string {
-	h := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
-	return "conv_sub_" + hex.EncodeToString(h[:16])
-}
+func childID(parts ...string) string { return ids.Derived("conv_sub_", parts...) }
 
 // eventPrefix starts the event of a non-blocking call's child turn, which is the call's
 // resultId after it: each call of a child is a turn of its own, and the turn knows the call it

@@ -678,12 +678,15 @@ func (e *Engine) buildAgent(ctx context.Context, accountID, agentID string, cfg 
 	}
 	system := cfg.System
 	if err == nil && len(cfg.Skills) > 0 {
-		var set skillSet
-		if set, err = e.skillsOf(ctx, accountID, cfg.Skills); err == nil {
+		if e.opts.Skills == nil {
+			err = errNoSkills
+		} else {
+			set, lerr := e.skillsOf(ctx, accountID, cfg.Skills)
+			if lerr != nil {
+				return agent.Config{}, fmt.Errorf("reading the account's skills: %w", lerr)
+			}
 			system += set.prompt()
 			tools, err = tools.With(set.tools(e, accountID)...)
-		} else if e.opts.Skills != nil {
-			return agent.Config{}, fmt.Errorf("reading the account's skills: %w", err)
 		}
 	}
 	var missing []agentconfig.Variable

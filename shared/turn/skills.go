@@ -36,12 +36,12 @@ type skillSet struct {
 	deleted map[string]bool
 }
 
+// errNoSkills stops an agent that names skills where the deployment keeps none.
+var errNoSkills = errors.New("it names skills, and this deployment keeps none (SKILLS_TABLE and SKILLS_BUCKET are not set)")
+
 // skillsOf pins the account's current version of each skill names; one read.
 func (e *Engine) skillsOf(ctx context.Context, accountID string, names agentconfig.Skills) (skillSet, error) {
 	set := skillSet{names: names, pinned: map[string]skills.Skill{}, deleted: map[string]bool{}}
-	if e.opts.Skills == nil {
-		return set, errors.New("it names skills, and this deployment keeps none (SKILLS_TABLE and SKILLS_BUCKET are not set)")
-	}
 	all, err := e.opts.Skills.List(ctx, accountID)
 	if err != nil {
 		return set, err

@@ -53,12 +53,11 @@ type WebSocketTurns interface {
 }
 
 // ChannelTurns is the chat channels' part of the turns their webhooks queued
-// (channelturn.Turns): how a turn starts (Start.NoApprovals, Delivery.Route), and its output
-// posted to the chat.
+// (channelturn.Turns): how a turn starts (Start.NoApprovals, Delivery.Route), and the run that
+// posts its output to the chat, which Prepare returns with the chat it read.
 type ChannelTurns interface {
-	Prepare(ctx context.Context, work turn.Work, start *turn.Start) error
+	Prepare(ctx context.Context, work turn.Work, start *turn.Start) (func(context.Context, *turn.Run) error, error)
 	Refused(ctx context.Context, work turn.Work, o turn.Outcome)
-	Run(ctx context.Context, work turn.Work, run *turn.Run) error
 	Continue(ctx context.Context, c *turn.Continuation) error
 }
 
@@ -189,8 +188,9 @@ func (w *Worker) turn(ctx context.Context, msg turn.Work) error {
 	if ws {
 		start.Delivery.Kind = asynctools.DeliverWebSocket
 	}
+	var inChat func(context.Context, *turn.Run) error
 	if ch {
-		if err := w.opts.Channels.Prepare(ctx, msg, &start); err != nil {
+		if inChat, err = w.opts.Channels.Prepare(ctx, msg, &start); err != nil {
 			return refuse(turn.Outcome{Status: store.EventFailed, Error: err.Error()})
 		}
 	}
@@ -208,7 +208,7 @@ func (w *Worker) turn(ctx context.Context, msg turn.Work) error {
 	case ws:
 		return w.opts.WebSocket.Run(ctx, msg, run)
 	case ch:
-		return w.opts.Channels.Run(ctx, msg, run)
+		return inChat(ctx, run)
 	}
 	return run.Conclude(context.WithoutCancel(ctx), run.Execute(ctx), nil)
 }
