@@ -261,6 +261,12 @@ func policyProblems(tpl *Template, fnID string, policy any) []string {
 		return []string{fmt.Sprintf("%s: policy %v is not a SAM policy template", fnID, policy)}
 	}
 	var out []string
+	if alt, ok := m["Fn::If"].([]any); ok {
+		if !secretPolicy(tpl, alt) {
+			out = append(out, fmt.Sprintf("%s: policy %v: the only conditional policy allowed is AWSSecretsManagerGetSecretValuePolicy on the ARN a parameter gives, or none", fnID, alt))
+		}
+		return out
+	}
 	if stmts, ok := m["Statement"].([]any); ok {
 		for _, st := range stmts {
 			if !manageConnections(tpl, st) {
@@ -292,6 +298,23 @@ func policyProblems(tpl *Template, fnID string, policy any) []string {
 		}
 	}
 	return out
+}
+
+// secretPolicy reports whether a !If's arguments grant reading one secret whose ARN a
+// parameter gives (a secret the operator made, such as NATS credentials), or nothing: [a
+// condition, {AWSSecretsManagerGetSecretValuePolicy: {SecretArn: !Ref P}}, !Ref AWS::NoValue].
+func secretPolicy(tpl *Template, alt []any) bool {
+	if len(alt) != 3 {
+		return false
+	}
+	cond, _ := alt[0].(string)
+	then, _ := alt[1].(map[string]any)
+	args, _ := then["AWSSecretsManagerGetSecretValuePolicy"].(map[string]any)
+	param, _ := args["SecretArn"].(map[string]any)
+	name, _ := param["Ref"].(string)
+	_, isParam := tpl.parameters[name]
+	none, _ := alt[2].(map[string]any)
+	return cond != "" && len(then) == 1 && len(args) == 1 && len(param) == 1 && isParam && len(none) == 1 && none["Ref"] == "AWS::NoValue"
 }
 
 // manageConnections reports whether an inline statement grants exactly what posting to

@@ -155,7 +155,7 @@ func TestProjectFunctions(t *testing.T) {
 		"AccountManageFunction": {"functions/account-manage/", "bootstrap", "provided.al2023", "arm64",
 			"HttpApi ANY /accounts/{accountId}", "HttpApi ANY /accounts/me/agents/{agentId}", "HttpApi ANY /accounts/me/agents",
 			"HttpApi ANY /accounts/me/channels/{bindingId}", "HttpApi POST /accounts/me/channels/{bindingId}/set-webhook", "HttpApi ANY /accounts/me/channels",
-			"HttpApi POST /accounts", "HttpApi GET /accounts", "HttpApi POST /accounts/{accountId}/rotate-secret",
+			"HttpApi POST /accounts", "HttpApi GET /accounts", "HttpApi POST /accounts/me/nats-credentials", "HttpApi POST /accounts/{accountId}/rotate-secret",
 			"HttpApi ANY /accounts/me/skills/{name}", "HttpApi ANY /accounts/me/skills"},
 		"AsyncToolCompleteFunction": {"functions/async-tool-complete/", "bootstrap", "provided.al2023", "arm64",
 			"HttpApi POST /async-tools/{resultId}/complete"},
@@ -210,6 +210,9 @@ func TestProjectFunctions(t *testing.T) {
 		"CHANNELS_TABLE":          "test-ChannelsTable",
 		"STREAMS_TABLE":           "test-StreamsTable",
 		"TAVILY_API_KEY":          "",
+		"NATS_URL":                "",
+		"NATS_CREDS_SECRET":       "",
+		"NATS_REPLICAS":           "",
 	}
 	if diff := cmp.Diff(wantEnv, env); diff != "" {
 		t.Errorf("FunctionEnv (-want +got):\n%s", diff)

@@ -1,6 +1,6 @@
 // Package accounts is account-manage: accounts (a one-time secret, stored hashed), their
-// agents with sealed secrets, their skills, their channel bindings, secret rotation, and the
-// deletion that queues a purge.
+// agents with sealed secrets, their skills, their channel bindings, secret rotation, the NATS
+// credentials their clients read turns with, and the deletion that queues a purge.
 package accounts
 
 import (
@@ -23,6 +23,7 @@ import (
 	"github.com/agentharness/harness/shared/channels"
 	"github.com/agentharness/harness/shared/httpjson"
 	"github.com/agentharness/harness/shared/lambdadeps"
+	"github.com/agentharness/harness/shared/natsturns"
 	"github.com/agentharness/harness/shared/skills"
 	"github.com/agentharness/harness/shared/store"
 	"github.com/agentharness/harness/shared/workqueue"
@@ -43,6 +44,9 @@ type Options struct {
 	// SetWebhook registers url as a Telegram bot's webhook, with secret as its secret_token;
 	// nil where the deployment cannot (set-webhook answers 501).
 	SetWebhook func(ctx context.Context, botToken, url, secret string) error
+	// NATS issues the credentials an account's clients read their turns from NATS with; nil
+	// where the deployment hands out none (nats-credentials answers 501).
+	NATS *natsturns.Issuer
 	// ServiceURL is the deployment's public base URL (AGENT_SERVICE_URL), which webhook URLs
 	// start with; empty where it is unknown.
 	ServiceURL string
@@ -91,6 +95,7 @@ func NewFrom(opts Options) *Handler {
 		"PATCH /accounts/me":                                 me(h.renameAccount),
 		"DELETE /accounts/me":                                me(h.deleteAccount),
 		"POST /accounts/me/rotate-secret":                    me(h.rotateSecret),
+		"POST /accounts/me/nats-credentials":                 me(h.natsCredentials),
 		"POST /accounts/me/agents":                           me(h.createAgent),
 		"GET /accounts/me/agents":                            me(h.listAgents),
 		"GET /accounts/me/agents/{agentId}":                  me(h.getAgent),
@@ -451,8 +456,9 @@ func New(d lambdadeps.Deps) (*Handler, error) {
 }
 
 // OptionsFrom is account-manage's wiring: tables, the skills' table and bucket, the channel
-// bindings' table, the admin secret, the signup mode and the public URL from d.Getenv, agent
-// configs checked by d.Checks and secrets sealed with d.Sealer.
+// bindings' table, the admin secret, the signup mode, the public URL and the NATS credentials'
+// signing key (natsturns.IssuerFromEnv, read with d.Secret when it is a secret) from d.Getenv,
+// agent configs checked by d.Checks and secrets sealed with d.Sealer.
 func OptionsFrom(d lambdadeps.Deps) (Options, error) {
 	getenv := d.Getenv
 	tables, err := store.AccountTablesFromEnv(getenv)
@@ -479,6 +485,10 @@ func OptionsFrom(d lambdadeps.Deps) (Options, error) {
 	if err != nil {
 		return Options{}, err
 	}
+	issuer, err := natsturns.IssuerFromEnv(context.Background(), getenv, d.Secret)
+	if err != nil {
+		return Options{}, err
+	}
 	st := store.New(d.DB, tables)
 	platforms := channels.APIsFrom(getenv)
 	return Options{
@@ -486,6 +496,7 @@ func OptionsFrom(d lambdadeps.Deps) (Options, error) {
 		Agents:      AgentService(st, sk, d.Sealer, d.Checks),
 		Skills:      sk,
 		Channels:    ch,
+		NATS:        issuer,
 		ServiceURL:  getenv("AGENT_SERVICE_URL"),
 		Identify:    platforms.Identify,
 		SetWebhook:  platforms.SetWebhook,

@@ -12,6 +12,7 @@ import (
 	"github.com/agentharness/harness/shared/agents"
 	"github.com/agentharness/harness/shared/connections"
 	"github.com/agentharness/harness/shared/lambdadeps"
+	"github.com/agentharness/harness/shared/natslog"
 	"github.com/agentharness/harness/shared/turn"
 	"github.com/agentharness/harness/shared/workqueue"
 )
@@ -75,6 +76,9 @@ func OptionsFrom(d lambdadeps.Deps) (opts Options, ok bool) {
 // creation with the same checks as account-manage.
 func NewGateway(d lambdadeps.Deps) (*Gateway, error) {
 	topts, err := turn.OptionsFrom(d)
+	if err == nil {
+		err = natslog.Attach(&topts, d) // turn streams to NATS too, where NATS_URL says so
+	}
 	if err != nil {
 		return nil, err
 	}

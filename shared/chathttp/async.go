@@ -91,9 +91,15 @@ func (h *Handler) asyncTurn(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, fmt.Errorf("queueing the turn: %w", err))
 		return
 	}
-	httpjson.WriteJSON(w, http.StatusAccepted, map[string]string{
+	out := map[string]string{
 		"eventId": req.EventID, "conversationId": req.ConversationID, "status": store.EventProcessing, "statusUrl": "/status/" + req.EventID,
-	})
+	}
+	// The turn's stream is named by its event id (a decision under the waiting turn's event id
+	// continues that turn's stream).
+	if subject := h.eng.Subject(acc.ID, req.ConversationID, req.EventID); subject != "" {
+		out["natsSubject"] = subject
+	}
+	httpjson.WriteJSON(w, http.StatusAccepted, out)
 }
 
 // claimOrReopen records the request's event. Approvals may answer under the event id of the

@@ -5,6 +5,7 @@ import (
 
 	"github.com/agentharness/harness/shared/channelturn"
 	"github.com/agentharness/harness/shared/lambdadeps"
+	"github.com/agentharness/harness/shared/natslog"
 	"github.com/agentharness/harness/shared/turn"
 	"github.com/agentharness/harness/shared/workqueue"
 )
@@ -13,6 +14,9 @@ import (
 // async-worker's queue for POST /async.
 func NewHarness(d lambdadeps.Deps) (*Handler, error) {
 	opts, err := turn.OptionsFrom(d)
+	if err == nil {
+		err = natslog.Attach(&opts, d) // turn streams to NATS too, where NATS_URL says so
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/agentharness/harness/shared/store"
 	"github.com/agentharness/harness/shared/stream"
 	"github.com/agentharness/harness/shared/turn"
+	"github.com/agentharness/harness/shared/uimessage"
 )
 
 // resume runs GET /chat/{conversationId}/stream, where the AI SDK's DefaultChatTransport
@@ -55,7 +56,7 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request) {
 		}
 		return true
 	}
-	if !send(stream.Start(turn.NewMessageID())) {
+	if !send(uimessage.Start(turn.NewMessageID())) {
 		return
 	}
 	shown := map[string]bool{}
@@ -65,7 +66,7 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request) {
 	}
 	if last != nil {
 		h.sendHeld(ctx, out, accountID, conv, *last, shown, log)
-		send(finishChunk(conv, *last))
+		send(uimessage.TurnFinish(conv, *last))
 	}
 	_ = out.Done()
 }
@@ -82,7 +83,7 @@ func (h *Handler) sendHeld(ctx context.Context, out *stream.Writer, accountID, c
 		log.ErrorContext(ctx, "reading the calls the turn's subagents hold", "err", err)
 	}
 	for _, ev := range held {
-		for _, c := range uiChunks(ev) {
+		for _, c := range uimessage.EventChunks(ev) {
 			_ = out.Send(c)
 		}
 	}
@@ -100,7 +101,7 @@ func relayLog(out *stream.Writer, entries iter.Seq2[turn.Logged, error], after i
 	for e, err := range entries {
 		if err != nil {
 			log.Error("reading the turn's stream log", "err", err)
-			_ = out.Send(stream.Error("the turn's output could not be read to its end"))
+			_ = out.Send(uimessage.Error("the turn's output could not be read to its end"))
 			return nil, last, true
 		}
 		last = e.Seq
@@ -112,7 +113,7 @@ func relayLog(out *stream.Writer, entries iter.Seq2[turn.Logged, error], after i
 		if ev := e.Event; ev.Kind == turn.Loop && ev.Loop.Type == agent.ToolApprovalRequest {
 			shown[ev.Loop.ApprovalID] = true
 		}
-		for _, c := range uiChunks(*e.Event) {
+		for _, c := range uimessage.EventChunks(*e.Event) {
 			if !sendEvent(out, e.Seq, true, c, log) {
 				return nil, last, false
 			}
@@ -158,7 +159,7 @@ func (h *Handler) childTurn(ctx context.Context, accountID string, req *turnRequ
 // /chat/{conversationId}/stream follows the caller later.
 func (h *Handler) followCaller(ctx context.Context, out *stream.Writer, accountID string, c *childRun, log *slog.Logger) {
 	waits := turn.Outcome{Status: store.EventWaitingAsync, Reason: model.FinishToolCalls}
-	waiting := finishChunk(c.caller, waits)
+	waiting := uimessage.TurnFinish(c.caller, waits)
 	goesOn, err := h.eng.GoesOn(ctx, accountID, c.caller)
 	if err != nil {
 		log.ErrorContext(ctx, "reading whether the caller goes on", "err", err)
@@ -185,7 +186,7 @@ func (h *Handler) followCaller(ctx context.Context, out *stream.Writer, accountI
 			return
 		case ended != nil:
 			h.sendHeld(ctx, out, accountID, c.caller, *ended, c.shown, log)
-			_ = out.Send(finishChunk(c.caller, *ended))
+			_ = out.Send(uimessage.TurnFinish(c.caller, *ended))
 			return
 		case time.Now().After(deadline):
 			_ = out.Send(waiting)

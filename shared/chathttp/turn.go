@@ -22,6 +22,7 @@ import (
 	"github.com/agentharness/harness/shared/store"
 	"github.com/agentharness/harness/shared/stream"
 	"github.com/agentharness/harness/shared/turn"
+	"github.com/agentharness/harness/shared/uimessage"
 )
 
 // turnRequest is the AI SDK chat request (id, messages, trigger, messageId) plus agentId and
@@ -371,7 +372,7 @@ func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 	if messageID == "" {
 		messageID = turn.NewMessageID()
 	}
-	send(stream.Start(messageID))
+	send(uimessage.Start(messageID))
 	// A client that disconnects does not stop its turn: the turn runs to its end and its
 	// output stays readable at GET /chat/{conversationId}/stream. The invocation's deadline
 	// still holds.
@@ -384,13 +385,13 @@ func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 				if shown.Kind == turn.Loop && shown.Loop.Type == agent.ToolApprovalRequest {
 					child.shown[shown.Loop.ApprovalID] = true
 				}
-				for _, c := range uiChunks(shown) {
+				for _, c := range uimessage.EventChunks(shown) {
 					send(c)
 				}
 			}
 			continue
 		}
-		for _, c := range uiChunks(ev) {
+		for _, c := range uimessage.EventChunks(ev) {
 			sendEvent(out, ev.Seq, ev.InLog, c, log)
 		}
 	}
@@ -411,7 +412,7 @@ func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 	done, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	err = run.Conclude(done, res, func() {
-		if fin := finishChunk(req.ConversationID, res); fin != nil {
+		if fin := uimessage.TurnFinish(req.ConversationID, res); fin != nil {
 			send(fin)
 		}
 	})
@@ -419,94 +420,6 @@ func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 		log.ErrorContext(ctx, "reporting the event", "eventId", req.EventID, "err", err)
 	}
 	_ = out.Done()
-}
-
-// uiChunks encodes one turn event as the UI message chunks of the AI SDK stream.
-func uiChunks(ev turn.Event) []any {
-	switch ev.Kind {
-	case turn.ApprovalDecided:
-		return []any{stream.ToolApprovalResponse(ev.Decision.ApprovalID, *ev.Decision.Approved, ev.Decision.Reason)}
-	case turn.AsyncLanded:
-		r := ev.Result
-		v := map[string]any{"resultId": r.ID, "toolCallId": r.ToolCallID, "toolName": r.ToolName, "status": r.Status}
-		if r.Status == asynctools.Completed {
-			v["response"] = r.Response
-		} else {
-			v["error"] = r.Error
-		}
-		return []any{stream.Data("async-result", v, false)}
-	case turn.Failed:
-		return []any{stream.Error(ev.Error)}
-	case turn.Subagent:
-		// One part per call, updated in place as the child goes (started, its messages, finished).
-		return []any{stream.DataPart("subagent", ev.Subagent.ToolCallID, *ev.Subagent)}
-	case turn.PromptTool:
-		// One part per call, updated in place as its nested loop goes.
-		return []any{stream.DataPart("prompt-tool", ev.PromptTool.ToolCallID, *ev.PromptTool)}
-	}
-	le := ev.Loop
-	switch le.Type {
-	case agent.StepStart:
-		return []any{stream.StartStep()}
-	case agent.StepFinish:
-		return []any{stream.FinishStep()}
-	case agent.TextStart:
-		return []any{stream.TextStart(le.ID)}
-	case agent.TextDelta:
-		return []any{stream.TextDelta(le.ID, le.Text)}
-	case agent.TextEnd:
-		return []any{stream.TextEnd(le.ID)}
-	case agent.ToolInputStart:
-		return []any{stream.ToolInputStart(le.ToolCallID, le.ToolName)}
-	case agent.ToolInputDelta:
-		return []any{stream.ToolInputDelta(le.ToolCallID, le.Text)}
-	case agent.ToolInputAvailable:
-		return []any{stream.ToolInputAvailable(le.ToolCallID, le.ToolName, le.Input)}
-	case agent.ToolInputError:
-		return []any{stream.ToolInputError(le.ToolCallID, le.ToolName, le.Input, le.ErrorText)}
-	case agent.ToolOutput:
-		return []any{stream.ToolOutput(le.ToolCallID, le.Output)}
-	case agent.ToolOutputError:
-		return []any{stream.ToolOutputError(le.ToolCallID, le.ErrorText)}
-	case agent.Source:
-		return []any{stream.SourceURL(le.Source.ID, le.Source.URL, le.Source.Title)}
-	case agent.ToolApprovalRequest:
-		return []any{stream.ToolApprovalRequest(le.ApprovalID, le.ToolCallID, le.Text, false)}
-	case agent.ToolOutputDenied:
-		if le.Automatic {
-			// A policy refused the call: say so the way the AI SDK does, as an automatic
-			// request and its denial, so the client's part has its approval.
-			return []any{
-				stream.ToolApprovalRequest(le.ApprovalID, le.ToolCallID, "", true),
-				stream.ToolApprovalResponse(le.ApprovalID, false, le.ErrorText),
-				stream.ToolOutputDenied(le.ToolCallID),
-			}
-		}
-		return []any{stream.ToolOutputDenied(le.ToolCallID)}
-	}
-	return nil
-}
-
-// finishChunk is the finish chunk that ends a turn's stream, with what the turn waits for in
-// its metadata (an abort for a stopped turn); nil when the turn ended without a finish reason.
-func finishChunk(conversationID string, res turn.Outcome) any {
-	if res.Stopped {
-		return stream.Abort(res.Error)
-	}
-	switch res.Reason {
-	case "":
-		return nil
-	case model.FinishError:
-		return stream.Finish(string(model.FinishError), nil)
-	}
-	meta := map[string]any{"conversationId": conversationID, "usage": res.Usage}
-	if len(res.PendingApprovals) > 0 {
-		meta["pendingApprovals"] = res.PendingApprovals
-	}
-	if res.Status == store.EventWaitingAsync {
-		meta["pendingAsyncTools"] = res.PendingAsync
-	}
-	return stream.Finish(string(res.Reason), meta)
 }
 
 // detached is ctx without its cancellation (a client going away) but with its deadline (the

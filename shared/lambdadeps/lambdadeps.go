@@ -25,6 +25,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 )
 
@@ -45,6 +46,9 @@ type Deps struct {
 	// Poster sends frames to WebSocket connections (API Gateway's @connections, or the local
 	// runner's sockets); nil where none can be reached.
 	Poster Poster
+	// Secret reads a secret's string value from Secrets Manager (in AWS); nil where there is
+	// none, and secrets come from the environment.
+	Secret func(ctx context.Context, id string) (string, error)
 }
 
 // Poster sends frames to WebSocket connections and closes them (wsconn.Poster in AWS).
@@ -63,6 +67,17 @@ func Load(ctx context.Context, openSecrets bool) (Deps, error) {
 	d := Deps{
 		DB: awsclient.DynamoDB(cfg), SQS: awsclient.SQS(cfg), S3: awsclient.S3(cfg),
 		Getenv: os.Getenv, Logger: logger,
+	}
+	sm := secretsmanager.NewFromConfig(cfg)
+	d.Secret = func(ctx context.Context, id string) (string, error) {
+		out, err := sm.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: &id})
+		if err != nil {
+			return "", fmt.Errorf("reading secret %s: %w", id, err)
+		}
+		if out.SecretString == nil {
+			return "", fmt.Errorf("secret %s has no string value", id)
+		}
+		return *out.SecretString, nil
 	}
 	if endpoint := os.Getenv("WEBSOCKET_ENDPOINT"); endpoint != "" {
 		// Output for WebSocket clients goes through API Gateway's @connections endpoint.

@@ -1,6 +1,13 @@
 package lambdadeps_test
 
 import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/agentharness/harness/shared/lambdadeps"
@@ -49,5 +56,42 @@ func TestProcs(t *testing.T) {
 				t.Errorf("Procs = %d, %v; want %d, %v", procs, ok, tt.wantProcs, tt.wantOK)
 			}
 		})
+	}
+}
+
+// Secret reads a secret's string from Secrets Manager, here a stand-in on loopback that checks
+// the call's shape: GetSecretValue, signed, for the id asked.
+func TestSecretReadsSecretsManager(t *testing.T) {
+	var asked []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var in struct{ SecretId string }
+		body, _ := io.ReadAll(r.Body)
+		if r.Header.Get("X-Amz-Target") != "secretsmanager.GetSecretValue" || !strings.HasPrefix(r.Header.Get("Authorization"), "AWS4-HMAC-SHA256 ") || json.Unmarshal(body, &in) != nil {
+			http.Error(w, "unexpected request", http.StatusBadRequest)
+			return
+		}
+		asked = append(asked, in.SecretId)
+		if in.SecretId == "binary" {
+			w.Write([]byte(`{"Name":"binary","SecretBinary":"AAE="}`))
+			return
+		}
+		w.Write([]byte(`{"Name":"` + in.SecretId + `","SecretString":"-----BEGIN NATS USER JWT-----"}`))
+	}))
+	defer srv.Close()
+	t.Setenv("AWS_ENDPOINT_URL", srv.URL)
+	t.Setenv("AWS_REGION", "us-east-1")
+	d, err := lambdadeps.Load(context.Background(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := d.Secret(context.Background(), "arn:aws:secretsmanager:us-east-1:000000000000:secret:nats-creds")
+	if err != nil || got != "-----BEGIN NATS USER JWT-----" {
+		t.Errorf("Secret = %q, %v; want the secret's string", got, err)
+	}
+	if _, err := d.Secret(context.Background(), "binary"); err == nil || !strings.Contains(err.Error(), "no string value") {
+		t.Errorf("a binary secret: %v, want an error saying it has no string value", err)
+	}
+	if want := []string{"arn:aws:secretsmanager:us-east-1:000000000000:secret:nats-creds", "binary"}; !slices.Equal(asked, want) {
+		t.Errorf("asked for %v, want %v", asked, want)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/agentharness/harness/shared/stream"
+	"github.com/agentharness/harness/shared/uimessage"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -88,50 +89,50 @@ func TestSend(t *testing.T) {
 		chunk any
 		want  string // the JSON payload of the frame
 	}{
-		{"start", stream.Start("msg-1"), `{"type":"start","messageId":"msg-1"}`},
-		{"start with an empty id", stream.Start(""), `{"type":"start","messageId":""}`},
-		{"start-step", stream.StartStep(), `{"type":"start-step"}`},
-		{"finish-step", stream.FinishStep(), `{"type":"finish-step"}`},
-		{"text-start", stream.TextStart("t1"), `{"type":"text-start","id":"t1"}`},
-		{"text-delta", stream.TextDelta("t1", "Hello"), `{"type":"text-delta","id":"t1","delta":"Hello"}`},
-		{"text-delta empty", stream.TextDelta("t1", ""), `{"type":"text-delta","id":"t1","delta":""}`},
-		{"text-delta escapes", stream.TextDelta("t1", "a\n\"b\"\n\ndata: x"), `{"type":"text-delta","id":"t1","delta":"a\n\"b\"\n\ndata: x"}`},
-		{"text-end", stream.TextEnd("t1"), `{"type":"text-end","id":"t1"}`},
-		{"tool-input-start", stream.ToolInputStart("c1", "weather"), `{"type":"tool-input-start","toolCallId":"c1","toolName":"weather"}`},
-		{"tool-input-delta", stream.ToolInputDelta("c1", `{"city":`), `{"type":"tool-input-delta","toolCallId":"c1","inputTextDelta":"{\"city\":"}`},
-		{"tool-input-delta empty", stream.ToolInputDelta("c1", ""), `{"type":"tool-input-delta","toolCallId":"c1","inputTextDelta":""}`},
+		{"start", uimessage.Start("msg-1"), `{"type":"start","messageId":"msg-1"}`},
+		{"start with an empty id", uimessage.Start(""), `{"type":"start","messageId":""}`},
+		{"start-step", uimessage.StartStep(), `{"type":"start-step"}`},
+		{"finish-step", uimessage.FinishStep(), `{"type":"finish-step"}`},
+		{"text-start", uimessage.TextStart("t1"), `{"type":"text-start","id":"t1"}`},
+		{"text-delta", uimessage.TextDelta("t1", "Hello"), `{"type":"text-delta","id":"t1","delta":"Hello"}`},
+		{"text-delta empty", uimessage.TextDelta("t1", ""), `{"type":"text-delta","id":"t1","delta":""}`},
+		{"text-delta escapes", uimessage.TextDelta("t1", "a\n\"b\"\n\ndata: x"), `{"type":"text-delta","id":"t1","delta":"a\n\"b\"\n\ndata: x"}`},
+		{"text-end", uimessage.TextEnd("t1"), `{"type":"text-end","id":"t1"}`},
+		{"tool-input-start", uimessage.ToolInputStart("c1", "weather"), `{"type":"tool-input-start","toolCallId":"c1","toolName":"weather"}`},
+		{"tool-input-delta", uimessage.ToolInputDelta("c1", `{"city":`), `{"type":"tool-input-delta","toolCallId":"c1","inputTextDelta":"{\"city\":"}`},
+		{"tool-input-delta empty", uimessage.ToolInputDelta("c1", ""), `{"type":"tool-input-delta","toolCallId":"c1","inputTextDelta":""}`},
 		{
 			"tool-input-available",
-			stream.ToolInputAvailable("c1", "weather", json.RawMessage(`{"city":"Oslo"}`)),
+			uimessage.ToolInputAvailable("c1", "weather", json.RawMessage(`{"city":"Oslo"}`)),
 			`{"type":"tool-input-available","toolCallId":"c1","toolName":"weather","input":{"city":"Oslo"}}`,
 		},
 		{
 			"tool-input-available without input",
-			stream.ToolInputAvailable("c1", "current_time", nil),
+			uimessage.ToolInputAvailable("c1", "current_time", nil),
 			`{"type":"tool-input-available","toolCallId":"c1","toolName":"current_time","input":null}`,
 		},
 		{
 			"tool-input-error",
-			stream.ToolInputError("c1", "weather", json.RawMessage(`{}`), "city is required"),
+			uimessage.ToolInputError("c1", "weather", json.RawMessage(`{}`), "city is required"),
 			`{"type":"tool-input-error","toolCallId":"c1","toolName":"weather","input":{},"errorText":"city is required"}`,
 		},
 		{
 			"tool-output-available",
-			stream.ToolOutput("c1", json.RawMessage(`"2026-01-01T00:00:00Z"`)),
+			uimessage.ToolOutput("c1", json.RawMessage(`"2026-01-01T00:00:00Z"`)),
 			`{"type":"tool-output-available","toolCallId":"c1","output":"2026-01-01T00:00:00Z"}`,
 		},
-		{"tool-output-error", stream.ToolOutputError("c1", "boom"), `{"type":"tool-output-error","toolCallId":"c1","errorText":"boom"}`},
-		{"tool-output-error empty", stream.ToolOutputError("c1", ""), `{"type":"tool-output-error","toolCallId":"c1","errorText":""}`},
-		{"error", stream.Error("internal error"), `{"type":"error","errorText":"internal error"}`},
-		{"finish", stream.Finish("stop", nil), `{"type":"finish","finishReason":"stop"}`},
+		{"tool-output-error", uimessage.ToolOutputError("c1", "boom"), `{"type":"tool-output-error","toolCallId":"c1","errorText":"boom"}`},
+		{"tool-output-error empty", uimessage.ToolOutputError("c1", ""), `{"type":"tool-output-error","toolCallId":"c1","errorText":""}`},
+		{"error", uimessage.Error("internal error"), `{"type":"error","errorText":"internal error"}`},
+		{"finish", uimessage.Finish("stop", nil), `{"type":"finish","finishReason":"stop"}`},
 		{
 			"finish with metadata",
-			stream.Finish("tool-calls", map[string]int{"inputTokens": 3}),
+			uimessage.Finish("tool-calls", map[string]int{"inputTokens": 3}),
 			`{"type":"finish","finishReason":"tool-calls","messageMetadata":{"inputTokens":3}}`,
 		},
-		{"data", stream.Data("turn", map[string]string{"id": "t1"}, false), `{"type":"data-turn","data":{"id":"t1"}}`},
-		{"transient data", stream.Data("progress", 0.5, true), `{"type":"data-progress","data":0.5,"transient":true}`},
-		{"data without a payload", stream.Data("ping", nil, false), `{"type":"data-ping","data":null}`},
+		{"data", uimessage.Data("turn", map[string]string{"id": "t1"}, false), `{"type":"data-turn","data":{"id":"t1"}}`},
+		{"transient data", uimessage.Data("progress", 0.5, true), `{"type":"data-progress","data":0.5,"transient":true}`},
+		{"data without a payload", uimessage.Data("ping", nil, false), `{"type":"data-ping","data":null}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -155,7 +156,7 @@ func TestSend(t *testing.T) {
 func TestStreamSequence(t *testing.T) {
 	w := newRecordingWriter()
 	s := stream.Open(w, nil)
-	for _, c := range []any{stream.Start("m1"), stream.TextStart("t"), stream.TextDelta("t", "Hi"), stream.TextEnd("t"), stream.Finish("stop", nil)} {
+	for _, c := range []any{uimessage.Start("m1"), uimessage.TextStart("t"), uimessage.TextDelta("t", "Hi"), uimessage.TextEnd("t"), uimessage.Finish("stop", nil)} {
 		if err := s.Send(c); err != nil {
 			t.Fatalf("Send(%+v): %v", c, err)
 		}
@@ -193,7 +194,7 @@ func TestDone(t *testing.T) {
 func TestWithoutFlusher(t *testing.T) {
 	w := &noFlushWriter{header: http.Header{}}
 	s := stream.Open(w, nil)
-	if err := s.Send(stream.StartStep()); err != nil {
+	if err := s.Send(uimessage.StartStep()); err != nil {
 		t.Fatalf("Send: %v", err)
 	}
 	if err := s.Done(); err != nil {
@@ -212,8 +213,8 @@ func TestSendErrors(t *testing.T) {
 		chunk    any
 		wantIs   error
 	}{
-		{name: "chunk that cannot be encoded", chunk: stream.Data("bad", make(chan int), false)},
-		{name: "write failure", writeErr: errGone, chunk: stream.StartStep(), wantIs: errGone},
+		{name: "chunk that cannot be encoded", chunk: uimessage.Data("bad", make(chan int), false)},
+		{name: "write failure", writeErr: errGone, chunk: uimessage.StartStep(), wantIs: errGone},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

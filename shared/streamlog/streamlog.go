@@ -18,6 +18,11 @@
 // attribute_not_exists and numbered after the last, so a consistent read never sees a gap. A
 // payload larger than InlineLimit goes to Blobs (the async results bucket, under streams/) and
 // the batch refers to it. Items expire through TTL after Retention; no reader depends on it.
+//
+// A Mirror, when set, gets each batch once it is stored, to copy to a log clients read
+// directly (NATS JetStream): the table stays the record, so the copy never holds an entry the
+// stream does not, and a writer that died between storing and copying is made good by the next
+// writer of its stream.
 package streamlog
 
 import (
@@ -87,6 +92,25 @@ type Options struct {
 	FlushEvery time.Duration
 	// Now is the clock (time.Now).
 	Now func() time.Time
+	// Mirror, when set, copies every stored entry to a second log.
+	Mirror Mirror
+}
+
+// Mirror copies streams, entry by entry once each is stored, to a second log. It never holds
+// a turn back: what it fails to copy it reports itself.
+type Mirror interface {
+	// Open returns the copier of stream, whose stored entries end before next. When an earlier
+	// writer stored entries it did not copy (it died between the two), the copier copies them
+	// first, reading them with read (entries after a seq, blobs resolved).
+	Open(stream string, next int64, read func(ctx context.Context, after int64) ([]Entry, error)) Copier
+}
+
+// Copier copies one stream's entries in the order it is given them.
+type Copier interface {
+	// Copy queues stored entries; it does not wait for them to be copied.
+	Copy(entries []Entry)
+	// Sync waits until everything queued is copied (or given up on), or ctx ends.
+	Sync(ctx context.Context)
 }
 
 // New returns a log on table.
@@ -102,6 +126,16 @@ func New(db *dynamodb.Client, table string, opts Options) *Log {
 	}
 	return &Log{db: db, table: table, opts: opts}
 }
+
+// WithMirror returns a log on the same table whose writers copy what they store to m.
+func (l *Log) WithMirror(m Mirror) *Log {
+	c := *l
+	c.opts.Mirror = m
+	return &c
+}
+
+// Retention is how long the log keeps items.
+func (l *Log) Retention() time.Duration { return l.opts.Retention }
 
 // blobRef stands in a batch for a payload kept in Blobs.
 type blobRef struct {
@@ -144,11 +178,15 @@ type Writer struct {
 	log    *Log
 	stream string
 
-	mu    sync.Mutex
-	next  int64 // seq of the first buffered payload
-	buf   []json.RawMessage
-	size  int
-	since time.Time // when the oldest buffered payload came
+	mu   sync.Mutex
+	next int64 // seq of the first buffered payload
+	buf  []json.RawMessage
+	size int
+	// mirror copies what is stored; whole holds the buffered payloads as appended (buf holds
+	// a blob's reference), for it. Both nil without a Mirror.
+	mirror Copier
+	whole  []json.RawMessage
+	since  time.Time // when the oldest buffered payload came
 	// timer writes the buffer FlushEvery after its oldest payload came, when nothing else
 	// did; lateErr is what that write failed with, returned by the next call.
 	timer   *time.Timer
@@ -164,6 +202,12 @@ func (l *Log) Open(ctx context.Context, stream string) (*Writer, error) {
 		return nil, fmt.Errorf("opening stream %s: %w", stream, err)
 	}
 	w := &Writer{log: l, stream: stream, next: next}
+	if l.opts.Mirror != nil {
+		w.mirror = l.opts.Mirror.Open(stream, next, func(ctx context.Context, after int64) ([]Entry, error) {
+			entries, _, err := l.Read(ctx, stream, after)
+			return entries, err
+		})
+	}
 	if next == 0 {
 		return w, nil // nothing to follow yet: its first batch says the turn runs
 	}
@@ -192,7 +236,13 @@ func (l *Log) Next(ctx context.Context, stream string) (int64, error) {
 
 // Start returns a writer for a stream its caller knows is new (a key it just made); it reads
 // and writes nothing.
-func (l *Log) Start(stream string) *Writer { return &Writer{log: l, stream: stream} }
+func (l *Log) Start(stream string) *Writer {
+	w := &Writer{log: l, stream: stream}
+	if l.opts.Mirror != nil {
+		w.mirror = l.opts.Mirror.Open(stream, 0, nil)
+	}
+	return w
+}
 
 // Append buffers one payload, writing the buffer when it is FlushBytes large or its oldest
 // payload waited FlushEvery (a timer writes it then if nothing else comes).
@@ -202,6 +252,7 @@ func (w *Writer) Append(ctx context.Context, payload json.RawMessage) error {
 	if err := w.lateErr; err != nil {
 		return err
 	}
+	whole := payload
 	if len(payload) > InlineLimit {
 		if w.log.opts.Blobs == nil {
 			return fmt.Errorf("%w: %d bytes, at most %d without a blob store", ErrTooLarge, len(payload), InlineLimit)
@@ -234,6 +285,9 @@ func (w *Writer) Append(ctx context.Context, payload json.RawMessage) error {
 		})
 	}
 	w.buf = append(w.buf, payload)
+	if w.mirror != nil {
+		w.whole = append(w.whole, whole)
+	}
 	w.size += len(payload)
 	if w.size >= FlushBytes || now.Sub(w.since) >= w.log.opts.FlushEvery {
 		return w.flush(ctx, Open)
@@ -274,7 +328,11 @@ func (w *Writer) Last(state string) (send func(context.Context) error) {
 			return func(context.Context) error { return nil }
 		}
 		st := w.stateItem(state)
-		return func(ctx context.Context) error { return w.putState(ctx, st) }
+		return func(ctx context.Context) error {
+			err := w.putState(ctx, st)
+			w.sync(ctx, state)
+			return err
+		}
 	}
 	item, err := w.batchItem(state)
 	if err != nil {
@@ -286,13 +344,36 @@ func (w *Writer) Last(state string) (send func(context.Context) error) {
 			return err
 		}
 		w.mu.Lock()
-		defer w.mu.Unlock()
-		w.next += count
-		w.buf, w.size = w.buf[count:], 0
+		w.stored(int(count))
 		for _, p := range w.buf {
 			w.size += len(p)
 		}
+		w.mu.Unlock()
+		w.sync(ctx, state)
 		return nil
+	}
+}
+
+// stored moves the first count buffered payloads, just written, out of the buffer and on to
+// the mirror. w.mu is held.
+func (w *Writer) stored(count int) {
+	if w.mirror != nil {
+		entries := make([]Entry, count)
+		for i, p := range w.whole[:count] {
+			entries[i] = Entry{Seq: w.next + int64(i), Payload: p}
+		}
+		w.mirror.Copy(entries)
+		w.whole = w.whole[count:]
+	}
+	w.next += int64(count)
+	w.buf, w.size = w.buf[count:], 0
+}
+
+// sync waits for the mirror to copy everything stored before the turn pauses, waits or ends,
+// so a reader of the copy has it all by then.
+func (w *Writer) sync(ctx context.Context, state string) {
+	if w.mirror != nil && state != Open {
+		w.mirror.Sync(ctx)
 	}
 }
 
@@ -307,7 +388,9 @@ func (w *Writer) flush(ctx context.Context, state string) error {
 		if state == Open {
 			return nil
 		}
-		return w.writeState(ctx, state)
+		err := w.writeState(ctx, state)
+		w.sync(ctx, state)
+		return err
 	}
 	item, err := w.batchItem(state)
 	if err != nil {
@@ -316,8 +399,8 @@ func (w *Writer) flush(ctx context.Context, state string) error {
 	if err := w.putBatch(ctx, item); err != nil {
 		return err
 	}
-	w.next += int64(len(w.buf))
-	w.buf, w.size = nil, 0
+	w.stored(len(w.buf))
+	w.sync(ctx, state)
 	return nil
 }
 

@@ -74,6 +74,9 @@ type Options struct {
 	WaitMargin time.Duration
 	// Streams keeps every turn's output for clients that reconnect; nil keeps none.
 	Streams *streamlog.Log
+	// Subject names the NATS subject a turn's stream is copied to (natslog.Attach); nil where
+	// it is not.
+	Subject func(accountID, conversationID, turnKey string) string
 	// StopPoll is how often a running turn looks whether it was asked to stop (RequestStop).
 	StopPoll time.Duration
 	// Enqueue puts work on async-worker's queue (the turns of non-blocking subagent calls);
@@ -186,6 +189,12 @@ type Outcome struct {
 	// HandedOver: a blocking subagent's turn stopped at its caller's margin, to go on on
 	// async-worker (runChild); it is still processing.
 	HandedOver bool `json:",omitempty"`
+}
+
+// Continues reports whether the turn goes on after this part of it: it waits for approval or for
+// async calls, or a blocking subagent's turn was handed over to go on on async-worker.
+func (o Outcome) Continues() bool {
+	return o.Status == store.EventWaiting || o.Status == store.EventWaitingAsync || o.HandedOver
 }
 
 // Start is what Begin needs to take up a turn.

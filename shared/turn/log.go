@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"strings"
 	"time"
 
 	"github.com/agentharness/harness/shared/model"
@@ -24,6 +25,15 @@ type logEntry struct {
 	Outcome *Outcome `json:"outcome,omitempty"`
 }
 
+// DecodeLogged decodes one entry of a turn's stream log, as stored.
+func DecodeLogged(seq int64, payload []byte) (Logged, error) {
+	var le logEntry
+	if err := json.Unmarshal(payload, &le); err != nil {
+		return Logged{}, fmt.Errorf("stream log entry %d: %w", seq, err)
+	}
+	return Logged{Seq: seq, Event: le.Event, Outcome: le.Outcome}, nil
+}
+
 // Logged is one entry of a turn's stream log, as Follow reads it: an event the turn said, or
 // how one invocation's part of it ended (the last entry before a wait, and the turn's end).
 type Logged struct {
@@ -40,6 +50,21 @@ const followPoll = 100 * time.Millisecond
 // the latest.
 func StreamOf(accountID, conversationID, turnKey string) string {
 	return accountID + "#" + conversationID + "#" + turnKey
+}
+
+// StreamParts is the inverse of StreamOf: ids hold no '#'.
+func StreamParts(stream string) (accountID, conversationID, turnKey string) {
+	accountID, rest, _ := strings.Cut(stream, "#")
+	conversationID, turnKey, _ = strings.Cut(rest, "#")
+	return accountID, conversationID, turnKey
+}
+
+// Subject is the NATS subject the turn's stream is copied to, "" where streams are not.
+func (e *Engine) Subject(accountID, conversationID, turnKey string) string {
+	if e.opts.Subject == nil || e.opts.Streams == nil {
+		return ""
+	}
+	return e.opts.Subject(accountID, conversationID, turnKey)
 }
 
 // streamLog is an invocation's writer of its turn's log; nil where no log is configured.
@@ -98,7 +123,7 @@ func (d *invocation) closeLog(ctx context.Context, o Outcome) (flush func()) {
 	}
 	d.record(ctx, logEntry{Outcome: &o})
 	state := o.Status
-	if o.Status == store.EventWaiting || o.Status == store.EventWaitingAsync || o.HandedOver {
+	if o.Continues() {
 		state = streamlog.Waiting
 	}
 	// Encoded now, so the send goes out with the lease's end, not after the encoding.
@@ -147,12 +172,12 @@ func (e *Engine) Follow(ctx context.Context, accountID, conversationID string, a
 				yield(Logged{}, err)
 				return
 			}
-			var le logEntry
-			if err := json.Unmarshal(entry.Payload, &le); err != nil {
-				yield(Logged{}, fmt.Errorf("stream %s entry %d: %w", stream, entry.Seq, err))
+			logged, err := DecodeLogged(entry.Seq, entry.Payload)
+			if err != nil {
+				yield(Logged{}, fmt.Errorf("stream %s: %w", stream, err))
 				return
 			}
-			if !yield(Logged{Seq: entry.Seq, Event: le.Event, Outcome: le.Outcome}, nil) {
+			if !yield(logged, nil) {
 				return
 			}
 			after = entry.Seq

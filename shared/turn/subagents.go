@@ -416,7 +416,7 @@ func (e *Engine) runChild(ctx context.Context, d *invocation, t agentconfig.Suba
 		}
 	}
 	o := run.Outcome()
-	waits := o.Status == store.EventWaiting || o.Status == store.EventWaitingAsync || o.HandedOver
+	waits := o.Continues()
 	var placeholder json.RawMessage
 	if waits {
 		// Taken over before the child's lease is given back, so no decision can end the

@@ -6,6 +6,7 @@ import (
 	"github.com/agentharness/harness/shared/appserver"
 	"github.com/agentharness/harness/shared/channelturn"
 	"github.com/agentharness/harness/shared/lambdadeps"
+	"github.com/agentharness/harness/shared/natslog"
 	"github.com/agentharness/harness/shared/skills"
 	"github.com/agentharness/harness/shared/turn"
 	"github.com/agentharness/harness/shared/workqueue"
@@ -20,6 +21,9 @@ const busyRetrySeconds = 5
 // soon a message whose conversation was busy.
 func FromDeps(d lambdadeps.Deps) (*Worker, error) {
 	topts, err := turn.OptionsFrom(d)
+	if err == nil {
+		err = natslog.Attach(&topts, d) // turn streams to NATS too, where NATS_URL says so
+	}
 	if err != nil {
 		return nil, err
 	}

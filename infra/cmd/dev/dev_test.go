@@ -115,6 +115,12 @@ func runDev(t *testing.T, root, bin string, env []string, model string) {
 		checkSearchCurl(t, out)
 		checkShowcaseCurls(t, out)
 		checkChannelCommands(t, root, out)
+		checkNATSCommand(t, root, out)
+	}
+	if nats := regexp.MustCompile(`a local NATS server at nats://(127\.0\.0\.1:\d+), WebSocket ws://(127\.0\.0\.1:\d+)`).FindStringSubmatch(out); nats != nil {
+		endpoints = append(endpoints, nats[1], nats[2])
+	} else {
+		t.Errorf("dev printed no local NATS server:\n%s", out)
 	}
 	chats := regexp.MustCompile(`a local stand-in of the (?:Slack|Telegram Bot) API at http://(127\.0\.0\.1:\d+)`).FindAllStringSubmatch(out, -1)
 	if len(chats) != 2 {
@@ -231,6 +237,27 @@ func checkChannelCommands(t *testing.T, root, out string) {
 	}
 	for range cmds {
 		<-done
+	}
+}
+
+// checkNATSCommand runs the printed examples/nats-follow command: an /async turn of the demo
+// agent, read from JetStream with the credentials the harness signed, to its end.
+func checkNATSCommand(t *testing.T, root, out string) {
+	t.Helper()
+	cmd := regexp.MustCompile(`(?m)^\s*(go run \./examples/nats-follow .*)$`).FindStringSubmatch(out)
+	if cmd == nil {
+		t.Fatalf("dev printed no nats-follow command:\n%s", out)
+	}
+	sh := exec.Command("sh", "-c", cmd[1])
+	sh.Dir = root
+	printed, err := sh.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the printed nats-follow command failed: %v\n%s", err, printed)
+	}
+	for _, want := range []string{"following harness.", "[call current_time {}]", "[result ", "[completed]"} {
+		if !strings.Contains(string(printed), want) {
+			t.Errorf("the nats-follow command's output lacks %s:\n%s", want, printed)
+		}
 	}
 }
 

@@ -113,6 +113,11 @@ func run() error {
 		return err
 	}
 	defer stopChats()
+	natsNote, stopNATS, err := localNATS()
+	if err != nil {
+		return err
+	}
+	defer stopNATS()
 	logger := logging.New(os.Stderr, os.Getenv("LOG_LEVEL"))
 	adminSecret := os.Getenv("ADMIN_SECRET")
 	if adminSecret == "" {
@@ -196,13 +201,13 @@ Harness is running at %s
 Run a turn of the demo agent:
 
   curl -N %s/ -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '{"agentId":"%s","message":"What time is it?"}'
-%s%s%s
+%s%s%s%s
 Create an account of your own (the answer holds its secret), then agents with POST /accounts/me/agents:
 
   curl %s/accounts -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '{"username":"me"}'
 
 Ctrl-C stops everything.
-`, url, stack.DynamoDB, stack.SQS, acc.ID, acc.Username, agentID, modelNote, secret, adminSecret, url, secret, agentID, searchCurl, chatCommands, chatNotes, url, adminSecret)
+`, url, stack.DynamoDB, stack.SQS, acc.ID, acc.Username, agentID, modelNote, secret, adminSecret, url, secret, agentID, searchCurl, chatCommands, chatNotes, fmt.Sprintf(natsNote, url, secret), url, adminSecret)
 
 	select {
 	case <-ctx.Done():

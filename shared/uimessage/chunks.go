@@ -1,4 +1,7 @@
-package stream
+// Package uimessage holds the chunks of the Vercel AI SDK UI message stream (protocol v1) and
+// the encoding of turn events as chunks: what SSE clients get (shared/stream writes them) and
+// NATS subscribers too (shared/natslog).
+package uimessage
 
 import "encoding/json"
 
