@@ -77,6 +77,9 @@ type Config struct {
 	// the user message m begins, as a step of their own, as if the model had made them (001's
 	// immediate subagents); none when it returns nil.
 	Immediate func(m model.Message) []model.Part
+	// Warnings are what went wrong building the agent without stopping its turn (an MCP server
+	// that could not be reached), for its client.
+	Warnings []string
 }
 
 // AsyncFunc starts an async call; toolCallID is the model's id for it.

@@ -28,12 +28,14 @@ type Config struct {
 	Skills Skills `json:"skills,omitempty"`
 	// Prompts are prompts the agent calls as tools, by model-facing name (prompts.go).
 	Prompts Prompts `json:"prompts,omitempty"`
+	// MCPServers are remote MCP servers whose tools the agent calls (mcp.go).
+	MCPServers MCPServers `json:"mcpServers,omitempty"`
 }
 
 // fields are the config's top-level keys, spelled exactly: encoding/json matches keys without
 // regard to case, and a "Model" that decoded as "model" would escape secret redaction, which
 // looks for "model.apiKey".
-var fields = []string{"name", "system", "model", "maxSteps", "tools", "subagent", "variables", "skills", "prompts"}
+var fields = []string{"name", "system", "model", "maxSteps", "tools", "subagent", "variables", "skills", "prompts", "mcpServers"}
 
 // checkKeys refuses top-level keys that are not spelled exactly as a config field.
 func checkKeys(raw []byte) error {

@@ -100,34 +100,44 @@ type Prompts map[string]*Prompt
 // UnmarshalJSON decodes config.prompts strictly, its refusals a *FieldError at the exact field
 // ("prompts.summarize.maxSteps"); Validate checks the prompts further.
 func (ps *Prompts) UnmarshalJSON(raw []byte) error {
+	entries, err := decodeEntries[Prompt](raw, "prompts", "must be an object of prompts by tool name", "a prompt field", promptFields)
+	if err == nil {
+		*ps = entries
+	}
+	return err
+}
+
+// decodeEntries decodes an object of named entries strictly (config.prompts, config.mcpServers):
+// each an object whose keys are in fields, decoded into a T; a refusal is a *FieldError at the
+// exact field. shape says what field must be; kind what a key must be.
+func decodeEntries[T any](raw []byte, field, shape, kind string, fields []string) (map[string]*T, error) {
 	var entries map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &entries); err != nil || entries == nil {
-		return &FieldError{Field: "prompts", Problem: "must be an object of prompts by tool name"}
+		return nil, &FieldError{Field: field, Problem: shape}
 	}
-	out := Prompts{}
+	out := map[string]*T{}
 	for name, e := range entries {
-		at := "prompts." + name
+		at := field + "." + name
 		var keys map[string]json.RawMessage
 		if err := json.Unmarshal(e, &keys); err != nil || keys == nil {
-			return &FieldError{Field: at, Problem: "must be an object"}
+			return nil, &FieldError{Field: at, Problem: "must be an object"}
 		}
 		for k := range keys {
-			if !slices.Contains(promptFields, k) {
-				return &FieldError{Field: at + "." + k, Problem: "is not a prompt field (fields: " + strings.Join(promptFields, ", ") + ")"}
+			if !slices.Contains(fields, k) {
+				return nil, &FieldError{Field: at + "." + k, Problem: "is not " + kind + " (fields: " + strings.Join(fields, ", ") + ")"}
 			}
 		}
-		var p Prompt
-		if err := json.Unmarshal(e, &p); err != nil {
+		var v T
+		if err := json.Unmarshal(e, &v); err != nil {
 			var typeErr *json.UnmarshalTypeError
 			if errors.As(err, &typeErr) && typeErr.Field != "" {
-				return &FieldError{Field: at + "." + typeErr.Field, Problem: "must be " + jsonKind(typeErr.Type.Kind().String())}
+				return nil, &FieldError{Field: at + "." + typeErr.Field, Problem: "must be " + jsonKind(typeErr.Type.Kind().String())}
 			}
-			return &FieldError{Field: at, Problem: err.Error()}
+			return nil, &FieldError{Field: at, Problem: err.Error()}
 		}
-		out[name] = &p
+		out[name] = &v
 	}
-	*ps = out
-	return nil
+	return out, nil
 }
 
 // checkPrompts checks config.prompts beyond their shape: names, fields, the nested model block

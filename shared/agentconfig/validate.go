@@ -93,6 +93,9 @@ func Validate(raw []byte, c Checks) (*Validated, error) {
 	if err := checkPrompts(cfg, c, m, v); err != nil {
 		return nil, err
 	}
+	if err := checkMCPServers(cfg, v); err != nil {
+		return nil, err
+	}
 	return v, nil
 }
 

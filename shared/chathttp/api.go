@@ -52,6 +52,7 @@ func New(opts Options) *Handler {
 	h.mux.HandleFunc("GET /chat/{conversationId}/subagents", h.subagents)
 	h.mux.HandleFunc("POST /async", h.asyncTurn)
 	h.mux.HandleFunc("GET /status/{eventId}", h.status)
+	h.mux.HandleFunc("/mcp", h.serveMCP)
 	h.mux.HandleFunc("GET /threads/{parentThreadId}/variables/{requestId}", h.variables)
 	h.mux.HandleFunc("POST /threads/{parentThreadId}/variables/{requestId}", h.provideVariables)
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -12,6 +12,7 @@ import (
 	"github.com/agentharness/harness/shared/attachments"
 	"github.com/agentharness/harness/shared/blobstore"
 	"github.com/agentharness/harness/shared/lambdadeps"
+	"github.com/agentharness/harness/shared/mcptools"
 	"github.com/agentharness/harness/shared/provider"
 	"github.com/agentharness/harness/shared/skills"
 	"github.com/agentharness/harness/shared/store"
@@ -54,7 +55,12 @@ func OptionsFrom(d lambdadeps.Deps) (Options, error) {
 	if err != nil {
 		return Options{}, err
 	}
+	mcp, err := mcptools.FromEnv(getenv)
+	if err != nil {
+		return Options{}, err
+	}
 	st := store.New(d.DB, tables)
+
 	env := tool.Env{Getenv: getenv, Send: workqueue.SQS(d.SQS), Logger: d.Logger}
 	var enqueue func(ctx context.Context, body string) error
 	if queue := getenv("ASYNC_WORK_QUEUE_URL"); queue != "" {
@@ -79,6 +85,7 @@ func OptionsFrom(d lambdadeps.Deps) (Options, error) {
 		Redriver:         redriver,
 		AsyncToolTimeout: asyncTimeout,
 		Streams:          streams,
+		MCP:              mcp,
 	}
 	if skillStore != nil {
 		// Left nil otherwise: a nil *skills.Store would make a non-nil SkillStore.

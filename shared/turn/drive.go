@@ -118,6 +118,11 @@ func (d *invocation) passes(ctx context.Context, n int, events func(agent.Config
 		d.history = append(d.history, model.WithoutNested(msgs)...)
 		return nil
 	}
+	if n == 0 {
+		for _, w := range d.cfg.Warnings {
+			d.emit(Event{Kind: Warning, Warning: w})
+		}
+	}
 	var total model.Usage
 	for ; ; n++ {
 		cfg := d.cfg

@@ -16,6 +16,7 @@ import (
 	"github.com/agentharness/harness/shared/approval"
 	"github.com/agentharness/harness/shared/asynctools"
 	"github.com/agentharness/harness/shared/attachments"
+	"github.com/agentharness/harness/shared/mcptools"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/store"
 	"github.com/agentharness/harness/shared/streamlog"
@@ -74,6 +75,9 @@ type Options struct {
 	WaitMargin time.Duration
 	// Streams keeps every turn's output for clients that reconnect; nil keeps none.
 	Streams *streamlog.Log
+	// MCP lists the tools of agents' MCP servers (mcptools.Client); nil refuses agents that
+	// name servers.
+	MCP MCPTools
 	// Subject names the NATS subject a turn's stream is copied to (natslog.Attach); nil where
 	// it is not.
 	Subject func(accountID, conversationID, turnKey string) string
@@ -685,6 +689,19 @@ func (e *Engine) buildAgent(ctx context.Context, accountID, agentID string, cfg 
 			tools, err = tools.With(prompts...)
 		}
 	}
+	var warnings []string
+	if err == nil && len(cfg.MCPServers) > 0 {
+		if e.opts.MCP == nil {
+			err = errNoMCP
+		} else {
+			mcp, unavailable := e.opts.MCP.Tools(ctx, cfg.MCPServers)
+			for _, w := range unavailable {
+				e.opts.Logger.WarnContext(ctx, "an MCP server's tools are not offered this turn", "accountId", accountID, "agentId", agentID, "err", w)
+				warnings = append(warnings, w.Error())
+			}
+			tools, err = tools.With(mcp...)
+		}
+	}
 	system := cfg.System
 	if err == nil && len(cfg.Skills) > 0 {
 		if e.opts.Skills == nil {
@@ -712,7 +729,7 @@ func (e *Engine) buildAgent(ctx context.Context, accountID, agentID string, cfg 
 	if err != nil {
 		return agent.Config{}, invalid(err)
 	}
-	return agent.Config{Model: m, Tools: tools, System: system, MaxSteps: cfg.MaxSteps, NewID: NewMessageID, Immediate: e.immediateCalls(cfg.Subagent)}, nil
+	return agent.Config{Model: m, Tools: tools, System: system, MaxSteps: cfg.MaxSteps, NewID: NewMessageID, Immediate: e.immediateCalls(cfg.Subagent), Warnings: warnings}, nil
 }
 
 // NewMessageID names a message the harness creates.
@@ -939,3 +956,11 @@ func (d *invocation) watchStop(ctx context.Context, cancel context.CancelCauseFu
 	}()
 	return func() { close(done); <-ended }
 }
+
+// MCPTools lists the tools of an agent's MCP servers, and says why a server's are not offered.
+type MCPTools interface {
+	Tools(ctx context.Context, servers agentconfig.MCPServers) ([]tool.Tool, []mcptools.Warning)
+}
+
+// errNoMCP: the agent names MCP servers and the deployment has no MCP client.
+var errNoMCP = errors.New("it names MCP servers, and this deployment calls none")

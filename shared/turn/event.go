@@ -34,6 +34,9 @@ const (
 	// PromptTool is the progress of a prompt tool's call (Event.PromptTool): its nested loop
 	// started, finished a step, ended.
 	PromptTool
+	// Warning is something that went wrong without stopping the turn (Event.Warning): an MCP
+	// server whose tools are not offered this turn.
+	Warning
 )
 
 // Subagent call states.
@@ -76,6 +79,7 @@ type Event struct {
 	Error      string
 	Subagent   *SubagentProgress `json:",omitempty"`
 	PromptTool *PromptProgress   `json:",omitempty"`
+	Warning    string            `json:",omitempty"`
 	// Child is the subagent conversation whose event this is, shown to its caller's client
 	// (CallerView); empty for the turn's own.
 	Child string `json:",omitempty"`

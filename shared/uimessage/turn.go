@@ -28,6 +28,8 @@ func EventChunks(ev turn.Event) []any {
 	case turn.Subagent:
 		// One part per call, updated in place as the child goes (started, its messages, finished).
 		return []any{DataPart("subagent", ev.Subagent.ToolCallID, *ev.Subagent)}
+	case turn.Warning:
+		return []any{Data("warning", map[string]string{"message": ev.Warning}, false)}
 	case turn.PromptTool:
 		// One part per call, updated in place as its nested loop goes.
 		return []any{DataPart("prompt-tool", ev.PromptTool.ToolCallID, *ev.PromptTool)}

@@ -182,6 +182,7 @@ func checkShowcaseCurls(t *testing.T, out string) {
 	for agentID, wants := range map[string][]string{
 		"prompt-demo": {`"type":"data-prompt-tool"`, `"state":"completed"`, `"toolName":"headline"`, `Async tools land in one invocation`, `"toolCalls":[{"toolName":"current_time"`},
 		"skills-demo": {`"toolName":"load_skill"`, `"toolName":"read_skill_file"`, `"instructions":`, `"path":"template.md"`},
+		"mcp-demo":    {`"toolName":"everything__get-sum"`, `"type":"tool-output-available"`, `The sum of 2 and 3 is 5`},
 	} {
 		curl := regexp.MustCompile(`(?m)^\s*(curl -N .*"agentId":"` + agentID + `".*)$`).FindStringSubmatch(out)
 		if curl == nil {

@@ -113,6 +113,11 @@ func run() error {
 		return err
 	}
 	defer stopChats()
+	mcpNote, stopMCP, err := localMCP(stack.Node, root, standIns, seed)
+	if err != nil {
+		return err
+	}
+	defer stopMCP()
 	natsNote, stopNATS, err := localNATS()
 	if err != nil {
 		return err
@@ -193,7 +198,7 @@ Run an agent with %s:
 	fmt.Printf("wrote %s: `source %s` in another shell for HARNESS_URL, HARNESS_SECRET, the AWS endpoints and the queue URLs\n", *envPath, *envPath)
 	fmt.Printf(`
 Harness is running at %s
-  stand-ins: DynamoDB Local at %s, fauxqs (SQS, S3) at %s
+  stand-ins: DynamoDB Local at %s, fauxqs (SQS, S3) at %s, %s
   account %s (%s), agent %q, model: %s
   account secret (shown once): %s
   admin secret (for POST /accounts): %s
@@ -207,7 +212,7 @@ Create an account of your own (the answer holds its secret), then agents with PO
   curl %s/accounts -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '{"username":"me"}'
 
 Ctrl-C stops everything.
-`, url, stack.DynamoDB, stack.SQS, acc.ID, acc.Username, agentID, modelNote, secret, adminSecret, url, secret, agentID, searchCurl, chatCommands, chatNotes, fmt.Sprintf(natsNote, url, secret), url, adminSecret)
+`, url, stack.DynamoDB, stack.SQS, mcpNote, acc.ID, acc.Username, agentID, modelNote, secret, adminSecret, url, secret, agentID, searchCurl, chatCommands, chatNotes, fmt.Sprintf(natsNote, url, secret), url, adminSecret)
 
 	select {
 	case <-ctx.Done():
@@ -230,6 +235,7 @@ const searchAgent = "search-demo"
 var showcases = []struct{ agentID, about, message string }{
 	{"prompt-demo", "a prompt tool (its nested loop streams as data-prompt-tool parts)", "Headline the latest change."},
 	{"skills-demo", "two skills (listed in its system prompt, loaded with load_skill)", "Draft the release notes for this week."},
+	{"mcp-demo", "an MCP server's tool (the reference server's get-sum, called as everything__get-sum)", "What is 2 + 3?"},
 }
 
 // localTavily serves a local fake of Tavily's API for tavilySearch and tavilyExtract unless the
