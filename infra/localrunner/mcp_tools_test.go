@@ -84,3 +84,45 @@ func TestMCPServerToolsInATurn(t *testing.T) {
 		t.Errorf("after the approval: echo %q, text %q; want echo's output and the final text carrying it", echo, text.String())
 	}
 }
+
+// An MCP tool's progress notifications reach the SSE client as it runs: one data-tool-progress
+// part per call (its id the call's), replaced as the server reports each step.
+func TestMCPToolProgressStreams(t *testing.T) {
+	srv, err := mcpeverything.Start(testenv.Node(t), testenv.Root(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	runner := serve(t, testenv.Stack(t), map[string]string{"MCP_PRIVATE_ENDPOINTS": "allow"})
+	_, secret := createAccount(t, runner, "mcp-progress")
+	agentID := createAgent(t, runner, secret, `{"name":"slow","model":{"provider":"scripted","script":[
+		{"toolCalls":[{"name":"everything__trigger-long-running-operation","input":{"duration":0.6,"steps":3}}]},
+		{"text":"Done."}]},
+		"mcpServers":{"everything":{"url":"`+srv.URL+`"}}}`)
+	res := call(t, runner, http.MethodPost, "/", secret, `{"agentId":"`+agentID+`","message":"go"}`)
+	if res.status != http.StatusOK {
+		t.Fatalf("the turn = %d %s", res.status, res.body)
+	}
+	var callID string
+	var steps []float64
+	for _, c := range testenv.Chunks(t, bytes.NewReader(res.body)) {
+		switch c["type"] {
+		case "tool-input-available":
+			callID, _ = c["toolCallId"].(string)
+		case "data-tool-progress":
+			data, _ := c["data"].(map[string]any)
+			if c["id"] != callID || data["toolCallId"] != callID || data["toolName"] != "everything__trigger-long-running-operation" {
+				t.Errorf("progress part %v, want one for call %s", c, callID)
+			}
+			p, _ := data["progress"].(float64)
+			total, _ := data["total"].(float64)
+			if total != 3 {
+				t.Errorf("progress part %v, want a total of 3 steps", c)
+			}
+			steps = append(steps, p)
+		}
+	}
+	if len(steps) == 0 || steps[len(steps)-1] != 3 {
+		t.Errorf("progress seen %v, want the steps up to 3", steps)
+	}
+}

@@ -452,6 +452,9 @@ func (o *wsOut) event(ctx context.Context, ev turn.Event) {
 		o.failure(ctx, ev.Error)
 	case turn.Subagent:
 		o.subagent(ctx, *ev.Subagent)
+	case turn.ToolProgress:
+		p := ev.ToolProgress
+		o.delta(ctx, message("tool_progress_message", map[string]any{"tool_call_id": p.ToolCallID, "progress": *p}))
 	case turn.PromptTool:
 		// Tool progress: the prompt tool's nested loop, under the call it belongs to.
 		p := ev.PromptTool

@@ -780,3 +780,35 @@ func TestWarningError(t *testing.T) {
 		t.Errorf("Error() = %q", got)
 	}
 }
+
+// Against the reference server itself: a long-running call past the server's timeoutMs fails
+// with the timeout, and a call whose server stops in the middle fails saying so; neither hangs.
+func TestEverythingTimeoutAndStop(t *testing.T) {
+	ctx := context.Background()
+	tools, warnings := newClient().Tools(ctx, agentconfig.MCPServers{"everything": {URL: everythingURL(t), TimeoutMs: 300}})
+	if len(warnings) != 0 {
+		t.Fatalf("warnings: %v", warnings)
+	}
+	start := time.Now()
+	_, err := run(ctx, t, tools, "everything__trigger-long-running-operation", `{"duration":5,"steps":5}`)
+	if err == nil || !strings.Contains(err.Error(), "did not answer within 300 ms") || time.Since(start) > 4*time.Second {
+		t.Errorf("a call past timeoutMs: %v after %s, want the timeout within about 300 ms", err, time.Since(start))
+	}
+
+	// A server of its own, stopped while the call runs.
+	srv, err := mcpeverything.Start(testenv.Node(t), testenv.Root(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	tools, warnings = newClient().Tools(ctx, agentconfig.MCPServers{"doomed": {URL: srv.URL}})
+	if len(warnings) != 0 {
+		t.Fatalf("warnings: %v", warnings)
+	}
+	time.AfterFunc(500*time.Millisecond, srv.Stop)
+	start = time.Now()
+	_, err = run(ctx, t, tools, "doomed__trigger-long-running-operation", `{"duration":10,"steps":10}`)
+	if err == nil || time.Since(start) > 8*time.Second {
+		t.Errorf("a call whose server stopped: %v after %s, want a failure as the server went", err, time.Since(start))
+	}
+}

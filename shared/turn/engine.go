@@ -699,6 +699,9 @@ func (e *Engine) buildAgent(ctx context.Context, accountID, agentID string, cfg 
 				e.opts.Logger.WarnContext(ctx, "an MCP server's tools are not offered this turn", "accountId", accountID, "agentId", agentID, "err", w)
 				warnings = append(warnings, w.Error())
 			}
+			for i := range mcp {
+				mcp[i] = reportingProgress(mcp[i])
+			}
 			tools, err = tools.With(mcp...)
 		}
 	}

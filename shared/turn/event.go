@@ -37,7 +37,20 @@ const (
 	// Warning is something that went wrong without stopping the turn (Event.Warning): an MCP
 	// server whose tools are not offered this turn.
 	Warning
+	// ToolProgress is what a running tool call said of its progress (Event.ToolProgress): an
+	// MCP server's progress notifications.
+	ToolProgress
 )
+
+// ToolProgressState is a tool call's latest progress, for its client.
+type ToolProgressState struct {
+	ToolCallID string  `json:"toolCallId"`
+	ToolName   string  `json:"toolName"`
+	Progress   float64 `json:"progress"`
+	// Total is 0 when the tool does not know it.
+	Total   float64 `json:"total,omitempty"`
+	Message string  `json:"message,omitempty"`
+}
 
 // Subagent call states.
 const (
@@ -80,6 +93,8 @@ type Event struct {
 	Subagent   *SubagentProgress `json:",omitempty"`
 	PromptTool *PromptProgress   `json:",omitempty"`
 	Warning    string            `json:",omitempty"`
+	// ToolProgress is a running call's progress (ToolProgress).
+	ToolProgress *ToolProgressState `json:",omitempty"`
 	// Child is the subagent conversation whose event this is, shown to its caller's client
 	// (CallerView); empty for the turn's own.
 	Child string `json:",omitempty"`

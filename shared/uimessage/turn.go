@@ -28,6 +28,9 @@ func EventChunks(ev turn.Event) []any {
 	case turn.Subagent:
 		// One part per call, updated in place as the child goes (started, its messages, finished).
 		return []any{DataPart("subagent", ev.Subagent.ToolCallID, *ev.Subagent)}
+	case turn.ToolProgress:
+		// One part per call, replaced as the call goes.
+		return []any{DataPart("tool-progress", ev.ToolProgress.ToolCallID, *ev.ToolProgress)}
 	case turn.Warning:
 		return []any{Data("warning", map[string]string{"message": ev.Warning}, false)}
 	case turn.PromptTool:
