@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -106,6 +107,23 @@ func runDev(t *testing.T, root, bin string, env []string, model string) {
 		`"type":"tool-output-available"`, `"type":"finish"`, "data: [DONE]"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the turn's stream lacks %s:\n%s", want, body)
+		}
+	}
+
+	// The printed playground URL serves the page and its script.
+	page := regexp.MustCompile(`(?m)^\s*(http://127\.0\.0\.1:\d+/playground/)$`).FindStringSubmatch(out)
+	if page == nil {
+		t.Errorf("dev printed no playground URL:\n%s", out)
+	} else {
+		for _, u := range []string{page[1], page[1] + "app.js"} {
+			res, err := http.Get(u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode != http.StatusOK {
+				t.Errorf("GET %s = %d, want 200", u, res.StatusCode)
+			}
 		}
 	}
 

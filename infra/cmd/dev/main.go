@@ -30,6 +30,7 @@ import (
 	"github.com/agentharness/harness/infra/devstack"
 	"github.com/agentharness/harness/infra/faketavily"
 	"github.com/agentharness/harness/infra/localrunner"
+	"github.com/agentharness/harness/infra/playground"
 	"github.com/agentharness/harness/infra/template"
 	"github.com/agentharness/harness/shared/awsclient"
 	"github.com/agentharness/harness/shared/egress"
@@ -147,7 +148,12 @@ func run() error {
 		return err
 	}
 
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	// The playground is make dev's own page, served beside the API on its origin.
+	mux := http.NewServeMux()
+	mux.Handle("/playground", playground.Handler())
+	mux.Handle("/playground/", playground.Handler())
+	mux.Handle("/", h)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	if err := h.Start(ctx); err != nil {
@@ -203,6 +209,10 @@ Harness is running at %s
   account secret (shown once): %s
   admin secret (for POST /accounts): %s
 
+Open the playground, a chat page built on the AI SDK's useChat, and sign in with the account secret:
+
+  %s/playground/
+
 Run a turn of the demo agent:
 
   curl -N %s/ -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '{"agentId":"%s","message":"What time is it?"}'
@@ -212,7 +222,7 @@ Create an account of your own (the answer holds its secret), then agents with PO
   curl %s/accounts -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '{"username":"me"}'
 
 Ctrl-C stops everything.
-`, url, stack.DynamoDB, stack.SQS, mcpNote, acc.ID, acc.Username, agentID, modelNote, secret, adminSecret, url, secret, agentID, searchCurl, chatCommands, chatNotes, fmt.Sprintf(natsNote, url, secret), url, adminSecret)
+`, url, stack.DynamoDB, stack.SQS, mcpNote, acc.ID, acc.Username, agentID, modelNote, secret, adminSecret, url, url, secret, agentID, searchCurl, chatCommands, chatNotes, fmt.Sprintf(natsNote, url, secret), url, adminSecret)
 
 	select {
 	case <-ctx.Done():

@@ -1,6 +1,8 @@
 // Command stack runs a command with the local AWS stand-ins up: it starts DynamoDB Local and
-// fauxqs, runs the command with the endpoint variables set, stops them, and exits with the
-// command's status. `make test` runs the test suite through it.
+// fauxqs, finds Chromium for the browser tests (installing it with apt-get when it is missing
+// and it runs as root), runs the command with the endpoint variables and HARNESS_CHROMIUM set,
+// stops the stand-ins, and exits with the command's status. `make test` runs the test suite
+// through it.
 //
 //	go run ./infra/cmd/stack -- go test ./...
 package main
@@ -54,16 +56,27 @@ func run() (int, error) {
 	defer os.Remove(logf.Name())
 	defer logf.Close()
 
+	// Chromium first: when it is missing and cannot be installed, nothing need start.
+	chromium, err := systemChromium(logf).ensure(context.Background(), func() {
+		fmt.Fprintln(os.Stderr, "stack: installing Chromium for the browser tests (apt-get install chromium)...")
+	})
+	if err != nil {
+		if out, _ := os.ReadFile(logf.Name()); len(out) > 0 {
+			return 1, fmt.Errorf("%w\napt-get output:\n%s", err, out)
+		}
+		return 1, err
+	}
+
 	s, err := devstack.Start(context.Background(), root, logf)
 	if err != nil {
 		out, _ := os.ReadFile(logf.Name())
 		return 1, fmt.Errorf("%w\nstand-in output:\n%s", err, out)
 	}
 	defer s.Stop()
-	fmt.Fprintf(os.Stderr, "stack: DynamoDB Local at %s, fauxqs (SQS, S3) at %s\n", s.DynamoDB, s.SQS)
+	fmt.Fprintf(os.Stderr, "stack: DynamoDB Local at %s, fauxqs (SQS, S3) at %s, Chromium at %s\n", s.DynamoDB, s.SQS, chromium)
 
 	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Env = append(os.Environ(), s.Env()...)
+	cmd.Env = append(os.Environ(), append(s.Env(), chromiumVar+"="+chromium)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	err = cmd.Run()
 	var exit *exec.ExitError

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// fakeSystem is the machine a chromiumFinder sees: variables, files (executables all), the PATH
+// directory /bin, and the commands run, the last of which may install files.
+type fakeSystem struct {
+	env      map[string]string
+	files    map[string]bool
+	ran      []string
+	fail     string   // a command that fails
+	installs []string // files the apt-get install adds
+}
+
+func (s *fakeSystem) finder(canInstall bool) *chromiumFinder {
+	return &chromiumFinder{
+		getenv: func(k string) string { return s.env[k] },
+		lookPath: func(name string) (string, error) {
+			if strings.Contains(name, "/") {
+				if s.files[name] {
+					return name, nil
+				}
+				return "", exec.ErrNotFound
+			}
+			if s.files["/bin/"+name] {
+				return "/bin/" + name, nil
+			}
+			return "", exec.ErrNotFound
+		},
+		exists:     func(p string) bool { return s.files[p] },
+		canInstall: canInstall,
+		run: func(_ context.Context, env []string, name string, args ...string) error {
+			line := strings.Join(append(append(env, name), args...), " ")
+			s.ran = append(s.ran, line)
+			if line == s.fail {
+				return errors.New("exit status 100")
+			}
+			if strings.Contains(line, " install ") {
+				for _, f := range s.installs {
+					s.files[f] = true
+				}
+			}
+			return nil
+		},
+	}
+}
+
+func TestChromiumFinder(t *testing.T) {
+	const (
+		update  = "apt-get update"
+		install = "DEBIAN_FRONTEND=noninteractive apt-get install -y chromium"
+	)
+	tests := []struct {
+		name       string
+		sys        fakeSystem
+		canInstall bool
+		want       string
+		wantRan    []string
+		wantErr    []string // substrings of the error; none means no error
+	}{
+		{
+			name: "the variable wins",
+			sys:  fakeSystem{env: map[string]string{chromiumVar: "/opt/chrome/chrome"}, files: map[string]bool{"/opt/chrome/chrome": true, "/bin/chromium": true}},
+			want: "/opt/chrome/chrome",
+		},
+		{
+			name: "the variable names a command on PATH",
+			sys:  fakeSystem{env: map[string]string{chromiumVar: "google-chrome"}, files: map[string]bool{"/bin/google-chrome": true}},
+			want: "/bin/google-chrome",
+		},
+		{
+			name:       "the variable names nothing: no install",
+			sys:        fakeSystem{env: map[string]string{chromiumVar: "/nowhere/chrome"}, files: map[string]bool{}},
+			canInstall: true,
+			wantErr:    []string{chromiumVar + "=/nowhere/chrome"},
+		},
+		{
+			name: "chromium on PATH",
+			sys:  fakeSystem{files: map[string]bool{"/bin/chromium": true, "/bin/chromium-browser": true}},
+			want: "/bin/chromium",
+		},
+		{
+			name: "chromium-browser on PATH",
+			sys:  fakeSystem{files: map[string]bool{"/bin/chromium-browser": true, chromiumFallback: true}},
+			want: "/bin/chromium-browser",
+		},
+		{
+			name: "Debian's path off PATH",
+			sys:  fakeSystem{files: map[string]bool{chromiumFallback: true}},
+			want: chromiumFallback,
+		},
+		{
+			name:       "missing, installed with apt-get",
+			sys:        fakeSystem{files: map[string]bool{}, installs: []string{"/bin/chromium"}},
+			canInstall: true,
+			want:       "/bin/chromium",
+			wantRan:    []string{update, install},
+		},
+		{
+			name:    "missing, not root or no apt-get",
+			sys:     fakeSystem{files: map[string]bool{}},
+			wantErr: []string{"not installed", "apt-get install chromium", "dnf install chromium", chromiumVar + " to Chrome's binary"},
+		},
+		{
+			name:       "apt-get fails",
+			sys:        fakeSystem{files: map[string]bool{}, fail: install},
+			canInstall: true,
+			wantRan:    []string{update, install},
+			wantErr:    []string{"apt-get install chromium: exit status 100", "dnf install chromium"},
+		},
+		{
+			name:       "installed and still missing",
+			sys:        fakeSystem{files: map[string]bool{}},
+			canInstall: true,
+			wantRan:    []string{update, install},
+			wantErr:    []string{"still not found"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			announced := false
+			got, err := tt.sys.finder(tt.canInstall).ensure(context.Background(), func() { announced = true })
+			if len(tt.wantErr) == 0 && err != nil {
+				t.Fatalf("ensure: %v", err)
+			}
+			for _, want := range tt.wantErr {
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Errorf("ensure error = %v, want it to contain %q", err, want)
+				}
+			}
+			if got != tt.want {
+				t.Errorf("ensure = %q, want %q", got, tt.want)
+			}
+			if diff := cmp.Diff(tt.wantRan, tt.sys.ran); diff != "" {
+				t.Errorf("commands run (-want +got):\n%s", diff)
+			}
+			if announced != (len(tt.wantRan) > 0) {
+				t.Errorf("install announced: %v, want %v", announced, len(tt.wantRan) > 0)
+			}
+		})
+	}
+}
