@@ -64,6 +64,13 @@ func (s *Stack) Env() []string {
 // lock file changed since the last install, and then that the Letta App Server client is
 // extracted into node_modules (npm ci wipes it, so this is checked on every call).
 func Install(ctx context.Context, root string, log io.Writer) error {
+	// Two runs installing at once (make dev beside make test) would each wipe what the other
+	// writes, and one could mark a half-installed tree as installed: one at a time.
+	unlock, err := lockInstall(root)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	dir := filepath.Join(root, "infra", "node")
 	lock, err := os.ReadFile(filepath.Join(dir, "package-lock.json"))
 	if err != nil {
@@ -88,6 +95,24 @@ func Install(ctx context.Context, root string, log io.Writer) error {
 		}
 	}
 	return installLettaClient(ctx, filepath.Join(dir, "node_modules"), log)
+}
+
+// lockInstall takes the install lock, .cache/npm-install.lock under root (outside node_modules,
+// which npm ci removes), waiting for another run's install to end.
+func lockInstall(root string) (unlock func(), err error) {
+	dir := filepath.Join(root, ".cache")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "npm-install.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("locking the npm install: %w", err)
+	}
+	return func() { f.Close() }, nil // closing releases the lock
 }
 
 func lookNpm() error {
