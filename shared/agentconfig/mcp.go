@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"regexp"
 	"slices"
@@ -112,12 +113,7 @@ func checkMCPServers(cfg *Config, v *Validated) error {
 	if len(cfg.MCPServers) > MaxMCPServers {
 		return &FieldError{Field: "mcpServers", Problem: fmt.Sprintf("names %d servers, more than %d", len(cfg.MCPServers), MaxMCPServers)}
 	}
-	names := make([]string, 0, len(cfg.MCPServers))
-	for name := range cfg.MCPServers {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(cfg.MCPServers)) {
 		at := "mcpServers." + name
 		s := cfg.MCPServers[name]
 		if s == nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -147,12 +148,7 @@ func checkPrompts(cfg *Config, c Checks, agentModel Model, v *Validated) error {
 	if len(cfg.Prompts) > MaxPrompts {
 		return &FieldError{Field: "prompts", Problem: fmt.Sprintf("defines %d prompts, more than %d", len(cfg.Prompts), MaxPrompts)}
 	}
-	names := make([]string, 0, len(cfg.Prompts))
-	for name := range cfg.Prompts {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Prompts)) {
 		at := "prompts." + name
 		p := cfg.Prompts[name]
 		if p == nil {
