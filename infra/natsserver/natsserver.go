@@ -32,6 +32,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
+	"github.com/agentharness/harness/shared/natslog"
 	"github.com/agentharness/harness/shared/natsturns"
 )
 
@@ -294,19 +295,11 @@ func (s *Server) waitReady() error {
 
 // Connect connects to the nodes as the harness's publisher.
 func (s *Server) Connect(opts ...nats.Option) (*nats.Conn, error) {
-	token, err := jwt.ParseDecoratedJWT([]byte(s.HarnessCreds))
+	auth, err := natslog.CredsAuth(s.HarnessCreds)
 	if err != nil {
 		return nil, err
 	}
-	kp, err := jwt.ParseDecoratedNKey([]byte(s.HarnessCreds))
-	if err != nil {
-		return nil, err
-	}
-	seed, err := kp.Seed()
-	if err != nil {
-		return nil, err
-	}
-	opts = append([]nats.Option{nats.UserJWTAndSeed(token, string(seed)), nats.Name("harness")}, opts...)
+	opts = append([]nats.Option{auth, nats.Name("harness")}, opts...)
 	nc, err := nats.Connect(strings.Join(s.URLs, ","), opts...)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to NATS as the harness: %w", err)

@@ -180,7 +180,9 @@ func (m *Mirror) Open(stream string, next int64, read func(ctx context.Context, 
 	c.idle = sync.NewCond(&c.mu)
 	if next > 0 && read != nil {
 		c.repair = func(ctx context.Context) error { return c.fill(ctx, next, read) }
-		c.start()
+		c.mu.Lock()
+		c.wake()
+		c.mu.Unlock()
 	}
 	return c
 }
@@ -207,17 +209,15 @@ func (c *copier) Copy(entries []streamlog.Entry) {
 		return
 	}
 	c.queue = append(c.queue, entries...)
+	c.wake()
+}
+
+// wake starts the goroutine unless it runs. c.mu is held.
+func (c *copier) wake() {
 	if !c.running {
 		c.running = true
 		go c.run()
 	}
-}
-
-func (c *copier) start() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.running = true
-	go c.run()
 }
 
 func (c *copier) Sync(ctx context.Context) {
