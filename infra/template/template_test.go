@@ -214,6 +214,8 @@ func TestProjectFunctions(t *testing.T) {
 		"NATS_URL":                "",
 		"NATS_CREDS_SECRET":       "",
 		"NATS_REPLICAS":           "",
+		"TURN_TREE_MAX_DEPTH":     "10",
+		"TURN_TREE_MAX_TURNS":     "32",
 	}
 	if diff := cmp.Diff(wantEnv, env); diff != "" {
 		t.Errorf("FunctionEnv (-want +got):\n%s", diff)

@@ -59,6 +59,11 @@ type Delivery struct {
 	// Route is where a channel turn's output goes (the chat and thread as JSON, opaque here),
 	// so its continuation answers there. A string keeps Delivery comparable.
 	Route string `json:"route,omitempty"`
+	// Tree names the turn tree the turn belongs to, and TreeDepth how far below its root the
+	// turn is (a subagent call or a POST /mcp call a level each); empty for a root turn, whose
+	// tree is named after the turn itself.
+	Tree      string `json:"tree,omitempty"`
+	TreeDepth int    `json:"treeDepth,omitempty"`
 }
 
 // DeliveryKind says which transport a turn's outcome goes back through.

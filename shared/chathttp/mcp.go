@@ -52,7 +52,18 @@ func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, httpjson.SecretRefused(err))
 		return
 	}
-	server, err := h.mcpServer(r, acc.ID, secret)
+	// A call from one of the harness's own turns carries its turn tree: the turn it starts is
+	// counted there, one level below its caller.
+	var caller *turn.TreePosition
+	if header := r.Header.Get(turn.TreeHeader); header != "" {
+		p, err := h.eng.OpenTree(r.Context(), header)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		caller = &p
+	}
+	server, err := h.mcpServer(r, acc.ID, secret, caller)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -89,7 +100,7 @@ func (m minLevel) WithGroup(name string) slog.Handler {
 // mcpServer returns an MCP server whose tools are the account's agents, one run_agent_<id>
 // each; agents whose ids give the same tool name after the name's characters are replaced are
 // served by the first by id only.
-func (h *Handler) mcpServer(r *http.Request, accountID, secret string) (*mcp.Server, error) {
+func (h *Handler) mcpServer(r *http.Request, accountID, secret string, caller *turn.TreePosition) (*mcp.Server, error) {
 	agents, err := h.opts.Store.ListAgents(r.Context(), accountID)
 	if err != nil {
 		return nil, err
@@ -105,7 +116,7 @@ func (h *Handler) mcpServer(r *http.Request, accountID, secret string) (*mcp.Ser
 		taken[name] = true
 		server.AddTool(&mcp.Tool{Name: name, Description: mcpDescription(a), InputSchema: mcpInputSchema},
 			func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-				return h.mcpCall(r, accountID, secret, a.ID, req.Params.Arguments)
+				return h.mcpCall(r, accountID, secret, a.ID, req.Params.Arguments, caller)
 			})
 	}
 	return server, nil
@@ -148,8 +159,9 @@ func mcpDescription(a store.Agent) string {
 // it, under an event of its own so that GET /status and POST /async (approvals) reach the turn
 // once the call has answered. r is the HTTP request the call came in: the turn keeps its
 // deadline (the invocation's) but not its cancellation, as POST / does. The engine's refusals
-// and failed turns are tool errors; only infrastructure failures are MCP errors.
-func (h *Handler) mcpCall(r *http.Request, accountID, secret, agentID string, raw json.RawMessage) (*mcp.CallToolResult, error) {
+// and failed turns are tool errors; only infrastructure failures are MCP errors. caller, when
+// set, is the turn tree of the harness's turn that made the call.
+func (h *Handler) mcpCall(r *http.Request, accountID, secret, agentID string, raw json.RawMessage, caller *turn.TreePosition) (*mcp.CallToolResult, error) {
 	ctx := r.Context()
 	req, in, err := mcpTurn(agentID, raw)
 	if err != nil {
@@ -166,12 +178,20 @@ func (h *Handler) mcpCall(r *http.Request, accountID, secret, agentID string, ra
 	if err := h.eng.ClaimEvent(ctx, accountID, req.Request); err != nil {
 		return h.mcpRefused(ctx, err)
 	}
+	var tree turn.TreePosition
+	if caller != nil {
+		tree = caller.Below()
+		err = h.eng.JoinTree(ctx, tree, accountID, req.ConversationID, req.EventID)
+	}
 	seed := store.NewID("")
-	run, err := h.eng.Begin(ctx, turn.Start{
-		AccountID: accountID, Request: req.Request, Input: in, Config: cfg, Opening: opening, GroupSeed: seed,
-		// Its continuations (after async tools) settle its event, as an /async turn's do.
-		Delivery: asynctools.Delivery{Kind: asynctools.DeliverAsync, EventID: req.EventID, GroupSeed: seed},
-	})
+	var run *turn.Run
+	if err == nil {
+		run, err = h.eng.Begin(ctx, turn.Start{
+			AccountID: accountID, Request: req.Request, Input: in, Config: cfg, Opening: opening, GroupSeed: seed, Tree: tree,
+			// Its continuations (after async tools) settle its event, as an /async turn's do.
+			Delivery: asynctools.Delivery{Kind: asynctools.DeliverAsync, EventID: req.EventID, GroupSeed: seed},
+		})
+	}
 	if err != nil {
 		if rerr := h.opts.Store.ReleaseEvent(context.WithoutCancel(ctx), accountID, req.EventID); rerr != nil {
 			h.opts.Logger.ErrorContext(ctx, "releasing event", "eventId", req.EventID, "err", rerr)

@@ -401,7 +401,7 @@ func closeSession(cs *mcp.ClientSession, timedOut bool) {
 // that transport's first POST with 404 or 405 (a server of the 2024-11-05 protocol), over
 // HTTP+SSE. The link returned is the one of the session, or of the last attempt.
 func (c *Client) connect(ctx context.Context, s *agentconfig.MCPServer) (*mcp.ClientSession, *link, error) {
-	ln, err := c.newLink(s)
+	ln, err := c.newLink(ctx, s)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -415,7 +415,7 @@ func (c *Client) connect(ctx context.Context, s *agentconfig.MCPServer) (*mcp.Cl
 		return cs, ln, err
 	}
 	status := ln.legacyStatus()
-	ln, _ = c.newLink(s)
+	ln, _ = c.newLink(ctx, s)
 	cs, sseErr := c.mcp.Connect(ctx, &mcp.SSEClientTransport{Endpoint: s.URL, HTTPClient: ln.client}, nil)
 	if sseErr != nil {
 		return nil, ln, fmt.Errorf("%w (it answered Streamable HTTP with %d, and HTTP+SSE failed too: %w)", err, status, sseErr)
@@ -436,7 +436,7 @@ type link struct {
 	legacy  int   // the 404 or 405 a POST was answered with; 0 for none
 }
 
-func (c *Client) newLink(s *agentconfig.MCPServer) (*link, error) {
+func (c *Client) newLink(ctx context.Context, s *agentconfig.MCPServer) (*link, error) {
 	u, err := url.Parse(s.URL)
 	if err != nil || u.Host == "" {
 		return nil, fmt.Errorf("url %q is not an absolute URL", s.URL)
@@ -447,6 +447,9 @@ func (c *Client) newLink(s *agentconfig.MCPServer) (*link, error) {
 	}
 	if s.BearerToken != "" {
 		ln.header.Set("Authorization", "Bearer "+s.BearerToken)
+	}
+	if h, ok := ctx.Value(callHeaderKey{}).(callHeader); ok && h.value != "" {
+		ln.header.Set(h.name, h.value) // after the config's headers, which cannot stand in for it
 	}
 	ln.client = &http.Client{Transport: ln, CheckRedirect: ln.checkRedirect, Jar: c.http.Jar, Timeout: c.http.Timeout}
 	return ln, nil
@@ -668,6 +671,17 @@ func (c *Client) onProgress(_ context.Context, req *mcp.ProgressNotificationClie
 	if call := v.(*progressCall); call.session == req.Session {
 		call.fn(req.Params.Progress, req.Params.Total, req.Params.Message)
 	}
+}
+
+type callHeaderKey struct{}
+
+type callHeader struct{ name, value string }
+
+// WithTree returns ctx carrying a header, name: value, that every request of an MCP tool's call
+// made with it sends: the turn tree of the calling turn (a server that is the harness's own
+// POST /mcp counts the turn it starts in it). An empty value sends nothing.
+func WithTree(ctx context.Context, name, value string) context.Context {
+	return context.WithValue(ctx, callHeaderKey{}, callHeader{name, value})
 }
 
 type progressKey struct{}

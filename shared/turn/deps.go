@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/agentharness/harness/shared/agent"
@@ -35,6 +36,14 @@ func OptionsFrom(d lambdadeps.Deps) (Options, error) {
 		return Options{}, err
 	}
 	asyncTimeout, err := duration(getenv, "ASYNC_TOOL_TIMEOUT")
+	if err != nil {
+		return Options{}, err
+	}
+	treeDepth, err := count(getenv, "TURN_TREE_MAX_DEPTH")
+	if err != nil {
+		return Options{}, err
+	}
+	treeTurns, err := count(getenv, "TURN_TREE_MAX_TURNS")
 	if err != nil {
 		return Options{}, err
 	}
@@ -86,6 +95,8 @@ func OptionsFrom(d lambdadeps.Deps) (Options, error) {
 		AsyncToolTimeout: asyncTimeout,
 		Streams:          streams,
 		MCP:              mcp,
+		TreeMaxDepth:     treeDepth,
+		TreeMaxTurns:     treeTurns,
 	}
 	if skillStore != nil {
 		// Left nil otherwise: a nil *skills.Store would make a non-nil SkillStore.
@@ -105,4 +116,17 @@ func duration(getenv func(string) string, name string) (time.Duration, error) {
 		return 0, fmt.Errorf("%s is %q, want a positive duration such as 24h or 90m", name, v)
 	}
 	return d, nil
+}
+
+// count reads an optional positive whole number from the environment.
+func count(getenv func(string) string, name string) (int, error) {
+	v := getenv(name)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%s is %q, want a positive whole number", name, v)
+	}
+	return n, nil
 }

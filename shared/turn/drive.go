@@ -62,6 +62,9 @@ type invocation struct {
 	// callerWaits: this is a blocking subagent call's child turn, run inside the call, which
 	// returns its end itself: there is no async call of the caller's to settle.
 	callerWaits bool
+	// treeTok is the turn's tree sealed for the MCP servers it calls (treeToken), made once.
+	treeOnce sync.Once
+	treeTok  string
 }
 
 // run carries out the plan of a request.
@@ -302,6 +305,7 @@ func (d *invocation) conclude(ctx context.Context, plan *turnPlan, res Outcome, 
 		err = d.e.Report(ctx, d.accountID, d.turnID, res, from, d.lease.NextSeq())
 	}
 	d.settleResumed(ctx, plan, res, from, d.lease.NextSeq())
+	d.stopTree(ctx, res)
 	d.addUsageToParent(ctx, res)
 	d.settleParent(ctx, res)
 	if tell != nil {

@@ -89,6 +89,9 @@ type Options struct {
 	// Getenv reads the harness environment (the flags of optional subagent tools); nil reads
 	// nothing.
 	Getenv func(string) string
+	// TreeMaxDepth and TreeMaxTurns bound every turn tree (tree.go): how many levels below its
+	// root a turn may start, and how many turns it may hold, its root included.
+	TreeMaxDepth, TreeMaxTurns int
 }
 
 // Engine runs turns for every transport: it takes a conversation's lease, plans a request
@@ -117,6 +120,12 @@ func New(opts Options) *Engine {
 		if *d.v <= 0 {
 			*d.v = d.def
 		}
+	}
+	if opts.TreeMaxDepth <= 0 {
+		opts.TreeMaxDepth = DefaultTreeMaxDepth
+	}
+	if opts.TreeMaxTurns <= 0 {
+		opts.TreeMaxTurns = DefaultTreeMaxTurns
 	}
 	return &Engine{opts: opts}
 }
@@ -222,6 +231,9 @@ type Start struct {
 	// NoApprovals: nobody can be asked (a channel without approvers), so calls that need
 	// approval are denied, saying so, instead of held.
 	NoApprovals bool
+	// Tree is where the turn sits in the turn tree of the turn that started it (a subagent's or
+	// an MCP call's), counted there already; zero for a turn a client started, a tree's root.
+	Tree TreePosition
 }
 
 // Run is one invocation's part of a turn, begun: the lease is held and the request planned.
@@ -235,6 +247,12 @@ type Run struct {
 // Begin takes the conversation's lease and plans the request against what the conversation
 // waits for. Its refusals are *Refusal, and on any error the lease is given back.
 func (e *Engine) Begin(ctx context.Context, s Start) (*Run, error) {
+	if s.Tree.Root != "" {
+		s.Delivery.Tree, s.Delivery.TreeDepth = s.Tree.Root, s.Tree.Depth
+	}
+	if err := e.checkTree(ctx, TreePosition{Root: s.Delivery.Tree}); err != nil {
+		return nil, err
+	}
 	if err := e.SealVariables(ctx, s.AccountID, &s.Request); err != nil {
 		return nil, err
 	}

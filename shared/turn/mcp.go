@@ -18,6 +18,9 @@ func reportingProgress(t tool.Tool) tool.Tool {
 	name := t.Name
 	t.Execute = func(ctx context.Context, input json.RawMessage) (any, error) {
 		d, inTurn := callerFrom(ctx)
+		if inTurn {
+			ctx = mcptools.WithTree(ctx, TreeHeader, d.treeToken(ctx))
+		}
 		if !inTurn || asynctools.InBackground(ctx) {
 			return execute(ctx, input)
 		}

@@ -317,6 +317,13 @@ func (e *Engine) call(ctx context.Context, s *agentconfig.Subagent, t agentconfi
 		child, label = subagent.NamedConversationID(d.accountID, d.conversationID, instance), instance
 		link.Tool, link.Explicit = instance, t.Resumable.Explicit()
 	}
+	// The child's turn counts in its caller's tree, once per call however often it is retried.
+	tree := d.position().Below()
+	if err := e.joinTree(ctx, tree, store.TreeMember{AccountID: d.accountID, ConversationID: child, Key: callKey}); errors.As(err, &refused) {
+		return nil, fmt.Errorf("cannot call %s: %s", t.Name, refused.Message)
+	} else if err != nil {
+		return nil, err
+	}
 	if create {
 		in := store.Instance{Name: instance, Agent: t.Name, AgentID: t.AgentID, ThreadID: child}
 		switch err := e.opts.Store.AddInstance(ctx, d.accountID, d.conversationID, in, t.Resumable.Instances()); {
@@ -358,14 +365,14 @@ func (e *Engine) call(ctx context.Context, s *agentconfig.Subagent, t agentconfi
 		}
 	}
 	if dispatched {
-		answer, err := e.dispatchChild(ctx, d.accountID, t, child, resultID, msg)
+		answer, err := e.dispatchChild(ctx, d.accountID, t, child, resultID, msg, tree)
 		if err == nil {
 			progress.State, progress.Text = SubagentStarted, task
 			d.emit(Event{Kind: Subagent, Subagent: &progress})
 		}
 		return answer, err
 	}
-	return e.runChild(ctx, d, t, a.toolName, cfg, msg, progress)
+	return e.runChild(ctx, d, t, a.toolName, cfg, msg, progress, tree)
 }
 
 // runChild runs a blocking call's child turn inside the call, telling the caller's client as
@@ -374,10 +381,10 @@ func (e *Engine) call(ctx context.Context, s *agentconfig.Subagent, t agentconfi
 // call becomes a dispatched async call of the caller's pass (handOver), which the child's end
 // settles like a non-blocking call's, and the caller's client is shown the child's held calls,
 // whose decisions it sends to the caller (ChildDecisions).
-func (e *Engine) runChild(ctx context.Context, d *invocation, t agentconfig.SubagentTool, toolName string, cfg agent.Config, msg model.Message, progress SubagentProgress) (any, error) {
+func (e *Engine) runChild(ctx context.Context, d *invocation, t agentconfig.SubagentTool, toolName string, cfg agent.Config, msg model.Message, progress SubagentProgress, tree TreePosition) (any, error) {
 	run, err := e.Begin(ctx, Start{
 		AccountID: d.accountID, Request: Request{ConversationID: progress.ThreadID, AgentID: t.AgentID, EventID: progress.EventID},
-		Input: Input{Message: &msg}, Config: cfg, Delivery: asynctools.Delivery{Kind: asynctools.DeliverAsync},
+		Input: Input{Message: &msg}, Config: cfg, Delivery: asynctools.Delivery{Kind: asynctools.DeliverAsync}, Tree: tree,
 	})
 	var refused *Refusal
 	if errors.As(err, &refused) {
@@ -427,7 +434,7 @@ func (e *Engine) runChild(ctx context.Context, d *invocation, t agentconfig.Suba
 		d.log.ErrorContext(ctx, "ending a subagent's turn", "subagent", t.Name, "threadId", progress.ThreadID, "err", err)
 	}
 	if err == nil && o.HandedOver {
-		if cerr := e.continueChild(ctx, d.accountID, t, progress, msg); cerr != nil {
+		if cerr := e.continueChild(ctx, d.accountID, t, progress, msg, tree); cerr != nil {
 			// Nobody will go on with the child: its call fails now, as a failed dispatch does.
 			d.log.ErrorContext(ctx, "queueing a handed-over subagent", "subagent", t.Name, "err", cerr)
 			id := asynctools.ResultID(d.pass.GroupID(), progress.ToolCallID)
@@ -506,13 +513,13 @@ var errHandOver = errors.New("the caller stops waiting: the subagent goes on on 
 // continueChild queues the turn of a blocking child handed over at its caller's margin for
 // async-worker, which takes it up where it stopped (its message is stored: the turn goes on from
 // its last finished step) under the same event, whose end settles the call.
-func (e *Engine) continueChild(ctx context.Context, accountID string, t agentconfig.SubagentTool, progress SubagentProgress, msg model.Message) error {
+func (e *Engine) continueChild(ctx context.Context, accountID string, t agentconfig.SubagentTool, progress SubagentProgress, msg model.Message, tree TreePosition) error {
 	if e.opts.Enqueue == nil {
 		return errors.New("this function has no queue to async-worker")
 	}
 	body, err := json.Marshal(Work{
 		Type: workqueue.Turn, AccountID: accountID, EventID: progress.EventID, GroupSeed: store.NewID(""),
-		Request: &Request{ConversationID: progress.ThreadID, AgentID: t.AgentID, EventID: progress.EventID}, Message: &msg,
+		Request: &Request{ConversationID: progress.ThreadID, AgentID: t.AgentID, EventID: progress.EventID}, Message: &msg, Tree: &tree,
 	})
 	if err != nil {
 		return err
@@ -650,7 +657,7 @@ func (d *invocation) childCalls(callID string, s *agentconfig.Subagent) int {
 
 // dispatchChild queues the child's turn for async-worker under the event of the call
 // (subagent.EventID), so a call dispatched twice runs once.
-func (e *Engine) dispatchChild(ctx context.Context, accountID string, t agentconfig.SubagentTool, child, resultID string, msg model.Message) (any, error) {
+func (e *Engine) dispatchChild(ctx context.Context, accountID string, t agentconfig.SubagentTool, child, resultID string, msg model.Message, tree TreePosition) (any, error) {
 	if e.opts.Enqueue == nil {
 		return nil, errors.New("subagents that do not block run on async-worker, and this function has no queue to it")
 	}
@@ -666,7 +673,7 @@ func (e *Engine) dispatchChild(ctx context.Context, accountID string, t agentcon
 	}
 	body, err := json.Marshal(Work{
 		Type: workqueue.Turn, AccountID: accountID, EventID: eventID, GroupSeed: store.NewID(""),
-		Request: &Request{ConversationID: child, AgentID: t.AgentID, EventID: eventID}, Message: &msg,
+		Request: &Request{ConversationID: child, AgentID: t.AgentID, EventID: eventID}, Message: &msg, Tree: &tree,
 	})
 	if err == nil {
 		err = e.opts.Enqueue(ctx, string(body))

@@ -27,6 +27,8 @@ type Work struct {
 	WS json.RawMessage `json:"ws,omitempty"`
 	// Channel is set for a turn that came from a chat channel: where its output goes.
 	Channel json.RawMessage `json:"channel,omitempty"`
+	// Tree is set for a subagent's turn: where it sits in its caller's turn tree.
+	Tree *TreePosition `json:"tree,omitempty"`
 
 	// A continuation: the group whose results it brings back.
 	GroupID string `json:"groupId,omitempty"`

@@ -185,6 +185,9 @@ func (w *Worker) turn(ctx context.Context, msg turn.Work) error {
 		Input:    turn.Input{Message: msg.Message, Decisions: msg.Decisions, RespondsTo: msg.RespondsTo},
 		Delivery: asynctools.Delivery{Kind: asynctools.DeliverAsync, EventID: msg.EventID, GroupSeed: msg.GroupSeed},
 	}
+	if msg.Tree != nil {
+		start.Tree = *msg.Tree
+	}
 	if ws {
 		start.Delivery.Kind = asynctools.DeliverWebSocket
 	}

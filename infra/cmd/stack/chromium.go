@@ -90,7 +90,9 @@ func (f *chromiumFinder) ensure(ctx context.Context, installing func()) (string,
 	if err := f.run(ctx, nil, "apt-get", "update"); err != nil {
 		return "", fmt.Errorf("apt-get update: %w; %s", err, chromiumHelp)
 	}
-	if err := f.run(ctx, []string{"DEBIAN_FRONTEND=noninteractive"}, "apt-get", "install", "-y", "chromium"); err != nil {
+	// Another install running beside this one (a second run of the suite) holds dpkg's lock for
+	// a while: wait for it rather than fail.
+	if err := f.run(ctx, []string{"DEBIAN_FRONTEND=noninteractive"}, "apt-get", "-o", "DPkg::Lock::Timeout=600", "install", "-y", "chromium"); err != nil {
 		return "", fmt.Errorf("apt-get install chromium: %w; %s", err, chromiumHelp)
 	}
 	if p, err = f.find(); err != nil || p == "" {

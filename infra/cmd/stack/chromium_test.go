@@ -56,7 +56,7 @@ func (s *fakeSystem) finder(canInstall bool) *chromiumFinder {
 func TestChromiumFinder(t *testing.T) {
 	const (
 		update  = "apt-get update"
-		install = "DEBIAN_FRONTEND=noninteractive apt-get install -y chromium"
+		install = "DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y chromium"
 	)
 	tests := []struct {
 		name       string
