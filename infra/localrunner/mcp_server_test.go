@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -57,6 +58,18 @@ func (e *asyncEnv) mcpHostSession(t *testing.T, secret string) *mcp.ClientSessio
 	}
 	t.Cleanup(func() { _ = cs.Close() })
 	return cs
+}
+
+// mcpPost posts body to /mcp as a Streamable HTTP client does, with the MCP-Protocol-Version
+// header when version is set.
+func mcpPost(t *testing.T, srv *httptest.Server, secret, version, body string) response {
+	t.Helper()
+	header := http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"}}
+	if version != "" {
+		header.Set("MCP-Protocol-Version", version)
+	}
+	res, _ := requestWith(t, srv, http.MethodPost, "/mcp", secret, header, []byte(body))
+	return res
 }
 
 // mcpAnswer is a tool call's answer: its text, its structured content, whether it is an error.
@@ -120,6 +133,9 @@ func TestMCPServer(t *testing.T) {
 		want := []string{"run_agent_approver", "run_agent_dispatcher", "run_agent_failing", "run_agent_greeter", "run_agent_team_lead_1"}
 		if diff := cmp.Diff(want, names); diff != "" {
 			t.Fatalf("tools (-want +got):\n%s", diff)
+		}
+		if res.CacheScope != "private" {
+			t.Errorf("tools/list cacheScope = %q, want private: the list is the account's own", res.CacheScope)
 		}
 		greeter := byName["run_agent_greeter"]
 		if d := greeter.Description; !strings.Contains(d, `"Greeter"`) || !strings.Contains(d, "You greet people.") || strings.Contains(d, "Never shout") {
@@ -264,6 +280,49 @@ func TestMCPServer(t *testing.T) {
 		}
 		if _, err := ocs.CallTool(ctx, &mcp.CallToolParams{Name: "run_agent_greeter", Arguments: map[string]any{"message": "hi"}}); err == nil || !strings.Contains(err.Error(), "run_agent_greeter") {
 			t.Errorf("calling the first account's agent from the other = %v, want an MCP error naming the unknown tool", err)
+		}
+	})
+
+	t.Run("a JSON-RPC batch is refused whole and runs nothing", func(t *testing.T) {
+		// Each protocol version a host may send, none included (the SDK then takes 2025-03-26,
+		// whose batches it would run).
+		for i, version := range []string{"", "2025-03-26", "2025-06-18"} {
+			var calls, convs []string
+			for j := range 3 {
+				conv := fmt.Sprintf("batched-%d-%d", i, j)
+				convs = append(convs, conv)
+				calls = append(calls, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"run_agent_greeter","arguments":{"message":"hi","conversationId":%q}}}`, j+1, conv))
+			}
+			res := mcpPost(t, e.srv, e.secret, version, " \n["+strings.Join(calls, ",")+"]")
+			var got struct {
+				JSONRPC string          `json:"jsonrpc"`
+				ID      json.RawMessage `json:"id"`
+				Error   struct {
+					Code    int    `json:"code"`
+					Message string `json:"message"`
+				} `json:"error"`
+			}
+			if err := json.Unmarshal(res.body, &got); err != nil || res.status != http.StatusBadRequest || got.JSONRPC != "2.0" || string(got.ID) != "null" ||
+				got.Error.Code != -32600 || !strings.Contains(got.Error.Message, "batches are not supported") {
+				t.Errorf("a batch of tools/call (protocol version %q) = %d %s, want 400 with JSON-RPC error -32600 saying batches are not supported", version, res.status, res.body)
+			}
+			for _, conv := range convs {
+				if msgs := e.conversation(t, conv); len(msgs) != 0 {
+					t.Errorf("the refused batch (protocol version %q) ran a turn: conversation %s holds %d messages", version, conv, len(msgs))
+				}
+			}
+		}
+	})
+
+	t.Run("GET and DELETE are 405 with Allow: POST, 401 without a secret", func(t *testing.T) {
+		for _, method := range []string{http.MethodGet, http.MethodDelete} {
+			res, header := request(t, e.srv, method, "/mcp", e.secret, "", nil)
+			if res.status != http.StatusMethodNotAllowed || header.Get("Allow") != "POST" || res.json(t)["error"] == nil {
+				t.Errorf("%s /mcp = %d (Allow %q) %s, want 405 with Allow: POST and an error", method, res.status, header.Get("Allow"), res.body)
+			}
+			if res, _ := request(t, e.srv, method, "/mcp", "", "", nil); res.status != http.StatusUnauthorized {
+				t.Errorf("%s /mcp without a secret = %d %s, want 401 as POST", method, res.status, res.body)
+			}
 		}
 	})
 

@@ -81,13 +81,21 @@ func call(t *testing.T, srv *httptest.Server, method, path, secret, body string)
 // answer's headers.
 func request(t *testing.T, srv *httptest.Server, method, path, secret, contentType string, body []byte) (response, http.Header) {
 	t.Helper()
+	header := http.Header{}
+	if contentType != "" {
+		header.Set("Content-Type", contentType)
+	}
+	return requestWith(t, srv, method, path, secret, header, body)
+}
+
+// requestWith is request with the given headers.
+func requestWith(t *testing.T, srv *httptest.Server, method, path, secret string, header http.Header, body []byte) (response, http.Header) {
+	t.Helper()
 	req, err := http.NewRequest(method, srv.URL+path, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
+	req.Header = header
 	if secret != "" {
 		req.Header.Set("Authorization", "Bearer "+secret)
 	}

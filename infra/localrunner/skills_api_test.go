@@ -189,6 +189,7 @@ func TestSkillsAPI(t *testing.T) {
 	wantField(t, "a path that climbs", upload("application/json", filesJSON(t, "SKILL.md", releaseNotesMD, "scripts/../x", "x")), http.StatusBadRequest, `files["scripts/../x"]`)
 	wantField(t, "a name off the grammar", upload("application/json", filesJSON(t, "SKILL.md", strings.Replace(releaseNotesMD, "name: release-notes", "name: Release Notes", 1))), http.StatusBadRequest, "SKILL.md.name")
 	wantField(t, "no description", upload("application/json", filesJSON(t, "SKILL.md", "---\nname: x\n---\n")), http.StatusBadRequest, "SKILL.md.description")
+	wantField(t, "a description with a control character", upload("application/json", filesJSON(t, "SKILL.md", "---\nname: release-notes\ndescription: \"Writes notes.\\e[2J\"\n---\n")), http.StatusBadRequest, "SKILL.md.description")
 	wantField(t, "a zip without SKILL.md", upload("application/zip", zipped(t, "README.md", "x")), http.StatusBadRequest, `files["SKILL.md"]`)
 	wantField(t, "a zip bomb", upload("application/zip", zipped(t, "SKILL.md", releaseNotesMD, "zeros", strings.Repeat("0", 9<<20))), http.StatusRequestEntityTooLarge, "files")
 	if res := upload("application/zip", make([]byte, 5<<20+1)); res.status != http.StatusRequestEntityTooLarge {

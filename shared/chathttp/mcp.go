@@ -1,10 +1,12 @@
 package chathttp
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -37,10 +39,11 @@ type mcpArgs struct {
 	ConversationID string  `json:"conversationId"`
 }
 
-// serveMCP runs POST /mcp: the account's agents as MCP tools, over the Streamable HTTP transport.
+// serveMCP runs /mcp: the account's agents as MCP tools, over the Streamable HTTP transport.
 // Lambda keeps nothing between requests, so each request gets a stateless server of its own,
 // built for the account its bearer secret opens, that answers in plain JSON (a buffered API
-// Gateway passes it as is).
+// Gateway passes it as is). The secret is checked first, whatever the method: a request
+// without one is 401 as POST is.
 func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request) {
 	secret, err := httpjson.Secret(r)
 	if err != nil {
@@ -50,6 +53,20 @@ func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request) {
 	acc, err := h.opts.Store.AccountBySecret(r.Context(), secret)
 	if err != nil {
 		h.fail(w, r, httpjson.SecretRefused(err))
+		return
+	}
+	if r.Method != http.MethodPost {
+		// A stateless server has no stream to open with GET and no session to end with DELETE:
+		// the transport's answer is 405, after which hosts go on over POST alone.
+		w.Header().Set("Allow", http.MethodPost)
+		h.fail(w, r, &httpjson.Error{Status: http.StatusMethodNotAllowed, Message: "method " + r.Method + " is not allowed on /mcp: this server offers no stream and keeps no session, so send every message with POST"})
+		return
+	}
+	if mcpBatch(w, r, h.opts.MaxBodyBytes) {
+		// The current MCP revision removed JSON-RPC batching; refusing it whole also keeps one
+		// request to one turn.
+		httpjson.WriteJSON(w, http.StatusBadRequest, map[string]any{"jsonrpc": "2.0", "id": nil,
+			"error": &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "JSON-RPC batches are not supported: send one message per request"}})
 		return
 	}
 	// A call from one of the harness's own turns carries its turn tree: the turn it starts is
@@ -71,6 +88,28 @@ func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request) {
 	mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{
 		Stateless: true, JSONResponse: true, Logger: h.sdkLogger(), MaxRequestBodyBytes: h.opts.MaxBodyBytes,
 	}).ServeHTTP(w, r)
+}
+
+// mcpBatch reports whether r's body is a JSON array, a JSON-RPC batch. It reads past the
+// leading JSON whitespace only, so r.Body still reads the same JSON value after it, bounded by
+// limit (whitespace included).
+func mcpBatch(w http.ResponseWriter, r *http.Request, limit int64) bool {
+	br := bufio.NewReader(http.MaxBytesReader(w, r.Body, limit))
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{br, r.Body}
+	for {
+		c, err := br.ReadByte()
+		if err != nil {
+			// Empty, too large or unreadable: the SDK reads the same error and answers it.
+			return false
+		}
+		if c != ' ' && c != '\t' && c != '\r' && c != '\n' {
+			_ = br.UnreadByte()
+			return c == '['
+		}
+	}
 }
 
 // sdkLogger is the harness's logger for the MCP SDK, warnings and errors only: the SDK logs the
@@ -105,7 +144,12 @@ func (h *Handler) mcpServer(r *http.Request, accountID, secret string, caller *t
 	if err != nil {
 		return nil, err
 	}
-	server := mcp.NewServer(&mcp.Implementation{Name: "agent-harness", Title: "Agent harness", Version: "1"}, &mcp.ServerOptions{Logger: h.sdkLogger()})
+	server := mcp.NewServer(&mcp.Implementation{Name: "agent-harness", Title: "Agent harness", Version: "1"}, &mcp.ServerOptions{
+		Logger: h.sdkLogger(),
+		// The server is the account's, so is each list it answers: only the host that asked
+		// may cache it, never an intermediary for another account (the SDK's default is public).
+		SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) { c.CacheScope = "private" },
+	})
 	taken := map[string]bool{}
 	for _, a := range agents {
 		name := mcpToolName(a.ID)

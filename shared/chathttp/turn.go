@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/asynctools"
@@ -144,10 +145,16 @@ func filePart(field string, p uiPart) (model.Part, error) {
 	switch {
 	case p.MediaType == "" || len(p.MediaType) > 255:
 		return model.Part{}, httpjson.FieldError(field+".mediaType", "is required: the file's media type, such as image/png")
+	// The type and the name go into the note that tells the model of the file: a line break
+	// there would write lines of the client's own into the conversation.
+	case strings.ContainsFunc(p.MediaType, unicode.IsControl):
+		return model.Part{}, httpjson.FieldError(field+".mediaType", "holds a control character (such as CR or LF): give the file's media type alone, such as image/png")
 	case !strings.HasPrefix(p.URL, "data:") || !ok || !strings.HasSuffix(meta, ";base64"):
 		return model.Part{}, httpjson.FieldError(field+".url", "must be a base64 data: URL (data:<media type>;base64,<bytes>): the harness does not fetch URLs")
 	case len(p.Filename) > 255:
 		return model.Part{}, httpjson.FieldError(field+".filename", "is longer than 255 bytes")
+	case strings.ContainsFunc(p.Filename, unicode.IsControl):
+		return model.Part{}, httpjson.FieldError(field+".filename", "holds a control character (such as CR or LF)")
 	}
 	b, err := base64.StdEncoding.DecodeString(data)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/agentharness/harness/shared/agentconfig"
@@ -212,6 +213,12 @@ func frontMatter(md []byte) (name, description, body string, err error) {
 		return "", "", "", &InvalidError{Field: SkillMD + ".description", Problem: "is empty: say what the skill does and when to use it"}
 	case n > MaxDescription:
 		return "", "", "", &InvalidError{Field: SkillMD + ".description", Problem: fmt.Sprintf("is %d characters, more than %d", n, MaxDescription)}
+	}
+	// The description goes into the system prompt of every agent that names the skill, where
+	// tabs and line breaks are folded into spaces; no other control character belongs there.
+	if i := strings.IndexFunc(description, func(r rune) bool { return unicode.IsControl(r) && r != '\t' && r != '\n' && r != '\r' }); i >= 0 {
+		r, _ := utf8.DecodeRuneInString(description[i:])
+		return "", "", "", &InvalidError{Field: SkillMD + ".description", Problem: fmt.Sprintf("holds the control character %U: write plain text (tabs and line breaks only)", r)}
 	}
 	return name, description, strings.TrimRight(strings.TrimLeft(body, "\r\n"), " \t\r\n"), nil
 }
