@@ -12,7 +12,8 @@
 // /accounts/me/nats-credentials: a short-lived user JWT that may read this account's turns and
 // nothing else; the private key never leaves this process), starts the turn, connects to the
 // first server the answer names, and reads the turn's subject with an ordered consumer from its
-// start: a turn that ended before the consumer was made is replayed whole. It prints text as it
+// start, named with the consumer names the credentials hold (the server refuses any other): a
+// turn that ended before the consumer was made is replayed whole. It prints text as it
 // comes, tool calls and their results on lines of their own, and how each part of the turn
 // ended; it exits 0 when the turn completes, 1 when it fails or the wait times out. A turn that
 // waits for approval is followed until -timeout: decide it with POST /async (see docs/api.md).
@@ -57,11 +58,12 @@ func main() {
 
 // credentials is the answer of POST /accounts/me/nats-credentials.
 type credentials struct {
-	JWT         string   `json:"jwt"`
-	Stream      string   `json:"stream"`
-	InboxPrefix string   `json:"inboxPrefix"`
-	APIPrefix   string   `json:"apiPrefix"`
-	Servers     []string `json:"servers"`
+	JWT            string   `json:"jwt"`
+	Stream         string   `json:"stream"`
+	InboxPrefix    string   `json:"inboxPrefix"`
+	APIPrefix      string   `json:"apiPrefix"`
+	ConsumerPrefix string   `json:"consumerPrefix"`
+	Servers        []string `json:"servers"`
 }
 
 // message is a turn's entry on NATS.
@@ -122,7 +124,9 @@ func run(ctx context.Context, cfg config, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	consumer, err := js.OrderedConsumer(ctx, creds.Stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{turn.Subject}})
+	// The ordered consumer names its consumers <prefix>_1, then _2 at a reset, and so on: the
+	// names the credentials hold.
+	consumer, err := js.OrderedConsumer(ctx, creds.Stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{turn.Subject}, NamePrefix: creds.ConsumerPrefix})
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", turn.Subject, err)
 	}

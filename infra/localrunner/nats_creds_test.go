@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -67,23 +68,32 @@ func issue(t *testing.T, srv *httptest.Server, secret, body string) (natsturns.C
 	return c, res.json(t)
 }
 
-// readTurns reads filter's first message with an ordered consumer, as a client with c and seed,
-// waiting at most wait (a refused request goes unanswered).
-func readTurns(t *testing.T, url string, c natsturns.Credentials, seed, filter string, wait time.Duration) (string, error) {
+// natsClient connects to url as a client with a user JWT and its seed, and the inbox and
+// JetStream API prefixes the credentials name, until the test ends. The server's refusals are
+// the tests' to check, not the log's.
+func natsClient(t *testing.T, url, userJWT, seed, inboxPrefix, apiPrefix string) jetstream.JetStream {
 	t.Helper()
-	nc, err := nats.Connect(url, nats.UserJWTAndSeed(c.JWT, seed), nats.CustomInboxPrefix(c.InboxPrefix),
+	nc, err := nats.Connect(url, nats.UserJWTAndSeed(userJWT, seed), nats.CustomInboxPrefix(inboxPrefix),
 		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
 	if err != nil {
 		t.Fatalf("connecting with the issued credentials: %v", err)
 	}
-	defer nc.Close()
-	js, err := jetstream.NewWithAPIPrefix(nc, c.APIPrefix)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.NewWithAPIPrefix(nc, apiPrefix)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return js
+}
+
+// readTurns reads filter's first message with an ordered consumer named with c's consumer
+// names, as a client with c and seed, waiting at most wait (a refused request goes unanswered).
+func readTurns(t *testing.T, url string, c natsturns.Credentials, seed, filter string, wait time.Duration) (string, error) {
+	t.Helper()
+	js := natsClient(t, url, c.JWT, seed, c.InboxPrefix, c.APIPrefix)
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	oc, err := js.OrderedConsumer(ctx, c.Stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
+	oc, err := js.OrderedConsumer(ctx, c.Stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}, NamePrefix: c.ConsumerPrefix})
 	if err != nil {
 		return "", err
 	}
@@ -162,8 +172,9 @@ func TestNATSCredentials(t *testing.T) {
 		before := time.Now()
 		c, raw := issue(t, srv, secretA, body)
 		if c.Seed == "" || c.Creds == "" || c.Stream != natsturns.DefaultStream || c.Subjects != natsturns.AccountSubjects(idA) ||
-			c.InboxPrefix != natsturns.InboxPrefix(idA) || len(c.Servers) != 1 || c.Servers[0] != ns.URL {
-			t.Errorf("credentials for %q = %v; want a seed and creds, %s, %s, %s, [%s]", body, raw, natsturns.DefaultStream,
+			c.InboxPrefix != natsturns.InboxPrefix(idA) || len(c.Servers) != 1 || c.Servers[0] != ns.URL ||
+			!slices.Equal(c.Consumers, natsturns.ConsumerNames(c.ConsumerPrefix)) {
+			t.Errorf("credentials for %q = %v; want a seed and creds, %s, %s, %s, [%s], and consumer names", body, raw, natsturns.DefaultStream,
 				natsturns.AccountSubjects(idA), natsturns.InboxPrefix(idA), ns.URL)
 		}
 		if ttl := c.ExpiresAt.Sub(before); ttl < 2*time.Minute-2*time.Second || ttl > 2*time.Minute {

@@ -57,8 +57,8 @@ func newNATSEnv(t *testing.T, nodes int) *natsEnv {
 
 // natsCredentials is the answer of POST /accounts/me/nats-credentials.
 type natsCredentials struct {
-	JWT, Seed, Stream, InboxPrefix, APIPrefix string
-	Servers                                   []string
+	JWT, Seed, Stream, Subjects, InboxPrefix, APIPrefix string
+	Consumers, Servers                                  []string
 }
 
 func (e *natsEnv) credentials(t *testing.T, secret string) natsCredentials {
@@ -102,6 +102,7 @@ type natsLine struct {
 func jsReader(t *testing.T, creds natsCredentials, servers []string, cfg map[string]any) (wait func() []natsLine) {
 	t.Helper()
 	cfg["servers"], cfg["jwt"], cfg["seed"], cfg["inboxPrefix"], cfg["apiPrefix"], cfg["stream"] = servers, creds.JWT, creds.Seed, creds.InboxPrefix, creds.APIPrefix, creds.Stream
+	cfg["subjects"], cfg["consumers"] = creds.Subjects, creds.Consumers
 	arg, _ := json.Marshal(cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	cmd := exec.CommandContext(ctx, testenv.Node(t), filepath.Join(testenv.Root(t), "infra", "node", "nats-follow.mjs"), string(arg))
@@ -302,7 +303,10 @@ func TestNATSReaderResumesAfterADropAndALateOneReplays(t *testing.T) {
 
 // Credentials the harness gives one account's client reach none of another account's turns:
 // an ordered consumer on them, a subscription to them and one to every inbox are refused by
-// the server. The other account's own client reads them.
+// the server, and so is every call on a durable consumer the first account's client made
+// (re-creating it on the other account's subjects, pulling from it, reading its info, deleting
+// it), which that client then finds as it left it and deletes. The first account's own client
+// reads them.
 func TestNATSCredentialsReachOnlyTheirAccount(t *testing.T) {
 	e := newNATSEnv(t, 1)
 	_, otherSecret := createAccount(t, e.srv, "other-"+strconv.FormatInt(time.Now().UnixNano(), 36))
@@ -314,18 +318,38 @@ func TestNATSCredentialsReachOnlyTheirAccount(t *testing.T) {
 	lines := messages(t, jsReader(t, mine, tcpServers(mine), map[string]any{"subject": subject, "untilFinal": true})(), "final")
 	e.wantStoredStream(t, s, lines)
 
+	js := natsClient(t, strings.Join(tcpServers(mine), ","), mine.JWT, mine.Seed, mine.InboxPrefix, mine.APIPrefix)
+	ctx, cancel := context.WithTimeout(context.Background(), asyncWait)
+	defer cancel()
+	durable := mine.Consumers[len(mine.Consumers)-1]
+	if _, err := js.CreateOrUpdateConsumer(ctx, mine.Stream, jetstream.ConsumerConfig{Durable: durable, FilterSubject: subject, AckPolicy: jetstream.AckNonePolicy}); err != nil {
+		t.Fatalf("making a durable consumer with the account's credentials: %v", err)
+	}
+
 	other := e.credentials(t, otherSecret)
-	got := jsReader(t, other, tcpServers(other), map[string]any{"deny": subject})()
+	got := jsReader(t, other, tcpServers(other), map[string]any{"deny": subject, "denyConsumer": durable})()
 	if len(got) != 1 || got[0].Denied == nil {
 		t.Fatalf("the other account's client printed %+v, want its refusals", got)
 	}
-	for _, k := range []string{"consumer", "subscribe", "inbox"} {
-		if msg := got[0].Denied[k]; msg == nil || !strings.Contains(strings.ToLower(*msg), "permission") {
-			t.Errorf("the other account's %s on %s: %v, want a permissions violation", k, subject, msg)
+	for _, k := range []string{"consumer", "subscribe", "inbox", "create", "next", "info", "delete"} {
+		if msg := got[0].Denied[k]; msg == nil {
+			t.Errorf("the other account's %s on %s was not refused, want a permissions violation", k, subject)
+		} else if !strings.Contains(strings.ToLower(*msg), "permission") {
+			t.Errorf("the other account's %s on %s: %s, want a permissions violation", k, subject, *msg)
 		}
 	}
 	if _, read := got[0].Denied["consumerRead"]; read {
 		t.Errorf("the other account's client read a message of %s", subject)
+	}
+	c, err := js.Consumer(ctx, mine.Stream, durable)
+	if err != nil {
+		t.Fatalf("the account's durable consumer after the other's calls: %v", err)
+	}
+	if info := c.CachedInfo(); info.Config.FilterSubject != subject || info.Delivered.Stream != 0 {
+		t.Errorf("the account's durable consumer filters %s and delivered up to %d, want %s and nothing", info.Config.FilterSubject, info.Delivered.Stream, subject)
+	}
+	if err := js.DeleteConsumer(ctx, mine.Stream, durable); err != nil {
+		t.Errorf("deleting the account's durable consumer: %v", err)
 	}
 }
 

@@ -2,14 +2,18 @@ package natsserver_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/agentharness/harness/infra/natsserver"
+	"github.com/agentharness/harness/shared/natslog"
 	"github.com/agentharness/harness/shared/natsturns"
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
@@ -47,8 +51,9 @@ func harness(t *testing.T, s *natsserver.Server, replicas int) (*nats.Conn, jets
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{"harness.>"}, Storage: jetstream.MemoryStorage, Replicas: replicas})
-	if err != nil {
+	cfg := natslog.StreamConfig(stream, time.Hour, replicas)
+	cfg.Storage = jetstream.MemoryStorage
+	if _, err := js.CreateStream(ctx, cfg); err != nil {
 		t.Fatalf("creating the stream: %v", err)
 	}
 	return nc, js
@@ -66,15 +71,16 @@ func publish(t *testing.T, js jetstream.JetStream, subject, id, data string) {
 // client is a connection with an account's credentials, keeping the errors the server sent it.
 type client struct {
 	*nats.Conn
-	js   jetstream.JetStream
-	mu   sync.Mutex
-	errs []error
+	js    jetstream.JetStream
+	creds natsturns.Credentials
+	mu    sync.Mutex
+	errs  []error
 }
 
 // connect connects to url with c, using inbox as its inbox prefix ("" for the default).
 func connect(t *testing.T, url string, c natsturns.Credentials, inbox string) *client {
 	t.Helper()
-	cl := &client{}
+	cl := &client{creds: c}
 	opts := []nats.Option{
 		nats.UserJWTAndSeed(c.JWT, c.Seed),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
@@ -123,12 +129,20 @@ func (cl *client) refused(t *testing.T, what string, match func(subject string) 
 	}
 }
 
-// read reads the messages of filter with an ordered consumer.
+// read reads the messages of filter with an ordered consumer named with the credentials'
+// consumer names, and deletes the consumer after.
 func (cl *client) read(ctx context.Context, filter string, n int) ([]jetstream.Msg, error) {
-	oc, err := cl.js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
+	oc, err := cl.js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}, NamePrefix: cl.creds.ConsumerPrefix})
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		if info := oc.CachedInfo(); info != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = cl.js.DeleteConsumer(ctx, stream, info.Name)
+		}
+	}()
 	// Messages, not Next: an ordered consumer's Next makes a consumer per message.
 	it, err := oc.Messages()
 	if err != nil {
@@ -244,12 +258,13 @@ func TestAccountIsolation(t *testing.T) {
 	// A request whose reply names B's turn subject is answered in the clients' account, where no
 	// stream listens: B's turn on the stream is untouched.
 	before := lastSeq(t, hjs, subjectB)
-	info := strings.ReplaceAll(natsturns.ConsumerAPI(stream)[2].Local, "*", "nope")
+	unused := credsA.Consumers[len(credsA.Consumers)-1]
+	info := strings.ReplaceAll(natsturns.ConsumerAPI(stream)[2].Local, "*", unused)
 	if res, err := a.Request(info, nil, 2*time.Second); err != nil || !strings.Contains(string(res.Data), "consumer not found") {
 		t.Fatalf("A's own request %s = %v, %v; want JetStream's answer that there is no such consumer", info, res, err)
 	}
 	for _, api := range natsturns.ConsumerAPI(stream)[1:] {
-		if err := a.PublishRequest(strings.ReplaceAll(api.Local, "*", "nope"), subjectB, []byte(`{"batch":1}`)); err != nil {
+		if err := a.PublishRequest(strings.ReplaceAll(api.Local, "*", unused), subjectB, []byte(`{"batch":1}`)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -272,6 +287,183 @@ func TestAccountIsolation(t *testing.T) {
 	}
 	c.Seed = credsA.Seed
 	readOne(t, connect(t, s.URL, c, c.InboxPrefix), subjectA, "for A")
+}
+
+// issue issues credentials for each account with a fresh issuer of s's clients account.
+func issue(t *testing.T, s *natsserver.Server, ttl time.Duration, accounts ...string) []natsturns.Credentials {
+	t.Helper()
+	iss, err := natsturns.NewIssuer(s.ClientSigningSeed, s.ClientAccount, "", ttl, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []natsturns.Credentials
+	for _, acc := range accounts {
+		c, err := iss.Issue(acc, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// call makes a JetStream API request as cl and returns the answer's JSON error (nil: none), or
+// err when no answer came, as for a request the server refused to pass on.
+func (cl *client) call(subject, body string) (answer []byte, apiErr *jetstream.APIError, err error) {
+	m, err := cl.Request(subject, []byte(body), 500*time.Millisecond)
+	if err != nil {
+		return nil, nil, err
+	}
+	var res struct {
+		Error *jetstream.APIError `json:"error"`
+	}
+	if len(m.Data) > 0 && m.Data[0] == '{' {
+		if err := json.Unmarshal(m.Data, &res); err != nil {
+			return nil, nil, err
+		}
+	}
+	return m.Data, res.Error, nil
+}
+
+// TestConsumersBelongToTheirCredentials: a consumer made under one of A's consumer names is
+// A's alone. B's credentials are refused by the server on every consumer API call against it:
+// re-creating it with B's filter (or A's), pulling from it, reading its info, deleting it; the
+// consumer comes out unchanged, and A's credentials make each same call. Neither may make a
+// consumer under a name its credentials do not hold.
+func TestConsumersBelongToTheirCredentials(t *testing.T) {
+	s := start(t, natsserver.Options{})
+	_, hjs := harness(t, s, 1)
+	publish(t, hjs, subjectA, "a-1", "for A")
+	publish(t, hjs, subjectB, "b-1", "for B")
+	creds := issue(t, s, time.Minute, "acctA", "acctB")
+	a := connect(t, s.URL, creds[0], creds[0].InboxPrefix)
+	b := connect(t, s.URL, creds[1], creds[1].InboxPrefix)
+	for _, name := range creds[1].Consumers {
+		if slices.Contains(creds[0].Consumers, name) {
+			t.Fatalf("A's and B's credentials both hold the consumer name %s", name)
+		}
+	}
+
+	durable := creds[0].Consumers[0]
+	api := func(verb string) string {
+		return natsturns.APIPrefix + ".CONSUMER." + verb + "." + stream + "." + durable
+	}
+	create := func(filter string) (string, string) {
+		return api("CREATE") + "." + filter, fmt.Sprintf(`{"stream_name":%q,"action":"","config":{"durable_name":%q,"name":%q,"filter_subject":%q,"ack_policy":"none","deliver_policy":"all"}}`, stream, durable, durable, filter)
+	}
+	aFilter, bFilter := natsturns.AccountSubjects("acctA"), natsturns.AccountSubjects("acctB")
+	// filter is the consumer's filter as the harness sees it; "" when there is no consumer.
+	filter := func() string {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		c, err := hjs.Consumer(ctx, stream, durable)
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return ""
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.CachedInfo().Config.FilterSubject
+	}
+	// refused fails unless the server refused B's request and sent B a permissions violation.
+	refused := func(what, subject, body string) {
+		t.Helper()
+		if answer, apiErr, err := b.call(subject, body); err == nil {
+			t.Errorf("B's %s was answered (%s, error %v), want the server's refusal", what, answer, apiErr)
+			return
+		}
+		b.refused(t, "B's "+what, func(s string) bool { return s == subject })
+	}
+	// allowed fails unless A's same request was answered without an error, and returns the answer.
+	allowed := func(what, subject, body string) []byte {
+		t.Helper()
+		answer, apiErr, err := a.call(subject, body)
+		if err != nil || apiErr != nil {
+			t.Errorf("A's %s = %s, %v, %v; want an answer", what, answer, apiErr, err)
+		}
+		return answer
+	}
+
+	subject, body := create(aFilter)
+	allowed("CREATE of its durable consumer", subject, body)
+	if got := filter(); got != aFilter {
+		t.Fatalf("A's consumer filters %q, want %q", got, aFilter)
+	}
+
+	subject, body = create(bFilter)
+	refused("CREATE with A's consumer name and B's subjects", subject, body)
+	subject, body = create(aFilter)
+	refused("CREATE with A's consumer name and A's subjects", subject, body)
+	if got := filter(); got != aFilter {
+		t.Errorf("after B's CREATEs, A's consumer filters %q, want %q", got, aFilter)
+	}
+	allowed("CREATE again (an update that changes nothing)", subject, body)
+
+	next := `{"batch":1,"expires":2000000000}`
+	refused("MSG.NEXT", api("MSG.NEXT"), next)
+	// A reads its first message: B's pull took nothing.
+	if got := string(allowed("MSG.NEXT", api("MSG.NEXT"), next)); got != "for A" {
+		t.Errorf("A pulled %q from its consumer, want %q", got, "for A")
+	}
+
+	refused("INFO", api("INFO"), "")
+	var info jetstream.ConsumerInfo
+	if err := json.Unmarshal(allowed("INFO", api("INFO"), ""), &info); err != nil || info.Name != durable || info.Delivered.Consumer != 1 {
+		t.Errorf("A's INFO = %+v, %v; want its consumer, one message delivered", info, err)
+	}
+
+	refused("DELETE", api("DELETE"), "")
+	if got := filter(); got != aFilter {
+		t.Errorf("after B's DELETE, A's consumer filters %q, want it there, filtering %q", got, aFilter)
+	}
+	allowed("DELETE", api("DELETE"), "")
+	if got := filter(); got != "" {
+		t.Errorf("A's DELETE left its consumer, filtering %q", got)
+	}
+
+	// A name the credentials do not hold is refused even on the account's own subjects.
+	for _, cl := range []*client{a, b} {
+		own := cl.creds.Subjects
+		subject := natsturns.APIPrefix + ".CONSUMER.CREATE." + stream + ".durable." + own
+		if _, _, err := cl.call(subject, fmt.Sprintf(`{"stream_name":%q,"config":{"durable_name":"durable","name":"durable","filter_subject":%q}}`, stream, own)); err == nil {
+			t.Errorf("a consumer named durable on %s was made", own)
+		}
+		cl.refused(t, "a consumer named durable on "+own, func(s string) bool { return s == subject })
+	}
+}
+
+// TestCredentialsExpire: the server closes a connection within a second of its credentials'
+// expiry and takes them no more, which bounds how long credentials issued before a secret's
+// rotation or an account's deletion work.
+func TestCredentialsExpire(t *testing.T) {
+	s := start(t, natsserver.Options{})
+	c := issue(t, s, 2*time.Second, "acctA")[0]
+	closed := make(chan time.Time, 1)
+	var expired atomic.Bool
+	nc, err := nats.Connect(s.URL, nats.UserJWTAndSeed(c.JWT, c.Seed), nats.CustomInboxPrefix(c.InboxPrefix), nats.NoReconnect(),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if errors.Is(err, nats.ErrAuthExpired) {
+				expired.Store(true)
+			}
+		}),
+		nats.ClosedHandler(func(*nats.Conn) { closed <- time.Now() }))
+	if err != nil {
+		t.Fatalf("connecting before the credentials expire: %v", err)
+	}
+	defer nc.Close()
+	select {
+	case at := <-closed:
+		if at.Before(c.ExpiresAt) || at.After(c.ExpiresAt.Add(time.Second)) || !expired.Load() {
+			t.Errorf("the connection closed at %s (authentication expired: %v), want within a second after the credentials' expiry %s", at, expired.Load(), c.ExpiresAt)
+		}
+	case <-time.After(time.Until(c.ExpiresAt) + 5*time.Second):
+		t.Fatalf("the connection was still open 5s after the credentials expired at %s", c.ExpiresAt)
+	}
+	time.Sleep(time.Until(c.ExpiresAt.Add(time.Second)))
+	if nc, err := nats.Connect(s.URL, nats.UserJWTAndSeed(c.JWT, c.Seed)); err == nil {
+		nc.Close()
+		t.Error("expired credentials connected")
+	}
 }
 
 // TestClusterFailover stops the stream's leader in a three-node cluster mid-stream: publishing

@@ -1,26 +1,29 @@
 // nats-follow reads a turn the harness publishes on NATS JetStream with the official NATS
 // JavaScript client (@nats-io/transport-node, @nats-io/jetstream), as a client of an account
 // does: credentials from POST /accounts/me/nats-credentials, the account's inbox prefix and
-// JetStream API prefix, and a consumer of its own on the turn's subject: memory, no acks, a
-// random name, from the turn's start or from a stream sequence. (nats.js's ordered consumer
+// JetStream API prefix, and a consumer of its own on the turn's subject: memory, no acks, named
+// with the next of the credentials' consumer names (the server refuses any other), from the
+// turn's start or from a stream sequence. (nats.js's ordered consumer
 // first asks for the stream's info, which the credentials do not allow: that answer could list
 // other accounts' conversations. What the ordered consumer does on a gap, a client does by
 // making a new consumer from the sequence after the last message it read.)
 //
 // Usage: node nats-follow.mjs '<json>'   (Node 22), where json is
-//   {servers, jwt, seed, inboxPrefix, apiPrefix, stream, subject,
+//   {servers, jwt, seed, inboxPrefix, apiPrefix, stream, subjects, consumers, subject,
 //    startSeq?     stream sequence to start at (a reader resuming after a reconnect); default: the start
 //    maxMessages?  read this many messages, then close the connection (a reader that drops)
 //    untilFinal?   read until a message whose outcome is final
 //    deny?         a subject of another account: try to read it, and to subscribe to it and to _INBOX.>
+//    denyConsumer? a consumer of another account's credentials: try to re-create it on this
+//                  account's subjects, pull from it, read its info and delete it
 //    timeoutMs?}
 // A consumer that goes away (its server stopped) is made again from the sequence after the last
 // message read. Prints one JSON line per message read: {streamSeq, seq, data} (seq: the Harness-Seq header),
-// then {"stopped": why}. With deny, one line {"denied": {consumer, subscribe, inbox}}: each the
-// error the server's refusal raised, or null when it was not refused. Exits 1 with the problem
-// on stderr.
+// then {"stopped": why}. With deny, one line {"denied": {consumer, subscribe, inbox, and with
+// denyConsumer create, next, info, delete}}: each the error the server's refusal raised, or null
+// when it was not refused. Exits 1 with the problem on stderr.
 
-import { connect, jwtAuthenticator, nanos, nuid } from '@nats-io/transport-node';
+import { connect, jwtAuthenticator, nanos } from '@nats-io/transport-node';
 import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
 
 const cfg = JSON.parse(process.argv[2] ?? '{}');
@@ -44,9 +47,12 @@ const nc = await connect({
 const js = jetstream(nc, { apiPrefix: cfg.apiPrefix });
 const jsm = await jetstreamManager(nc, { apiPrefix: cfg.apiPrefix, checkAPI: false });
 
-// reader makes a consumer of subject's messages from startSeq (0: the start) and returns it.
+// reader makes a consumer of subject's messages from startSeq (0: the start) and returns it,
+// named with the next of the credentials' consumer names: the one before may be left on a
+// server that stopped.
+let made = 0;
 async function reader(subject, startSeq) {
-  const name = nuid.next();
+  const name = cfg.consumers[made++ % cfg.consumers.length];
   const config = {
     name, filter_subject: subject, ack_policy: AckPolicy.None, mem_storage: true, num_replicas: 1,
     inactive_threshold: nanos(5 * 60 * 1000), deliver_policy: DeliverPolicy.All,
@@ -126,6 +132,26 @@ async function denied(subject) {
     await nc.flush();
     out[k] = await Promise.race([done, new Promise((r) => setTimeout(() => r(null), 1500))]);
     if (out[k] === null) out[k] = refusals.find((r) => r.includes(subj)) ?? null;
+  }
+  if (cfg.denyConsumer) Object.assign(out, await deniedConsumer(cfg.denyConsumer));
+  return out;
+}
+
+// deniedConsumer tries each consumer API call on another credential's consumer: each is refused
+// by the server; the error it raised is reported (null: it was answered).
+async function deniedConsumer(name) {
+  const out = {};
+  const calls = {
+    create: () => jsm.consumers.add(cfg.stream, {
+      name, filter_subject: cfg.subjects, ack_policy: AckPolicy.None, mem_storage: true, num_replicas: 1,
+    }),
+    next: () => nc.request(`${cfg.apiPrefix}.CONSUMER.MSG.NEXT.${cfg.stream}.${name}`,
+      JSON.stringify({ batch: 1, expires: nanos(500) }), { timeout: 1500 }),
+    info: () => jsm.consumers.info(cfg.stream, name),
+    delete: () => jsm.consumers.delete(cfg.stream, name),
+  };
+  for (const [k, call] of Object.entries(calls)) {
+    out[k] = await call().then(() => null, (e) => e.message);
   }
   return out;
 }

@@ -148,11 +148,7 @@ func (m *Mirror) ensureStream(ctx context.Context) error {
 	err := m.retry(ctx, func(ctx context.Context) error {
 		_, err := m.js.Stream(ctx, m.opts.Stream)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			_, err = m.js.CreateStream(ctx, jetstream.StreamConfig{
-				Name: m.opts.Stream, Subjects: []string{"harness.>"}, MaxAge: m.opts.Retention,
-				Replicas: m.opts.Replicas, Storage: jetstream.FileStorage, Duplicates: dedupWindow,
-				Discard: jetstream.DiscardOld,
-			})
+			_, err = m.js.CreateStream(ctx, StreamConfig(m.opts.Stream, m.opts.Retention, m.opts.Replicas))
 			if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 				err = nil // another function made it first
 			}
@@ -164,6 +160,19 @@ func (m *Mirror) ensureStream(ctx context.Context) error {
 	}
 	m.streamReady = true
 	return nil
+}
+
+// StreamConfig is the stream the harness makes when it is missing: every turn's subject, kept
+// for retention, on replicas servers. A consumer goes at most natsturns.ConsumerInactive after
+// its last pull (one that asks for longer is refused, one that asks for nothing, a durable one
+// included, gets it), so consumers of expired credentials do not pile up.
+func StreamConfig(name string, retention time.Duration, replicas int) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name: name, Subjects: []string{"harness.>"}, MaxAge: retention,
+		Replicas: replicas, Storage: jetstream.FileStorage, Duplicates: dedupWindow,
+		Discard:        jetstream.DiscardOld,
+		ConsumerLimits: jetstream.StreamConsumerLimits{InactiveThreshold: natsturns.ConsumerInactive},
+	}
 }
 
 // Close closes the connection.

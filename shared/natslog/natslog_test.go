@@ -55,18 +55,25 @@ type copied struct {
 	payload string
 }
 
-// read returns every message on subj, in stream order, with its Harness-Seq.
-func read(t *testing.T, url, subj string) []copied {
+// jetStream connects to url for the rest of the test.
+func jetStream(t *testing.T, url string) jetstream.JetStream {
 	t.Helper()
 	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
+	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return js
+}
+
+// read returns every message on subj, in stream order, with its Harness-Seq.
+func read(t *testing.T, url, subj string) []copied {
+	t.Helper()
+	js := jetStream(t, url)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c, err := js.OrderedConsumer(ctx, natsturns.DefaultStream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subj}})
@@ -134,6 +141,34 @@ func TestAStreamIsOnNATSWhenItsTurnEnds(t *testing.T) {
 	wantCopies(t, read(t, url, subject(stream)), 0, 250)
 	if got := subject(stream); got != "harness.acc%2E1.conv%2E1.evt_1" {
 		t.Errorf("subject = %s, want the ids' dots escaped", got)
+	}
+}
+
+// The stream the mirror makes lets no consumer idle longer than natsturns.ConsumerInactive: one
+// that asks for no inactive threshold, a durable one included, gets it, and one that asks for
+// longer is refused, so the consumers of clients that went away go.
+func TestTheStreamItMakesRemovesIdleConsumers(t *testing.T) {
+	url := startServer(t, 0)
+	newMirror(t, url)
+	js := jetStream(t, url)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, err := js.Stream(ctx, natsturns.DefaultStream); err != nil; _, err = js.Stream(ctx, natsturns.DefaultStream) {
+		if ctx.Err() != nil {
+			t.Fatalf("the mirror made no stream: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c, err := js.CreateOrUpdateConsumer(ctx, natsturns.DefaultStream, jetstream.ConsumerConfig{Durable: "durable", AckPolicy: jetstream.AckNonePolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.CachedInfo().Config.InactiveThreshold; got != natsturns.ConsumerInactive {
+		t.Errorf("a durable consumer that asks for no inactive threshold got %s, want %s", got, natsturns.ConsumerInactive)
+	}
+	longer := jetstream.ConsumerConfig{Name: "longer", AckPolicy: jetstream.AckNonePolicy, InactiveThreshold: natsturns.ConsumerInactive + time.Second}
+	if _, err := js.CreateOrUpdateConsumer(ctx, natsturns.DefaultStream, longer); err == nil {
+		t.Errorf("a consumer with the inactive threshold %s was made, want it refused", longer.InactiveThreshold)
 	}
 }
 

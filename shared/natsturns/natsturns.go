@@ -1,14 +1,18 @@
 // Package natsturns names the NATS subjects the harness publishes turns on and issues the
 // short-lived user credentials with which an account's clients read them: a user JWT that may
-// read the account's own subjects through JetStream ordered consumers and nothing else.
+// read the account's own subjects through JetStream consumers whose names it holds, and nothing
+// else.
 //
 // It imports no NATS client or server: account-manage, which issues the credentials, stays light.
 package natsturns
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base32"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -58,7 +62,7 @@ type API struct {
 
 // ConsumerAPI are the JetStream API subjects the clients of every account read stream with:
 // what the stream's NATS account exports as services and the clients' account imports
-// (docs/deploying.md#nats), and what ClientPermissions narrows to one account.
+// (docs/deploying.md#nats), and what ClientPermissions narrows to one credential's consumers.
 func ConsumerAPI(stream string) []API {
 	var out []API
 	for _, a := range []API{{Subject: "CREATE." + stream + ".>"}, {Subject: "MSG.NEXT." + stream + ".*", Stream: true}, {Subject: "INFO." + stream + ".*"}, {Subject: "DELETE." + stream + ".*"}} {
@@ -67,26 +71,66 @@ func ConsumerAPI(stream string) []API {
 	return out
 }
 
-// ClientPermissions lets a client of the account read its own turns from stream with ordered
-// consumers, and nothing else. The client connects in the clients' NATS account, which imports
-// ConsumerAPI from the stream's: a client can have the server answer a request on any subject
-// (permissions cover where it publishes, not the reply subject it names), and in the stream's
-// account such an answer could land on another account's turn subject and be kept there.
+// Consumers is how many consumer names a credential holds.
+const Consumers = 4
+
+// ConsumerInactive is how long a client's consumer outlives its last pull: the stream the
+// harness makes gives it to a consumer that sets none and refuses a longer one, so consumers of
+// credentials that expired go within it. (nats.go's ordered consumers ask for exactly this.)
+const ConsumerInactive = 5 * time.Minute
+
+// ConsumerPrefix is what the consumer names of a client of accountID with the user key userKey
+// begin with (ConsumerNames): a digest of both, so no credential of another account or key
+// holds them, and the same in every credential of that key, so a client that renews its
+// credentials keeps its consumers. Ids hold no NUL, so the two cannot run into each other.
+func ConsumerPrefix(accountID, userKey string) string {
+	sum := sha256.Sum256([]byte(accountID + "\x00" + userKey))
+	return base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:10])
+}
+
+// ConsumerNames are the Consumers names prefix_1, prefix_2, …: the names nats.go's ordered
+// consumer gives its consumers with OrderedConsumerConfig.NamePrefix, one more at each reset.
+func ConsumerNames(prefix string) []string {
+	names := make([]string, Consumers)
+	for i := range names {
+		names[i] = prefix + "_" + strconv.Itoa(i+1)
+	}
+	return names
+}
+
+// ClientPermissions lets a client of the account read its own turns from stream through the
+// consumers named consumers, and nothing else. The client connects in the clients' NATS
+// account, which imports ConsumerAPI from the stream's: a client can have the server answer a
+// request on any subject (permissions cover where it publishes, not the reply subject it names),
+// and in the stream's account such an answer could land on another account's turn subject and
+// be kept there.
 //
-// It may create consumers only through the API subject that carries the filter
+// Every consumer API subject names its consumer in one token
+// ($JS.API.CONSUMER.MSG.NEXT.<stream>.<name>), and a permission matches a token whole or not at
+// all, so each name is granted exactly: every consumer lives in the one stream, and a client may
+// create, pull from, read and delete only its own, never another credential's, whatever that
+// one is named. It may create them only through the API subject that carries the filter
 // ($JS.API.CONSUMER.CREATE.<stream>.<name>.<filter>): the server refuses a request whose
 // filter_subject differs from the subject's filter, or which sets filter_subjects, so every
-// consumer it creates reads its own subjects. Pulling from, reading and deleting a consumer is
-// allowed on any name, which is safe because ordered consumers are named with random nuids and
-// no client may list them (no CONSUMER.LIST or CONSUMER.NAMES). STREAM.INFO is not allowed: its
+// consumer it creates, or re-creates over its own name, reads its own subjects. No client may
+// list consumers (CONSUMER.LIST, CONSUMER.NAMES). STREAM.INFO is not allowed: its
 // subjects_filter would list other accounts' conversations. (nats.js's ordered consumer asks
-// for it first, so JS clients create a randomly named consumer instead.) It subscribes only to
-// its own inboxes, where the messages it pulls come.
-func ClientPermissions(stream, accountID string) jwt.Permissions {
-	api := ConsumerAPI(stream)
-	create := strings.TrimSuffix(api[0].Local, ">") + "*." + AccountSubjects(accountID)
+// for it first, so JS clients make a consumer of their own instead.) It subscribes only to its
+// own inboxes, where the messages it pulls come.
+func ClientPermissions(stream, accountID string, consumers []string) jwt.Permissions {
+	var pub jwt.StringList
+	for _, name := range consumers {
+		for _, api := range ConsumerAPI(stream) {
+			// Local ends in the wildcard that stands for the name, ">" where the filter follows it.
+			subject := api.Local[:len(api.Local)-1] + name
+			if strings.HasSuffix(api.Local, ">") {
+				subject += "." + AccountSubjects(accountID)
+			}
+			pub = append(pub, subject)
+		}
+	}
 	return jwt.Permissions{
-		Pub: jwt.Permission{Allow: jwt.StringList{create, api[1].Local, api[2].Local, api[3].Local}},
+		Pub: jwt.Permission{Allow: pub},
 		Sub: jwt.Permission{Allow: jwt.StringList{InboxPrefix(accountID) + ".>"}},
 	}
 }
@@ -153,9 +197,17 @@ type Credentials struct {
 	Subjects    string    `json:"subjects"`
 	InboxPrefix string    `json:"inboxPrefix"`
 	// APIPrefix is the JetStream API prefix to read with (APIPrefix).
-	APIPrefix string   `json:"apiPrefix"`
-	Servers   []string `json:"servers,omitempty"`
+	APIPrefix string `json:"apiPrefix"`
+	// ConsumerPrefix and Consumers (ConsumerNames) are the consumers the credentials may use.
+	ConsumerPrefix string   `json:"consumerPrefix"`
+	Consumers      []string `json:"consumers"`
+	Servers        []string `json:"servers,omitempty"`
 }
+
+// maxJWT is the longest user JWT issued: a server refuses a CONNECT longer than its
+// max_control_line (4096 bytes unless configured), and the rest of a CONNECT takes a few
+// hundred.
+const maxJWT = 3584
 
 // BadKeyError refuses a user public key the client sent.
 type BadKeyError struct{ Problem string }
@@ -194,7 +246,9 @@ func (i *Issuer) Issue(accountID, userPublicKey string) (Credentials, error) {
 	claims.Name = accountID
 	claims.Expires = expires.Unix()
 	claims.IssuerAccount = i.issuerAccount
-	claims.Permissions = ClientPermissions(i.stream, accountID)
+	prefix := ConsumerPrefix(accountID, userPublicKey)
+	consumers := ConsumerNames(prefix)
+	claims.Permissions = ClientPermissions(i.stream, accountID, consumers)
 	claims.BearerToken = false
 	// Clients read over TCP or WebSocket; a leaf node or an MQTT session would bring its own
 	// subscriptions, which these permissions were not written for.
@@ -203,9 +257,13 @@ func (i *Issuer) Issue(accountID, userPublicKey string) (Credentials, error) {
 	if err != nil {
 		return Credentials{}, fmt.Errorf("signing a NATS user JWT: %w", err)
 	}
+	if len(token) > maxJWT {
+		return Credentials{}, fmt.Errorf("the NATS user JWT for account %s is %d bytes, more than a NATS server takes in a CONNECT (%d): the stream name %q is too long (NATS_STREAM)", accountID, len(token), maxJWT, i.stream)
+	}
 	c := Credentials{
 		JWT: token, ExpiresAt: expires, Stream: i.stream,
-		Subjects: AccountSubjects(accountID), InboxPrefix: InboxPrefix(accountID), APIPrefix: APIPrefix, Servers: i.servers,
+		Subjects: AccountSubjects(accountID), InboxPrefix: InboxPrefix(accountID), APIPrefix: APIPrefix,
+		ConsumerPrefix: prefix, Consumers: consumers, Servers: i.servers,
 	}
 	if seed != nil {
 		creds, err := jwt.FormatUserConfig(token, seed)
@@ -229,11 +287,16 @@ func checkUserKey(key string) error {
 	return &BadKeyError{Problem: "is not a NATS user public key (56 characters starting with U)"}
 }
 
+// maxTTL is the longest NATS_CREDENTIALS_TTL. Credentials cannot be taken back: ones issued
+// before the account's secret was rotated or the account deleted go on working until they
+// expire, and the server closes their connections then, so the lifetime bounds how long.
+const maxTTL = time.Hour
+
 // IssuerFromEnv builds the Issuer a deployment configures, or nil when it hands out no NATS
 // credentials: NATS_URL is unset, or no signing seed is. The seed is NATS_ACCOUNT_SIGNING_SEED,
 // or the Secrets Manager secret NATS_ACCOUNT_SIGNING_SEED_SECRET names, read with secret.
 // NATS_ACCOUNT is the account's public key when the seed is a signing key; NATS_STREAM the
-// stream; NATS_CREDENTIALS_TTL how long credentials last (default 15m, at most 24h);
+// stream; NATS_CREDENTIALS_TTL how long credentials last (default 15m, at most 1h);
 // NATS_CLIENT_URLS, comma-separated, where clients connect (default NATS_URL).
 func IssuerFromEnv(ctx context.Context, getenv func(string) string, secret func(ctx context.Context, id string) (string, error)) (*Issuer, error) {
 	url := getenv("NATS_URL")
@@ -256,8 +319,8 @@ func IssuerFromEnv(ctx context.Context, getenv func(string) string, secret func(
 	ttl := 15 * time.Minute
 	if s := getenv("NATS_CREDENTIALS_TTL"); s != "" {
 		d, err := time.ParseDuration(s)
-		if err != nil || d <= 0 || d > 24*time.Hour {
-			return nil, fmt.Errorf("NATS_CREDENTIALS_TTL is %q, want a positive duration of at most 24h, such as 15m", s)
+		if err != nil || d <= 0 || d > maxTTL {
+			return nil, fmt.Errorf("NATS_CREDENTIALS_TTL is %q, want a positive duration of at most 1h, such as 15m", s)
 		}
 		ttl = d
 	}

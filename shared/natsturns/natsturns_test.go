@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentharness/harness/shared/ids"
 	"github.com/agentharness/harness/shared/natsturns"
 	"github.com/google/go-cmp/cmp"
 	"github.com/nats-io/jwt/v2"
@@ -45,15 +46,50 @@ func TestSubjects(t *testing.T) {
 func TestClientPermissions(t *testing.T) {
 	want := jwt.Permissions{
 		Pub: jwt.Permission{Allow: jwt.StringList{
-			"JS.harness.API.CONSUMER.CREATE.TURNS.*.harness.a%2Eb.>",
-			"JS.harness.API.CONSUMER.MSG.NEXT.TURNS.*",
-			"JS.harness.API.CONSUMER.INFO.TURNS.*",
-			"JS.harness.API.CONSUMER.DELETE.TURNS.*",
+			"JS.harness.API.CONSUMER.CREATE.TURNS.P_1.harness.a%2Eb.>",
+			"JS.harness.API.CONSUMER.MSG.NEXT.TURNS.P_1",
+			"JS.harness.API.CONSUMER.INFO.TURNS.P_1",
+			"JS.harness.API.CONSUMER.DELETE.TURNS.P_1",
+			"JS.harness.API.CONSUMER.CREATE.TURNS.P_2.harness.a%2Eb.>",
+			"JS.harness.API.CONSUMER.MSG.NEXT.TURNS.P_2",
+			"JS.harness.API.CONSUMER.INFO.TURNS.P_2",
+			"JS.harness.API.CONSUMER.DELETE.TURNS.P_2",
 		}},
 		Sub: jwt.Permission{Allow: jwt.StringList{"_INBOX_a%2Eb.>"}},
 	}
-	if diff := cmp.Diff(want, natsturns.ClientPermissions("TURNS", "a.b")); diff != "" {
+	if diff := cmp.Diff(want, natsturns.ClientPermissions("TURNS", "a.b", []string{"P_1", "P_2"})); diff != "" {
 		t.Errorf("ClientPermissions (-want +got):\n%s", diff)
+	}
+}
+
+// TestConsumerNames: a credential's consumer names are its account's and user key's alone, the
+// same in every credential of both, and what nats.go's ordered consumer names its consumers.
+func TestConsumerNames(t *testing.T) {
+	user := func() string {
+		kp, _ := nkeys.CreateUser()
+		pub, _ := kp.PublicKey()
+		return pub
+	}
+	k1, k2 := user(), user()
+	p := natsturns.ConsumerPrefix("acct", k1)
+	if again := natsturns.ConsumerPrefix("acct", k1); again != p {
+		t.Errorf("ConsumerPrefix of one account and key = %s, then %s", p, again)
+	}
+	seen := map[string]string{}
+	for _, tt := range []struct{ account, key string }{{"acct", k1}, {"acct", k2}, {"other", k1}} {
+		for _, name := range natsturns.ConsumerNames(natsturns.ConsumerPrefix(tt.account, tt.key)) {
+			if strings.ContainsAny(name, ".*> \t/\\") {
+				t.Errorf("the consumer name %q holds a character consumer names cannot", name)
+			}
+			if prev, ok := seen[name]; ok {
+				t.Errorf("%s/%s and %s hold the same consumer name %s", tt.account, tt.key, prev, name)
+			}
+			seen[name] = tt.account + "/" + tt.key
+		}
+	}
+	want := []string{p + "_1", p + "_2", p + "_3", p + "_4"}
+	if diff := cmp.Diff(want, natsturns.ConsumerNames(p)); diff != "" {
+		t.Errorf("ConsumerNames (-want +got):\n%s", diff)
 	}
 }
 
@@ -109,12 +145,14 @@ func TestIssue(t *testing.T) {
 		t.Errorf("claims: issuer %s, issuer account %s, name %q, expires %d, bearer %v; want %s, %s, acct.1, %d, false",
 			uc.Issuer, uc.IssuerAccount, uc.Name, uc.Expires, uc.BearerToken, signing, account, clock.Add(10*time.Minute).Unix())
 	}
-	if diff := cmp.Diff(natsturns.ClientPermissions(natsturns.DefaultStream, "acct.1"), uc.Permissions); diff != "" {
+	prefix := natsturns.ConsumerPrefix("acct.1", uc.Subject)
+	if diff := cmp.Diff(natsturns.ClientPermissions(natsturns.DefaultStream, "acct.1", natsturns.ConsumerNames(prefix)), uc.Permissions); diff != "" {
 		t.Errorf("permissions (-want +got):\n%s", diff)
 	}
 	want := natsturns.Credentials{
 		ExpiresAt: clock.Add(10 * time.Minute), Stream: "HARNESS_TURNS", Subjects: "harness.acct%2E1.>",
-		InboxPrefix: "_INBOX_acct%2E1", APIPrefix: "JS.harness.API", Servers: []string{"wss://nats.example:443"},
+		InboxPrefix: "_INBOX_acct%2E1", APIPrefix: "JS.harness.API", ConsumerPrefix: prefix, Consumers: natsturns.ConsumerNames(prefix),
+		Servers: []string{"wss://nats.example:443"},
 	}
 	got := c
 	got.JWT, got.Seed, got.Creds = "", "", ""
@@ -176,6 +214,9 @@ func TestIssuePublicKey(t *testing.T) {
 	if uc := decode(t, c.JWT); uc.Subject != pub {
 		t.Errorf("the JWT is for %s, want the client's key %s", uc.Subject, pub)
 	}
+	if again, err := iss.Issue("acct", pub); err != nil || !cmp.Equal(again.Consumers, c.Consumers) {
+		t.Errorf("renewed credentials of the key hold consumers %v (%v), want the first ones' %v", again.Consumers, err, c.Consumers)
+	}
 	body, _ := json.Marshal(c)
 	if c.Seed != "" || c.Creds != "" || strings.Contains(string(body), `"seed"`) || strings.Contains(string(body), `"creds"`) {
 		t.Errorf("the answer for a client's key carries a seed: %s", body)
@@ -209,6 +250,29 @@ func TestIssueRefusesKeys(t *testing.T) {
 	}
 	if _, err := iss.Issue("", ""); err == nil {
 		t.Error("Issue with no account id succeeded")
+	}
+}
+
+// TestIssueFitsAConnect: a server takes a CONNECT of at most 4096 bytes unless configured
+// otherwise, so the JWT of the longest account id on the default stream leaves room for the rest
+// of it; a stream name that makes the JWT too long is named in the error.
+func TestIssueFitsAConnect(t *testing.T) {
+	account, _, _, signingSeed := keys(t)
+	longest := strings.Repeat("x", ids.MaxLen)
+	iss, err := natsturns.NewIssuer(signingSeed, account, "", time.Minute, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := iss.Issue(longest, "")
+	if err != nil || len(c.JWT) > 3584 {
+		t.Errorf("the JWT of a %d-character account id is %d bytes (%v), want at most 3584", len(longest), len(c.JWT), err)
+	}
+	long := strings.Repeat("S", 80)
+	if iss, err = natsturns.NewIssuer(signingSeed, account, long, time.Minute, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := iss.Issue(longest, ""); err == nil || !strings.Contains(err.Error(), "NATS_STREAM") {
+		t.Errorf("Issue on a stream named %d characters = %v, want an error naming NATS_STREAM", len(long), err)
 	}
 }
 
@@ -275,7 +339,7 @@ func TestIssuerFromEnv(t *testing.T) {
 			want{err: "NATS_CREDENTIALS_TTL"}},
 		{"a zero ttl", map[string]string{"NATS_URL": "nats://n", "NATS_ACCOUNT_SIGNING_SEED": accountSeed, "NATS_CREDENTIALS_TTL": "0s"}, false,
 			want{err: "NATS_CREDENTIALS_TTL"}},
-		{"a ttl over a day", map[string]string{"NATS_URL": "nats://n", "NATS_ACCOUNT_SIGNING_SEED": accountSeed, "NATS_CREDENTIALS_TTL": "25h"}, false,
+		{"a ttl over an hour", map[string]string{"NATS_URL": "nats://n", "NATS_ACCOUNT_SIGNING_SEED": accountSeed, "NATS_CREDENTIALS_TTL": "61m"}, false,
 			want{err: "NATS_CREDENTIALS_TTL"}},
 		{"a bad seed", map[string]string{"NATS_URL": "nats://n", "NATS_ACCOUNT_SIGNING_SEED": "SUnope"}, false,
 			want{err: "not an nkey seed"}},
