@@ -100,6 +100,10 @@ func (g *Gateway) Message(ctx context.Context, connectionID string, body []byte)
 	if err := strictjson.CheckKeys(body); err != nil {
 		return c.fail(ctx, "error", err.Error())
 	}
+	if err := httpjson.CheckOptionalID("request_id", cmd.RequestID); err != nil {
+		c.cmd.RequestID = "" // a malformed id is not echoed back
+		return c.fail(ctx, "error", c.refusal(ctx, err))
+	}
 	switch cmd.Type {
 	case "app_server_info":
 		return c.info(ctx)
@@ -389,15 +393,24 @@ func agentBody(raw json.RawMessage) ([]byte, error) {
 	return json.Marshal(out)
 }
 
+// scope reads the command's runtime and checks its ids.
+func (c *call) scope(ctx context.Context) (runtimeScope, error) {
+	rt := c.cmd.Runtime
+	if rt == nil {
+		return runtimeScope{}, errors.New("runtime (agent_id and conversation_id) is required")
+	}
+	if err := rt.check("runtime."); err != nil {
+		return runtimeScope{}, errors.New(c.refusal(ctx, err))
+	}
+	return *rt, nil
+}
+
 // runtime reads and checks the command's runtime: the connection must have started it (or
 // synced it), and the agent must be the runtime's.
 func (c *call) runtime(ctx context.Context) (runtimeScope, []connections.Subscriber, error) {
-	rt := c.cmd.Runtime
-	if rt == nil {
-		return runtimeScope{}, nil, errors.New("runtime (agent_id and conversation_id) is required")
-	}
-	if err := rt.check("runtime."); err != nil {
-		return runtimeScope{}, nil, errors.New(c.refusal(ctx, err))
+	rt, err := c.scope(ctx)
+	if err != nil {
+		return runtimeScope{}, nil, err
 	}
 	subs, err := c.g.h.opts.Connections.Subscribers(ctx, c.conn.AccountID, rt.ConversationID)
 	if err != nil {
@@ -408,7 +421,7 @@ func (c *call) runtime(ctx context.Context) (runtimeScope, []connections.Subscri
 			if s.AgentID != rt.AgentID {
 				return runtimeScope{}, nil, fmt.Errorf("conversation %s runs agent %s, not %s", rt.ConversationID, s.AgentID, rt.AgentID)
 			}
-			return *rt, subs, nil
+			return rt, subs, nil
 		}
 	}
 	return runtimeScope{}, nil, fmt.Errorf("runtime %s/%s is not started on this connection: send runtime_start first", rt.AgentID, rt.ConversationID)
@@ -728,9 +741,9 @@ func contentText(raw json.RawMessage) (string, error) {
 // runtime's state to it: the loop status, a running turn's output so far, held approvals.
 func (c *call) sync(ctx context.Context) error {
 	const resp = "sync_response"
-	rt := c.cmd.Runtime
-	if rt == nil || rt.AgentID == "" || rt.ConversationID == "" {
-		return c.fail(ctx, resp, "runtime (agent_id and conversation_id) is required")
+	rt, err := c.scope(ctx)
+	if err != nil {
+		return c.fail(ctx, resp, err.Error())
 	}
 	if _, err := c.g.agents.Get(ctx, c.conn.AccountID, rt.AgentID); err != nil {
 		return c.fail(ctx, resp, "agent "+rt.AgentID+" not found")
@@ -749,13 +762,13 @@ func (c *call) sync(ctx context.Context) error {
 	if opts.ForceDeviceStatus != nil && *opts.ForceDeviceStatus {
 		return c.fail(ctx, resp, "force_device_status: the harness runs no device, so it has no device status to send; omit it or send false")
 	}
-	asked, err := c.subscribeForReplay(ctx, *rt, nil, true)
+	asked, err := c.subscribeForReplay(ctx, rt, nil, true)
 	if err != nil {
 		return c.fail(ctx, resp, c.refusal(ctx, err))
 	}
 	// Held approvals are put to the controller again unless it says it has them already.
 	recoverHeld := opts.RecoverApprovals == nil || *opts.RecoverApprovals
-	if err := c.g.replay(ctx, c.conn, *rt, recoverHeld, asked); err != nil {
+	if err := c.g.replay(ctx, c.conn, rt, recoverHeld, asked); err != nil {
 		return err
 	}
 	return c.reply(ctx, map[string]any{"type": resp, "runtime": rt, "success": true})
