@@ -51,9 +51,21 @@ func (g *Gateway) Connect(ctx context.Context, connectionID string, header http.
 		return &httpjson.Error{Status: http.StatusBadRequest, Message: fmt.Sprintf("channel %q is not one of control, stream", channel)}
 	}
 	secret, _ := httpjson.Bearer(r)
-	return g.h.opts.Connections.Connect(ctx, connections.Connection{
-		ID: connectionID, AccountID: acc.ID, Channel: channel, SecretHash: store.HashSecret(secret),
-	}, g.h.opts.Now())
+	hash := store.HashSecret(secret)
+	reg := g.h.opts.Connections
+	if err := reg.Connect(ctx, connections.Connection{ID: connectionID, AccountID: acc.ID, Channel: channel, SecretHash: hash}, g.h.opts.Now()); err != nil {
+		return err
+	}
+	// A rotation or a deletion that listed the account's connections before this one was
+	// recorded has not ended it: the secret is checked again now that it would be found.
+	err = g.h.opts.Store.CheckSecretHash(ctx, acc.ID, hash)
+	if err != nil {
+		if derr := reg.Disconnect(context.WithoutCancel(ctx), connectionID); derr != nil {
+			g.h.opts.Logger.ErrorContext(ctx, "forgetting a refused connection", "connectionId", connectionID, "err", derr)
+		}
+		return httpjson.SecretRefused(err)
+	}
+	return nil
 }
 
 // Disconnect forgets a connection. Tool calls it was asked to run stay on their rows: another
@@ -72,8 +84,9 @@ type command struct {
 
 // Message handles one frame from a connection. Nothing a client sends drops the socket: bad
 // input gets an error frame, with the request_id when the frame had one. What ends the socket
-// is its authority ending: every frame is checked against the account as it is now, so once the
-// account is deleted or its secret rotated, the next frame gets an error and the socket closes.
+// is its authority ending: account-manage closes the account's sockets of an old secret as it
+// rotates the secret or deletes the account, and every frame is checked against the account as
+// it is now too, so a socket that escaped that gets an error at its next frame and is closed.
 func (g *Gateway) Message(ctx context.Context, connectionID string, body []byte) error {
 	conn, err := g.h.opts.Connections.Connection(ctx, connectionID)
 	if errors.Is(err, connections.ErrNotFound) {
@@ -84,7 +97,7 @@ func (g *Gateway) Message(ctx context.Context, connectionID string, body []byte)
 	}
 	err = g.h.opts.Store.CheckSecretHash(ctx, conn.AccountID, conn.SecretHash)
 	if errors.Is(err, store.ErrNotFound) {
-		return g.revoke(ctx, conn.ID)
+		return g.h.opts.Connections.Revoke(ctx, g.h.opts.Poster, conn.ID)
 	}
 	if err != nil {
 		return err
@@ -123,20 +136,6 @@ func (g *Gateway) Message(ctx context.Context, connectionID string, body []byte)
 		return c.fail(ctx, "error", `the frame has no "type"`)
 	}
 	return c.fail(ctx, "error", fmt.Sprintf("unknown or unsupported command type %q", cmd.Type))
-}
-
-// revoke tells a connection its authority has ended and closes it.
-func (g *Gateway) revoke(ctx context.Context, connectionID string) error {
-	msg := map[string]any{"type": "error", "error": "the account was deleted or its secret rotated since this connection opened: it is closed; reconnect with a current secret"}
-	if err := g.post(ctx, connectionID, msg); err != nil {
-		g.h.opts.Logger.WarnContext(ctx, "telling a revoked connection", "connectionId", connectionID, "err", err)
-	}
-	if err := g.h.opts.Poster.Disconnect(ctx, connectionID); err != nil && !errors.Is(err, wsconn.ErrGone) {
-		return fmt.Errorf("closing revoked connection %s: %w", connectionID, err)
-	}
-	// $disconnect forgets it too, but API Gateway delivers that route on a best-effort basis:
-	// a revoked connection must not stay subscribed to its runtimes meanwhile.
-	return g.h.opts.Connections.Disconnect(context.WithoutCancel(ctx), connectionID)
 }
 
 // post sends msg to one connection; a connection that has gone is forgotten.
