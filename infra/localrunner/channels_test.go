@@ -118,13 +118,19 @@ func (e *channelEnv) slackEvent(t *testing.T, bindingID, eventID, typ, channelTy
 // slackPress posts a signed block_actions press of the button value by user on the message ts.
 func (e *channelEnv) slackPress(t *testing.T, bindingID, user, channel, ts, thread, value string) int {
 	t.Helper()
+	status, _ := e.slackPressAnswer(t, bindingID, user, channel, ts, thread, value)
+	return status
+}
+
+// slackPressAnswer is slackPress, returning the answer's body too.
+func (e *channelEnv) slackPressAnswer(t *testing.T, bindingID, user, channel, ts, thread, value string) (int, string) {
+	t.Helper()
 	payload, _ := json.Marshal(map[string]any{"type": "block_actions", "user": map[string]any{"id": user, "username": strings.ToLower(user)},
 		"channel": map[string]any{"id": channel}, "message": map[string]any{"ts": ts, "thread_ts": thread},
 		"container": map[string]any{"type": "message", "message_ts": ts, "channel_id": channel},
 		"actions":   []any{map[string]any{"action_id": "approve", "block_id": "decide", "value": value}}})
 	body := []byte("payload=" + url.QueryEscape(string(payload)))
-	status, _ := e.post(t, bindingID, "application/x-www-form-urlencoded", body, slack.Sign(chSlackSecret, body, time.Now()))
-	return status
+	return e.post(t, bindingID, "application/x-www-form-urlencoded", body, slack.Sign(chSlackSecret, body, time.Now()))
 }
 
 // until waits for cond, failing with what after asyncWait.
@@ -522,4 +528,44 @@ func TestASameInvocationCallAnswersInTheChat(t *testing.T) {
 			t.Fatalf("the chat shows:\n%s\nwant the call running in the background, then its result", text)
 		}
 	}
+}
+
+// A button's approval id follows the id grammar: a press carrying a 3,000-character one (no
+// button of the harness's does) is refused with 400 naming the field, before any approval is
+// read, on Slack and on Telegram alike, and nothing is said in the chat.
+func TestAPressWithAMalformedApprovalIDIsRefused(t *testing.T) {
+	e := newChannelEnv(t)
+	agentID := e.agent(t, cautiousChannelAgent)
+	forged := func(answer string) string { return answer + "|" + strings.Repeat("a", 3000) + "|0123456789ab" }
+	refused := func(t *testing.T, status int, body, field string) {
+		t.Helper()
+		var got struct{ Error, Field string }
+		_ = json.Unmarshal([]byte(body), &got)
+		if status != http.StatusBadRequest || got.Field != field || !strings.HasPrefix(got.Error, field+": approval id is 3000 characters long") {
+			t.Errorf("the press = %d %s, want 400 naming %s", status, body, field)
+		}
+	}
+
+	t.Run("slack", func(t *testing.T) {
+		id := e.bind(t, "slack", agentID, "U111")
+		status, body := e.slackPressAnswer(t, id, "U111", "C1", "1700000000.000100", "", forged("y"))
+		refused(t, status, body, "actions[0].value")
+		if msgs := e.slack.Messages("C1"); len(msgs) != 0 {
+			t.Errorf("the chat got %+v, want nothing", msgs)
+		}
+	})
+
+	t.Run("telegram", func(t *testing.T) {
+		id := e.bind(t, "telegram", agentID, "777")
+		update, _ := json.Marshal(map[string]any{"update_id": 1, "callback_query": map[string]any{
+			"id": "cq1", "data": forged("n"), "from": map[string]any{"id": 777, "is_bot": false, "first_name": "Ada"},
+			"message": map[string]any{"message_id": 5, "date": 1700000000, "chat": map[string]any{"id": 800, "type": "private"}}}})
+		h := http.Header{}
+		h.Set("X-Telegram-Bot-Api-Secret-Token", e.tg.Webhook().SecretToken)
+		status, body := e.post(t, id, "application/json", update, h)
+		refused(t, status, body, "callback_query.data")
+		if calledWith(e.tg.Calls(), "answerCallbackQuery") || len(e.tg.Messages(800)) != 0 {
+			t.Errorf("the chat was answered: %+v", e.tg.Calls())
+		}
+	})
 }

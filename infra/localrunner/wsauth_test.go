@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/agentharness/harness/infra/testenv"
 	"github.com/agentharness/harness/shared/store"
@@ -42,10 +45,35 @@ func revoked(frames []map[string]any) bool {
 	return false
 }
 
-// A socket's authority is the account as it is now: once the account is deleted or its secret
-// rotated, the next command gets an error frame and the socket is closed, and nothing the
-// command asked for happens. A turn the worker drops because the account is gone is reported
-// to its runtime with stop_reason error, never left silent.
+// unlist takes the account's connections off its listing in the connections table, as a socket
+// opened before every connection was listed under its account is: rotation and deletion do
+// not find it to close it.
+func unlist(t *testing.T, stack *testenv.Resources, accountID string) {
+	t.Helper()
+	table := stack.Name("ConnectionsTable")
+	out, err := stack.DB.Query(context.Background(), &dynamodb.QueryInput{
+		TableName: &table, KeyConditionExpression: aws.String("pk = :pk"), ConsistentRead: aws.Bool(true),
+		ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":pk": &ddbtypes.AttributeValueMemberS{Value: "acct#" + accountID}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Items) == 0 {
+		t.Fatal("the account's connections are not listed under it")
+	}
+	for _, it := range out.Items {
+		if _, err := stack.DB.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{
+			TableName: &table, Key: map[string]ddbtypes.AttributeValue{"pk": it["pk"], "sk": it["sk"]},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A socket's authority is the account as it is now, checked at every command too: a socket
+// that rotation or deletion did not close (unlist) gets an error frame at its next command and
+// is closed, and nothing the command asked for happens. A turn the worker drops because the
+// account is gone is reported to its runtime with stop_reason error, never left silent.
 func TestWebSocketAuthorityEndsWithTheAccount(t *testing.T) {
 	stack := testenv.Stack(t)
 	srv, worker, held := serveHoldingTurns(t, stack)
@@ -58,6 +86,7 @@ func TestWebSocketAuthorityEndsWithTheAccount(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		unlist(t, stack, id)
 		c.send(map[string]any{"type": "runtime_start", "request_id": "rs", "agent_id": "chatty", "create_conversation": map[string]any{}})
 		m, _ := c.await("runtime_start_response", 10*time.Second, typeIs("runtime_start_response"))
 		if m["success"] != true {
@@ -116,11 +145,12 @@ func TestWebSocketAuthorityEndsWithTheAccount(t *testing.T) {
 	})
 
 	t.Run("rotated secret", func(t *testing.T) {
-		_, secret := createAccount(t, srv, "ws-rotated")
+		id, secret := createAccount(t, srv, "ws-rotated")
 		c, _, err := dialWS(t, srv, secret, "")
 		if err != nil {
 			t.Fatal(err)
 		}
+		unlist(t, stack, id)
 		c.send(map[string]any{"type": "app_server_info", "request_id": "before"})
 		if m, _ := c.await("app_server_info_response", 10*time.Second, typeIs("app_server_info_response")); m["success"] != true {
 			t.Fatalf("app_server_info answered %v", m)
@@ -142,4 +172,79 @@ func TestWebSocketAuthorityEndsWithTheAccount(t *testing.T) {
 			t.Errorf("app_server_info on the new secret answered %v", m)
 		}
 	})
+}
+
+// Rotating the secret or deleting the account ends every socket opened with the old secret, not
+// only those that send a frame: a ?channel=stream socket and a runtime's socket that stay silent
+// are told and closed, and get none of the turns that follow; the new secret's sockets keep
+// working, a split pair's stream socket getting the account's turn, until the account is deleted.
+func TestWebSocketRevocationEndsPassiveSockets(t *testing.T) {
+	stack := testenv.Stack(t)
+	srv := serve(t, stack, nil)
+	_, secret := createAccount(t, srv, "ws-passive")
+	agentID := createAgent(t, srv, secret, chatty)
+	dial := func(secret, query string) *wsClient {
+		t.Helper()
+		c, _, err := dialWS(t, srv, secret, query)
+		if err != nil {
+			t.Fatalf("dialing %s: %v", query, err)
+		}
+		return c
+	}
+	start := func(c *wsClient) any {
+		t.Helper()
+		c.send(map[string]any{"type": "runtime_start", "request_id": "rs", "agent_id": agentID, "create_conversation": map[string]any{}})
+		m, _ := c.await("runtime_start_response", 10*time.Second, typeIs("runtime_start_response"))
+		if m["success"] != true {
+			t.Fatalf("runtime_start answered %v", m)
+		}
+		return m["runtime"]
+	}
+	endedAndTold := func(what string, c *wsClient) {
+		t.Helper()
+		frames := c.awaitClosed(10 * time.Second)
+		if !revoked(frames) {
+			t.Errorf("%s: frames before the close %v, want the revocation error", what, frames)
+		}
+		for _, f := range frames {
+			if f["type"] == "stream_delta" {
+				t.Errorf("%s got a turn's output after its authority ended: %v", what, f)
+			}
+		}
+	}
+
+	oldStream := dial(secret, "?channel=stream")
+	oldRuntime := dial(secret, "")
+	rt := start(oldRuntime)
+	res := call(t, srv, http.MethodPost, "/accounts/me/rotate-secret", secret, "")
+	if res.status != http.StatusOK {
+		t.Fatalf("rotating the secret = %d %s", res.status, res.body)
+	}
+	fresh := res.json(t)["secret"].(string)
+
+	// The new secret's split pair runs a turn on the old socket's conversation; the stream half
+	// gets it, the old sockets nothing.
+	stream := dial(fresh, "?channel=stream")
+	control := dial(fresh, "?channel=control")
+	control.send(map[string]any{"type": "runtime_start", "request_id": "rs", "agent_id": agentID,
+		"conversation_id": rt.(map[string]any)["conversation_id"]})
+	if m, _ := control.await("runtime_start_response", 10*time.Second, typeIs("runtime_start_response")); m["success"] != true {
+		t.Fatalf("runtime_start on the new secret answered %v", m)
+	}
+	control.send(map[string]any{"type": "input", "request_id": "in", "runtime": rt, "payload": map[string]any{
+		"kind": "create_message", "messages": []any{map[string]any{"role": "user", "content": "hello"}}}})
+	if m, _ := control.await("input_accepted", 10*time.Second, typeIs("input_accepted")); m["accepted"] != true {
+		t.Fatalf("input on the new secret answered %v", m)
+	}
+	if stop, _ := stream.await("stop_reason", 20*time.Second, deltaIs("stop_reason")); stop["delta"].(map[string]any)["stop_reason"] != "end_turn" {
+		t.Errorf("the new stream socket got stop_reason %v, want end_turn", stop["delta"])
+	}
+	endedAndTold("the old stream socket", oldStream)
+	endedAndTold("the old runtime's socket", oldRuntime)
+
+	if res := call(t, srv, http.MethodDelete, "/accounts/me", fresh, ""); res.status != http.StatusNoContent {
+		t.Fatalf("DELETE /accounts/me = %d %s", res.status, res.body)
+	}
+	endedAndTold("the stream socket of a deleted account", stream)
+	endedAndTold("the control socket of a deleted account", control)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/agentharness/harness/infra/fakeapigw"
 	"github.com/agentharness/harness/infra/localrunner"
 	"github.com/agentharness/harness/infra/testenv"
+	"github.com/agentharness/harness/shared/accounts"
 	"github.com/agentharness/harness/shared/appserver"
 	"github.com/agentharness/harness/shared/lambdadeps"
 	"github.com/agentharness/harness/shared/worker"
@@ -25,7 +26,9 @@ import (
 // TestWebSocketOnAPIGateway runs ws-gateway as API Gateway invokes it ($connect, $default and
 // $disconnect events) and async-worker as its queue does, both posting to a stand-in of the
 // @connections endpoint with SigV4-signed requests that the stand-in verifies: a bad secret is
-// refused at $connect, and a controller-owned tool goes round the whole way.
+// refused at $connect, and a controller-owned tool goes round the whole way. Rotating the secret
+// (account-manage, through the same endpoint) closes a passive stream connection of the old one
+// with a signed DELETE.
 func TestWebSocketOnAPIGateway(t *testing.T) {
 	creds := aws.Credentials{AccessKeyID: "AKIDTEST", SecretAccessKey: "test-secret-key"}
 	fake := fakeapigw.New(creds, "us-east-1")
@@ -54,6 +57,11 @@ func TestWebSocketOnAPIGateway(t *testing.T) {
 			}
 			return localrunner.Handlers{SQS: w.Handle}, nil
 		},
+		"AccountManageFunction": func(d lambdadeps.Deps) (localrunner.Handlers, error) {
+			d.Poster = poster
+			h, err := accounts.New(d)
+			return localrunner.Handlers{HTTP: h}, err
+		},
 	}
 	_, srv := testenv.Serve(t, opts)
 	g := <-gateways
@@ -61,10 +69,14 @@ func TestWebSocketOnAPIGateway(t *testing.T) {
 	agentID := createAgent(t, srv, secret, ticketAgent)
 
 	ctx := context.Background()
-	invoke := func(route, conn, body string, headers map[string]string) events.APIGatewayProxyResponse {
+	invoke := func(route, conn, body string, headers map[string]string, query ...string) events.APIGatewayProxyResponse {
 		t.Helper()
+		var params map[string]string
+		if len(query) == 2 {
+			params = map[string]string{query[0]: query[1]}
+		}
 		out, err := g.HandleLambda(ctx, events.APIGatewayWebsocketProxyRequest{
-			Body: body, Headers: headers,
+			Body: body, Headers: headers, QueryStringParameters: params,
 			RequestContext: events.APIGatewayWebsocketProxyRequestContext{RouteKey: route, ConnectionID: conn, DomainName: "example", Stage: "live"},
 		})
 		if err != nil {
@@ -139,5 +151,18 @@ func TestWebSocketOnAPIGateway(t *testing.T) {
 	invoke("$default", conn, `{"type":"app_server_info","request_id":"after"}`, nil)
 	if m, _ := await("an error after $disconnect", typeIs("error")); !strings.Contains(m["error"].(string), "not registered") {
 		t.Errorf("a frame after $disconnect answered %v", m)
+	}
+
+	const passive = "cGFzc2l2ZTEy="
+	fake.Connect(passive)
+	if out := invoke("$connect", passive, "", map[string]string{"Authorization": "Bearer " + secret}, "channel", "stream"); out.StatusCode != http.StatusOK {
+		t.Fatalf("$connect on the stream channel = %d %s", out.StatusCode, out.Body)
+	}
+	if res := call(t, srv, http.MethodPost, "/accounts/me/rotate-secret", secret, ""); res.status != http.StatusOK {
+		t.Fatalf("rotating the secret = %d %s", res.status, res.body)
+	}
+	posted := fake.Messages(passive)
+	if !fake.Deleted(passive) || len(posted) != 1 || !strings.Contains(string(posted[0]), "deleted or its secret rotated") {
+		t.Errorf("after the rotation the stream connection was deleted: %v, and got %q; want it told and deleted", fake.Deleted(passive), posted)
 	}
 }

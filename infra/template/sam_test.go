@@ -270,7 +270,7 @@ func policyProblems(tpl *Template, fnID string, policy any) []string {
 	if stmts, ok := m["Statement"].([]any); ok {
 		for _, st := range stmts {
 			if !manageConnections(tpl, st) {
-				out = append(out, fmt.Sprintf("%s: policy statement %v: the only inline statement allowed is execute-api:ManageConnections on POST @connections of a declared WebSocket API", fnID, st))
+				out = append(out, fmt.Sprintf("%s: policy statement %v: the only inline statement allowed is execute-api:ManageConnections on POST or DELETE @connections of a declared WebSocket API", fnID, st))
 			}
 		}
 		return out
@@ -318,8 +318,9 @@ func secretPolicy(tpl *Template, alt []any) bool {
 }
 
 // manageConnections reports whether an inline statement grants exactly what posting to
-// WebSocket clients needs (SAM has no policy template for it): execute-api:ManageConnections
-// on POST @connections of one declared AWS::ApiGatewayV2::Api.
+// WebSocket clients, or closing their connections, needs (SAM has no policy template for it):
+// execute-api:ManageConnections on POST or DELETE @connections of one declared
+// AWS::ApiGatewayV2::Api.
 func manageConnections(tpl *Template, st any) bool {
 	m, _ := st.(map[string]any)
 	if len(m) != 3 || m["Effect"] != "Allow" || m["Action"] != "execute-api:ManageConnections" {
@@ -332,7 +333,15 @@ func manageConnections(tpl *Template, st any) bool {
 		return false
 	}
 	api, rest, ok := strings.Cut(rest, "}/")
-	return ok && tpl.resources[api] == "AWS::ApiGatewayV2::Api" && strings.HasSuffix(rest, "/POST/@connections/*") && !strings.Contains(strings.TrimSuffix(rest, "/POST/@connections/*"), "*")
+	if !ok || tpl.resources[api] != "AWS::ApiGatewayV2::Api" {
+		return false
+	}
+	for _, method := range []string{"POST", "DELETE"} {
+		if stage, ok := strings.CutSuffix(rest, "/"+method+"/@connections/*"); ok {
+			return !strings.Contains(stage, "*")
+		}
+	}
+	return false
 }
 
 // attribute is "Ref" for a {"Ref": id} and the attribute of a {"Fn::GetAtt": [id, attribute]}.
@@ -400,6 +409,8 @@ func TestProblemsFound(t *testing.T) {
       Policies:
         - SQSSendMessagePolicy: {QueueName: !GetAtt Jobs.QueueName}
         - S3CrudPolicy: {BucketName: !Ref Results}`
+		// A statement granting ManageConnections on one method (%s) of the API Ws's @connections.
+		manage     = "\n        - Statement: [{Effect: Allow, Action: execute-api:ManageConnections, Resource: !Sub 'arn:${AWS::Partition}:execute-api:${AWS::Region}:${AWS::AccountId}:${Ws}/live/%s/@connections/*'}]"
 		goodQueues = `
       VisibilityTimeout: 120
       RedrivePolicy: {deadLetterTargetArn: !GetAtt Jobs.Arn, maxReceiveCount: 5}`
@@ -460,7 +471,18 @@ func TestProblemsFound(t *testing.T) {
 			name:     "inline statement",
 			function: goodFunction + "\n        - Statement: [{Effect: Allow, Action: 'dynamodb:*', Resource: '*'}]",
 			table:    goodTable,
-			want:     []string{"Fn: policy statement map[Action:dynamodb:* Effect:Allow Resource:*]: the only inline statement allowed is execute-api:ManageConnections on POST @connections of a declared WebSocket API"},
+			want:     []string{"Fn: policy statement map[Action:dynamodb:* Effect:Allow Resource:*]: the only inline statement allowed is execute-api:ManageConnections on POST or DELETE @connections of a declared WebSocket API"},
+		},
+		{
+			name:     "posting to and closing WebSocket connections",
+			function: goodFunction + fmt.Sprintf(manage, "POST") + fmt.Sprintf(manage, "DELETE"),
+			table:    goodTable,
+		},
+		{
+			name:     "managing WebSocket connections with any method",
+			function: goodFunction + fmt.Sprintf(manage, "*"),
+			table:    goodTable,
+			want:     []string{"Fn: policy statement map[Action:execute-api:ManageConnections Effect:Allow Resource:map[Fn::Sub:arn:${AWS::Partition}:execute-api:${AWS::Region}:${AWS::AccountId}:${Ws}/live/*/@connections/*]]: the only inline statement allowed is execute-api:ManageConnections on POST or DELETE @connections of a declared WebSocket API"},
 		},
 		{
 			name:     "queue policy given the queue's URL",
@@ -552,6 +574,8 @@ Resources:
     Properties:%s
   Results:
     Type: AWS::S3::Bucket
+  Ws:
+    Type: AWS::ApiGatewayV2::Api
 `, tt.function, tt.table, work)
 			got := problems(parse(t, src), root)
 			if diff := cmp.Diff(tt.want, got); diff != "" {

@@ -1,6 +1,7 @@
 // Package accounts is account-manage: accounts (a one-time secret, stored hashed), their
-// agents with sealed secrets, their skills, their channel bindings, secret rotation, the NATS
-// credentials their clients read turns with, and the deletion that queues a purge.
+// agents with sealed secrets, their skills, their channel bindings, secret rotation (which
+// closes the WebSocket connections of the old secret), the NATS credentials their clients read
+// turns with, and the deletion that closes the account's connections and queues a purge.
 package accounts
 
 import (
@@ -21,6 +22,7 @@ import (
 	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/agents"
 	"github.com/agentharness/harness/shared/channels"
+	"github.com/agentharness/harness/shared/connections"
 	"github.com/agentharness/harness/shared/httpjson"
 	"github.com/agentharness/harness/shared/lambdadeps"
 	"github.com/agentharness/harness/shared/natsturns"
@@ -37,6 +39,10 @@ type Options struct {
 	Skills *skills.Store
 	// Channels keeps the accounts' channel bindings; nil where the deployment keeps none.
 	Channels *channels.Store
+	// Connections are the accounts' WebSocket connections, which Poster closes when their
+	// secret is rotated or their account deleted; nil where the deployment has no WebSocket API.
+	Connections *connections.Registry
+	Poster      connections.Poster
 	// Identify asks the platform whose bot a token is (Slack's auth.test, Telegram's getMe)
 	// whenever a binding gets a token; a *channels.TokenRefusedError refuses the token. nil
 	// skips it, and bindings carry no bot identity.
@@ -319,6 +325,7 @@ func (h *Handler) deleteAccount(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx = context.WithoutCancel(ctx)
 	log := h.opts.Logger.With("accountId", id)
+	h.closeConnections(ctx, id, "")
 	if err := h.opts.Store.DeleteAgents(ctx, id); err != nil {
 		log.ErrorContext(ctx, "deleting a deleted account's agents; its purge will", "err", err)
 	}
@@ -337,7 +344,22 @@ func (h *Handler) rotateSecret(w http.ResponseWriter, r *http.Request) {
 		h.errs.Fail(w, r, notFound(err, "account"))
 		return
 	}
+	h.closeConnections(r.Context(), id, store.HashSecret(secret))
 	httpjson.WriteJSON(w, http.StatusOK, map[string]string{"accountId": id, "secret": secret})
+}
+
+// closeConnections closes the account's WebSocket connections opened with a secret other than
+// the one whose hash is current ("" closes them all): passive ones too, which send no frame to
+// be refused at. It runs before the answer, so whoever rotated a leaked secret knows no socket
+// of it still listens; a failure is logged and never answered, as the secret has changed already
+// (each socket that escapes is still refused at its next frame).
+func (h *Handler) closeConnections(ctx context.Context, accountID, current string) {
+	if h.opts.Connections == nil {
+		return
+	}
+	if err := h.opts.Connections.RevokeAccount(context.WithoutCancel(ctx), h.opts.Poster, accountID, current); err != nil {
+		h.opts.Logger.ErrorContext(ctx, "closing the account's websocket connections", "accountId", accountID, "err", err)
+	}
 }
 
 // agentBody is POST /accounts/me/agents: the agent config, with an optional agentId beside it.
@@ -456,9 +478,10 @@ func New(d lambdadeps.Deps) (*Handler, error) {
 }
 
 // OptionsFrom is account-manage's wiring: tables, the skills' table and bucket, the channel
-// bindings' table, the admin secret, the signup mode, the public URL and the NATS credentials'
-// signing key (natsturns.IssuerFromEnv, read with d.Secret when it is a secret) from d.Getenv,
-// agent configs checked by d.Checks and secrets sealed with d.Sealer.
+// bindings' table, the WebSocket connections' table (closed through d.Poster), the admin
+// secret, the signup mode, the public URL and the NATS credentials' signing key
+// (natsturns.IssuerFromEnv, read with d.Secret when it is a secret) from d.Getenv, agent configs
+// checked by d.Checks and secrets sealed with d.Sealer.
 func OptionsFrom(d lambdadeps.Deps) (Options, error) {
 	getenv := d.Getenv
 	tables, err := store.AccountTablesFromEnv(getenv)
@@ -489,6 +512,13 @@ func OptionsFrom(d lambdadeps.Deps) (Options, error) {
 	if err != nil {
 		return Options{}, err
 	}
+	var conns *connections.Registry
+	if table := getenv("CONNECTIONS_TABLE"); table != "" {
+		if d.Poster == nil {
+			return Options{}, errors.New("account-manage needs WEBSOCKET_ENDPOINT with CONNECTIONS_TABLE: a rotated secret closes the account's WebSocket connections")
+		}
+		conns = connections.New(d.DB, table)
+	}
 	st := store.New(d.DB, tables)
 	platforms := channels.APIsFrom(getenv)
 	return Options{
@@ -496,6 +526,8 @@ func OptionsFrom(d lambdadeps.Deps) (Options, error) {
 		Agents:      AgentService(st, sk, d.Sealer, d.Checks),
 		Skills:      sk,
 		Channels:    ch,
+		Connections: conns,
+		Poster:      d.Poster,
 		NATS:        issuer,
 		ServiceURL:  getenv("AGENT_SERVICE_URL"),
 		Identify:    platforms.Identify,

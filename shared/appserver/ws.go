@@ -51,9 +51,21 @@ func (g *Gateway) Connect(ctx context.Context, connectionID string, header http.
 		return &httpjson.Error{Status: http.StatusBadRequest, Message: fmt.Sprintf("channel %q is not one of control, stream", channel)}
 	}
 	secret, _ := httpjson.Bearer(r)
-	return g.h.opts.Connections.Connect(ctx, connections.Connection{
-		ID: connectionID, AccountID: acc.ID, Channel: channel, SecretHash: store.HashSecret(secret),
-	}, g.h.opts.Now())
+	hash := store.HashSecret(secret)
+	reg := g.h.opts.Connections
+	if err := reg.Connect(ctx, connections.Connection{ID: connectionID, AccountID: acc.ID, Channel: channel, SecretHash: hash}, g.h.opts.Now()); err != nil {
+		return err
+	}
+	// A rotation or a deletion that listed the account's connections before this one was
+	// recorded has not ended it: the secret is checked again now that it would be found.
+	err = g.h.opts.Store.CheckSecretHash(ctx, acc.ID, hash)
+	if err != nil {
+		if derr := reg.Disconnect(context.WithoutCancel(ctx), connectionID); derr != nil {
+			g.h.opts.Logger.ErrorContext(ctx, "forgetting a refused connection", "connectionId", connectionID, "err", derr)
+		}
+		return httpjson.SecretRefused(err)
+	}
+	return nil
 }
 
 // Disconnect forgets a connection. Tool calls it was asked to run stay on their rows: another
@@ -72,8 +84,9 @@ type command struct {
 
 // Message handles one frame from a connection. Nothing a client sends drops the socket: bad
 // input gets an error frame, with the request_id when the frame had one. What ends the socket
-// is its authority ending: every frame is checked against the account as it is now, so once the
-// account is deleted or its secret rotated, the next frame gets an error and the socket closes.
+// is its authority ending: account-manage closes the account's sockets of an old secret as it
+// rotates the secret or deletes the account, and every frame is checked against the account as
+// it is now too, so a socket that escaped that gets an error at its next frame and is closed.
 func (g *Gateway) Message(ctx context.Context, connectionID string, body []byte) error {
 	conn, err := g.h.opts.Connections.Connection(ctx, connectionID)
 	if errors.Is(err, connections.ErrNotFound) {
@@ -84,7 +97,7 @@ func (g *Gateway) Message(ctx context.Context, connectionID string, body []byte)
 	}
 	err = g.h.opts.Store.CheckSecretHash(ctx, conn.AccountID, conn.SecretHash)
 	if errors.Is(err, store.ErrNotFound) {
-		return g.revoke(ctx, conn.ID)
+		return g.h.opts.Connections.Revoke(ctx, g.h.opts.Poster, conn.ID)
 	}
 	if err != nil {
 		return err
@@ -99,6 +112,10 @@ func (g *Gateway) Message(ctx context.Context, connectionID string, body []byte)
 	c := &call{g: g, conn: conn, cmd: cmd, body: body}
 	if err := strictjson.CheckKeys(body); err != nil {
 		return c.fail(ctx, "error", err.Error())
+	}
+	if err := httpjson.CheckOptionalID("request_id", cmd.RequestID); err != nil {
+		c.cmd.RequestID = "" // a malformed id is not echoed back
+		return c.fail(ctx, "error", c.refusal(ctx, err))
 	}
 	switch cmd.Type {
 	case "app_server_info":
@@ -119,20 +136,6 @@ func (g *Gateway) Message(ctx context.Context, connectionID string, body []byte)
 		return c.fail(ctx, "error", `the frame has no "type"`)
 	}
 	return c.fail(ctx, "error", fmt.Sprintf("unknown or unsupported command type %q", cmd.Type))
-}
-
-// revoke tells a connection its authority has ended and closes it.
-func (g *Gateway) revoke(ctx context.Context, connectionID string) error {
-	msg := map[string]any{"type": "error", "error": "the account was deleted or its secret rotated since this connection opened: it is closed; reconnect with a current secret"}
-	if err := g.post(ctx, connectionID, msg); err != nil {
-		g.h.opts.Logger.WarnContext(ctx, "telling a revoked connection", "connectionId", connectionID, "err", err)
-	}
-	if err := g.h.opts.Poster.Disconnect(ctx, connectionID); err != nil && !errors.Is(err, wsconn.ErrGone) {
-		return fmt.Errorf("closing revoked connection %s: %w", connectionID, err)
-	}
-	// $disconnect forgets it too, but API Gateway delivers that route on a best-effort basis:
-	// a revoked connection must not stay subscribed to its runtimes meanwhile.
-	return g.h.opts.Connections.Disconnect(context.WithoutCancel(ctx), connectionID)
 }
 
 // post sends msg to one connection; a connection that has gone is forgotten.
@@ -389,15 +392,24 @@ func agentBody(raw json.RawMessage) ([]byte, error) {
 	return json.Marshal(out)
 }
 
+// scope reads the command's runtime and checks its ids.
+func (c *call) scope(ctx context.Context) (runtimeScope, error) {
+	rt := c.cmd.Runtime
+	if rt == nil {
+		return runtimeScope{}, errors.New("runtime (agent_id and conversation_id) is required")
+	}
+	if err := rt.check("runtime."); err != nil {
+		return runtimeScope{}, errors.New(c.refusal(ctx, err))
+	}
+	return *rt, nil
+}
+
 // runtime reads and checks the command's runtime: the connection must have started it (or
 // synced it), and the agent must be the runtime's.
 func (c *call) runtime(ctx context.Context) (runtimeScope, []connections.Subscriber, error) {
-	rt := c.cmd.Runtime
-	if rt == nil {
-		return runtimeScope{}, nil, errors.New("runtime (agent_id and conversation_id) is required")
-	}
-	if err := rt.check("runtime."); err != nil {
-		return runtimeScope{}, nil, errors.New(c.refusal(ctx, err))
+	rt, err := c.scope(ctx)
+	if err != nil {
+		return runtimeScope{}, nil, err
 	}
 	subs, err := c.g.h.opts.Connections.Subscribers(ctx, c.conn.AccountID, rt.ConversationID)
 	if err != nil {
@@ -408,7 +420,7 @@ func (c *call) runtime(ctx context.Context) (runtimeScope, []connections.Subscri
 			if s.AgentID != rt.AgentID {
 				return runtimeScope{}, nil, fmt.Errorf("conversation %s runs agent %s, not %s", rt.ConversationID, s.AgentID, rt.AgentID)
 			}
-			return *rt, subs, nil
+			return rt, subs, nil
 		}
 	}
 	return runtimeScope{}, nil, fmt.Errorf("runtime %s/%s is not started on this connection: send runtime_start first", rt.AgentID, rt.ConversationID)
@@ -728,9 +740,9 @@ func contentText(raw json.RawMessage) (string, error) {
 // runtime's state to it: the loop status, a running turn's output so far, held approvals.
 func (c *call) sync(ctx context.Context) error {
 	const resp = "sync_response"
-	rt := c.cmd.Runtime
-	if rt == nil || rt.AgentID == "" || rt.ConversationID == "" {
-		return c.fail(ctx, resp, "runtime (agent_id and conversation_id) is required")
+	rt, err := c.scope(ctx)
+	if err != nil {
+		return c.fail(ctx, resp, err.Error())
 	}
 	if _, err := c.g.agents.Get(ctx, c.conn.AccountID, rt.AgentID); err != nil {
 		return c.fail(ctx, resp, "agent "+rt.AgentID+" not found")
@@ -749,13 +761,13 @@ func (c *call) sync(ctx context.Context) error {
 	if opts.ForceDeviceStatus != nil && *opts.ForceDeviceStatus {
 		return c.fail(ctx, resp, "force_device_status: the harness runs no device, so it has no device status to send; omit it or send false")
 	}
-	asked, err := c.subscribeForReplay(ctx, *rt, nil, true)
+	asked, err := c.subscribeForReplay(ctx, rt, nil, true)
 	if err != nil {
 		return c.fail(ctx, resp, c.refusal(ctx, err))
 	}
 	// Held approvals are put to the controller again unless it says it has them already.
 	recoverHeld := opts.RecoverApprovals == nil || *opts.RecoverApprovals
-	if err := c.g.replay(ctx, c.conn, *rt, recoverHeld, asked); err != nil {
+	if err := c.g.replay(ctx, c.conn, rt, recoverHeld, asked); err != nil {
 		return err
 	}
 	return c.reply(ctx, map[string]any{"type": resp, "runtime": rt, "success": true})

@@ -22,13 +22,8 @@ import (
 	"github.com/agentharness/harness/shared/wsconn"
 )
 
-// Poster delivers one frame to a WebSocket connection, and closes one: API Gateway's
-// @connections endpoint in AWS, the socket itself in the local runner. An error wrapping
-// wsconn.ErrGone means the connection has closed.
-type Poster interface {
-	Post(ctx context.Context, connectionID string, data []byte) error
-	Disconnect(ctx context.Context, connectionID string) error
-}
+// Poster delivers one frame to a WebSocket connection, and closes one (a revoked one).
+type Poster = connections.Poster
 
 // runtimeScope is the App Server's name for a runtime: an agent and a conversation.
 type runtimeScope struct {

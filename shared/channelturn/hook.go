@@ -78,10 +78,10 @@ func (h *Hook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// fail answers 500, which both platforms retry.
+// fail answers a refusal (an *httpjson.Error) as it is, anything else 500, which both
+// platforms retry.
 func (h *Hook) fail(w http.ResponseWriter, r *http.Request, err error) {
-	h.Logger.ErrorContext(r.Context(), "channel webhook failed", "err", err)
-	httpjson.WriteError(w, &httpjson.Error{Status: http.StatusInternalServerError, Message: "internal error"})
+	httpjson.ErrorWriter{Logger: h.Logger}.Fail(w, r, err)
 }
 
 // unauthorized answers a request whose signature or secret failed, naming nothing about why
@@ -110,7 +110,7 @@ func (h *Hook) slack(ctx context.Context, w http.ResponseWriter, r *http.Request
 			}
 		}
 		settle := func(pr prompt, outcome string) error { return c.decided(ctx, route, in.Message.TS, pr, outcome) }
-		err = h.press(ctx, b, route, "<@"+in.User.ID+">", in.Actions[0].Value, respond, settle)
+		err = h.press(ctx, b, route, "<@"+in.User.ID+">", "actions[0].value", in.Actions[0].Value, respond, settle)
 		if err == nil {
 			w.WriteHeader(http.StatusOK)
 		}
@@ -172,7 +172,7 @@ func (h *Hook) telegram(ctx context.Context, w http.ResponseWriter, r *http.Requ
 		if q.From.Username != "" {
 			who = "@" + q.From.Username
 		}
-		if err := h.press(ctx, b, route, who, q.Data, respond, settle); err != nil {
+		if err := h.press(ctx, b, route, who, "callback_query.data", q.Data, respond, settle); err != nil {
 			return err
 		}
 		if !answered {
@@ -270,15 +270,19 @@ func (h *Hook) queue(ctx context.Context, b channels.Binding, work turn.Work) (q
 	return true, nil
 }
 
-// press decides a held call from a decision button pressed by who (shown as name): only the
-// binding's approvers may, only on a call still pending in this chat's conversation, with the
-// arguments the button was shown for, once. Refusals go to the presser alone (respond) and
-// change nothing; a decision is queued like a message, and its prompt shows who decided.
-func (h *Hook) press(ctx context.Context, b channels.Binding, route Route, name, data string, respond func(string), settle func(prompt, string) error) error {
+// press decides a held call from a decision button pressed by who (shown as name), whose data
+// came in field: only the binding's approvers may, only on a call still pending in this chat's
+// conversation, with the arguments the button was shown for, once. Refusals go to the presser
+// alone (respond) and change nothing; a decision is queued like a message, and its prompt shows
+// who decided. An approval id that breaks the id grammar is refused with 400 naming field.
+func (h *Hook) press(ctx context.Context, b channels.Binding, route Route, name, field, data string, respond func(string), settle func(prompt, string) error) error {
 	p, ok := parsePress(data)
 	if !ok {
 		respond("This button is not one of this bot's.")
 		return nil
+	}
+	if problem := ids.Problem(p.ApprovalID); problem != "" {
+		return httpjson.FieldError(field, "approval id "+problem)
 	}
 	if !slices.Contains(b.Approvers, route.User) {
 		respond("You may not decide tool calls in this chat: ask one of its approvers.")

@@ -12,10 +12,14 @@
 //	rt#<account>#<conv>     #run               the runtime's latest run, an abort or replay asked
 //	                                           of it, and whether its end reached anyone
 //	rt#<account>#<conv>     q#<event>          an input accepted while a run was busy
-//	acct#<account>          conn#<id>          a stream-channel connection of the account
+//	acct#<account>          conn#<id>          a connection of the account: its channel (a
+//	                                           stream-channel one gets the account's events)
 //
 // Every item expires (TTL) a little after API Gateway's two-hour connection limit, so a
 // connection whose $disconnect never ran cleans itself up.
+//
+// The registry also ends connections whose authority ended (Revoke, RevokeAccount): a rotated
+// secret or a deleted account closes every socket opened with the old secret, through Poster.
 package connections
 
 import (
@@ -31,6 +35,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/agentharness/harness/shared/wsconn"
 )
 
 // Lifetime is how long a connection's items live: API Gateway closes a connection after two
@@ -141,7 +147,8 @@ func getN(item map[string]types.AttributeValue, k string) string {
 
 func expiry(now time.Time) types.AttributeValue { return n(now.Add(Lifetime).Unix()) }
 
-// Connect records a new connection.
+// Connect records a new connection, and lists it under its account, where RevokeAccount finds it
+// (and, on the stream channel, the account's events).
 func (r *Registry) Connect(ctx context.Context, c Connection, now time.Time) error {
 	item := key(connKey(c.ID), "#")
 	item["accountId"], item["channel"], item["expiresAt"] = s(c.AccountID), s(c.Channel), expiry(now)
@@ -150,13 +157,10 @@ func (r *Registry) Connect(ctx context.Context, c Connection, now time.Time) err
 	if _, err := r.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &r.table, Item: item}); err != nil {
 		return fmt.Errorf("recording connection %s: %w", c.ID, err)
 	}
-	if c.Channel != Stream {
-		return nil
-	}
 	sub := key(accountKey(c.AccountID), connKey(c.ID))
-	sub["channel"], sub["expiresAt"] = s(Stream), expiry(now)
+	sub["channel"], sub["expiresAt"] = s(c.Channel), expiry(now)
 	if _, err := r.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &r.table, Item: sub}); err != nil {
-		return fmt.Errorf("recording stream connection %s: %w", c.ID, err)
+		return fmt.Errorf("listing connection %s under its account: %w", c.ID, err)
 	}
 	return nil
 }
@@ -188,7 +192,7 @@ func (r *Registry) Disconnect(ctx context.Context, id string) error {
 		sk := getS(it, "sk")
 		keys = append(keys, key(connKey(id), sk))
 		if sk == "#" {
-			if acc := getS(it, "accountId"); acc != "" && getS(it, "channel") == Stream {
+			if acc := getS(it, "accountId"); acc != "" {
 				keys = append(keys, key(accountKey(acc), connKey(id)))
 			}
 		} else if rt, ok := strings.CutPrefix(sk, "rt#"); ok {
@@ -307,12 +311,13 @@ func (r *Registry) Subscribers(ctx context.Context, accountID, conversationID st
 			}
 			for _, it := range out.Items {
 				id := strings.TrimPrefix(getS(it, "sk"), "conn#")
-				if seen[id] {
+				observer := i == 1
+				if seen[id] || (observer && getS(it, "channel") != Stream) {
 					continue
 				}
 				seen[id] = true
 				_, replay := it["replay"]
-				sub := Subscriber{ConnectionID: id, Channel: getS(it, "channel"), AgentID: getS(it, "agentId"), Replay: replay, Observer: i == 1}
+				sub := Subscriber{ConnectionID: id, Channel: getS(it, "channel"), AgentID: getS(it, "agentId"), Replay: replay, Observer: observer}
 				if raw := getS(it, "tools"); raw != "" {
 					if err := json.Unmarshal([]byte(raw), &sub.Tools); err != nil {
 						return nil, fmt.Errorf("tools of connection %s: %w", id, err)
@@ -510,4 +515,71 @@ func (r *Registry) Queue(ctx context.Context, accountID, conversationID string) 
 	}
 	slices.SortStableFunc(qs, func(a, b Queued) int { return a.EnqueuedAt.Compare(b.EnqueuedAt) })
 	return qs, nil
+}
+
+// Poster reaches open connections: API Gateway's @connections endpoint in AWS (wsconn.Poster),
+// the sockets themselves in the local runner. An error wrapping wsconn.ErrGone means the
+// connection has closed.
+type Poster interface {
+	Post(ctx context.Context, connectionID string, data []byte) error
+	Disconnect(ctx context.Context, connectionID string) error
+}
+
+// revokedFrame is the App Server error frame a connection gets as its authority ends.
+const revokedFrame = `{"type":"error","error":"the account was deleted or its secret rotated since this connection opened: it is closed; reconnect with a current secret"}`
+
+// Revoke ends a connection whose authority ended: it is told why, closed and forgotten. It is
+// forgotten even when it could not be closed, so it gets nothing more and its next frame finds
+// it unregistered.
+func (r *Registry) Revoke(ctx context.Context, p Poster, id string) error {
+	ctx = context.WithoutCancel(ctx)
+	var errs []error
+	if err := p.Post(ctx, id, []byte(revokedFrame)); err != nil && !errors.Is(err, wsconn.ErrGone) {
+		errs = append(errs, fmt.Errorf("telling connection %s it is revoked: %w", id, err))
+	}
+	if err := p.Disconnect(ctx, id); err != nil && !errors.Is(err, wsconn.ErrGone) {
+		errs = append(errs, fmt.Errorf("closing revoked connection %s: %w", id, err))
+	}
+	// $disconnect forgets it too, but API Gateway delivers that route on a best-effort basis: a
+	// revoked connection must not stay subscribed meanwhile.
+	if err := r.Disconnect(ctx, id); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// RevokeAccount revokes every connection of the account not opened with the secret whose hash
+// is current; with current "" (the account is gone), every one. It goes on past a connection it
+// fails on and returns every failure.
+func (r *Registry) RevokeAccount(ctx context.Context, p Poster, accountID, current string) error {
+	var errs []error
+	pages := dynamodb.NewQueryPaginator(r.db, &dynamodb.QueryInput{
+		TableName: &r.table, KeyConditionExpression: aws.String("pk = :pk AND begins_with(sk, :conn)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(accountKey(accountID)), ":conn": s("conn#")},
+		ConsistentRead:            aws.Bool(true),
+	})
+	for pages.HasMorePages() {
+		out, err := pages.NextPage(ctx)
+		if err != nil {
+			return errors.Join(append(errs, fmt.Errorf("listing the connections of account %s: %w", accountID, err))...)
+		}
+		for _, it := range out.Items {
+			id := strings.TrimPrefix(getS(it, "sk"), "conn#")
+			if current != "" {
+				c, err := r.Connection(ctx, id)
+				if errors.Is(err, ErrNotFound) {
+					continue // closed meanwhile
+				}
+				if err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				if c.SecretHash == current {
+					continue
+				}
+			}
+			errs = append(errs, r.Revoke(ctx, p, id))
+		}
+	}
+	return errors.Join(errs...)
 }
