@@ -380,15 +380,7 @@ func TestNATSClusterLosesANodeMidTurn(t *testing.T) {
 // streamLeader is the index of the node that leads the stream.
 func (e *natsEnv) streamLeader(t *testing.T, stream string) int {
 	t.Helper()
-	nc, err := e.nats.Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := jetStream(t, e.nats)
 	ctx, cancel := context.WithTimeout(context.Background(), asyncWait)
 	defer cancel()
 	for {
@@ -406,6 +398,21 @@ func (e *natsEnv) streamLeader(t *testing.T, stream string) int {
 		}
 		time.Sleep(pollEvery)
 	}
+}
+
+// jetStream is ns's JetStream as the harness's publisher sees it, until the test ends.
+func jetStream(t *testing.T, ns *natsserver.Server) jetstream.JetStream {
+	t.Helper()
+	nc, err := ns.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
 }
 
 // storedEntries is how many entries the turn's stream log holds.

@@ -45,8 +45,8 @@ type SubagentTool struct {
 	// InitAttachmentsProperty, when set, is an optional tool input property listing files of
 	// the caller's thread (attachment ids) the child gets with its first message.
 	InitAttachmentsProperty string `json:"initAttachmentsProperty,omitempty"`
-	// Optional names a harness environment flag: the tool exists only while it is true, 1 or
-	// yes (any case).
+	// Optional names a variable of the caller's thread, a flag: the tool exists only while it
+	// is true, 1 or yes (any case). Never the process environment's: an account names it.
 	Optional string `json:"optional,omitempty"`
 	// Immediate calls the agent with the caller's user message at the start of each of the
 	// caller's turns, before its first model step (001's immediate); nil: it does not.
@@ -335,7 +335,7 @@ func subagentTool(at string, raw json.RawMessage) (SubagentTool, error) {
 	case t.InitAttachmentsProperty != "" && t.Resumable != nil:
 		return t, &FieldError{Field: at + ".initAttachmentsProperty", Problem: "does not apply to a resumable agent yet: its instances get text messages"}
 	case t.Optional != "" && !flagRe.MatchString(t.Optional):
-		return t, &FieldError{Field: at + ".optional", Problem: "must name an environment flag: a letter or _, then letters, digits or _"}
+		return t, &FieldError{Field: at + ".optional", Problem: "must name a variable, the flag: a letter or _, then letters, digits or _"}
 	}
 	if t.Immediate != nil && m["resumable"] != nil {
 		return t, &FieldError{Field: at + ".immediate", Problem: "cannot start a resumable agent: its instances are created by name with subagent_create"}

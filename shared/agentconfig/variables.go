@@ -9,7 +9,8 @@ import (
 )
 
 // Variable declares a value the agent's turns need (001 section 3): each thread (conversation)
-// the agent runs in resolves it from the thread's variables, then from the harness environment.
+// the agent runs in resolves it from the thread's variables, never from the process
+// environment, which holds the deployment's own secrets.
 // Required: a turn does not start without it. Secret: its values are sealed at rest and never
 // shown. Scoped: a thread of this agent does not inherit it from the thread that called it; it
 // must be provided for the thread itself, and flows from there to the threads it calls.

@@ -77,7 +77,6 @@ func OptionsFrom(d lambdadeps.Deps) (Options, error) {
 	}
 	opts := Options{
 		Enqueue:         enqueue,
-		Getenv:          getenv,
 		ApprovalTimeout: approvalTimeout,
 		Store:           st,
 		Agents:          agents.New(st, d.Sealer, agentconfig.Checks{}, nil),

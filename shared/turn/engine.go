@@ -86,9 +86,6 @@ type Options struct {
 	// Enqueue puts work on async-worker's queue (the turns of non-blocking subagent calls);
 	// nil where the function has none.
 	Enqueue func(ctx context.Context, body string) error
-	// Getenv reads the harness environment (the flags of optional subagent tools); nil reads
-	// nothing.
-	Getenv func(string) string
 	// TreeMaxDepth and TreeMaxTurns bound every turn tree (tree.go): how many levels below its
 	// root a turn may start, and how many turns it may hold, its root included.
 	TreeMaxDepth, TreeMaxTurns int
@@ -128,14 +125,6 @@ func New(opts Options) *Engine {
 		opts.TreeMaxTurns = DefaultTreeMaxTurns
 	}
 	return &Engine{opts: opts}
-}
-
-// getenv reads the harness environment.
-func (e *Engine) getenv(name string) string {
-	if e.opts.Getenv == nil {
-		return ""
-	}
-	return e.opts.Getenv(name)
 }
 
 // Options returns the options the engine runs with, defaults filled in.
@@ -699,7 +688,7 @@ func (e *Engine) buildAgent(ctx context.Context, accountID, agentID string, cfg 
 	}}
 	tools, err := e.opts.Tools(cfg.Tools, vars)
 	if err == nil && cfg.Subagent != nil {
-		tools, err = tools.With(e.subagentTools(cfg.Subagent)...)
+		tools, err = tools.With(e.subagentTools(cfg.Subagent, th)...)
 	}
 	if err == nil && len(cfg.Prompts) > 0 {
 		var prompts []tool.Tool
@@ -738,7 +727,7 @@ func (e *Engine) buildAgent(ctx context.Context, accountID, agentID string, cfg 
 	}
 	var missing []agentconfig.Variable
 	if th != nil {
-		missing = e.missingVariables(th, cfg.Variables)
+		missing = missingVariables(th, cfg.Variables)
 	}
 	if terr := th.Err(); terr != nil {
 		return agent.Config{}, terr
@@ -750,7 +739,7 @@ func (e *Engine) buildAgent(ctx context.Context, accountID, agentID string, cfg 
 	if err != nil {
 		return agent.Config{}, invalid(err)
 	}
-	return agent.Config{Model: m, Tools: tools, System: system, MaxSteps: cfg.MaxSteps, NewID: NewMessageID, Immediate: e.immediateCalls(cfg.Subagent), Warnings: warnings}, nil
+	return agent.Config{Model: m, Tools: tools, System: system, MaxSteps: cfg.MaxSteps, NewID: NewMessageID, Immediate: immediateCalls(cfg.Subagent, th), Warnings: warnings}, nil
 }
 
 // NewMessageID names a message the harness creates.

@@ -40,13 +40,13 @@ func callerFrom(ctx context.Context) (*invocation, bool) {
 	return d, ok
 }
 
-// subagentTools are the model-facing tools of config.subagent: one per agent whose optional
-// flag, if any, is on, and run_subagent when asked for.
-func (e *Engine) subagentTools(s *agentconfig.Subagent) []tool.Tool {
+// subagentTools are the model-facing tools of config.subagent for the thread th: one per agent
+// whose optional flag, if any, is on there, and run_subagent when asked for.
+func (e *Engine) subagentTools(s *agentconfig.Subagent, th *Thread) []tool.Tool {
 	var out []tool.Tool
 	var on, resumable []agentconfig.SubagentTool
 	for _, t := range s.Agents {
-		if !e.offered(t) {
+		if !offered(t, th) {
 			continue
 		}
 		if t.Resumable != nil {
@@ -102,20 +102,22 @@ func (e *Engine) subagentTools(s *agentconfig.Subagent) []tool.Tool {
 	})
 }
 
-// offered reports whether the agent's optional flag, if it has one, is on.
-func (e *Engine) offered(t agentconfig.SubagentTool) bool {
-	return t.Optional == "" || agentconfig.FlagOn(e.getenv(t.Optional))
+// offered reports whether the agent's optional flag, if it has one, is on: a variable of the
+// thread th, never of the process environment (an account names the flag).
+func offered(t agentconfig.SubagentTool, th *Thread) bool {
+	return t.Optional == "" || agentconfig.FlagOn(th.Get(t.Optional))
 }
 
-// immediateCalls are the calls of config.subagent's immediate agents (whose flag, if any, is on)
-// that each turn begins with, given the user's message as theirs; nil when there are none.
-func (e *Engine) immediateCalls(s *agentconfig.Subagent) func(model.Message) []model.Part {
+// immediateCalls are the calls of config.subagent's immediate agents (whose flag, if any, is on
+// in the thread th) that each turn begins with, given the user's message as theirs; nil when
+// there are none.
+func immediateCalls(s *agentconfig.Subagent, th *Thread) func(model.Message) []model.Part {
 	if s == nil {
 		return nil
 	}
 	var now []agentconfig.SubagentTool
 	for _, t := range s.Agents {
-		if t.Immediate != nil && t.Resumable == nil && e.offered(t) {
+		if t.Immediate != nil && t.Resumable == nil && offered(t, th) {
 			now = append(now, t)
 		}
 	}
@@ -465,10 +467,12 @@ func (e *Engine) runChild(ctx context.Context, d *invocation, t agentconfig.Suba
 	return answer, nil
 }
 
-// instanceEnv applies t's immediate per-instance variables (001 section 5) to a call: the
-// child's thread gets the caller's values of scopedEnv, sealed as they are, for its tools (no
-// model sees them); the child is named by the value of nameEnv and its message follows the
-// value of descriptionEnv, the only values a model may see.
+// instanceEnv applies t's immediate per-instance variables (001 section 5) to a call. Each names
+// a variable of the caller's thread, and only of it: the process environment holds the
+// deployment's own secrets, which no name an account writes may reach. The child's thread gets
+// the caller's values of scopedEnv, sealed as they are, for its tools (no model sees them); the
+// child is named by the value of nameEnv and its message follows the value of descriptionEnv,
+// the only values a model may see.
 func (e *Engine) instanceEnv(ctx context.Context, d *invocation, t agentconfig.SubagentTool, vars store.Vars, label, message string) (store.Vars, string, string, error) {
 	im := t.Immediate
 	if im == nil {
@@ -484,23 +488,14 @@ func (e *Engine) instanceEnv(ctx context.Context, d *invocation, t agentconfig.S
 	for _, name := range im.ScopedEnv {
 		if sealed, ok := caller[name]; ok {
 			vars[name] = sealed
-			continue
-		}
-		if v := e.getenv(name); v != "" {
-			sealed, err := e.sealVars(ctx, d.accountID, map[string]string{name: v})
-			if err != nil {
-				return nil, "", "", err
-			}
-			maps.Copy(vars, sealed)
 		}
 	}
 	shown := e.storedThread(ctx, d.accountID, caller)
-	value := func(name string) string { return cmp.Or(shown.Get(name), e.getenv(name)) }
 	if im.NameEnv != "" {
-		label = cmp.Or(value(im.NameEnv), label)
+		label = cmp.Or(shown.Get(im.NameEnv), label)
 	}
 	if im.DescriptionEnv != "" {
-		if desc := value(im.DescriptionEnv); desc != "" {
+		if desc := shown.Get(im.DescriptionEnv); desc != "" {
 			message = desc + "\n\n" + message
 		}
 	}

@@ -1,12 +1,14 @@
 package turn
 
 import (
+	"context"
 	"encoding/json"
 	"slices"
 	"testing"
 
 	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/asynctools"
+	"github.com/agentharness/harness/shared/store"
 	"github.com/agentharness/harness/shared/tool"
 )
 
@@ -19,15 +21,15 @@ func TestSubagentToolsFollowTheirConfig(t *testing.T) {
 	],"runSubagent":true}}`), &c); err != nil {
 		t.Fatal(err)
 	}
-	env := map[string]string{"EDITOR_ON": "Yes", "CRITIC_ON": "off"}
-	e := New(Options{Getenv: func(k string) string { return env[k] }})
-	tools := e.subagentTools(c.Subagent)
+	e := New(Options{})
+	th := e.threadOf(context.Background(), "acc_1", map[string]string{"EDITOR_ON": "Yes", "CRITIC_ON": "off"}, func() (store.Vars, error) { return nil, nil })
+	tools := e.subagentTools(c.Subagent, th)
 	set, err := tool.NewSet(tools...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := set.Names(); !slices.Equal(got, []string{"editor", "finder", "run_subagent"}) {
-		t.Fatalf("tools %v, want editor (its flag is yes), finder and run_subagent, not critic (its flag is off)", got)
+		t.Fatalf("tools %v, want editor (its flag is yes in the thread), finder and run_subagent, not critic (its flag is off)", got)
 	}
 	if set.AsyncMode("finder") != asynctools.ExternalDispatch || set.AsyncMode("run_subagent") != asynctools.ExternalDispatch {
 		t.Errorf("finder runs %q, run_subagent %q: want non-blocking calls dispatched", set.AsyncMode("finder"), set.AsyncMode("run_subagent"))
@@ -36,7 +38,7 @@ func TestSubagentToolsFollowTheirConfig(t *testing.T) {
 	if err := json.Unmarshal([]byte(`{"model":{},"subagent":{"agents":[{"name":"finder","agentId":"agt_1"}]}}`), &blocking); err != nil {
 		t.Fatal(err)
 	}
-	if got := e.subagentTools(blocking.Subagent); len(got) != 1 || got[0].Async != "" {
+	if got := e.subagentTools(blocking.Subagent, th); len(got) != 1 || got[0].Async != "" {
 		t.Errorf("a blocking agent's tools %+v, want one that runs inline", got)
 	}
 	if _, err := set.Prepare("editor", json.RawMessage(`{"draft":"fix this"}`)); err != nil {

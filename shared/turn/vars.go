@@ -14,9 +14,11 @@ import (
 // Thread variables (001 section 3). A conversation (a thread) holds variables, sealed at rest
 // (store.Vars): a request sets them ("variables"), and a subagent's thread starts with a copy of
 // its caller's, less those its agent declares scoped (childVars). A variable resolves from the
-// request, then the thread, then, unless the agent or the tool declares it scoped, the harness
-// environment, the root every thread inherits from. No value is ever written to a message, a
-// stream, a log or a response: only tools read them.
+// request, then the thread. Every name an account writes (an agent's variables, immediate's
+// nameEnv, descriptionEnv and scopedEnv, a subagent's optional flag) is a thread variable's
+// only: the process environment holds the deployment's own secrets. Only a builtin tool falls
+// back to the environment, by its own fixed name (builtintools), to authenticate its calls. No
+// value is ever written to a message, a stream, a log or a response: only tools read them.
 
 // MaxRequestVariables bounds the variables one request sets, and MaxVariableBytes one value.
 const (
@@ -180,23 +182,11 @@ func (t *Thread) Err() error {
 	return t.err
 }
 
-// resolve is a variable of the agent's as its turn sees it: the thread's, else (unless the
-// agent declares it scoped) the harness environment's.
-func (e *Engine) resolve(t *Thread, decl agentconfig.Variables, name string) string {
-	if v := t.Get(name); v != "" {
-		return v
-	}
-	if d, ok := decl.Find(name); ok && d.Scoped {
-		return ""
-	}
-	return e.getenv(name)
-}
-
-// missingVariables are the agent's required variables the thread does not resolve.
-func (e *Engine) missingVariables(t *Thread, decl agentconfig.Variables) []agentconfig.Variable {
+// missingVariables are the agent's required variables the thread does not have.
+func missingVariables(t *Thread, decl agentconfig.Variables) []agentconfig.Variable {
 	var out []agentconfig.Variable
 	for _, v := range decl {
-		if v.Required && e.resolve(t, decl, v.Name) == "" {
+		if v.Required && t.Get(v.Name) == "" {
 			out = append(out, v)
 		}
 	}
