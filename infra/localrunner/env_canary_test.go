@@ -48,10 +48,12 @@ import (
 // harness's own calls and never become data: no value an account configures or sends may name
 // an environment variable and get its value back. TestEnvironmentCanaries sets a canary in each
 // and looks for it everywhere data goes; TestEveryEnvironmentVariableIsClassified makes a
-// variable the code starts reading join one of the lists below.
+// variable the code starts reading join one of the lists below, and
+// TestNoNameFromAConfigReadsTheEnvironment refuses code that reads the environment by a name it
+// is given.
 
-// secretVars are the secret-bearing variables the functions read (the AWS SDK the role's
-// credentials), each given a canary.
+// secretVars are the secret-bearing variables the functions read (the AWS SDK reads the
+// role's credentials), each given a canary.
 var secretVars = []string{
 	"ADMIN_SECRET", "ANTHROPIC_API_KEY", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
 	"GEMINI_API_KEY", "GOOGLE_API_KEY", "NATS_ACCOUNT_SIGNING_SEED", "NATS_CREDS", "NATS_NKEY_SEED",
@@ -84,13 +86,38 @@ func TestEveryEnvironmentVariableIsClassified(t *testing.T) {
 	for _, v := range slices.Concat(secretVars, notSecretVars) {
 		known[v] = true
 	}
-	read := envNamesRead(t)
+	read, _ := envNamesRead(t)
 	if len(read) < 30 || read["OPENAI_API_KEY"] == "" || read["ACCOUNTS_TABLE"] == "" {
 		t.Fatalf("found %d variables the functions read, among them no OPENAI_API_KEY or ACCOUNTS_TABLE: the scan looked in the wrong place", len(read))
 	}
 	for _, name := range slices.Sorted(maps.Keys(read)) {
 		if !known[name] {
 			t.Errorf("%s reads %s, which is in neither secretVars nor notSecretVars: a secret goes in secretVars, which gives it a canary", read[name], name)
+		}
+	}
+}
+
+// fixedNameReaders are the functions that read the environment by a name they are given, each
+// given only names the code spells (which envNamesRead collects from their callers).
+var fixedNameReaders = []string{
+	"shared/awsclient/awsclient.go isSet",
+	"shared/builtintools/tools.go context", // a builtin tool's own variables, Spec.Variables
+	"shared/provider/provider.go operatorSet",
+	"shared/provider/provider.go serviceKey",
+	"shared/turn/deps.go duration",
+}
+
+// TestNoNameFromAConfigReadsTheEnvironment fails on a function that reads the environment by a
+// name it is given, unless it is one of fixedNameReaders: a name an account configures or sends
+// must never reach the environment (a thread's variables are read through turn.Thread).
+func TestNoNameFromAConfigReadsTheEnvironment(t *testing.T) {
+	_, byName := envNamesRead(t)
+	if !slices.Contains(byName, "shared/turn/deps.go duration") {
+		t.Fatalf("found %v reading the environment by a name they are given, not turn's duration: the scan looked in the wrong place", byName)
+	}
+	for _, f := range byName {
+		if !slices.Contains(fixedNameReaders, f) {
+			t.Errorf("%s reads the environment by a name it is given: no name an account configures or sends may reach the environment; read the thread's variables (turn.Thread), or, if every name it gets is spelled in the code, add it to fixedNameReaders", f)
 		}
 	}
 }
@@ -103,10 +130,11 @@ var envName = regexp.MustCompile(`^[A-Z][A-Z0-9]*(_[A-Z0-9]+)*$`)
 // by name: a name (a string constant, or a constant's name) passed to a call that reads the
 // environment (Getenv, getenv, LookupEnv, or a function that calls one), or passed along with
 // such a reader, and the names of the builtin tools' variables (builtintools.Variable), which
-// resolve from the environment last.
-func envNamesRead(t *testing.T) map[string]string {
+// resolve from the environment last. byName are the functions ("file func") that read a
+// variable by a name they are given, not one the code spells.
+func envNamesRead(t *testing.T) (read map[string]string, byName []string) {
 	t.Helper()
-	read := map[string]string{}
+	read = map[string]string{}
 	tpl := testenv.Template(t)
 	for _, fn := range tpl.Functions() {
 		env, err := tpl.FunctionEnv(fn, func(string) string { return "" })
@@ -171,18 +199,21 @@ func envNamesRead(t *testing.T) map[string]string {
 		return ""
 	}
 	// A function that reads a variable whose name it is given reads the environment too
-	// (isSet, duration, serviceKey): its callers' names count.
+	// (isSet, duration, serviceKey): its callers' names count, and it is one of the readers by
+	// a name not in the code.
 	for _, fd := range funcs {
 		if fd.Body == nil {
 			continue
 		}
+		where, _ := filepath.Rel(root, fset.Position(fd.Pos()).Filename)
 		ast.Inspect(fd.Body, func(n ast.Node) bool {
 			c, ok := n.(*ast.CallExpr)
 			if !ok || !baseReaders[name(c.Fun)] || len(c.Args) == 0 {
 				return true
 			}
-			if id, ok := c.Args[0].(*ast.Ident); ok && consts[id.Name] == "" {
+			if _, lit := stringLit(c.Args[0]); !lit && consts[name(c.Args[0])] == "" && !slices.Contains(byName, where+" "+fd.Name.Name) {
 				readers[fd.Name.Name] = true
+				byName = append(byName, where+" "+fd.Name.Name)
 			}
 			return true
 		})
@@ -224,7 +255,7 @@ func envNamesRead(t *testing.T) map[string]string {
 			return true
 		})
 	}
-	return read
+	return read, byName
 }
 
 func stringLit(e ast.Expr) (string, bool) {
@@ -495,7 +526,7 @@ func TestEnvironmentCanaries(t *testing.T) {
 	dispatcher := e.agent(t, `{"name": "dispatcher", "model": {"provider": "scripted", "script": [
 		{"toolCalls": [{"name": "test_external_async", "input": {"echo": "job"}}]}, {"text": "Dispatched: {{toolResults}}"}]},
 		"tools": {"test_external_async": {"async": true, "execution": "external-dispatch"}}}`)
-	planner := e.agent(t, planner(`{"agents": [{"name": "own", "agentId": "`+ownAgent+`"}, {"name": "claude", "agentId": "`+claude+`", "blocking": false}]}`,
+	plannerID := e.agent(t, planner(`{"agents": [{"name": "own", "agentId": "`+ownAgent+`"}, {"name": "claude", "agentId": "`+claude+`", "blocking": false}]}`,
 		ask("own", "hi own"), ask("claude", "hi claude")))
 	names := slices.Concat(secretVars, unreadVars)
 	var entries []string
@@ -559,7 +590,7 @@ func TestEnvironmentCanaries(t *testing.T) {
 
 	// /async turns (async-worker): subagents blocking and not; an external-dispatch call
 	// completed through async-tool-complete.
-	plan := e.async(t, `{"agentId": "`+planner+`", "message": "plan it"}`)
+	plan := e.async(t, `{"agentId": "`+plannerID+`", "message": "plan it"}`)
 	dispatch := e.async(t, `{"agentId": "`+dispatcher+`", "message": "dispatch it"}`)
 	for _, j := range e.jobs(t, 1) {
 		if res := e.complete(t, j); res.status/100 != 2 {
