@@ -75,7 +75,8 @@ var notSecretVars = []string{
 	"MCP_PRIVATE_ENDPOINTS", "MODEL_PRIVATE_ENDPOINTS", "NATS_ACCOUNT", "NATS_ACCOUNT_SIGNING_SEED_SECRET",
 	"NATS_CLIENT_URLS", "NATS_CREDENTIALS_TTL", "NATS_CREDS_SECRET", "NATS_REPLICAS", "NATS_STREAM", "NATS_URL",
 	"OPENAI_BASE_URL", "SECRETS_KMS_KEY_ID", "SKILLS_BUCKET", "SKILLS_TABLE", "SLACK_API_URL", "STREAMS_TABLE",
-	"STREAM_RETENTION", "TAVILY_BASE_URL", "TELEGRAM_API_URL", "WEBSOCKET_ENDPOINT",
+	"STREAM_RETENTION", "TAVILY_BASE_URL", "TELEGRAM_API_URL", "TURN_TREE_MAX_DEPTH", "TURN_TREE_MAX_TURNS",
+	"WEBSOCKET_ENDPOINT",
 }
 
 // TestEveryEnvironmentVariableIsClassified fails on a variable the functions read that is
@@ -104,6 +105,7 @@ var fixedNameReaders = []string{
 	"shared/builtintools/tools.go context", // a builtin tool's own variables, Spec.Variables
 	"shared/provider/provider.go operatorSet",
 	"shared/provider/provider.go serviceKey",
+	"shared/turn/deps.go count",
 	"shared/turn/deps.go duration",
 }
 
