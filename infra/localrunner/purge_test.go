@@ -25,7 +25,8 @@ const chatty = `{"name":"chatty","model":{"provider":"scripted","script":[{"text
 
 // TestDeletingAnAccountPurgesItsConversations: DELETE /accounts/me answers 204, the secret stops
 // working at once, and async-worker soon deletes every item of the account's conversations, its
-// skills' rows and objects and its channel bindings, while another account's stay. With short invocations the purge runs out of time after each
+// skills' rows and objects, its channel bindings and its kept tool results, while another
+// account's stay. With short invocations the purge runs out of time after each
 // conversation and goes on in the next message it queues.
 func TestDeletingAnAccountPurgesItsConversations(t *testing.T) {
 	for _, tt := range []struct {
@@ -43,7 +44,8 @@ func TestDeletingAnAccountPurgesItsConversations(t *testing.T) {
 			// The binding's token is checked with a local stand-in of the Bot API.
 			tg := httptest.NewServer(faketelegram.New(&faketelegram.Options{Token: telegramToken, BotID: 4242, BotUsername: "harness_bot"}))
 			t.Cleanup(tg.Close)
-			env := map[string]string{"ADMIN_SECRET": adminSecret, "TELEGRAM_API_URL": tg.URL}
+			env := map[string]string{"ADMIN_SECRET": adminSecret, "TELEGRAM_API_URL": tg.URL, "MCP_PRIVATE_ENDPOINTS": "allow"}
+			bigURL := testenv.BigMCPServer(t)
 			opts := stack.Options(func(k string) string { return env[k] })
 			var mu sync.Mutex
 			passes := map[string]int{} // purge messages received, by account
@@ -87,6 +89,14 @@ func TestDeletingAnAccountPurgesItsConversations(t *testing.T) {
 				if res := call(t, srv, http.MethodPost, "/accounts/me/channels", s, `{"type":"telegram","agentId":"chatty","botToken":"`+telegramToken+`"}`); res.status != http.StatusCreated {
 					t.Fatalf("binding a channel = %d %s", res.status, res.body)
 				}
+				// A tool result too large for its conversation is kept in the results bucket.
+				big := createAgent(t, srv, s, bigAgent(bigURL))
+				if res := call(t, srv, http.MethodPost, "/", s, `{"agentId":"`+big+`","id":"conv-big","message":"go"}`); res.status != http.StatusOK {
+					t.Fatalf("the turn of the agent with a large result = %d %s", res.status, res.body)
+				}
+			}
+			if n := toolResultObjects(t, stack, id); n != 1 {
+				t.Fatalf("the account keeps %d tool results, want 1", n)
 			}
 			if rows, objects := skillItems(t, stack, id); rows != 1 || objects != 2 {
 				t.Fatalf("the account has %d skill rows and %d objects, want 1 and 2", rows, objects)
@@ -94,7 +104,7 @@ func TestDeletingAnAccountPurgesItsConversations(t *testing.T) {
 			if n := channelItems(t, stack, id); n != 2 {
 				t.Fatalf("the account has %d items in ChannelsTable, want its binding and its index item", n)
 			}
-			for _, conv := range []string{"conv-1", "conv-2", "conv-3"} {
+			for _, conv := range []string{"conv-1", "conv-2"} {
 				turn(t, srv, secret, conv)
 			}
 			turn(t, srv, otherSecret, "conv-1")
@@ -117,10 +127,11 @@ func TestDeletingAnAccountPurgesItsConversations(t *testing.T) {
 			}
 
 			deadline := time.Now().Add(20 * time.Second)
-			for len(testenv.ConversationItems(t, stack.DB, stack.Tables.Conversations, id)) > 0 || len(heads(t, stack, id)) > 0 || skillsLeft(t, stack, id) || channelItems(t, stack, id) > 0 {
+			for len(testenv.ConversationItems(t, stack.DB, stack.Tables.Conversations, id)) > 0 || len(heads(t, stack, id)) > 0 || skillsLeft(t, stack, id) || channelItems(t, stack, id) > 0 ||
+				toolResultObjects(t, stack, id) > 0 {
 				if time.Now().After(deadline) {
-					t.Fatalf("20 s after the deletion the account still has conversation items %v (heads in ByAccount: %d), skills %v, channel items %d",
-						testenv.ConversationItems(t, stack.DB, stack.Tables.Conversations, id), len(heads(t, stack, id)), skillsLeft(t, stack, id), channelItems(t, stack, id))
+					t.Fatalf("20 s after the deletion the account still has conversation items %v (heads in ByAccount: %d), skills %v, channel items %d, tool results %d",
+						testenv.ConversationItems(t, stack.DB, stack.Tables.Conversations, id), len(heads(t, stack, id)), skillsLeft(t, stack, id), channelItems(t, stack, id), toolResultObjects(t, stack, id))
 				}
 				time.Sleep(100 * time.Millisecond)
 			}
@@ -135,6 +146,9 @@ func TestDeletingAnAccountPurgesItsConversations(t *testing.T) {
 			}
 			if n := channelItems(t, stack, otherID); n != 2 {
 				t.Errorf("the other account has %d items in ChannelsTable after the purge, want its 2", n)
+			}
+			if n := toolResultObjects(t, stack, otherID); n != 1 {
+				t.Errorf("the other account keeps %d tool results after the purge, want its 1", n)
 			}
 			if after := testenv.ConversationItems(t, stack.DB, stack.Tables.Conversations, otherID); len(after) != len(otherItems) {
 				t.Errorf("the other account has %d conversation items after the purge, want its %d", len(after), len(otherItems))

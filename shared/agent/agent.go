@@ -80,6 +80,10 @@ type Config struct {
 	// Warnings are what went wrong building the agent without stopping its turn (an MCP server
 	// that could not be reached), for its client.
 	Warnings []string
+	// KeepResult, when set, keeps the whole of a tool result that was cut to fit the
+	// conversation's record (MaxResultBytes) and returns where, for the result's OutputKey; ""
+	// when it could not. Without it such a result is only cut.
+	KeepResult func(ctx context.Context, whole json.RawMessage) string
 }
 
 // AsyncFunc starts an async call; toolCallID is the model's id for it.
@@ -217,19 +221,19 @@ func decide(ctx context.Context, cfg Config, history []model.Message, decisions 
 	nested := &tool.Transcript{}
 	ctx = tool.WithTranscript(ctx, nested)
 	results := make([]model.Part, 0, len(held))
+	step := newStepResults(cfg, len(held))
 	for _, c := range held {
 		d := decisions[c.ToolCallID]
-		result := model.Part{Type: model.PartToolResult, ToolCallID: c.ToolCallID, ToolName: c.ToolName}
 		if !d.Approved {
-			if !yield(Event{Type: ToolOutputDenied, ToolCallID: c.ToolCallID, ToolName: c.ToolName, ErrorText: d.Denial}, nil) {
+			result, denial := step.failure(ctx, c, d.Denial)
+			if !yield(Event{Type: ToolOutputDenied, ToolCallID: c.ToolCallID, ToolName: c.ToolName, ErrorText: denial}, nil) {
 				return nil, model.Usage{}, false
 			}
-			result.Output, result.IsError = errorOutput(d.Denial), true
 			results = append(results, result)
 			continue
 		}
 		call, err := prepare(cfg.Tools, c.ToolName, c.Input)
-		r, _, ok := runCall(ctx, cfg, call, err, c, false, yield)
+		r, _, ok := runCall(ctx, step, call, err, c, false, yield)
 		if !ok {
 			return nil, model.Usage{}, false
 		}
@@ -491,10 +495,11 @@ func runStep(ctx context.Context, m Model, req *model.Request, step int, yield f
 // results the model sees.
 func runTools(ctx context.Context, cfg Config, calls []model.Part, yield func(Event, error) bool) (results []model.Part, pending []Pending, deferred, ok bool) {
 	results = make([]model.Part, 0, len(calls))
+	step := newStepResults(cfg, len(calls))
 	for _, c := range calls {
 		call, err := prepare(cfg.Tools, c.ToolName, c.Input)
 		if err != nil {
-			r, _, ok := runCall(ctx, cfg, nil, err, c, true, yield)
+			r, _, ok := runCall(ctx, step, nil, err, c, true, yield)
 			if !ok {
 				return nil, nil, false, false
 			}
@@ -503,7 +508,7 @@ func runTools(ctx context.Context, cfg Config, calls []model.Part, yield func(Ev
 		}
 		d := call.Approval()
 		if d.Status != approval.UserApproval && d.Status != approval.Denied {
-			r, later, ok := runCall(ctx, cfg, call, nil, c, true, yield)
+			r, later, ok := runCall(ctx, step, call, nil, c, true, yield)
 			if !ok {
 				return nil, nil, false, false
 			}
@@ -524,11 +529,11 @@ func runTools(ctx context.Context, cfg Config, calls []model.Part, yield func(Ev
 		if d.Reason != "" {
 			denial += ": " + d.Reason
 		}
-		denial += "; the tool did not run"
+		result, denial := step.failure(ctx, c, denial+"; the tool did not run")
 		if !yield(Event{Type: ToolOutputDenied, ToolCallID: c.ToolCallID, ToolName: c.ToolName, ApprovalID: newApprovalID(), Automatic: true, ErrorText: denial}, nil) {
 			return nil, nil, false, false
 		}
-		results = append(results, model.Part{Type: model.PartToolResult, ToolCallID: c.ToolCallID, ToolName: c.ToolName, Output: errorOutput(denial), IsError: true})
+		results = append(results, result)
 	}
 	return results, pending, deferred, true
 }
@@ -544,31 +549,29 @@ func prepare(tools *tool.Set, name string, input json.RawMessage) (*tool.Call, e
 	return tools.Prepare(name, input)
 }
 
-// runCall runs one prepared call, or reports why it could not be prepared, and returns its
-// result. announce sends the tool-input-available event first (a resumed call was announced
-// when it was held).
-func runCall(ctx context.Context, cfg Config, call *tool.Call, prepErr error, c model.Part, announce bool, yield func(Event, error) bool) (r model.Part, deferred, ok bool) {
-	result := model.Part{Type: model.PartToolResult, ToolCallID: c.ToolCallID, ToolName: c.ToolName}
+// runCall runs one prepared call of step, or reports why it could not be prepared, and returns
+// its result, bounded as the step's results are. announce sends the tool-input-available event
+// first (a resumed call was announced when it was held).
+func runCall(ctx context.Context, step stepResults, call *tool.Call, prepErr error, c model.Part, announce bool, yield func(Event, error) bool) (r model.Part, deferred, ok bool) {
 	input := c.Input
 	if len(input) == 0 {
 		input = json.RawMessage(`{}`)
 	}
 	if prepErr != nil {
-		msg := inputErrorText(c.ToolName, prepErr)
+		result, msg := step.failure(ctx, c, inputErrorText(c.ToolName, prepErr))
 		if !yield(Event{Type: ToolInputError, ToolCallID: c.ToolCallID, ToolName: c.ToolName, Input: displayInput(input), ErrorText: msg}, nil) {
 			return result, false, false
 		}
-		result.Output, result.IsError = errorOutput(msg), true
 		return result, false, true
 	}
 	if announce && !yield(Event{Type: ToolInputAvailable, ToolCallID: c.ToolCallID, ToolName: c.ToolName, Input: input}, nil) {
-		return result, false, false
+		return model.Part{}, false, false
 	}
 	var out json.RawMessage
 	var err error
 	ctx = tool.WithCallID(ctx, c.ToolCallID)
-	if call.Async() != "" && cfg.Async != nil {
-		out, err = cfg.Async(ctx, c.ToolCallID, call)
+	if call.Async() != "" && step.cfg.Async != nil {
+		out, err = step.cfg.Async(ctx, c.ToolCallID, call)
 	} else {
 		out, err = call.Run(ctx)
 	}
@@ -577,16 +580,16 @@ func runCall(ctx context.Context, cfg Config, call *tool.Call, prepErr error, c 
 		out, err, deferred = handed.Output, nil, true
 	}
 	if err != nil {
-		if !yield(Event{Type: ToolOutputError, ToolCallID: c.ToolCallID, ToolName: c.ToolName, ErrorText: err.Error()}, nil) {
+		result, msg := step.failure(ctx, c, err.Error())
+		if !yield(Event{Type: ToolOutputError, ToolCallID: c.ToolCallID, ToolName: c.ToolName, ErrorText: msg}, nil) {
 			return result, false, false
 		}
-		result.Output, result.IsError = errorOutput(err.Error()), true
 		return result, false, true
 	}
-	if !yield(Event{Type: ToolOutput, ToolCallID: c.ToolCallID, ToolName: c.ToolName, Output: out}, nil) {
+	result := step.output(ctx, c, out)
+	if !yield(Event{Type: ToolOutput, ToolCallID: c.ToolCallID, ToolName: c.ToolName, Output: result.Output}, nil) {
 		return result, false, false
 	}
-	result.Output = out
 	return result, deferred, true
 }
 

@@ -507,8 +507,14 @@ func (o *wsOut) failure(ctx context.Context, text string) {
 	}
 }
 
-// toolReturn sends a tool's result as the model got it.
+// toolReturnBytes bounds a tool's result in a tool_return_message, which carries it twice and
+// must fit MaxFrameBytes with its ids and envelope.
+const toolReturnBytes = (MaxFrameBytes - 8<<10) / 2
+
+// toolReturn sends a tool's result as the model got it, cut where a frame cannot hold it whole
+// (an escape-heavy result near agent.MaxResultBytes), with a note of what was left out.
 func (o *wsOut) toolReturn(ctx context.Context, toolCallID, text string, ok bool) {
+	text = agent.Truncate(text, toolReturnBytes)
 	status := "success"
 	if !ok {
 		status = "error"

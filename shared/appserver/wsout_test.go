@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -16,13 +17,17 @@ import (
 	"github.com/agentharness/harness/shared/turn"
 )
 
-// recordingPoster keeps every frame posted, in order.
+// recordingPoster keeps every frame posted, in order; like API Gateway, it refuses a frame over
+// its limit.
 type recordingPoster struct {
 	mu     sync.Mutex
 	frames []map[string]any
 }
 
 func (p *recordingPoster) Post(_ context.Context, _ string, data []byte) error {
+	if len(data) > appserver.MaxFrameBytes {
+		return fmt.Errorf("a frame of %d bytes, more than %d", len(data), appserver.MaxFrameBytes)
+	}
 	var m map[string]any
 	if err := json.Unmarshal(data, &m); err != nil {
 		return err
@@ -148,4 +153,26 @@ func TestWebSocketTextIsCoalesced(t *testing.T) {
 
 func textDelta(id, text string) turn.Event {
 	return turn.Event{Kind: turn.Loop, Loop: agent.Event{Type: agent.TextDelta, ID: id, Text: text}}
+}
+
+// A tool's result reaches the controller within API Gateway's frame limit, even one within the
+// loop's bound that a frame, which holds it twice and escapes it again, would take past the
+// limit: cut, with a note of what was left out.
+func TestWebSocketToolReturnFitsAFrame(t *testing.T) {
+	ctx := context.Background()
+	out, p := newOut(t, time.Minute)
+	output := `[` + strings.Repeat(`"",`, agent.MaxResultBytes/3-1) + `""]` // two bytes in three escaped
+	out.Event(ctx, turn.Event{Kind: turn.Loop, Loop: agent.Event{Type: agent.ToolOutput, ToolCallID: "call_1", ToolName: "rows", Output: json.RawMessage(output)}})
+	var got string
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, f := range p.frames {
+		if d, _ := f["delta"].(map[string]any); d != nil && d["message_type"] == "tool_return_message" {
+			got, _ = d["tool_return"].(string)
+		}
+	}
+	i := strings.LastIndex(got, "\n\n[truncated: ")
+	if i < 0 || !strings.HasPrefix(output, got[:i]) || i < agent.MaxResultBytes/4 {
+		t.Fatalf("tool_return %d bytes (ends %q), want the result's beginning cut with a note", len(got), got[max(0, len(got)-200):])
+	}
 }

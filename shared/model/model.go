@@ -101,6 +101,11 @@ type Part struct {
 	Output     json.RawMessage `json:"output,omitempty"`
 	// IsError marks a tool result that reports a failure to the model.
 	IsError bool `json:"isError,omitempty"`
+	// OutputBytes, on a tool result cut to fit the conversation's record, is the size of the
+	// whole result, and OutputKey where it is kept (empty when it could not be); Output is then
+	// the cut result the model got, which ends with a note of what was left out.
+	OutputBytes int    `json:"outputBytes,omitempty"`
+	OutputKey   string `json:"outputKey,omitempty"`
 	// A file part's media type and file name, and its attachment: the id of its bytes among
 	// its thread's attachments (shared/attachments).
 	MediaType  string `json:"mediaType,omitempty"`

@@ -32,7 +32,7 @@ type Purge struct {
 	// PageSize is how many conversation heads one index query reads (default 100).
 	PageSize int32
 	// Elsewhere deletes what the account keeps outside these tables (its skills, its channel
-	// bindings); every pass runs it, before the tombstone that keeps the purge owed is removed.
+	// bindings, its kept tool results); every pass runs it, before the tombstone that keeps the purge owed is removed.
 	// nil for nothing.
 	Elsewhere func(ctx context.Context) error
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/agentharness/harness/shared/store"
 	"github.com/agentharness/harness/shared/streamlog"
 	"github.com/agentharness/harness/shared/tool"
+	"github.com/agentharness/harness/shared/toolresults"
 	"github.com/agentharness/harness/shared/workqueue"
 )
 
@@ -55,10 +56,12 @@ func OptionsFrom(d lambdadeps.Deps) (Options, error) {
 	if err != nil {
 		return Options{}, err
 	}
+	// What is too large for an item goes to the async results bucket: stream outputs under
+	// streams/, cut tool results under tool-results/.
+	results := blobstore.NewS3(d.S3, getenv("ASYNC_RESULTS_BUCKET"))
 	var streams *streamlog.Log
 	if table := getenv("STREAMS_TABLE"); table != "" {
-		// Outputs too large for an item go to the async results bucket, under streams/.
-		streams = streamlog.New(d.DB, table, streamlog.Options{Retention: retention, Blobs: blobstore.NewS3(d.S3, getenv("ASYNC_RESULTS_BUCKET"))})
+		streams = streamlog.New(d.DB, table, streamlog.Options{Retention: retention, Blobs: results})
 	}
 	skillStore, err := skills.FromEnv(d.DB, d.S3, getenv)
 	if err != nil {
@@ -87,6 +90,7 @@ func OptionsFrom(d lambdadeps.Deps) (Options, error) {
 		},
 		Sealer:           d.Sealer,
 		Attachments:      attachments.InBucket(d.S3, getenv("ASYNC_RESULTS_BUCKET")),
+		Results:          toolresults.New(results),
 		Model:            func(block json.RawMessage) (agent.Model, error) { return provider.New(block, getenv) },
 		Logger:           d.Logger,
 		Async:            async,

@@ -121,6 +121,7 @@ func (d *invocation) passes(ctx context.Context, n int, events func(agent.Config
 		d.history = append(d.history, model.WithoutNested(msgs)...)
 		return nil
 	}
+	d.cfg.KeepResult = d.keepResult
 	if n == 0 {
 		for _, w := range d.cfg.Warnings {
 			d.emit(Event{Kind: Warning, Warning: w})

@@ -21,6 +21,7 @@ import (
 	"github.com/agentharness/harness/shared/store"
 	"github.com/agentharness/harness/shared/streamlog"
 	"github.com/agentharness/harness/shared/tool"
+	"github.com/agentharness/harness/shared/toolresults"
 )
 
 // Defaults for Options left zero.
@@ -50,6 +51,9 @@ type Options struct {
 	Sealer agents.Sealer
 	// Attachments keeps threads' files (files.go); nil: messages carry none.
 	Attachments *attachments.Store
+	// Results keeps the whole of tool results cut to fit the conversation's record (results.go);
+	// nil: such results are only cut.
+	Results *toolresults.Store
 	// Skills reads accounts' skills (skills.go); nil: agents that name skills cannot run.
 	Skills SkillStore
 	// Model builds an agent's model from its model block.

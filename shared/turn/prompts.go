@@ -122,7 +122,7 @@ func (e *Engine) runPrompt(ctx context.Context, name string, p *agentconfig.Prom
 		}
 	}
 	if inTurn {
-		cfg.Model = d.withFiles(cfg.Model)
+		cfg.Model, cfg.KeepResult = d.withFiles(cfg.Model), d.keepResult
 	}
 	if len(p.Tools) > 0 {
 		if cfg.Tools, err = e.opts.Tools(p.Tools, vars); err != nil {

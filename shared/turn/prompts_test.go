@@ -55,6 +55,12 @@ func (r recording) Stream(ctx context.Context, req *model.Request) iter.Seq2[mod
 
 func newPromptEnv(t *testing.T) *promptEnv {
 	t.Helper()
+	return newPromptEnvWith(t, nil)
+}
+
+// newPromptEnvWith is newPromptEnv with the engine's options changed by adjust (when set).
+func newPromptEnvWith(t *testing.T, adjust func(*promptEnv, *turn.Options)) *promptEnv {
+	t.Helper()
 	stack := testenv.Stack(t)
 	e := &promptEnv{t: t, ctx: context.Background(), st: store.New(stack.DB, stack.Tables), stack: stack, requests: map[string][]*model.Request{}}
 	async := asynctools.NewStore(stack.DB, stack.AsyncResultsTable, nil)
@@ -64,7 +70,7 @@ func newPromptEnv(t *testing.T) *promptEnv {
 	}
 	e.acc = acc.ID
 	e.svc = agents.New(e.st, secrets.New(secrets.NewRandomLocal()), builtintools.ConfigChecks(), nil)
-	e.eng = turn.New(turn.Options{
+	opts := turn.Options{
 		Store: e.st, Agents: e.svc, Async: async,
 		Redriver: &asynctools.Redriver{Store: async, Send: func(context.Context, asynctools.Continuation) error { return nil }},
 		Tools: func(c map[string]json.RawMessage, vars tool.Vars) (*tool.Set, error) {
@@ -74,7 +80,11 @@ func newPromptEnv(t *testing.T) *promptEnv {
 			m, err := provider.New(block, func(string) string { return "" })
 			return recording{Model: m, e: e}, err
 		},
-	})
+	}
+	if adjust != nil {
+		adjust(e, &opts)
+	}
+	e.eng = turn.New(opts)
 	return e
 }
 

@@ -17,9 +17,10 @@ const (
 	purgeDefault = 5 * time.Minute
 )
 
-// purge deletes a deleted account's data, its skills and channel bindings among it, in passes
-// that end before the invocation does: a pass that runs out of time queues the next. Purging
-// twice is harmless. A live account is never purged: the message was forged or misrouted.
+// purge deletes a deleted account's data, its skills, channel bindings and kept tool results
+// among it, in passes that end before the invocation does: a pass that runs out of time queues
+// the next. Purging twice is harmless. A live account is never purged: the message was forged
+// or misrouted.
 func (w *Worker) purge(ctx context.Context, msg turn.Work) error {
 	o := w.eng.Options()
 	log := o.Logger.With("accountId", msg.AccountID)
@@ -29,6 +30,11 @@ func (w *Worker) purge(ctx context.Context, msg turn.Work) error {
 	}
 	skills, bindings := w.opts.Skills, w.opts.Bindings
 	p := store.Purge{Now: o.Now(), Until: until, Elsewhere: func(ctx context.Context) error {
+		if o.Results != nil {
+			if err := o.Results.DeleteAll(ctx, msg.AccountID); err != nil {
+				return err
+			}
+		}
 		if skills != nil {
 			if err := skills.DeleteAll(ctx, msg.AccountID); err != nil {
 				return err
