@@ -30,9 +30,13 @@ func TestFunctionLevel(t *testing.T) {
 		t.Fatalf("runFunctions() = %v", err)
 	}
 	for _, rt := range []turnRuntime{r.harness, r.node} {
+		// VmHWM is the larger of the kernel's recorded peak and the RSS now, and the kernel
+		// records a peak only on some paths (an unmap, an exit): a peak that was never recorded
+		// reads lower once the RSS falls. So the later reading may be a little lower; a tenth
+		// lower would be a measuring fault.
 		if rt.initMs <= 0 || rt.firstByteMs < rt.initMs || rt.firstTurnMs < rt.firstByteMs || rt.turns != 3 || rt.longTurns != 5 ||
-			rt.p50Ms <= 0 || rt.cpuMsPerTurn < 0 || rt.hwmKB <= 0 || rt.longHWMKB < rt.hwmKB {
-			t.Errorf("%s = %+v; want init < first byte < first turn, 3 and 5 turns, a latency and a peak RSS that never falls", rt.name, rt)
+			rt.p50Ms <= 0 || rt.cpuMsPerTurn < 0 || rt.hwmKB <= 0 || rt.longHWMKB < rt.hwmKB*9/10 {
+			t.Errorf("%s = %+v; want init < first byte < first turn, 3 and 5 turns, a latency and two readings of the peak RSS", rt.name, rt)
 		}
 	}
 	if len(r.functions) != 6 {

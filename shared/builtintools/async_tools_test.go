@@ -158,7 +158,7 @@ func TestTestExternalAsyncFailures(t *testing.T) {
 	})
 }
 
-// Without a queue from the config or the environment, the turn stops before its first model
+// Without a queue from the environment (the only place it may come from), the turn stops before its first model
 // call, naming the variable and where to set it.
 func TestTestExternalAsyncNeedsAQueue(t *testing.T) {
 	_, err := builtintools.Build(config(t, `{"test_external_async":{"async":true,"execution":"external-dispatch"}}`), tool.Env{Getenv: envOf(map[string]string{"AGENT_SERVICE_URL": "http://127.0.0.1:3000"})})
@@ -169,7 +169,7 @@ func TestTestExternalAsyncNeedsAQueue(t *testing.T) {
 	if me.Tool != "test_external_async" || me.Variable.Name != "EXTERNAL_JOBS_QUEUE_URL" {
 		t.Errorf("missing %s of %s, want EXTERNAL_JOBS_QUEUE_URL of test_external_async", me.Variable.Name, me.Tool)
 	}
-	if !strings.Contains(err.Error(), "or the harness environment variable EXTERNAL_JOBS_QUEUE_URL") {
+	if !strings.Contains(err.Error(), "set the harness environment variable EXTERNAL_JOBS_QUEUE_URL") {
 		t.Errorf("error = %q, want it to say where to set the queue", err)
 	}
 }

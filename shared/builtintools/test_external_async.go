@@ -22,7 +22,7 @@ import (
 )
 
 var (
-	externalJobsQueue = Variable{Name: "EXTERNAL_JOBS_QUEUE_URL", Type: Text, Required: true, Description: "URL of the SQS queue the outside worker takes jobs from"}
+	externalJobsQueue = Variable{Name: "EXTERNAL_JOBS_QUEUE_URL", Type: Text, Required: true, Deployment: true, Description: "URL of the SQS queue the outside worker takes jobs from"}
 	agentServiceURL   = Variable{Name: "AGENT_SERVICE_URL", Option: "completionBaseUrl", Type: Text, Description: "base URL of the harness API, to give the worker a full completionUrl"}
 )
 

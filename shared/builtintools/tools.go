@@ -50,11 +50,14 @@ const (
 // the parent every agent inherits from, so a Scoped variable skips it: only the agent's own
 // config supplies it, and from there it reaches every turn and continuation of that agent.
 type Variable struct {
-	Name        string
-	Option      string // config key that supplies it; a Scoped variable must have one
-	Type        VarType
-	Required    bool
-	Scoped      bool
+	Name     string
+	Option   string // config key that supplies it; a Scoped variable must have one
+	Type     VarType
+	Required bool
+	Scoped   bool
+	// Deployment: only the harness environment supplies it, never a config or a thread: it
+	// says where the harness sends (a queue), which no account or client may choose.
+	Deployment  bool
 	Description string
 }
 
@@ -139,9 +142,12 @@ func (e *MissingVariableError) Error() string {
 		where = ""
 	}
 	where += "the conversation's variable " + v.Name
-	if v.Scoped {
+	switch {
+	case v.Deployment:
+		return fmt.Sprintf("tool %s needs the %s variable %s (%s), which only the deployment sets: set the harness environment variable %s", e.Tool, v.Type, v.Name, v.Description, v.Name)
+	case v.Scoped:
 		where += " (it is scoped: the harness environment variable " + v.Name + " is not used)"
-	} else {
+	default:
 		where += " or the harness environment variable " + v.Name
 	}
 	return fmt.Sprintf("tool %s needs the %s variable %s (%s): set %s", e.Tool, v.Type, v.Name, v.Description, where)
@@ -295,8 +301,9 @@ func Build(config map[string]json.RawMessage, env tool.Env) (*tool.Set, error) {
 
 // context resolves the spec's variables for one config entry: a variable's option in the
 // config, else the thread's variable of its name, else (unless the variable is scoped, by the
-// tool or by the agent) the harness environment variable of its name. The variables' options
-// are taken out of the options the factory sees.
+// tool or by the agent) the harness environment variable of its name; a Deployment variable
+// from that environment variable alone. The variables' options are taken out of the options
+// the factory sees.
 func (s Spec) context(name string, opts Options, getenv func(string) string, thread tool.Vars) (Context, error) {
 	c := Context{Options: Options{}, Vars: map[string]string{}, Getenv: getenv}
 	for k, v := range opts {
@@ -310,7 +317,10 @@ func (s Spec) context(name string, opts Options, getenv func(string) string, thr
 				delete(c.Options, v.Option)
 			}
 		}
-		if value == "" {
+		switch {
+		case v.Deployment:
+			value = getenv(v.Name)
+		case value == "":
 			var fallback bool
 			value, fallback = thread.Lookup(v.Name)
 			if value == "" && fallback && !v.Scoped {
@@ -338,6 +348,8 @@ func checkSpec(name string, s Spec) error {
 			return fmt.Errorf("tools: variable %s of %s has type %q, want %q or %q", v.Name, name, v.Type, Text, Secret)
 		case v.Scoped && v.Option == "":
 			return fmt.Errorf("tools: variable %s of %s is scoped but has no config option, so nothing could ever supply it", v.Name, name)
+		case v.Deployment && (v.Scoped || v.Option != ""):
+			return fmt.Errorf("tools: variable %s of %s comes from the deployment only, so it can be neither scoped nor a config option", v.Name, name)
 		}
 	}
 	return nil

@@ -96,6 +96,26 @@ func TestVariablesResolve(t *testing.T) {
 	}
 }
 
+// A variable that says where the harness sends (test_external_async's queue) comes from the
+// deployment alone: a conversation's variable of its name is not taken.
+func TestDeploymentVariableIgnoresTheThread(t *testing.T) {
+	thread := tool.Vars{Get: func(name string) string { return "https://sqs.example/attacker-chosen" }}
+	c, err := testExternalAsyncSpec.context("test_external_async", Options{}, func(k string) string {
+		return map[string]string{"EXTERNAL_JOBS_QUEUE_URL": "https://sqs.example/operators-queue"}[k]
+	}, thread)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Vars["EXTERNAL_JOBS_QUEUE_URL"]; got != "https://sqs.example/operators-queue" {
+		t.Errorf("EXTERNAL_JOBS_QUEUE_URL resolved to %q, want the deployment's queue", got)
+	}
+	_, err = testExternalAsyncSpec.context("test_external_async", Options{}, func(string) string { return "" }, thread)
+	var me *MissingVariableError
+	if !errors.As(err, &me) || !strings.Contains(err.Error(), "only the deployment sets") {
+		t.Errorf("without the deployment's queue: err = %v, want it missing, saying only the deployment sets it", err)
+	}
+}
+
 func TestCheckSpec(t *testing.T) {
 	for name, spec := range specs {
 		if err := checkSpec(name, spec); err != nil {
