@@ -33,8 +33,8 @@ import (
 	"time"
 
 	"github.com/agentharness/harness/examples/internal/harnessapi"
-	"github.com/agentharness/harness/shared/slack"
-	"github.com/agentharness/harness/shared/telegram"
+	"github.com/agentharness/harness/shared/wire/slack"
+	"github.com/agentharness/harness/shared/wire/telegram"
 )
 
 // config is what run needs; main fills it from flags.

@@ -41,7 +41,7 @@ import (
 	"time"
 
 	"github.com/agentharness/harness/examples/internal/harnessapi"
-	"github.com/agentharness/harness/shared/awsclient"
+	"github.com/agentharness/harness/shared/wire/awsclient"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 )

@@ -5,10 +5,10 @@
 package main
 
 import (
-	"github.com/agentharness/harness/shared/accounts"
-	"github.com/agentharness/harness/shared/builtintools"
-	"github.com/agentharness/harness/shared/lambdadeps"
-	"github.com/agentharness/harness/shared/lambdahttp"
+	"github.com/agentharness/harness/shared/edge/accounts"
+	"github.com/agentharness/harness/shared/lambda/lambdadeps"
+	"github.com/agentharness/harness/shared/lambda/lambdahttp"
+	"github.com/agentharness/harness/shared/tool/builtintools"
 )
 
 func main() {

@@ -6,9 +6,9 @@
 package main
 
 import (
-	"github.com/agentharness/harness/shared/completion"
-	"github.com/agentharness/harness/shared/lambdadeps"
-	"github.com/agentharness/harness/shared/lambdahttp"
+	"github.com/agentharness/harness/shared/edge/completion"
+	"github.com/agentharness/harness/shared/lambda/lambdadeps"
+	"github.com/agentharness/harness/shared/lambda/lambdahttp"
 )
 
 func main() {

@@ -8,9 +8,9 @@
 package main
 
 import (
-	"github.com/agentharness/harness/shared/builtintools"
-	"github.com/agentharness/harness/shared/lambdadeps"
-	"github.com/agentharness/harness/shared/worker"
+	"github.com/agentharness/harness/shared/edge/worker"
+	"github.com/agentharness/harness/shared/lambda/lambdadeps"
+	"github.com/agentharness/harness/shared/tool/builtintools"
 	"github.com/aws/aws-lambda-go/lambda"
 )
 

@@ -8,8 +8,8 @@ package main
 import (
 	"context"
 
-	"github.com/agentharness/harness/shared/lambdadeps"
-	"github.com/agentharness/harness/shared/sweeper"
+	"github.com/agentharness/harness/shared/edge/sweeper"
+	"github.com/agentharness/harness/shared/lambda/lambdadeps"
 	"github.com/aws/aws-lambda-go/lambda"
 )
 

@@ -5,9 +5,9 @@
 package main
 
 import (
-	"github.com/agentharness/harness/shared/appserver"
-	"github.com/agentharness/harness/shared/builtintools"
-	"github.com/agentharness/harness/shared/lambdadeps"
+	"github.com/agentharness/harness/shared/edge/appserver"
+	"github.com/agentharness/harness/shared/lambda/lambdadeps"
+	"github.com/agentharness/harness/shared/tool/builtintools"
 	"github.com/aws/aws-lambda-go/lambda"
 )
 

@@ -41,8 +41,8 @@ import (
 
 	"github.com/agentharness/harness/infra/localrunner"
 	"github.com/agentharness/harness/infra/template"
-	"github.com/agentharness/harness/shared/asynctools"
-	"github.com/agentharness/harness/shared/awsclient"
+	"github.com/agentharness/harness/shared/tool/asynctools"
+	"github.com/agentharness/harness/shared/wire/awsclient"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	dbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"

@@ -43,8 +43,8 @@ import (
 	"github.com/agentharness/harness/infra/lambdaruntime"
 	"github.com/agentharness/harness/infra/localrunner"
 	"github.com/agentharness/harness/infra/template"
-	"github.com/agentharness/harness/shared/awsclient"
-	"github.com/agentharness/harness/shared/logging"
+	"github.com/agentharness/harness/shared/lambda/logging"
+	"github.com/agentharness/harness/shared/wire/awsclient"
 	"github.com/aws/aws-lambda-go/events"
 	"gopkg.in/yaml.v3"
 )
@@ -492,7 +492,7 @@ func (t *turnRuntime) setCold(samples []coldSample) {
 	t.firstTurnMs = med(func(s coldSample) time.Duration { return s.firstTurn })
 }
 
-// profile builds harness-processing with the benchprofile tag (shared/lambdadeps/cpuprofile.go)
+// profile builds harness-processing with the benchprofile tag (shared/lambda/lambdadeps/cpuprofile.go)
 // and runs it through the warm-up and c.turns turns, profiling those turns into c.cpuProfile. It
 // is a run of its own so that the profiler's cost stays out of the measured one.
 func (st *fnStack) profile(ctx context.Context, root, dir string, fn template.Function, c fnConfig) error {

@@ -20,10 +20,10 @@ import (
 
 	"github.com/agentharness/harness/infra/localrunner"
 	"github.com/agentharness/harness/infra/template"
-	"github.com/agentharness/harness/shared/awsclient"
-	"github.com/agentharness/harness/shared/chathttp"
-	"github.com/agentharness/harness/shared/lambdadeps"
-	"github.com/agentharness/harness/shared/logging"
+	"github.com/agentharness/harness/shared/edge/chathttp"
+	"github.com/agentharness/harness/shared/lambda/lambdadeps"
+	"github.com/agentharness/harness/shared/lambda/logging"
+	"github.com/agentharness/harness/shared/wire/awsclient"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 )
 

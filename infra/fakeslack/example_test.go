@@ -6,7 +6,7 @@ import (
 	"net/http/httptest"
 
 	"github.com/agentharness/harness/infra/fakeslack"
-	"github.com/agentharness/harness/shared/slack"
+	"github.com/agentharness/harness/shared/wire/slack"
 )
 
 // The harness's client posts to the stand-in as to Slack; the stand-in keeps the message as its

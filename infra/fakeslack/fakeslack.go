@@ -22,7 +22,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/agentharness/harness/shared/slack"
+	"github.com/agentharness/harness/shared/wire/slack"
 )
 
 // Options configure a Server; the zero value accepts any bot token.

@@ -12,7 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agentharness/harness/infra/fakeslack"
-	"github.com/agentharness/harness/shared/slack"
+	"github.com/agentharness/harness/shared/wire/slack"
 )
 
 const token = "xoxb-fake"

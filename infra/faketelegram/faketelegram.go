@@ -22,7 +22,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/agentharness/harness/shared/httpjson"
+	"github.com/agentharness/harness/shared/wire/httpjson"
 )
 
 // Telegram's limits, as the Bot API documents them.

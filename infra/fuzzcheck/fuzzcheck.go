@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentharness/harness/shared/httpjson"
+	"github.com/agentharness/harness/shared/wire/httpjson"
 	"github.com/google/go-cmp/cmp"
 )
 

@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/agentharness/harness/infra/testenv"
-	"github.com/agentharness/harness/shared/asynctools"
 	"github.com/agentharness/harness/shared/model"
-	"github.com/agentharness/harness/shared/store"
+	"github.com/agentharness/harness/shared/state/store"
+	"github.com/agentharness/harness/shared/tool/asynctools"
 )
 
 // sameInvocation calls test_async with async: true (same-invocation by default), long enough
@@ -306,7 +306,7 @@ func (e *asyncEnv) refusedWhileWaiting(t *testing.T, body, field string, want []
 		}
 		t.Errorf("PRODUCTION BUG: POST /async %s on a waiting conversation answered 202 %s; its event then went %s (error %q) "+
 			"and the client never learns the %s. Want 409 listing %v before anything is queued, as POST / answers: "+
-			"the refusal (turn.Engine.Begin, approvals.go plan) only runs in async-worker (shared/worker)",
+			"the refusal (turn.Engine.Begin, approvals.go plan) only runs in async-worker (shared/edge/worker)",
 			body, res.body, st.Status, st.Error, field, want)
 		return
 	}

@@ -14,10 +14,10 @@ import (
 
 	"github.com/agentharness/harness/infra/localrunner"
 	"github.com/agentharness/harness/infra/testenv"
-	"github.com/agentharness/harness/shared/accounts"
-	"github.com/agentharness/harness/shared/channels"
-	"github.com/agentharness/harness/shared/lambdadeps"
-	"github.com/agentharness/harness/shared/secrets"
+	"github.com/agentharness/harness/shared/edge/accounts"
+	"github.com/agentharness/harness/shared/lambda/lambdadeps"
+	"github.com/agentharness/harness/shared/state/channels"
+	"github.com/agentharness/harness/shared/state/secrets"
 )
 
 const (

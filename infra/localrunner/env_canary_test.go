@@ -39,8 +39,8 @@ import (
 	"github.com/agentharness/harness/infra/natsserver"
 	"github.com/agentharness/harness/infra/testenv"
 	"github.com/agentharness/harness/infra/wirefixture"
-	"github.com/agentharness/harness/shared/natsturns"
-	"github.com/agentharness/harness/shared/store"
+	"github.com/agentharness/harness/shared/state/store"
+	"github.com/agentharness/harness/shared/wire/natsturns"
 )
 
 // The deployment's own secrets (its model and Tavily keys, its NATS credentials and signing
@@ -101,10 +101,10 @@ func TestEveryEnvironmentVariableIsClassified(t *testing.T) {
 // fixedNameReaders are the functions that read the environment by a name they are given, each
 // given only names the code spells (which envNamesRead collects from their callers).
 var fixedNameReaders = []string{
-	"shared/awsclient/awsclient.go isSet",
-	"shared/builtintools/tools.go context", // a builtin tool's own variables, Spec.Variables
-	"shared/provider/provider.go operatorSet",
-	"shared/provider/provider.go serviceKey",
+	"shared/wire/awsclient/awsclient.go isSet",
+	"shared/tool/builtintools/tools.go context", // a builtin tool's own variables, Spec.Variables
+	"shared/model/provider/provider.go operatorSet",
+	"shared/model/provider/provider.go serviceKey",
 	"shared/turn/deps.go count",
 	"shared/turn/deps.go duration",
 }
@@ -476,8 +476,8 @@ func TestEnvironmentCanaries(t *testing.T) {
 
 	operator := newFake(t, "the operator's OpenAI-compatible endpoint", mockopenai.New(&mockopenai.Options{Script: echoScript}), "Authorization", "OPENAI_API_KEY")
 	own := newFake(t, "an account's OpenAI-compatible endpoint", mockopenai.New(&mockopenai.Options{Script: echoScript}), "", "")
-	anthropic := newFake(t, "an account's Anthropic base URL", replay(t, "shared/anthropicmodel/testdata/text.json"), "", "")
-	google := newFake(t, "an account's Gemini base URL", replay(t, "shared/googlemodel/testdata/text.json"), "", "")
+	anthropic := newFake(t, "an account's Anthropic base URL", replay(t, "shared/model/anthropicmodel/testdata/text.json"), "", "")
+	google := newFake(t, "an account's Gemini base URL", replay(t, "shared/model/googlemodel/testdata/text.json"), "", "")
 	tavily := newFake(t, "Tavily", faketavily.New(&faketavily.Options{APIKey: env["TAVILY_API_KEY"], Documents: []faketavily.Document{
 		{URL: "https://example.com/harness", Title: "Harness", Content: "A harness for agents."},
 	}}), "Authorization", "TAVILY_API_KEY")

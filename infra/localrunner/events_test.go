@@ -18,7 +18,7 @@ import (
 	"github.com/agentharness/harness/infra/localrunner"
 	"github.com/agentharness/harness/infra/template"
 	"github.com/agentharness/harness/infra/testenv"
-	"github.com/agentharness/harness/shared/lambdadeps"
+	"github.com/agentharness/harness/shared/lambda/lambdadeps"
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"

@@ -19,11 +19,11 @@ import (
 	"github.com/agentharness/harness/infra/localrunner"
 	"github.com/agentharness/harness/infra/natsserver"
 	"github.com/agentharness/harness/infra/testenv"
-	"github.com/agentharness/harness/shared/natslog"
-	"github.com/agentharness/harness/shared/natsturns"
-	"github.com/agentharness/harness/shared/store"
-	"github.com/agentharness/harness/shared/streamlog"
+	"github.com/agentharness/harness/shared/edge/natslog"
+	"github.com/agentharness/harness/shared/state/store"
+	"github.com/agentharness/harness/shared/state/streamlog"
 	turnpkg "github.com/agentharness/harness/shared/turn"
+	"github.com/agentharness/harness/shared/wire/natsturns"
 )
 
 // natsEnv is an asyncEnv whose turns are published to a real NATS server (or cluster) too.

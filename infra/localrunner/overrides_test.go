@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentharness/harness/shared/store"
+	"github.com/agentharness/harness/shared/state/store"
 )
 
 // dispatchThenTime hands a job to the outside worker and ends its pass; then, in the

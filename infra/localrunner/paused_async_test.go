@@ -10,7 +10,7 @@ import (
 
 	"github.com/agentharness/harness/infra/testenv"
 	"github.com/agentharness/harness/shared/model"
-	"github.com/agentharness/harness/shared/store"
+	"github.com/agentharness/harness/shared/state/store"
 )
 
 // pausedAsync makes, in one step, an async call that runs in the invocation and a call that

@@ -12,9 +12,9 @@ import (
 
 	"github.com/agentharness/harness/infra/faketavily"
 	"github.com/agentharness/harness/infra/testenv"
-	"github.com/agentharness/harness/shared/attachments"
 	"github.com/agentharness/harness/shared/model"
-	"github.com/agentharness/harness/shared/store"
+	"github.com/agentharness/harness/shared/state/attachments"
+	"github.com/agentharness/harness/shared/state/store"
 )
 
 // A prompt tool over real HTTP: the caller's file goes to the nested loop's first message

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/agentharness/harness/infra/template"
-	"github.com/agentharness/harness/shared/store"
+	"github.com/agentharness/harness/shared/state/store"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"

@@ -12,8 +12,8 @@ import (
 
 	"github.com/agentharness/harness/infra/localrunner"
 	"github.com/agentharness/harness/infra/testenv"
-	"github.com/agentharness/harness/shared/lambdadeps"
-	"github.com/agentharness/harness/shared/worker"
+	"github.com/agentharness/harness/shared/edge/worker"
+	"github.com/agentharness/harness/shared/lambda/lambdadeps"
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"

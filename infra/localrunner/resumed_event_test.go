@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/agentharness/harness/shared/model"
-	"github.com/agentharness/harness/shared/store"
+	"github.com/agentharness/harness/shared/state/store"
 )
 
 // resumedBy is the resumedBy field of a status answer.

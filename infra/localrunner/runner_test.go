@@ -18,10 +18,10 @@ import (
 	"github.com/agentharness/harness/infra/localrunner"
 	"github.com/agentharness/harness/infra/testenv"
 	"github.com/agentharness/harness/shared/agentconfig"
-	"github.com/agentharness/harness/shared/builtintools"
-	"github.com/agentharness/harness/shared/lambdadeps"
-	"github.com/agentharness/harness/shared/modelblock"
-	"github.com/agentharness/harness/shared/worker"
+	"github.com/agentharness/harness/shared/edge/worker"
+	"github.com/agentharness/harness/shared/lambda/lambdadeps"
+	"github.com/agentharness/harness/shared/model/modelblock"
+	"github.com/agentharness/harness/shared/tool/builtintools"
 )
 
 const adminSecret = "hadm_test-admin-secret"

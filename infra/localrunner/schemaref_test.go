@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/agentharness/harness/infra/testenv"
-	"github.com/agentharness/harness/shared/connections"
+	"github.com/agentharness/harness/shared/state/connections"
 	"github.com/google/go-cmp/cmp"
 )
 

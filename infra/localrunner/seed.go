@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/agentharness/harness/shared/agentconfig"
-	"github.com/agentharness/harness/shared/skills"
-	"github.com/agentharness/harness/shared/store"
+	"github.com/agentharness/harness/shared/state/skills"
+	"github.com/agentharness/harness/shared/state/store"
 )
 
 // SeedFile is the shape of examples/account.config.example.json: one account, its skills and

@@ -13,7 +13,7 @@ import (
 	"github.com/agentharness/harness/infra/faketavily"
 	"github.com/agentharness/harness/infra/testenv"
 	"github.com/agentharness/harness/shared/model"
-	"github.com/agentharness/harness/shared/store"
+	"github.com/agentharness/harness/shared/state/store"
 )
 
 // factFinder answers every message with one fact.

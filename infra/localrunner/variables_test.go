@@ -15,7 +15,7 @@ import (
 	"github.com/agentharness/harness/infra/localrunner"
 	"github.com/agentharness/harness/infra/mockopenai"
 	"github.com/agentharness/harness/infra/testenv"
-	"github.com/agentharness/harness/shared/store"
+	"github.com/agentharness/harness/shared/state/store"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 )
 

@@ -15,8 +15,8 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/agentharness/harness/shared/httpjson"
-	"github.com/agentharness/harness/shared/wsconn"
+	"github.com/agentharness/harness/shared/wire/httpjson"
+	"github.com/agentharness/harness/shared/wire/wsconn"
 )
 
 // WebSocket is what a WebSocket API function hands to its routes: $connect, $default and

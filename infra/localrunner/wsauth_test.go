@@ -14,7 +14,7 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/agentharness/harness/infra/testenv"
-	"github.com/agentharness/harness/shared/store"
+	"github.com/agentharness/harness/shared/state/store"
 )
 
 // awaitClosed fails unless the server closes the socket, returning the frames before that.

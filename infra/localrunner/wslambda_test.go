@@ -16,11 +16,11 @@ import (
 	"github.com/agentharness/harness/infra/fakeapigw"
 	"github.com/agentharness/harness/infra/localrunner"
 	"github.com/agentharness/harness/infra/testenv"
-	"github.com/agentharness/harness/shared/accounts"
-	"github.com/agentharness/harness/shared/appserver"
-	"github.com/agentharness/harness/shared/lambdadeps"
-	"github.com/agentharness/harness/shared/worker"
-	"github.com/agentharness/harness/shared/wsconn"
+	"github.com/agentharness/harness/shared/edge/accounts"
+	"github.com/agentharness/harness/shared/edge/appserver"
+	"github.com/agentharness/harness/shared/edge/worker"
+	"github.com/agentharness/harness/shared/lambda/lambdadeps"
+	"github.com/agentharness/harness/shared/wire/wsconn"
 )
 
 // TestWebSocketOnAPIGateway runs ws-gateway as API Gateway invokes it ($connect, $default and

@@ -32,8 +32,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
-	"github.com/agentharness/harness/shared/natslog"
-	"github.com/agentharness/harness/shared/natsturns"
+	"github.com/agentharness/harness/shared/edge/natslog"
+	"github.com/agentharness/harness/shared/wire/natsturns"
 )
 
 // Options says what to run.

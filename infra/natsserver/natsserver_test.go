@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/agentharness/harness/infra/natsserver"
-	"github.com/agentharness/harness/shared/natslog"
-	"github.com/agentharness/harness/shared/natsturns"
+	"github.com/agentharness/harness/shared/edge/natslog"
+	"github.com/agentharness/harness/shared/wire/natsturns"
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"

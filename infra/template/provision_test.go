@@ -17,7 +17,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/agentharness/harness/shared/awsclient"
+	"github.com/agentharness/harness/shared/wire/awsclient"
 )
 
 // localConfig is the AWS configuration of the emulators named by the endpoint variables.

@@ -24,8 +24,8 @@ import (
 
 	"github.com/agentharness/harness/infra/localrunner"
 	"github.com/agentharness/harness/infra/template"
-	"github.com/agentharness/harness/shared/awsclient"
-	"github.com/agentharness/harness/shared/store"
+	"github.com/agentharness/harness/shared/state/store"
+	"github.com/agentharness/harness/shared/wire/awsclient"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"

@@ -11,7 +11,7 @@ import (
 
 	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/model"
-	"github.com/agentharness/harness/shared/scriptedmodel"
+	"github.com/agentharness/harness/shared/model/scriptedmodel"
 	"github.com/agentharness/harness/shared/tool"
 	"github.com/google/go-cmp/cmp"
 )

@@ -7,7 +7,7 @@ import (
 
 	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/model"
-	"github.com/agentharness/harness/shared/scriptedmodel"
+	"github.com/agentharness/harness/shared/model/scriptedmodel"
 	"github.com/agentharness/harness/shared/tool"
 )
 

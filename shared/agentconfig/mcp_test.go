@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/agentharness/harness/shared/agentconfig"
-	"github.com/agentharness/harness/shared/builtintools"
+	"github.com/agentharness/harness/shared/tool/builtintools"
 )
 
 // An MCP server's problems are refused at the exact field, with no call to the server, and its

@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/agentharness/harness/shared/approval"
-	"github.com/agentharness/harness/shared/jsonschema"
+	"github.com/agentharness/harness/shared/wire/jsonschema"
 )
 
 // Prompt is one entry of config.prompts: a prompt the agent calls as a tool (001 sections 1 and

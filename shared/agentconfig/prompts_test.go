@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/agentharness/harness/shared/agentconfig"
-	"github.com/agentharness/harness/shared/builtintools"
+	"github.com/agentharness/harness/shared/tool/builtintools"
 )
 
 // A prompt's problems are refused at the exact field, before anything is stored, and its

@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/agentharness/harness/shared/ids"
+	"github.com/agentharness/harness/shared/wire/ids"
 )
 
 // Subagent is config.subagent: the account's other agents this agent may call, each as a tool

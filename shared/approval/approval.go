@@ -16,7 +16,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/agentharness/harness/shared/jsonschema"
+	"github.com/agentharness/harness/shared/wire/jsonschema"
 	"github.com/xeipuuv/gojsonschema"
 )
 

@@ -107,7 +107,7 @@ type Part struct {
 	OutputBytes int    `json:"outputBytes,omitempty"`
 	OutputKey   string `json:"outputKey,omitempty"`
 	// A file part's media type and file name, and its attachment: the id of its bytes among
-	// its thread's attachments (shared/attachments).
+	// its thread's attachments (shared/state/attachments).
 	MediaType  string `json:"mediaType,omitempty"`
 	Filename   string `json:"filename,omitempty"`
 	Attachment string `json:"attachment,omitempty"`

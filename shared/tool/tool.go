@@ -13,8 +13,8 @@ import (
 	"strings"
 
 	"github.com/agentharness/harness/shared/approval"
-	"github.com/agentharness/harness/shared/jsonschema"
 	"github.com/agentharness/harness/shared/model"
+	"github.com/agentharness/harness/shared/wire/jsonschema"
 	"github.com/xeipuuv/gojsonschema"
 )
 

@@ -10,7 +10,7 @@ import (
 	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/approval"
 	"github.com/agentharness/harness/shared/model"
-	"github.com/agentharness/harness/shared/store"
+	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/tool"
 )
 

@@ -13,9 +13,9 @@ import (
 
 	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/approval"
-	"github.com/agentharness/harness/shared/asynctools"
 	"github.com/agentharness/harness/shared/model"
-	"github.com/agentharness/harness/shared/store"
+	"github.com/agentharness/harness/shared/state/store"
+	"github.com/agentharness/harness/shared/tool/asynctools"
 )
 
 // invocation is one function invocation's part of a turn: a model pass, then the async work the pass

@@ -12,16 +12,16 @@ import (
 
 	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/agentconfig"
-	"github.com/agentharness/harness/shared/agents"
 	"github.com/agentharness/harness/shared/approval"
-	"github.com/agentharness/harness/shared/asynctools"
-	"github.com/agentharness/harness/shared/attachments"
-	"github.com/agentharness/harness/shared/mcptools"
 	"github.com/agentharness/harness/shared/model"
-	"github.com/agentharness/harness/shared/store"
-	"github.com/agentharness/harness/shared/streamlog"
+	"github.com/agentharness/harness/shared/state/agents"
+	"github.com/agentharness/harness/shared/state/attachments"
+	"github.com/agentharness/harness/shared/state/store"
+	"github.com/agentharness/harness/shared/state/streamlog"
+	"github.com/agentharness/harness/shared/state/toolresults"
 	"github.com/agentharness/harness/shared/tool"
-	"github.com/agentharness/harness/shared/toolresults"
+	"github.com/agentharness/harness/shared/tool/asynctools"
+	"github.com/agentharness/harness/shared/tool/mcptools"
 )
 
 // Defaults for Options left zero.

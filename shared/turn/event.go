@@ -6,7 +6,7 @@ package turn
 
 import (
 	"github.com/agentharness/harness/shared/agent"
-	"github.com/agentharness/harness/shared/asynctools"
+	"github.com/agentharness/harness/shared/tool/asynctools"
 )
 
 // Kind says which of an Event's fields is set.

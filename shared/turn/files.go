@@ -8,12 +8,12 @@ import (
 	"sync"
 
 	"github.com/agentharness/harness/shared/agent"
-	"github.com/agentharness/harness/shared/attachments"
 	"github.com/agentharness/harness/shared/model"
+	"github.com/agentharness/harness/shared/state/attachments"
 )
 
 // filesModel gives a model the bytes of the files its requests carry: each file part of the
-// conversation refers to an attachment of the conversation's thread (shared/attachments), read
+// conversation refers to an attachment of the conversation's thread (shared/state/attachments), read
 // when a request first needs it and kept for the invocation. A file whose bytes are gone stays
 // a note the model is given instead.
 type filesModel struct {

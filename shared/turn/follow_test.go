@@ -8,8 +8,8 @@ import (
 
 	"github.com/agentharness/harness/infra/testenv"
 	"github.com/agentharness/harness/shared/model"
-	"github.com/agentharness/harness/shared/store"
-	"github.com/agentharness/harness/shared/streamlog"
+	"github.com/agentharness/harness/shared/state/store"
+	"github.com/agentharness/harness/shared/state/streamlog"
 	"github.com/agentharness/harness/shared/turn"
 )
 

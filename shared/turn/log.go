@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/agentharness/harness/shared/model"
-	"github.com/agentharness/harness/shared/store"
-	"github.com/agentharness/harness/shared/streamlog"
+	"github.com/agentharness/harness/shared/state/store"
+	"github.com/agentharness/harness/shared/state/streamlog"
 )
 
 // Every turn's output also goes to a durable log (Options.Streams), written here where the

@@ -4,9 +4,9 @@ import (
 	"context"
 	"encoding/json"
 
-	"github.com/agentharness/harness/shared/asynctools"
-	"github.com/agentharness/harness/shared/mcptools"
 	"github.com/agentharness/harness/shared/tool"
+	"github.com/agentharness/harness/shared/tool/asynctools"
+	"github.com/agentharness/harness/shared/tool/mcptools"
 )
 
 // reportingProgress makes an MCP tool's inline calls tell their client the server's progress

@@ -13,10 +13,10 @@ import (
 	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/approval"
-	"github.com/agentharness/harness/shared/asynctools"
-	"github.com/agentharness/harness/shared/attachments"
 	"github.com/agentharness/harness/shared/model"
+	"github.com/agentharness/harness/shared/state/attachments"
 	"github.com/agentharness/harness/shared/tool"
+	"github.com/agentharness/harness/shared/tool/asynctools"
 )
 
 // A prompt tool (config.prompts) runs a model loop of its own inside the call: the prompt's

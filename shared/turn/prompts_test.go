@@ -13,14 +13,14 @@ import (
 
 	"github.com/agentharness/harness/infra/testenv"
 	"github.com/agentharness/harness/shared/agent"
-	"github.com/agentharness/harness/shared/agents"
-	"github.com/agentharness/harness/shared/asynctools"
-	"github.com/agentharness/harness/shared/builtintools"
 	"github.com/agentharness/harness/shared/model"
-	"github.com/agentharness/harness/shared/provider"
-	"github.com/agentharness/harness/shared/secrets"
-	"github.com/agentharness/harness/shared/store"
+	"github.com/agentharness/harness/shared/model/provider"
+	"github.com/agentharness/harness/shared/state/agents"
+	"github.com/agentharness/harness/shared/state/secrets"
+	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/tool"
+	"github.com/agentharness/harness/shared/tool/asynctools"
+	"github.com/agentharness/harness/shared/tool/builtintools"
 	"github.com/agentharness/harness/shared/turn"
 )
 

@@ -1,6 +1,6 @@
 package turn
 
-import "github.com/agentharness/harness/shared/store"
+import "github.com/agentharness/harness/shared/state/store"
 
 // Refusal is why the engine will not run a request. It names the problem in the engine's terms;
 // each transport maps a Kind to its wire once (chathttp to an HTTP status, appserver to an

@@ -13,12 +13,12 @@ import (
 
 	"github.com/agentharness/harness/infra/testenv"
 	"github.com/agentharness/harness/shared/agent"
-	"github.com/agentharness/harness/shared/blobstore"
-	"github.com/agentharness/harness/shared/mcptools"
 	"github.com/agentharness/harness/shared/model"
-	"github.com/agentharness/harness/shared/store"
+	"github.com/agentharness/harness/shared/state/blobstore"
+	"github.com/agentharness/harness/shared/state/store"
+	"github.com/agentharness/harness/shared/state/toolresults"
 	"github.com/agentharness/harness/shared/tool"
-	"github.com/agentharness/harness/shared/toolresults"
+	"github.com/agentharness/harness/shared/tool/mcptools"
 	"github.com/agentharness/harness/shared/turn"
 )
 

@@ -11,10 +11,10 @@ import (
 
 	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/approval"
-	"github.com/agentharness/harness/shared/asynctools"
 	"github.com/agentharness/harness/shared/model"
-	"github.com/agentharness/harness/shared/store"
+	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/tool"
+	"github.com/agentharness/harness/shared/tool/asynctools"
 )
 
 // pause holds a step of pass p for approval, recording what its resume needs: the turn's

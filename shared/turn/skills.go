@@ -10,7 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentharness/harness/shared/agentconfig"
-	"github.com/agentharness/harness/shared/skills"
+	"github.com/agentharness/harness/shared/state/skills"
 	"github.com/agentharness/harness/shared/tool"
 )
 
@@ -19,7 +19,7 @@ import (
 // (read_skill_file, a file of the skill). The turn pins the version of each skill it starts
 // with, so an upload while it runs changes nothing under it.
 
-// SkillStore is what the engine reads of an account's skills (shared/skills).
+// SkillStore is what the engine reads of an account's skills (shared/state/skills).
 type SkillStore interface {
 	List(ctx context.Context, accountID string) ([]skills.Skill, error)
 	Load(ctx context.Context, accountID, name string, version int64) (*skills.Bundle, error)

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentharness/harness/shared/skills"
+	"github.com/agentharness/harness/shared/state/skills"
 	"github.com/tiktoken-go/tokenizer"
 )
 

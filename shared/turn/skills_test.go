@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/agentharness/harness/shared/model"
-	"github.com/agentharness/harness/shared/skills"
-	"github.com/agentharness/harness/shared/store"
+	"github.com/agentharness/harness/shared/state/skills"
+	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/turn"
 )
 

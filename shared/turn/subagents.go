@@ -13,13 +13,13 @@ import (
 
 	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/agentconfig"
-	"github.com/agentharness/harness/shared/asynctools"
-	"github.com/agentharness/harness/shared/attachments"
 	"github.com/agentharness/harness/shared/model"
-	"github.com/agentharness/harness/shared/store"
-	"github.com/agentharness/harness/shared/subagent"
+	"github.com/agentharness/harness/shared/state/attachments"
+	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/tool"
-	"github.com/agentharness/harness/shared/workqueue"
+	"github.com/agentharness/harness/shared/tool/asynctools"
+	"github.com/agentharness/harness/shared/turn/subagent"
+	"github.com/agentharness/harness/shared/wire/workqueue"
 )
 
 // A subagent call runs another agent of the account as a turn of its own, in a conversation

@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"github.com/agentharness/harness/shared/agentconfig"
-	"github.com/agentharness/harness/shared/asynctools"
-	"github.com/agentharness/harness/shared/store"
+	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/tool"
+	"github.com/agentharness/harness/shared/tool/asynctools"
 )
 
 func TestSubagentToolsFollowTheirConfig(t *testing.T) {

@@ -8,8 +8,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/agentharness/harness/shared/ids"
-	"github.com/agentharness/harness/shared/store"
+	"github.com/agentharness/harness/shared/state/store"
+	"github.com/agentharness/harness/shared/wire/ids"
 )
 
 // Every turn belongs to a turn tree: the turns one client request sets off. A subagent's child

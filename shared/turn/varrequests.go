@@ -10,9 +10,9 @@ import (
 
 	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/model"
-	"github.com/agentharness/harness/shared/store"
-	"github.com/agentharness/harness/shared/subagent"
-	"github.com/agentharness/harness/shared/workqueue"
+	"github.com/agentharness/harness/shared/state/store"
+	"github.com/agentharness/harness/shared/turn/subagent"
+	"github.com/agentharness/harness/shared/wire/workqueue"
 )
 
 // A subagent_create whose agent needs variables the calling thread does not give it (seed 001

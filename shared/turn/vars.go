@@ -8,7 +8,7 @@ import (
 	"sync"
 
 	"github.com/agentharness/harness/shared/agentconfig"
-	"github.com/agentharness/harness/shared/store"
+	"github.com/agentharness/harness/shared/state/store"
 )
 
 // Thread variables (001 section 3). A conversation (a thread) holds variables, sealed at rest

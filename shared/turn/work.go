@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/agentharness/harness/shared/model"
-	"github.com/agentharness/harness/shared/workqueue"
+	"github.com/agentharness/harness/shared/wire/workqueue"
 )
 
 // MaxWorkBytes keeps a queued turn inside SQS's 256 KiB message limit.

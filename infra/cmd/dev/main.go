@@ -32,9 +32,9 @@ import (
 	"github.com/agentharness/harness/infra/localrunner"
 	"github.com/agentharness/harness/infra/playground"
 	"github.com/agentharness/harness/infra/template"
-	"github.com/agentharness/harness/shared/awsclient"
-	"github.com/agentharness/harness/shared/egress"
-	"github.com/agentharness/harness/shared/logging"
+	"github.com/agentharness/harness/shared/lambda/logging"
+	"github.com/agentharness/harness/shared/wire/awsclient"
+	"github.com/agentharness/harness/shared/wire/egress"
 )
 
 func main() {

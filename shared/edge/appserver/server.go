@@ -1,0 +1,94 @@
+// Package appserver serves the Letta App Server v2 protocol over a WebSocket (ws-gateway), and
+// the App Server's part of the turns async-worker runs for it (Turns): it is an edge of the turn
+// engine that builds Letta frames from the engine's events and maps its refusals to error
+// frames.
+package appserver
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/agentharness/harness/shared/edge/natslog"
+	"github.com/agentharness/harness/shared/lambda/lambdadeps"
+	"github.com/agentharness/harness/shared/state/agents"
+	"github.com/agentharness/harness/shared/state/connections"
+	"github.com/agentharness/harness/shared/turn"
+	"github.com/agentharness/harness/shared/wire/workqueue"
+)
+
+// DefaultAbortPoll: an aborted WebSocket turn stops within about this long.
+const DefaultAbortPoll = 250 * time.Millisecond
+
+// Options wires the WebSocket side: the registry of connections and runtimes, the way to send
+// them frames, and async-worker's queue.
+type Options struct {
+	Connections *connections.Registry
+	Poster      Poster
+	// Enqueue puts a turn for async-worker on its queue.
+	Enqueue func(ctx context.Context, body string) error
+	// AbortPoll is how often a WebSocket turn looks for an abort_message.
+	AbortPoll time.Duration
+}
+
+// engineOptions names turn.Options apart from Options where config embeds both.
+type engineOptions = turn.Options
+
+// config is what the App Server's code reads: the engine's options and its own.
+type config struct {
+	engineOptions
+	Options
+}
+
+// server is the App Server's state shared by the gateway and Turns.
+type server struct {
+	eng  *turn.Engine
+	opts config
+}
+
+func newServer(eng *turn.Engine, opts Options) (*server, error) {
+	if opts.Connections == nil || opts.Poster == nil {
+		return nil, errors.New("the App Server needs CONNECTIONS_TABLE and a way to post to connections")
+	}
+	if opts.AbortPoll <= 0 {
+		opts.AbortPoll = DefaultAbortPoll
+	}
+	return &server{eng: eng, opts: config{engineOptions: eng.Options(), Options: opts}}, nil
+}
+
+// OptionsFrom reads the WebSocket side's options from the function's dependencies; ok is false
+// where no WebSocket API is wired (no CONNECTIONS_TABLE or no poster).
+func OptionsFrom(d lambdadeps.Deps) (opts Options, ok bool) {
+	table := d.Getenv("CONNECTIONS_TABLE")
+	if table == "" || d.Poster == nil {
+		return Options{}, false
+	}
+	send := workqueue.SQS(d.SQS)
+	queue := d.Getenv("ASYNC_WORK_QUEUE_URL")
+	return Options{
+		Connections: connections.New(d.DB, table),
+		Poster:      d.Poster,
+		Enqueue:     func(ctx context.Context, body string) error { return send(ctx, queue, body) },
+	}, true
+}
+
+// NewGateway wires ws-gateway: the turn engine, the connections table and the poster, and agent
+// creation with the same checks as account-manage.
+func NewGateway(d lambdadeps.Deps) (*Gateway, error) {
+	topts, err := turn.OptionsFrom(d)
+	if err == nil {
+		err = natslog.Attach(&topts, d) // turn streams to NATS too, where NATS_URL says so
+	}
+	if err != nil {
+		return nil, err
+	}
+	opts, ok := OptionsFrom(d)
+	if !ok {
+		return nil, errors.New("ws-gateway needs CONNECTIONS_TABLE and a way to post to connections")
+	}
+	s, err := newServer(turn.New(topts), opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Gateway{h: s, agents: agents.New(s.opts.Store, d.Sealer, d.Checks, nil)}, nil
+}

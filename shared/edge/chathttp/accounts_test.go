@@ -1,0 +1,1257 @@
+package chathttp_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"iter"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentharness/harness/infra/testenv"
+	"github.com/agentharness/harness/shared/agent"
+	"github.com/agentharness/harness/shared/agentconfig"
+	"github.com/agentharness/harness/shared/edge/accounts"
+	"github.com/agentharness/harness/shared/edge/chathttp"
+	"github.com/agentharness/harness/shared/model"
+	"github.com/agentharness/harness/shared/model/provider"
+	"github.com/agentharness/harness/shared/state/agents"
+	"github.com/agentharness/harness/shared/state/store"
+	"github.com/agentharness/harness/shared/tool"
+	"github.com/agentharness/harness/shared/tool/builtintools"
+	"github.com/agentharness/harness/shared/turn"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/google/go-cmp/cmp"
+)
+
+// The secrets the test configs hold: no response may show them and no table may hold them
+// unsealed.
+const (
+	testAdminSecret = "adm_0c9f2d7e-test-admin-secret"
+	modelKey        = "sk-model-7f3e9a1c-do-not-leak"
+	tavilyKey       = "tvly-0b7d1c55-do-not-leak"
+)
+
+// scriptedHi is a model block a turn can run.
+const scriptedHi = `{"provider":"scripted","script":[{"text":"hi"}]}`
+
+// researcherConfig holds a model key and a tool key. Its openai model is only validated, never
+// run.
+const researcherConfig = `{
+  "name": "researcher",
+  "system": "You research things.",
+  "model": {"provider":"openai","model":"gpt-4o-mini","apiKey":"` + modelKey + `"},
+  "maxSteps": 4,
+  "tools": {"current_time": {}, "tavilySearch": {"apiKey":"` + tavilyKey + `","maxResults":3}}
+}`
+
+// helperConfig is a full config whose scripted model runs turns; its tavilySearch key is only
+// handed to the tool builder.
+const helperConfig = `{
+  "name": "helper",
+  "system": "You help.",
+  "model": ` + scriptedHi + `,
+  "maxSteps": 4,
+  "tools": {"current_time": {"enabled": true}, "tavilySearch": {"apiKey":"` + tavilyKey + `","maxResults":3}}
+}`
+
+var testNow = time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC)
+
+// manageFixture serves account-manage and the harness over real HTTP, sharing one store and
+// one agents service over DynamoDB Local. The harness's model and tool builders record what
+// they are given, secrets included, so a test can see what a turn really ran with.
+type manageFixture struct {
+	manage  *httptest.Server
+	harness *httptest.Server
+	db      *dynamodb.Client
+	tables  store.Tables
+	store   *store.Store
+	agents  *agents.Service
+
+	mu sync.Mutex
+	// toolConfigs holds the config.tools of every turn, as the harness got it.
+	toolConfigs []map[string]json.RawMessage
+	// prompts holds the messages of every model call.
+	prompts [][]model.Message
+	// queued holds the work messages account-manage sent; while enqueueErr is set, sending fails.
+	queued     []string
+	enqueueErr error
+}
+
+// purgeQueued reports whether account-manage queued the purge of accountID.
+func (f *manageFixture) purgeQueued(accountID string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Contains(f.queued, `{"type":"purge","accountId":"`+accountID+`"}`)
+}
+
+func newManageFixture(t *testing.T, adminSecret string, openSignup bool) *manageFixture {
+	t.Helper()
+	db := testenv.DynamoDB(t)
+	tables := testenv.Tables(t, db)
+	st := store.New(db, tables)
+	clock := func() time.Time { return testNow }
+	svc := agents.New(st, testBox(t), builtintools.ConfigChecks(), clock)
+	f := &manageFixture{db: db, tables: tables, store: st, agents: svc}
+	quiet := slog.New(slog.DiscardHandler)
+	noenv := func(string) string { return "" }
+	f.manage = httptest.NewServer(accounts.NewFrom(accounts.Options{
+		Store: st, Agents: svc, AdminSecret: adminSecret, OpenSignup: openSignup, Now: clock, Logger: quiet,
+		Enqueue: func(_ context.Context, body string) error {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if f.enqueueErr != nil {
+				return f.enqueueErr
+			}
+			f.queued = append(f.queued, body)
+			return nil
+		},
+	}))
+	t.Cleanup(f.manage.Close)
+	f.harness = httptest.NewServer(chathttp.New(chathttp.Options{Options: turn.Options{
+		Store:  st,
+		Agents: svc,
+		Tools: func(c map[string]json.RawMessage, _ tool.Vars) (*tool.Set, error) {
+			f.mu.Lock()
+			f.toolConfigs = append(f.toolConfigs, c)
+			f.mu.Unlock()
+			return builtintools.Build(c, tool.Env{Getenv: noenv})
+		},
+		Model: func(block json.RawMessage) (agent.Model, error) {
+			m, err := provider.New(block, noenv)
+			if err != nil {
+				return nil, err
+			}
+			return &recordingModel{f: f, next: m}, nil
+		},
+		Logger: quiet,
+	}}))
+	t.Cleanup(f.harness.Close)
+	return f
+}
+
+// recordingModel passes each call to the agent's own model and keeps the messages it was given.
+type recordingModel struct {
+	f    *manageFixture
+	next agent.Model
+}
+
+func (m *recordingModel) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.Event, error] {
+	m.f.mu.Lock()
+	m.f.prompts = append(m.f.prompts, slices.Clone(req.Messages))
+	m.f.mu.Unlock()
+	return m.next.Stream(ctx, req)
+}
+
+// lastToolOption returns an option of a tool as the latest turn's tool builder got it.
+func (f *manageFixture) lastToolOption(t *testing.T, toolName, option string) string {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.toolConfigs) == 0 {
+		t.Fatal("no turn has built its tools")
+	}
+	var opts map[string]any
+	if err := json.Unmarshal(f.toolConfigs[len(f.toolConfigs)-1][toolName], &opts); err != nil {
+		t.Fatalf("config.tools.%s of the latest turn: %v", toolName, err)
+	}
+	s, _ := opts[option].(string)
+	return s
+}
+
+// call sends a request with an optional body and bearer token and returns the status and body.
+func call(t *testing.T, srv *httptest.Server, method, path, bearer, body string) (int, []byte) {
+	t.Helper()
+	var r io.Reader
+	if body != "" {
+		r = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, srv.URL+path, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.StatusCode, b
+}
+
+// do calls account-manage.
+func (f *manageFixture) do(t *testing.T, method, path, bearer, body string) (int, []byte) {
+	t.Helper()
+	return call(t, f.manage, method, path, bearer, body)
+}
+
+// must calls account-manage and fails the test unless it answers want.
+func (f *manageFixture) must(t *testing.T, want int, method, path, bearer, body string) []byte {
+	t.Helper()
+	status, b := f.do(t, method, path, bearer, body)
+	if status != want {
+		t.Fatalf("%s %s = %d %s, want %d", method, path, status, b, want)
+	}
+	return b
+}
+
+func decodeJSON[T any](t *testing.T, body []byte) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal(body, &v); err != nil {
+		t.Fatalf("body is not the expected JSON: %v: %s", err, body)
+	}
+	return v
+}
+
+type accountBody struct {
+	AccountID string `json:"accountId"`
+	Username  string `json:"username"`
+	CreatedAt string `json:"createdAt"`
+	UpdatedAt string `json:"updatedAt"`
+	Secret    string `json:"secret"`
+}
+
+type agentView struct {
+	AgentID   string         `json:"agentId"`
+	Config    map[string]any `json:"config"`
+	Version   int64          `json:"version"`
+	CreatedAt string         `json:"createdAt"`
+	UpdatedAt string         `json:"updatedAt"`
+	Warnings  []string       `json:"warnings"`
+}
+
+// createAccount creates an account with the admin secret.
+func (f *manageFixture) createAccount(t *testing.T, username string) accountBody {
+	t.Helper()
+	return decodeJSON[accountBody](t, f.must(t, http.StatusCreated, "POST", "/accounts", testAdminSecret, `{"username":"`+username+`"}`))
+}
+
+// createAgent posts an agent config (with "agentId" inside it if wanted).
+func (f *manageFixture) createAgent(t *testing.T, secret, config string) agentView {
+	t.Helper()
+	return decodeJSON[agentView](t, f.must(t, http.StatusCreated, "POST", "/accounts/me/agents", secret, config))
+}
+
+// withID puts "agentId" into a config body.
+func withID(id, config string) string {
+	return `{"agentId":"` + id + `",` + strings.TrimPrefix(strings.TrimSpace(config), "{")
+}
+
+// turn runs a harness turn and returns its status with the stream's chunks, or its error body.
+func (f *manageFixture) turn(t *testing.T, secret, body string) (int, []map[string]any, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, f.harness.URL+"/", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+secret)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, nil, b
+	}
+	return res.StatusCode, chunks(t, res), nil
+}
+
+// mustTurn runs a harness turn that must finish and returns its streamed text.
+func (f *manageFixture) mustTurn(t *testing.T, secret, body string) string {
+	t.Helper()
+	status, cs, errBody := f.turn(t, secret, body)
+	if status != http.StatusOK {
+		t.Fatalf("turn %s = %d %s, want 200", body, status, errBody)
+	}
+	if last := cs[len(cs)-1]; last["type"] != "finish" || last["finishReason"] != "stop" {
+		t.Fatalf("turn %s ended with %v, want finish with finishReason stop", body, last)
+	}
+	var text strings.Builder
+	for _, c := range cs {
+		if c["type"] == "text-delta" {
+			text.WriteString(c["delta"].(string))
+		}
+	}
+	return text.String()
+}
+
+// storedHistory reads a conversation's messages straight from the store.
+func storedHistory(t *testing.T, st *store.Store, accountID, agentID, conversationID string) []string {
+	t.Helper()
+	ctx := context.Background()
+	turn, err := st.TakeLease(ctx, accountID, conversationID, agentID, time.Now(), time.Now().Add(time.Minute))
+	if err != nil {
+		t.Fatalf("inspecting conversation %s of %s: %v", conversationID, accountID, err)
+	}
+	defer turn.End(ctx, model.Usage{})
+	msgs, err := turn.History(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return messageTexts(msgs)
+}
+
+func messageTexts(msgs []model.Message) []string {
+	var out []string
+	for _, m := range msgs {
+		out = append(out, string(m.Role)+":"+m.Text())
+	}
+	return out
+}
+
+func TestCreateAccountNeedsAdminSecret(t *testing.T) {
+	f := newManageFixture(t, testAdminSecret, false)
+	for _, tt := range []struct {
+		name, bearer string
+		want         int
+	}{
+		{"no bearer", "", http.StatusUnauthorized},
+		{"wrong admin secret", "adm_wrong", http.StatusUnauthorized},
+		{"admin secret with a suffix", testAdminSecret + "x", http.StatusUnauthorized},
+		{"admin secret", testAdminSecret, http.StatusCreated},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			status, body := f.do(t, "POST", "/accounts", tt.bearer, `{"username":"ada"}`)
+			if status != tt.want {
+				t.Fatalf("POST /accounts = %d %s, want %d", status, body, tt.want)
+			}
+		})
+	}
+	listed := decodeJSON[struct{ Accounts []accountBody }](t, f.must(t, http.StatusOK, "GET", "/accounts", testAdminSecret, ""))
+	if len(listed.Accounts) != 1 {
+		t.Errorf("refused signups created accounts: got %d accounts, want 1", len(listed.Accounts))
+	}
+}
+
+func TestCreatedAccountSecretWorks(t *testing.T) {
+	f := newManageFixture(t, testAdminSecret, false)
+	body := f.must(t, http.StatusCreated, "POST", "/accounts", testAdminSecret, `{"username":"  ada  "}`)
+	raw := decodeJSON[map[string]any](t, body)
+	for _, k := range []string{"accountId", "username", "createdAt", "secret"} {
+		if s, _ := raw[k].(string); s == "" {
+			t.Errorf("POST /accounts body %s has no %q, want a non-empty string", body, k)
+		}
+	}
+	acc := decodeJSON[accountBody](t, body)
+	if !strings.HasPrefix(acc.AccountID, "acc_") || !strings.HasPrefix(acc.Secret, "hsk_") {
+		t.Errorf("accountId %q and secret %q, want acc_… and hsk_…", acc.AccountID, acc.Secret)
+	}
+	if acc.Username != "ada" {
+		t.Errorf("username = %q, want the trimmed %q", acc.Username, "ada")
+	}
+	if want := testNow.Format(time.RFC3339); acc.CreatedAt != want {
+		t.Errorf("createdAt = %q, want %q", acc.CreatedAt, want)
+	}
+
+	me := f.must(t, http.StatusOK, "GET", "/accounts/me", acc.Secret, "")
+	got := decodeJSON[map[string]any](t, me)
+	want := map[string]any{"accountId": acc.AccountID, "username": "ada", "createdAt": acc.CreatedAt, "updatedAt": acc.CreatedAt}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("GET /accounts/me (-want +got):\n%s", diff)
+	}
+	if bytes.Contains(me, []byte(acc.Secret)) {
+		t.Errorf("GET /accounts/me shows the secret: %s", me)
+	}
+
+	// The accounts table keeps only a hash of the secret.
+	out, err := f.db.Scan(context.Background(), &dynamodb.ScanInput{TableName: &f.tables.Accounts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range out.Items {
+		if p := findString(it, acc.Secret); p != "" {
+			t.Errorf("the accounts table holds the account secret at %s", p)
+		}
+	}
+}
+
+func TestOpenSignupNeedsNoAdminSecret(t *testing.T) {
+	f := newManageFixture(t, testAdminSecret, true)
+	acc := decodeJSON[accountBody](t, f.must(t, http.StatusCreated, "POST", "/accounts", "", `{"username":"walk-in"}`))
+	me := decodeJSON[accountBody](t, f.must(t, http.StatusOK, "GET", "/accounts/me", acc.Secret, ""))
+	if me.AccountID != acc.AccountID || me.Username != "walk-in" {
+		t.Errorf("GET /accounts/me = %+v, want account %s named walk-in", me, acc.AccountID)
+	}
+}
+
+func TestUsernameValidation(t *testing.T) {
+	f := newManageFixture(t, testAdminSecret, false)
+	acc := f.createAccount(t, "ada")
+	tests := []struct {
+		name, body, field string
+	}{
+		{"empty", `{"username":""}`, "username"},
+		{"blank", `{"username":"   "}`, "username"},
+		{"missing", `{}`, "username"},
+		{"too long", `{"username":"` + strings.Repeat("x", 65) + `"}`, "username"},
+		{"control character", `{"username":"a\u0007b"}`, "username"},
+		{"not a string", `{"username":5}`, "username"},
+		{"unknown field", `{"username":"bob","nickname":"b"}`, "nickname"},
+		{"not JSON", `username=bob`, ""},
+		{"trailing data", `{"username":"bob"} {}`, ""},
+	}
+	for _, route := range []struct{ method, path, bearer string }{
+		{"POST", "/accounts", testAdminSecret},
+		{"PATCH", "/accounts/me", acc.Secret},
+		{"PATCH", "/accounts/" + acc.AccountID, testAdminSecret},
+	} {
+		for _, tt := range tests {
+			t.Run(route.method+" "+route.path+"/"+tt.name, func(t *testing.T) {
+				status, body := f.do(t, route.method, route.path, route.bearer, tt.body)
+				testenv.WantFieldError(t, status, body, tt.field)
+			})
+		}
+	}
+	// 64 characters is the limit, not past it.
+	long := strings.Repeat("y", 64)
+	if got := decodeJSON[accountBody](t, f.must(t, http.StatusOK, "PATCH", "/accounts/me", acc.Secret, `{"username":"`+long+`"}`)); got.Username != long {
+		t.Errorf("username = %q, want the 64-character name", got.Username)
+	}
+	listed := decodeJSON[struct{ Accounts []accountBody }](t, f.must(t, http.StatusOK, "GET", "/accounts", testAdminSecret, ""))
+	if len(listed.Accounts) != 1 {
+		t.Errorf("refused signups created accounts: got %d accounts, want 1", len(listed.Accounts))
+	}
+}
+
+func TestAccountMe(t *testing.T) {
+	f := newManageFixture(t, testAdminSecret, false)
+	acc := f.createAccount(t, "ada")
+	other := f.createAccount(t, "bob")
+
+	renamed := decodeJSON[accountBody](t, f.must(t, http.StatusOK, "PATCH", "/accounts/me", acc.Secret, `{"username":"ada lovelace"}`))
+	if renamed.AccountID != acc.AccountID || renamed.Username != "ada lovelace" {
+		t.Errorf("PATCH /accounts/me = %+v, want account %s renamed to ada lovelace", renamed, acc.AccountID)
+	}
+	if got := decodeJSON[accountBody](t, f.must(t, http.StatusOK, "GET", "/accounts/me", acc.Secret, "")); got.Username != "ada lovelace" {
+		t.Errorf("GET /accounts/me after rename: username = %q, want %q", got.Username, "ada lovelace")
+	}
+	if got := decodeJSON[accountBody](t, f.must(t, http.StatusOK, "GET", "/accounts/me", other.Secret, "")); got.Username != "bob" {
+		t.Errorf("renaming one account renamed another: username = %q, want bob", got.Username)
+	}
+
+	// Rotating: the old secret fails at once, on both services; the new one works.
+	f.createAgent(t, acc.Secret, withID("helper", helperConfig))
+	// A turn first, so the harness knows the secret's account when it is rotated.
+	if got := f.mustTurn(t, acc.Secret, `{"agentId":"helper","message":"hi"}`); got != "hi" {
+		t.Errorf("turn before the rotation said %q, want hi", got)
+	}
+	rotated := decodeJSON[map[string]string](t, f.must(t, http.StatusOK, "POST", "/accounts/me/rotate-secret", acc.Secret, ""))
+	newSecret := rotated["secret"]
+	if rotated["accountId"] != acc.AccountID || !strings.HasPrefix(newSecret, "hsk_") || newSecret == acc.Secret {
+		t.Fatalf("rotate-secret = %v, want account %s with a new hsk_ secret", rotated, acc.AccountID)
+	}
+	if status, body := f.do(t, "GET", "/accounts/me", acc.Secret, ""); status != http.StatusUnauthorized {
+		t.Errorf("old secret after rotation: GET /accounts/me = %d %s, want 401", status, body)
+	}
+	if status, _, body := f.turn(t, acc.Secret, `{"agentId":"helper","message":"hi"}`); status != http.StatusUnauthorized {
+		t.Errorf("old secret after rotation: harness turn = %d %s, want 401", status, body)
+	}
+	if got := decodeJSON[accountBody](t, f.must(t, http.StatusOK, "GET", "/accounts/me", newSecret, "")); got.AccountID != acc.AccountID {
+		t.Errorf("new secret is account %s, want %s", got.AccountID, acc.AccountID)
+	}
+	if got := f.mustTurn(t, newSecret, `{"agentId":"helper","message":"hi"}`); got != "hi" {
+		t.Errorf("turn with the new secret said %q, want hi", got)
+	}
+
+	// Deleting: the secret stops working and the agents go with the account.
+	f.createAgent(t, newSecret, withID("second", helperConfig))
+	f.createAgent(t, other.Secret, withID("helper", helperConfig))
+	f.must(t, http.StatusNoContent, "DELETE", "/accounts/me", newSecret, "")
+	for _, r := range []struct{ method, path string }{
+		{"GET", "/accounts/me"}, {"DELETE", "/accounts/me"}, {"GET", "/accounts/me/agents"},
+	} {
+		if status, body := f.do(t, r.method, r.path, newSecret, ""); status != http.StatusUnauthorized {
+			t.Errorf("deleted account's secret: %s %s = %d %s, want 401", r.method, r.path, status, body)
+		}
+	}
+	left, err := f.store.ListAgents(context.Background(), acc.AccountID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 0 {
+		t.Errorf("deleted account still has %d agents, want 0", len(left))
+	}
+	if !f.purgeQueued(acc.AccountID) || f.purgeQueued(other.AccountID) {
+		t.Errorf("queued %v, want the purge of the deleted account only", f.queued)
+	}
+	f.must(t, http.StatusNotFound, "GET", "/accounts/"+acc.AccountID, testAdminSecret, "")
+	if got := decodeJSON[struct{ Agents []agentView }](t, f.must(t, http.StatusOK, "GET", "/accounts/me/agents", other.Secret, "")); len(got.Agents) != 1 {
+		t.Errorf("deleting one account touched another's agents: %d left, want 1", len(got.Agents))
+	}
+}
+
+func TestAdminRoutes(t *testing.T) {
+	f := newManageFixture(t, testAdminSecret, false)
+	created := map[string]accountBody{}
+	for _, name := range []string{"a1", "a2", "a3", "a4", "a5"} {
+		acc := f.createAccount(t, name)
+		created[acc.AccountID] = acc
+	}
+	target := f.createAccount(t, "target")
+	created[target.AccountID] = target
+
+	t.Run("listing pages with limit and cursor", func(t *testing.T) {
+		seen := map[string]string{}
+		cursor, pages := "", 0
+		for {
+			path := "/accounts?limit=2"
+			if cursor != "" {
+				path += "&cursor=" + url.QueryEscape(cursor)
+			}
+			page := decodeJSON[struct {
+				Accounts []accountBody
+				Cursor   string
+			}](t, f.must(t, http.StatusOK, "GET", path, testAdminSecret, ""))
+			pages++
+			if len(page.Accounts) > 2 {
+				t.Fatalf("page %d has %d accounts, want at most 2", pages, len(page.Accounts))
+			}
+			for _, a := range page.Accounts {
+				if _, dup := seen[a.AccountID]; dup {
+					t.Errorf("account %s listed twice", a.AccountID)
+				}
+				if a.Secret != "" {
+					t.Errorf("listing shows the secret of %s", a.AccountID)
+				}
+				seen[a.AccountID] = a.Username
+			}
+			if page.Cursor == "" {
+				break
+			}
+			if pages > 10 {
+				t.Fatal("listing never ends")
+			}
+			cursor = page.Cursor
+		}
+		want := map[string]string{}
+		for id, a := range created {
+			want[id] = a.Username
+		}
+		if diff := cmp.Diff(want, seen); diff != "" {
+			t.Errorf("listed accounts (-want +got):\n%s", diff)
+		}
+		if pages < 3 {
+			t.Errorf("6 accounts at limit 2 came in %d pages, want at least 3", pages)
+		}
+		all := decodeJSON[struct{ Accounts []accountBody }](t, f.must(t, http.StatusOK, "GET", "/accounts", testAdminSecret, ""))
+		if len(all.Accounts) != len(created) {
+			t.Errorf("GET /accounts with the default limit listed %d accounts, want %d", len(all.Accounts), len(created))
+		}
+	})
+
+	t.Run("bad limit", func(t *testing.T) {
+		for _, limit := range []string{"0", "-1", "1001", "ten"} {
+			status, body := f.do(t, "GET", "/accounts?limit="+limit, testAdminSecret, "")
+			testenv.WantFieldError(t, status, body, "limit")
+		}
+	})
+
+	t.Run("wrong or missing admin secret", func(t *testing.T) {
+		routes := []struct{ method, path, body string }{
+			{"GET", "/accounts", ""},
+			{"GET", "/accounts/" + target.AccountID, ""},
+			{"PATCH", "/accounts/" + target.AccountID, `{"username":"hijacked"}`},
+			{"DELETE", "/accounts/" + target.AccountID, ""},
+			{"POST", "/accounts/" + target.AccountID + "/rotate-secret", ""},
+		}
+		for _, r := range routes {
+			for _, bearer := range []string{"", "adm_wrong", target.Secret} {
+				status, body := f.do(t, r.method, r.path, bearer, r.body)
+				if status != http.StatusUnauthorized {
+					t.Errorf("%s %s with bearer %q = %d %s, want 401", r.method, r.path, bearer, status, body)
+				}
+			}
+		}
+		// Nothing the refused requests asked for happened.
+		got := decodeJSON[accountBody](t, f.must(t, http.StatusOK, "GET", "/accounts/me", target.Secret, ""))
+		if got.Username != "target" {
+			t.Errorf("refused admin requests changed the account: username = %q, want target", got.Username)
+		}
+	})
+
+	t.Run("get, rename, rotate and delete one account", func(t *testing.T) {
+		path := "/accounts/" + target.AccountID
+		got := decodeJSON[accountBody](t, f.must(t, http.StatusOK, "GET", path, testAdminSecret, ""))
+		if got.AccountID != target.AccountID || got.Username != "target" || got.Secret != "" {
+			t.Errorf("GET %s = %+v, want account target without its secret", path, got)
+		}
+		f.must(t, http.StatusNotFound, "GET", "/accounts/acc_missing", testAdminSecret, "")
+
+		got = decodeJSON[accountBody](t, f.must(t, http.StatusOK, "PATCH", path, testAdminSecret, `{"username":"renamed"}`))
+		if got.Username != "renamed" {
+			t.Errorf("PATCH %s: username = %q, want renamed", path, got.Username)
+		}
+		if me := decodeJSON[accountBody](t, f.must(t, http.StatusOK, "GET", "/accounts/me", target.Secret, "")); me.Username != "renamed" {
+			t.Errorf("the owner sees username %q, want renamed", me.Username)
+		}
+
+		rotated := decodeJSON[map[string]string](t, f.must(t, http.StatusOK, "POST", path+"/rotate-secret", testAdminSecret, ""))
+		if rotated["accountId"] != target.AccountID || rotated["secret"] == "" || rotated["secret"] == target.Secret {
+			t.Fatalf("rotate-secret = %v, want account %s with a new secret", rotated, target.AccountID)
+		}
+		if status, body := f.do(t, "GET", "/accounts/me", target.Secret, ""); status != http.StatusUnauthorized {
+			t.Errorf("old secret after admin rotation = %d %s, want 401", status, body)
+		}
+		f.must(t, http.StatusOK, "GET", "/accounts/me", rotated["secret"], "")
+
+		f.createAgent(t, rotated["secret"], withID("helper", helperConfig))
+		f.must(t, http.StatusNoContent, "DELETE", path, testAdminSecret, "")
+		if status, body := f.do(t, "GET", "/accounts/me", rotated["secret"], ""); status != http.StatusUnauthorized {
+			t.Errorf("deleted account's secret = %d %s, want 401", status, body)
+		}
+		if left, err := f.store.ListAgents(context.Background(), target.AccountID); err != nil || len(left) != 0 {
+			t.Errorf("deleted account has %d agents (err %v), want 0", len(left), err)
+		}
+		if !f.purgeQueued(target.AccountID) {
+			t.Errorf("queued %v, want the purge of %s", f.queued, target.AccountID)
+		}
+		listed := decodeJSON[struct{ Accounts []accountBody }](t, f.must(t, http.StatusOK, "GET", "/accounts", testAdminSecret, ""))
+		if slices.ContainsFunc(listed.Accounts, func(a accountBody) bool { return a.AccountID == target.AccountID }) {
+			t.Errorf("GET /accounts lists the deleted account %s", target.AccountID)
+		}
+		for _, r := range []struct{ method, path, body string }{
+			{"GET", path, ""},
+			{"PATCH", path, `{"username":"ghost"}`},
+			{"DELETE", path, ""},
+			{"POST", path + "/rotate-secret", ""},
+		} {
+			if status, body := f.do(t, r.method, r.path, testAdminSecret, r.body); status != http.StatusNotFound {
+				t.Errorf("%s %s on a deleted account = %d %s, want 404", r.method, r.path, status, body)
+			}
+		}
+		for id := range created {
+			if id != target.AccountID {
+				f.must(t, http.StatusOK, "GET", "/accounts/"+id, testAdminSecret, "")
+			}
+		}
+	})
+}
+
+func TestAdminRoutesDisabledWithoutAdminSecret(t *testing.T) {
+	closed := newManageFixture(t, "", false)
+	if status, body := closed.do(t, "POST", "/accounts", "", `{"username":"ada"}`); status != http.StatusForbidden {
+		t.Errorf("POST /accounts with signup closed and no admin secret = %d %s, want 403", status, body)
+	}
+
+	open := newManageFixture(t, "", true)
+	acc := decodeJSON[accountBody](t, open.must(t, http.StatusCreated, "POST", "/accounts", "", `{"username":"ada"}`))
+	routes := []struct{ method, path, body string }{
+		{"GET", "/accounts", ""},
+		{"GET", "/accounts/" + acc.AccountID, ""},
+		{"PATCH", "/accounts/" + acc.AccountID, `{"username":"x"}`},
+		{"DELETE", "/accounts/" + acc.AccountID, ""},
+		{"POST", "/accounts/" + acc.AccountID + "/rotate-secret", ""},
+	}
+	for _, r := range routes {
+		// Not even an empty bearer matches the empty admin secret.
+		for _, bearer := range []string{"", testAdminSecret, acc.Secret} {
+			if status, body := open.do(t, r.method, r.path, bearer, r.body); status != http.StatusForbidden {
+				t.Errorf("%s %s with bearer %q = %d %s, want 403", r.method, r.path, bearer, status, body)
+			}
+		}
+	}
+	if got := decodeJSON[accountBody](t, open.must(t, http.StatusOK, "GET", "/accounts/me", acc.Secret, "")); got.Username != "ada" {
+		t.Errorf("refused admin requests changed the account: username = %q, want ada", got.Username)
+	}
+}
+
+func TestAgentLifecycle(t *testing.T) {
+	f := newManageFixture(t, testAdminSecret, false)
+	acc := f.createAccount(t, "ada")
+
+	generated := f.createAgent(t, acc.Secret, helperConfig)
+	if !strings.HasPrefix(generated.AgentID, "agt_") {
+		t.Errorf("generated agentId = %q, want agt_…", generated.AgentID)
+	}
+	wantConfig := decodeJSON[map[string]any](t, []byte(helperConfig))
+	wantConfig["tools"].(map[string]any)["tavilySearch"].(map[string]any)["apiKey"] = agentconfig.Redacted
+	if diff := cmp.Diff(wantConfig, generated.Config); diff != "" {
+		t.Errorf("created config (-want +got):\n%s", diff)
+	}
+	ts := testNow.Format(time.RFC3339)
+	if generated.Version != 1 || generated.CreatedAt != ts || generated.UpdatedAt != ts {
+		t.Errorf("created agent version %d, createdAt %q, updatedAt %q; want 1, %q, %q", generated.Version, generated.CreatedAt, generated.UpdatedAt, ts, ts)
+	}
+
+	named := f.createAgent(t, acc.Secret, withID("helper-2", helperConfig))
+	if named.AgentID != "helper-2" {
+		t.Errorf("agentId = %q, want helper-2", named.AgentID)
+	}
+	if _, ok := named.Config["agentId"]; ok {
+		t.Errorf("the agentId was stored inside the config: %v", named.Config)
+	}
+	if status, body := f.do(t, "POST", "/accounts/me/agents", acc.Secret, withID("helper-2", `{"name":"other","model":`+scriptedHi+`}`)); status != http.StatusConflict {
+		t.Errorf("duplicate agentId = %d %s, want 409", status, body)
+	}
+	for _, tt := range []struct{ name, body string }{
+		{"bad characters", withID("not ok!", helperConfig)},
+		{"too long", withID(strings.Repeat("a", 129), helperConfig)},
+		{"not a string", `{"agentId":7,"name":"x","model":` + scriptedHi + `}`},
+	} {
+		t.Run("agentId "+tt.name, func(t *testing.T) {
+			status, body := f.do(t, "POST", "/accounts/me/agents", acc.Secret, tt.body)
+			testenv.WantFieldError(t, status, body, "agentId")
+		})
+	}
+
+	list := decodeJSON[struct{ Agents []agentView }](t, f.must(t, http.StatusOK, "GET", "/accounts/me/agents", acc.Secret, ""))
+	var ids []string
+	for _, a := range list.Agents {
+		ids = append(ids, a.AgentID)
+	}
+	slices.Sort(ids)
+	if want := []string{generated.AgentID, "helper-2"}; !slices.Equal(ids, want) {
+		t.Errorf("listed agents %v, want %v", ids, want)
+	}
+
+	got := decodeJSON[agentView](t, f.must(t, http.StatusOK, "GET", "/accounts/me/agents/helper-2", acc.Secret, ""))
+	if diff := cmp.Diff(named, got); diff != "" {
+		t.Errorf("GET agent (-created +got):\n%s", diff)
+	}
+
+	patched := decodeJSON[agentView](t, f.must(t, http.StatusOK, "PATCH", "/accounts/me/agents/helper-2", acc.Secret, `{"maxSteps":9,"tools":{"tavilySearch":null}}`))
+	want := decodeJSON[map[string]any](t, []byte(helperConfig))
+	want["maxSteps"] = float64(9)
+	delete(want["tools"].(map[string]any), "tavilySearch")
+	if diff := cmp.Diff(want, patched.Config); diff != "" {
+		t.Errorf("patched config (-want +got):\n%s", diff)
+	}
+	if patched.Version != 2 {
+		t.Errorf("patched version = %d, want 2", patched.Version)
+	}
+	if got := decodeJSON[agentView](t, f.must(t, http.StatusOK, "GET", "/accounts/me/agents/helper-2", acc.Secret, "")); got.Version != 2 || got.Config["maxSteps"] != float64(9) {
+		t.Errorf("GET after PATCH: version %d, maxSteps %v; want 2, 9", got.Version, got.Config["maxSteps"])
+	}
+	patched = decodeJSON[agentView](t, f.must(t, http.StatusOK, "PATCH", "/accounts/me/agents/helper-2", acc.Secret, `{"system":"Be brief."}`))
+	if patched.Version != 3 || patched.Config["system"] != "Be brief." || patched.Config["maxSteps"] != float64(9) {
+		t.Errorf("second PATCH: version %d, system %v, maxSteps %v; want 3, Be brief., 9", patched.Version, patched.Config["system"], patched.Config["maxSteps"])
+	}
+
+	f.must(t, http.StatusNoContent, "DELETE", "/accounts/me/agents/helper-2", acc.Secret, "")
+	for _, r := range []struct{ method, body string }{{"GET", ""}, {"PATCH", `{"maxSteps":2}`}, {"DELETE", ""}} {
+		if status, body := f.do(t, r.method, "/accounts/me/agents/helper-2", acc.Secret, r.body); status != http.StatusNotFound {
+			t.Errorf("%s on a deleted agent = %d %s, want 404", r.method, status, body)
+		}
+	}
+	if status, _, body := f.turn(t, acc.Secret, `{"agentId":"helper-2","message":"hi"}`); status != http.StatusNotFound {
+		t.Errorf("turn on a deleted agent = %d %s, want 404", status, body)
+	}
+	list = decodeJSON[struct{ Agents []agentView }](t, f.must(t, http.StatusOK, "GET", "/accounts/me/agents", acc.Secret, ""))
+	if len(list.Agents) != 1 || list.Agents[0].AgentID != generated.AgentID {
+		t.Errorf("agents after delete = %+v, want only %s", list.Agents, generated.AgentID)
+	}
+}
+
+func TestAgentConfigValidation(t *testing.T) {
+	f := newManageFixture(t, testAdminSecret, false)
+	acc := f.createAccount(t, "ada")
+	const openai = `{"provider":"openai","model":"gpt-4o-mini"}`
+	agentWith := func(model, tools string) string {
+		return `{"name":"a","model":` + model + `,"tools":` + tools + `}`
+	}
+	tests := []struct {
+		name, body, field string
+	}{
+		{"unknown tool", agentWith(scriptedHi, `{"weather":{}}`), "tools.weather"},
+		{"option the tool does not take", agentWith(scriptedHi, `{"tavilySearch":{"maxResultz":3}}`), "tools.tavilySearch.maxResultz"},
+		{"option of the wrong type", agentWith(scriptedHi, `{"tavilySearch":{"maxResults":"three"}}`), "tools.tavilySearch.maxResults"},
+		{"option out of range", agentWith(scriptedHi, `{"tavilySearch":{"maxResults":50}}`), "tools.tavilySearch.maxResults"},
+		{"shared key of the wrong type", agentWith(scriptedHi, `{"tavilySearch":{"enabled":"yes"}}`), "tools.tavilySearch.enabled"},
+		{"external dispatch on a tool that does its own work", agentWith(scriptedHi, `{"tavilySearch":{"async":true,"execution":"external-dispatch"}}`), "tools.tavilySearch.execution"},
+		{"execution without async", agentWith(scriptedHi, `{"tavilySearch":{"execution":"same-invocation"}}`), "tools.tavilySearch.execution"},
+		{"unknown execution", agentWith(scriptedHi, `{"test_async":{"async":true,"execution":"later"}}`), "tools.test_async.execution"},
+		{"googleSearch on an openai model", agentWith(openai, `{"googleSearch":{}}`), "tools.googleSearch"},
+		{"unknown provider", `{"name":"a","model":{"provider":"mistral","model":"m"}}`, "model.provider"},
+		{"no provider", `{"name":"a","model":{"model":"m"}}`, "model.provider"},
+		{"unknown model field", `{"name":"a","model":{"provider":"openai","model":"gpt-4o-mini","temprature":0.2}}`, "model.temprature"},
+		{"missing model id", `{"name":"a","model":{"provider":"anthropic"}}`, "model.model"},
+		{"missing model", `{"name":"a"}`, "model"},
+		{"bad base URL", `{"name":"a","model":{"provider":"openai","model":"m","baseURL":"file:///etc/passwd"}}`, "model.baseURL"},
+		{"missing name", `{"model":` + scriptedHi + `}`, "name"},
+		{"blank name", `{"name":"  ","model":` + scriptedHi + `}`, "name"},
+		{"unknown top-level field", `{"name":"a","model":` + scriptedHi + `,"colour":"blue"}`, "colour"},
+		{"maxSteps too large", `{"name":"a","model":` + scriptedHi + `,"maxSteps":1000}`, "maxSteps"},
+		{"maxSteps negative", `{"name":"a","model":` + scriptedHi + `,"maxSteps":-1}`, "maxSteps"},
+		{"maxSteps not a number", `{"name":"a","model":` + scriptedHi + `,"maxSteps":"ten"}`, "maxSteps"},
+		{"redaction placeholder as the model key", `{"name":"a","model":{"provider":"openai","model":"m","apiKey":"[redacted]"}}`, "model.apiKey"},
+		{"redaction placeholder as a tool key", agentWith(scriptedHi, `{"tavilySearch":{"apiKey":"[redacted]"}}`), "tools.tavilySearch.apiKey"},
+		{"not an object", `["name"]`, ""},
+		{"not JSON", `{"name":`, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, body := f.do(t, "POST", "/accounts/me/agents", acc.Secret, tt.body)
+			testenv.WantFieldError(t, status, body, tt.field)
+		})
+	}
+	if list := decodeJSON[struct{ Agents []agentView }](t, f.must(t, http.StatusOK, "GET", "/accounts/me/agents", acc.Secret, "")); len(list.Agents) != 0 {
+		t.Errorf("refused configs stored %d agents, want 0", len(list.Agents))
+	}
+
+	t.Run("accepted with a warning", func(t *testing.T) {
+		v := f.createAgent(t, acc.Secret, agentWith(`{"provider":"google","model":"gemini-2.5-flash"}`, `{"googleSearch":{"async":true}}`))
+		if len(v.Warnings) != 1 || !strings.Contains(v.Warnings[0], "tools.googleSearch.async") {
+			t.Errorf("warnings = %q, want one about tools.googleSearch.async", v.Warnings)
+		}
+	})
+
+	t.Run("invalid PATCH leaves the agent unchanged", func(t *testing.T) {
+		f.createAgent(t, acc.Secret, withID("steady", helperConfig))
+		before := f.must(t, http.StatusOK, "GET", "/accounts/me/agents/steady", acc.Secret, "")
+		for _, tt := range []struct{ name, patch, field string }{
+			{"unknown tool", `{"tools":{"weather":{}}}`, "tools.weather"},
+			{"name removed", `{"name":null}`, "name"},
+			{"model id removed", `{"model":{"provider":"openai","script":null}}`, "model.model"},
+			{"wrong option type", `{"tools":{"tavilySearch":{"maxResults":"many"}}}`, "tools.tavilySearch.maxResults"},
+			{"maxSteps too large", `{"maxSteps":1000,"system":"changed"}`, "maxSteps"},
+			{"unknown field", `{"colour":"blue"}`, "colour"},
+			{"not an object", `[1]`, "config"},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				status, body := f.do(t, "PATCH", "/accounts/me/agents/steady", acc.Secret, tt.patch)
+				testenv.WantFieldError(t, status, body, tt.field)
+				after := f.must(t, http.StatusOK, "GET", "/accounts/me/agents/steady", acc.Secret, "")
+				if diff := cmp.Diff(string(before), string(after)); diff != "" {
+					t.Errorf("a refused PATCH changed the agent (-before +after):\n%s", diff)
+				}
+			})
+		}
+		if got := decodeJSON[agentView](t, f.must(t, http.StatusOK, "GET", "/accounts/me/agents/steady", acc.Secret, "")); got.Version != 1 {
+			t.Errorf("version after refused PATCHes = %d, want 1", got.Version)
+		}
+	})
+}
+
+func TestAgentSecretsNeverLeave(t *testing.T) {
+	f := newManageFixture(t, testAdminSecret, false)
+	acc := f.createAccount(t, "ada")
+	ctx := context.Background()
+	const rotatedModelKey = "sk-model-rotated-5d2a-do-not-leak"
+	secretStrings := []string{modelKey, tavilyKey, rotatedModelKey}
+	// bodies holds every agent the API answered with, to check none shows a secret.
+	var bodies [][]byte
+	keep := func(b []byte) []byte { bodies = append(bodies, b); return b }
+	wantNoSecret := func(t *testing.T, body []byte) {
+		t.Helper()
+		for _, s := range secretStrings {
+			if bytes.Contains(body, []byte(s)) {
+				t.Errorf("response shows secret %q: %s", s, body)
+			}
+		}
+	}
+	wantRedacted := func(t *testing.T, v agentView, paths ...string) {
+		t.Helper()
+		for _, p := range paths {
+			var cur any = v.Config
+			for _, k := range strings.Split(p, ".") {
+				m, _ := cur.(map[string]any)
+				cur = m[k]
+			}
+			if cur != agentconfig.Redacted {
+				t.Errorf("agent %s config.%s = %v, want %q", v.AgentID, p, cur, agentconfig.Redacted)
+			}
+		}
+	}
+	wantLoaded := func(t *testing.T, agentID, wantModelKey, wantTavilyKey string) {
+		t.Helper()
+		cfg, err := f.agents.Load(ctx, acc.AccountID, agentID)
+		if err != nil {
+			t.Fatalf("Load(%s): %v", agentID, err)
+		}
+		var m struct{ APIKey string }
+		var tv struct{ APIKey string }
+		_ = json.Unmarshal(cfg.Model, &m)
+		_ = json.Unmarshal(cfg.Tools["tavilySearch"], &tv)
+		if m.APIKey != wantModelKey || tv.APIKey != wantTavilyKey {
+			t.Errorf("Load(%s) keys = model %q, tavilySearch %q; want %q, %q", agentID, m.APIKey, tv.APIKey, wantModelKey, wantTavilyKey)
+		}
+	}
+
+	v := decodeJSON[agentView](t, keep(f.must(t, http.StatusCreated, "POST", "/accounts/me/agents", acc.Secret, withID("researcher", researcherConfig))))
+	wantRedacted(t, v, "model.apiKey", "tools.tavilySearch.apiKey")
+	wantLoaded(t, "researcher", modelKey, tavilyKey)
+	f.createAgent(t, acc.Secret, withID("helper", helperConfig))
+
+	t.Run("reads are redacted", func(t *testing.T) {
+		got := decodeJSON[agentView](t, keep(f.must(t, http.StatusOK, "GET", "/accounts/me/agents/researcher", acc.Secret, "")))
+		wantRedacted(t, got, "model.apiKey", "tools.tavilySearch.apiKey")
+		list := decodeJSON[struct{ Agents []agentView }](t, keep(f.must(t, http.StatusOK, "GET", "/accounts/me/agents", acc.Secret, "")))
+		if len(list.Agents) != 2 {
+			t.Fatalf("listed %d agents, want 2", len(list.Agents))
+		}
+		for _, a := range list.Agents {
+			wantRedacted(t, a, "tools.tavilySearch.apiKey")
+		}
+	})
+
+	t.Run("a PATCH that leaves the secrets out keeps them", func(t *testing.T) {
+		got := decodeJSON[agentView](t, keep(f.must(t, http.StatusOK, "PATCH", "/accounts/me/agents/researcher", acc.Secret, `{"maxSteps":6}`)))
+		wantRedacted(t, got, "model.apiKey", "tools.tavilySearch.apiKey")
+		wantLoaded(t, "researcher", modelKey, tavilyKey)
+	})
+
+	t.Run("a PATCH that sends the redacted config back keeps them", func(t *testing.T) {
+		current := decodeJSON[agentView](t, keep(f.must(t, http.StatusOK, "GET", "/accounts/me/agents/researcher", acc.Secret, "")))
+		current.Config["system"] = "You research carefully."
+		echo, err := json.Marshal(current.Config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := decodeJSON[agentView](t, keep(f.must(t, http.StatusOK, "PATCH", "/accounts/me/agents/researcher", acc.Secret, string(echo))))
+		if got.Config["system"] != "You research carefully." {
+			t.Errorf("system = %v, want the patched one", got.Config["system"])
+		}
+		wantRedacted(t, got, "model.apiKey", "tools.tavilySearch.apiKey")
+		wantLoaded(t, "researcher", modelKey, tavilyKey)
+	})
+
+	t.Run("a refused PATCH shows no secret", func(t *testing.T) {
+		status, body := f.do(t, "PATCH", "/accounts/me/agents/researcher", acc.Secret, `{"model":{"apiKey":12}}`)
+		wantNoSecret(t, body)
+		testenv.WantFieldError(t, status, body, "model.apiKey")
+		wantLoaded(t, "researcher", modelKey, tavilyKey)
+	})
+
+	t.Run("a secret under another spelling is refused", func(t *testing.T) {
+		// encoding/json would match APIKey to apiKey, past the redaction of model.apiKey.
+		status, body := f.do(t, "POST", "/accounts/me/agents", acc.Secret, `{"name":"a","model":{"provider":"openai","model":"m","APIKey":"`+modelKey+`"}}`)
+		wantNoSecret(t, body)
+		testenv.WantFieldError(t, status, body, "model.APIKey")
+	})
+
+	t.Run("a PATCH may replace a secret", func(t *testing.T) {
+		got := decodeJSON[agentView](t, keep(f.must(t, http.StatusOK, "PATCH", "/accounts/me/agents/researcher", acc.Secret, `{"model":{"apiKey":"`+rotatedModelKey+`"}}`)))
+		wantRedacted(t, got, "model.apiKey", "tools.tavilySearch.apiKey")
+		wantLoaded(t, "researcher", rotatedModelKey, tavilyKey)
+	})
+
+	t.Run("the harness runs turns with the kept secret", func(t *testing.T) {
+		f.mustTurn(t, acc.Secret, `{"agentId":"helper","message":"first"}`)
+		if got := f.lastToolOption(t, "tavilySearch", "apiKey"); got != tavilyKey {
+			t.Fatalf("turn before any PATCH ran tavilySearch with apiKey %q, want %q", got, tavilyKey)
+		}
+		keep(f.must(t, http.StatusOK, "PATCH", "/accounts/me/agents/helper", acc.Secret, `{"system":"You help briefly."}`))
+		f.mustTurn(t, acc.Secret, `{"agentId":"helper","message":"second"}`)
+		if got := f.lastToolOption(t, "tavilySearch", "apiKey"); got != tavilyKey {
+			t.Errorf("after a PATCH without the key, the turn ran tavilySearch with apiKey %q, want %q", got, tavilyKey)
+		}
+		keep(f.must(t, http.StatusOK, "PATCH", "/accounts/me/agents/helper", acc.Secret, `{"tools":{"tavilySearch":{"apiKey":"[redacted]","maxResults":5}}}`))
+		f.mustTurn(t, acc.Secret, `{"agentId":"helper","message":"third"}`)
+		if got := f.lastToolOption(t, "tavilySearch", "apiKey"); got != tavilyKey {
+			t.Errorf("after a PATCH echoing %q, the turn ran tavilySearch with apiKey %q, want %q", agentconfig.Redacted, got, tavilyKey)
+		}
+	})
+
+	t.Run("the placeholder is not a new secret", func(t *testing.T) {
+		f.createAgent(t, acc.Secret, withID("keyless", `{"name":"keyless","model":`+scriptedHi+`,"tools":{"tavilySearch":{}}}`))
+		for _, tt := range []struct{ patch, field string }{
+			{`{"tools":{"tavilySearch":{"apiKey":"[redacted]"}}}`, "tools.tavilySearch.apiKey"},
+			{`{"model":{"provider":"openai","model":"gpt-4o-mini","script":null,"apiKey":"[redacted]"}}`, "model.apiKey"},
+		} {
+			status, body := f.do(t, "PATCH", "/accounts/me/agents/keyless", acc.Secret, tt.patch)
+			testenv.WantFieldError(t, status, body, tt.field)
+		}
+		got := decodeJSON[agentView](t, f.must(t, http.StatusOK, "GET", "/accounts/me/agents/keyless", acc.Secret, ""))
+		if got.Version != 1 {
+			t.Errorf("keyless agent at version %d after refused PATCHes, want 1", got.Version)
+		}
+	})
+
+	for _, b := range bodies {
+		wantNoSecret(t, b)
+		if !bytes.Contains(b, []byte(agentconfig.Redacted)) {
+			t.Errorf("response shows no %q: %s", agentconfig.Redacted, b)
+		}
+	}
+
+	// At rest: the Agents table holds the secrets only sealed.
+	out, err := f.db.Scan(ctx, &dynamodb.ScanInput{TableName: &f.tables.Agents})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Items) != 3 {
+		t.Fatalf("the agents table holds %d items, want 3", len(out.Items))
+	}
+	for _, it := range out.Items {
+		id := it["agentId"].(*ddb.AttributeValueMemberS).Value
+		for _, s := range secretStrings {
+			if p := findString(it, s); p != "" {
+				t.Errorf("agent %s stores secret %q in the clear at %s", id, s, p)
+			}
+		}
+		sealed, _ := it["secrets"].(*ddb.AttributeValueMemberB)
+		if id != "keyless" && (sealed == nil || len(sealed.Value) == 0) {
+			t.Errorf("agent %s has no sealed secrets attribute", id)
+		}
+	}
+}
+
+// findString returns the path of an attribute of item that holds s, in a string or in bytes,
+// or "".
+func findString(item map[string]ddb.AttributeValue, s string) string {
+	var walk func(path string, v ddb.AttributeValue) string
+	walk = func(path string, v ddb.AttributeValue) string {
+		switch v := v.(type) {
+		case *ddb.AttributeValueMemberS:
+			if strings.Contains(v.Value, s) {
+				return path
+			}
+		case *ddb.AttributeValueMemberB:
+			if bytes.Contains(v.Value, []byte(s)) {
+				return path
+			}
+		case *ddb.AttributeValueMemberSS:
+			for _, e := range v.Value {
+				if strings.Contains(e, s) {
+					return path
+				}
+			}
+		case *ddb.AttributeValueMemberBS:
+			for _, e := range v.Value {
+				if bytes.Contains(e, []byte(s)) {
+					return path
+				}
+			}
+		case *ddb.AttributeValueMemberL:
+			for i, e := range v.Value {
+				if p := walk(path+"["+strconv.Itoa(i)+"]", e); p != "" {
+					return p
+				}
+			}
+		case *ddb.AttributeValueMemberM:
+			for k, e := range v.Value {
+				if p := walk(path+"."+k, e); p != "" {
+					return p
+				}
+			}
+		}
+		return ""
+	}
+	return walk("item", &ddb.AttributeValueMemberM{Value: item})
+}
+
+func TestAccountsAreIsolated(t *testing.T) {
+	f := newManageFixture(t, testAdminSecret, false)
+	a := f.createAccount(t, "alice")
+	b := f.createAccount(t, "bob")
+	const aConfig = `{"name":"alice private agent","system":"alice system prompt","model":{"provider":"scripted","script":[{"text":"alice answer"}]}}`
+	const bConfig = `{"name":"bob agent","model":{"provider":"scripted","script":[{"text":"bob answer"}]}}`
+	aAgent := f.createAgent(t, a.Secret, aConfig)
+	f.createAgent(t, b.Secret, withID("mine", bConfig))
+	if got := f.mustTurn(t, a.Secret, `{"agentId":"`+aAgent.AgentID+`","id":"conv-1","message":"alice private message"}`); got != "alice answer" {
+		t.Fatalf("alice's turn said %q, want alice answer", got)
+	}
+
+	t.Run("another account's agent is not found", func(t *testing.T) {
+		path := "/accounts/me/agents/" + aAgent.AgentID
+		for _, r := range []struct{ method, body string }{
+			{"GET", ""}, {"PATCH", `{"name":"taken over"}`}, {"DELETE", ""},
+		} {
+			status, body := f.do(t, r.method, path, b.Secret, r.body)
+			if status != http.StatusNotFound {
+				t.Errorf("bob %s alice's agent = %d %s, want 404", r.method, status, body)
+			}
+			if bytes.Contains(body, []byte("alice")) {
+				t.Errorf("bob %s alice's agent shows alice's data: %s", r.method, body)
+			}
+		}
+		status, _, body := f.turn(t, b.Secret, `{"agentId":"`+aAgent.AgentID+`","id":"conv-x","message":"hi"}`)
+		if status != http.StatusNotFound || bytes.Contains(body, []byte("alice")) {
+			t.Errorf("bob's turn on alice's agent = %d %s, want 404 without alice's data", status, body)
+		}
+		got := decodeJSON[agentView](t, f.must(t, http.StatusOK, "GET", path, a.Secret, ""))
+		if got.Version != 1 || got.Config["name"] != "alice private agent" {
+			t.Errorf("alice's agent after bob's attempts: version %d, name %v; want 1, alice private agent", got.Version, got.Config["name"])
+		}
+	})
+
+	t.Run("the same agent id in two accounts is two agents", func(t *testing.T) {
+		f.createAgent(t, a.Secret, withID("assistant", aConfig))
+		f.createAgent(t, b.Secret, withID("assistant", bConfig))
+		for _, tt := range []struct{ secret, want string }{{a.Secret, "alice private agent"}, {b.Secret, "bob agent"}} {
+			got := decodeJSON[agentView](t, f.must(t, http.StatusOK, "GET", "/accounts/me/agents/assistant", tt.secret, ""))
+			if got.Config["name"] != tt.want {
+				t.Errorf("agent assistant is named %v, want %q", got.Config["name"], tt.want)
+			}
+		}
+	})
+
+	t.Run("listing shows only the account's own agents", func(t *testing.T) {
+		for _, tt := range []struct {
+			secret string
+			want   []string
+		}{
+			{a.Secret, []string{aAgent.AgentID, "assistant"}},
+			{b.Secret, []string{"assistant", "mine"}},
+		} {
+			list := decodeJSON[struct{ Agents []agentView }](t, f.must(t, http.StatusOK, "GET", "/accounts/me/agents", tt.secret, ""))
+			var ids []string
+			for _, v := range list.Agents {
+				ids = append(ids, v.AgentID)
+			}
+			slices.Sort(ids)
+			want := slices.Sorted(slices.Values(tt.want))
+			if diff := cmp.Diff(want, ids); diff != "" {
+				t.Errorf("listed agents (-want +got):\n%s", diff)
+			}
+		}
+	})
+
+	t.Run("another account's conversation id starts a new conversation", func(t *testing.T) {
+		f.mu.Lock()
+		f.prompts = nil
+		f.mu.Unlock()
+		status, cs, body := f.turn(t, b.Secret, `{"agentId":"mine","id":"conv-1","message":"bob message"}`)
+		if status != http.StatusOK {
+			t.Fatalf("bob's turn on conversation conv-1 = %d %s, want 200", status, body)
+		}
+		stream, err := json.Marshal(cs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(stream, []byte("alice")) {
+			t.Errorf("bob's stream shows alice's conversation: %s", stream)
+		}
+		f.mu.Lock()
+		var seen []string
+		for _, p := range f.prompts {
+			seen = append(seen, messageTexts(p)...)
+		}
+		f.mu.Unlock()
+		if diff := cmp.Diff([]string{"user:bob message"}, seen); diff != "" {
+			t.Errorf("messages bob's model was given (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([]string{"user:bob message", "assistant:bob answer"}, storedHistory(t, f.store, b.AccountID, "mine", "conv-1")); diff != "" {
+			t.Errorf("bob's conv-1 (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([]string{"user:alice private message", "assistant:alice answer"}, storedHistory(t, f.store, a.AccountID, aAgent.AgentID, "conv-1")); diff != "" {
+			t.Errorf("alice's conv-1 (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// A tool whose required variable resolves neither from the agent's config nor from the
+// environment stops the turn with a 400 naming it, before the model is called and before
+// anything of the request is written.
+func TestMissingToolVariableStopsTheTurnBeforeTheModel(t *testing.T) {
+	f := newManageFixture(t, testAdminSecret, false)
+	acc := f.createAccount(t, "ada")
+	f.createAgent(t, acc.Secret, withID("keyless", `{"name":"keyless","model":`+scriptedHi+`,"tools":{"current_time":{},"tavilySearch":{"maxResults":3}}}`))
+	f.createAgent(t, acc.Secret, withID("helper", helperConfig))
+	ctx := context.Background()
+
+	// rows returns the items of the turn tables that hold any of the strings.
+	rows := func(t *testing.T, strs ...string) []string {
+		t.Helper()
+		var found []string
+		for _, table := range []string{f.tables.Conversations, f.tables.Events, f.tables.Approvals} {
+			out, err := f.db.Scan(ctx, &dynamodb.ScanInput{TableName: &table})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, it := range out.Items {
+				for _, s := range strs {
+					if p := findString(it, s); p != "" {
+						found = append(found, table+": "+p+" holds "+s)
+					}
+				}
+			}
+		}
+		return found
+	}
+
+	status, _, body := f.turn(t, acc.Secret, `{"agentId":"keyless","id":"conv-missing","eventId":"ev-missing","message":"search the news"}`)
+	var got struct{ Error string }
+	_ = json.Unmarshal(body, &got)
+	if status != http.StatusBadRequest || !strings.Contains(got.Error, "TAVILY_API_KEY") || !strings.Contains(got.Error, "config.tools.tavilySearch.apiKey") {
+		t.Errorf("turn = %d %s, want 400 with a JSON error naming TAVILY_API_KEY and config.tools.tavilySearch.apiKey", status, body)
+	}
+	f.mu.Lock()
+	calls := len(f.prompts)
+	f.mu.Unlock()
+	if calls != 0 {
+		t.Errorf("the model was called %d times, want never", calls)
+	}
+	if found := rows(t, "conv-missing", "ev-missing", "search the news"); len(found) != 0 {
+		t.Errorf("the refused turn wrote rows:\n%s", strings.Join(found, "\n"))
+	}
+
+	// The same look at the tables finds what a turn that runs writes.
+	f.mustTurn(t, acc.Secret, `{"agentId":"helper","id":"conv-ok","eventId":"ev-ok","message":"say hi"}`)
+	for _, s := range []string{"conv-ok", "ev-ok", "say hi"} {
+		if len(rows(t, s)) == 0 {
+			t.Errorf("no row holds %q after a turn that ran", s)
+		}
+	}
+}
+
+// authorized sends a request with this exact Authorization header (none when empty) and
+// returns the status and body.
+func authorized(t *testing.T, srv *httptest.Server, method, path, authorization, body string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if authorization != "" {
+		req.Header.Set("Authorization", authorization)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.StatusCode, b
+}
+
+// The auth scheme is case-insensitive (RFC 7235 §2.1): "bearer x" and "BEARER x" work like
+// "Bearer x" on the account, admin and turn routes; other schemes and empty tokens do not.
+func TestBearerSchemeIsCaseInsensitive(t *testing.T) {
+	f := newManageFixture(t, testAdminSecret, false)
+	acc := f.createAccount(t, "ada")
+	f.createAgent(t, acc.Secret, withID("helper", helperConfig))
+	for _, scheme := range []string{"Bearer", "bearer", "BEARER", "bEaReR"} {
+		t.Run(scheme, func(t *testing.T) {
+			if status, body := authorized(t, f.manage, "GET", "/accounts/me", scheme+" "+acc.Secret, ""); status != http.StatusOK || !bytes.Contains(body, []byte(`"ada"`)) {
+				t.Errorf("GET /accounts/me with %q = %d %s, want 200", scheme+" <account secret>", status, body)
+			}
+			if status, body := authorized(t, f.manage, "GET", "/accounts", scheme+"  "+testAdminSecret, ""); status != http.StatusOK {
+				t.Errorf("GET /accounts with %q = %d %s, want 200", scheme+"  <admin secret>", status, body)
+			}
+			status, body := authorized(t, f.harness, "POST", "/", scheme+" "+acc.Secret, `{"agentId":"helper","message":"hi"}`)
+			if status != http.StatusOK || !bytes.Contains(body, []byte(`"type":"finish"`)) {
+				t.Errorf("POST / with %q = %d %s, want a turn that finishes", scheme+" <account secret>", status, body)
+			}
+		})
+	}
+	for _, auth := range []string{"", "Basic " + acc.Secret, "Token " + acc.Secret, "Bearer", "Bearer ", "Bearer" + acc.Secret, "Bearers " + acc.Secret, acc.Secret} {
+		if status, body := authorized(t, f.manage, "GET", "/accounts/me", auth, ""); status != http.StatusUnauthorized || !bytes.Contains(body, []byte("missing bearer token")) {
+			t.Errorf("GET /accounts/me with Authorization %q = %d %s, want 401 missing bearer token", auth, status, body)
+		}
+	}
+}

@@ -1,0 +1,313 @@
+package chathttp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/agentharness/harness/shared/model"
+	"github.com/agentharness/harness/shared/state/store"
+	"github.com/agentharness/harness/shared/turn"
+	"github.com/agentharness/harness/shared/wire/httpjson"
+	"github.com/agentharness/harness/shared/wire/workqueue"
+)
+
+// asyncTurn runs POST /async: the request is checked as POST / checks it, recorded under its
+// event id, and queued for async-worker; the answer is 202 with the event id to poll.
+func (h *Handler) asyncTurn(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	if h.opts.Enqueue == nil {
+		httpjson.WriteError(w, &httpjson.Error{Status: http.StatusServiceUnavailable, Message: "async turns are not configured here (no work queue)"})
+		return
+	}
+	secret, err := httpjson.Secret(r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	req, in, err := h.readTurn(w, r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	// The account and the agent in one read; the conversation is async-worker's to read.
+	opening, err := h.opts.Store.OpenTurn(ctx, secret, req.AgentID, req.ConversationID, true)
+	if err != nil {
+		h.fail(w, r, httpjson.SecretRefused(err))
+		return
+	}
+	acc := opening.Account
+	if _, err := h.eng.OpenedAgent(ctx, opening, req.Request, false); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	// Decisions on a subagent's held calls, sent to its caller, go to the subagent.
+	route, err := h.eng.ChildDecisions(ctx, acc.ID, &req.Request, &in)
+	if err == nil && route != nil {
+		_, err = h.eng.Agent(ctx, acc.ID, req.Request, false)
+	}
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if req.EventID == "" {
+		req.EventID = store.NewID("evt_")
+	}
+	// The queued request carries its variables sealed, and its files by id.
+	if err := h.keepFiles(ctx, acc.ID, req.ConversationID, in.Message); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if err := h.eng.SealVariables(ctx, acc.ID, &req.Request); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	body, err := json.Marshal(turn.Work{
+		Type: workqueue.Turn, AccountID: acc.ID, EventID: req.EventID, GroupSeed: store.NewID(""),
+		Request: &req.Request, Message: in.Message, Decisions: in.Decisions, RespondsTo: in.RespondsTo,
+	})
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if len(body) > turn.MaxWorkBytes {
+		httpjson.WriteError(w, &httpjson.Error{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("an /async request must encode to at most %d bytes; send only the new message", turn.MaxWorkBytes)})
+		return
+	}
+	if err := h.eng.Precheck(ctx, acc.ID, req.Request, in); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if err := h.claimOrReopen(ctx, acc.ID, req, in); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if err := h.opts.Enqueue(ctx, string(body)); err != nil {
+		if rerr := h.opts.Store.ReleaseEvent(context.WithoutCancel(ctx), acc.ID, req.EventID); rerr != nil {
+			h.opts.Logger.ErrorContext(ctx, "releasing event", "eventId", req.EventID, "err", rerr)
+		}
+		h.fail(w, r, fmt.Errorf("queueing the turn: %w", err))
+		return
+	}
+	out := map[string]string{
+		"eventId": req.EventID, "conversationId": req.ConversationID, "status": store.EventProcessing, "statusUrl": "/status/" + req.EventID,
+	}
+	// The turn's stream is named by its event id (a decision under the waiting turn's event id
+	// continues that turn's stream).
+	if subject := h.eng.Subject(acc.ID, req.ConversationID, req.EventID); subject != "" {
+		out["natsSubject"] = subject
+	}
+	httpjson.WriteJSON(w, http.StatusAccepted, out)
+}
+
+// claimOrReopen records the request's event. Approvals may answer under the event id of the
+// turn that waits for them: that event goes back to processing and settles with the answer.
+func (h *Handler) claimOrReopen(ctx context.Context, accountID string, req *turnRequest, in turn.Input) error {
+	if in.Decisions != nil {
+		err := h.opts.Store.ReopenEvent(ctx, accountID, req.EventID, req.ConversationID, h.opts.Now())
+		if !errors.Is(err, store.ErrNotFound) {
+			var dup *store.DuplicateEventError
+			if errors.As(err, &dup) {
+				return &httpjson.Error{Status: http.StatusConflict, Message: fmt.Sprintf("event %s is %s, not waiting for approval", dup.EventID, dup.Status), Extra: map[string]any{"eventId": dup.EventID, "status": dup.Status}}
+			}
+			return err
+		}
+	}
+	return h.eng.ClaimEvent(ctx, accountID, req.Request)
+}
+
+// signFiles gives each file part of msgs, a conversation's, a signed address of its bytes that
+// lasts attachments.URLTTL.
+func (h *Handler) signFiles(ctx context.Context, accountID, conversationID string, msgs []model.Message) error {
+	for i := range msgs {
+		for j, p := range msgs[i].Parts {
+			if p.Type != model.PartFile || h.opts.Attachments == nil {
+				continue
+			}
+			url, err := h.opts.Attachments.URL(ctx, accountID, conversationID, p.Attachment)
+			if err != nil {
+				return err
+			}
+			msgs[i].Parts[j].URL = url
+		}
+	}
+	return nil
+}
+
+// childApprovals adds to a waiting turn's status the approvals its non-blocking subagents wait
+// for, each naming its subagent; a decision sent to the turn's conversation reaches the child
+// (turn.Engine.ChildDecisions).
+func (h *Handler) childApprovals(ctx context.Context, accountID string, children []store.Child, out map[string]any) error {
+	var pending []map[string]any
+	for _, c := range children {
+		if c.EventID == "" {
+			continue
+		}
+		ev, err := h.opts.Store.Event(ctx, accountID, c.EventID)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		var detail struct {
+			PendingApprovals []map[string]any `json:"pendingApprovals"`
+		}
+		if ev.Status != store.EventWaiting || json.Unmarshal(ev.Detail, &detail) != nil {
+			continue
+		}
+		for _, p := range detail.PendingApprovals {
+			p["subagent"] = c
+			pending = append(pending, p)
+		}
+	}
+	if pending != nil {
+		out["pendingApprovals"] = pending
+	}
+	return nil
+}
+
+// status runs GET /status/{eventId}: where an /async turn is, what it waits for, and once it
+// has ended its answer's text and messages.
+func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	acc, err := httpjson.Authenticate(r, h.opts.Store)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	id := r.PathValue("eventId")
+	if err := httpjson.CheckID("eventId", id); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	ev, err := h.opts.Store.Event(ctx, acc.ID, id)
+	if errors.Is(err, store.ErrNotFound) {
+		httpjson.WriteError(w, &httpjson.Error{Status: http.StatusNotFound, Message: "event " + id + " not found"})
+		return
+	}
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	cur, resumedBy, err := h.followResumed(ctx, acc.ID, ev)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	out := map[string]any{}
+	if len(cur.Detail) > 0 {
+		_ = json.Unmarshal(cur.Detail, &out)
+	}
+	delete(out, "resumedBy")
+	if resumedBy != "" {
+		out["resumedBy"] = resumedBy
+	}
+	out["eventId"], out["conversationId"], out["status"] = ev.ID, ev.ConversationID, cur.Status
+	out["usage"] = ev.Usage
+	if len(ev.Children) > 0 {
+		out["children"] = ev.Children
+	}
+	if cur.Status == store.EventWaitingAsync {
+		if err := h.childApprovals(ctx, acc.ID, ev.Children, out); err != nil {
+			h.fail(w, r, err)
+			return
+		}
+	}
+	if !cur.UpdatedAt.IsZero() {
+		out["updatedAt"] = cur.UpdatedAt
+	}
+	ev.Status, ev.ToSeq = cur.Status, max(ev.ToSeq, cur.ToSeq)
+	if ev.Status == store.EventWaitingAsync {
+		if err := h.livePending(ctx, out); err != nil {
+			h.fail(w, r, err)
+			return
+		}
+	}
+	if store.Final(ev.Status) {
+		msgs, err := h.opts.Store.Messages(ctx, acc.ID, ev.ConversationID, ev.FromSeq, ev.ToSeq)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		if msgs == nil {
+			msgs = []model.Message{}
+		}
+		if err := h.signFiles(ctx, acc.ID, ev.ConversationID, msgs); err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		out["messages"] = msgs
+		out["text"] = model.FinalText(msgs)
+	}
+	delete(out, "groupId")
+	httpjson.WriteJSON(w, http.StatusOK, out)
+}
+
+// maxResumeHops bounds how far the status route follows resumedBy.
+const maxResumeHops = 8
+
+// followResumed returns where the turn of ev stands, and the event that resumed it
+// (resumedBy, empty when none). A turn whose paused step was answered under another event Y
+// goes on there: ev took Y's status when Y's invocation ended (the engine's settleResumed), and while
+// ev is not final it shows Y's current state, following resumedBy again when Y paused in turn
+// and was answered under a third event, so ev reaches the turn's outcome even when Y finishes
+// later (its async continuation, another answer). Its messages run from ev's first to the end of
+// the event followed.
+func (h *Handler) followResumed(ctx context.Context, accountID string, ev store.Event) (store.Event, string, error) {
+	resumedBy := func(e store.Event) string {
+		var d struct {
+			ResumedBy string `json:"resumedBy"`
+		}
+		_ = json.Unmarshal(e.Detail, &d)
+		return d.ResumedBy
+	}
+	first := resumedBy(ev)
+	cur := ev
+	for range maxResumeHops {
+		next := resumedBy(cur)
+		if store.Final(cur.Status) || next == "" || next == cur.ID {
+			break
+		}
+		e, err := h.opts.Store.Event(ctx, accountID, next)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && e.ConversationID != ev.ConversationID) {
+			break
+		}
+		if err != nil {
+			return cur, first, err
+		}
+		if e.Status == cur.Status {
+			// Y has not moved on: cur already shows it (an SSE event's row has no detail).
+			break
+		}
+		cur = e
+	}
+	return cur, first, nil
+}
+
+// livePending narrows a waiting turn's pendingAsyncTools to the calls still running now.
+func (h *Handler) livePending(ctx context.Context, out map[string]any) error {
+	groupID, _ := out["groupId"].(string)
+	if groupID == "" || h.opts.Async == nil {
+		return nil
+	}
+	st, err := h.opts.Async.Load(ctx, groupID)
+	if err != nil || st.Group == nil {
+		return err // not sealed yet: every call is still pending
+	}
+	running := map[string]bool{}
+	for _, id := range st.Pending() {
+		running[id] = true
+	}
+	calls, _ := out["pendingAsyncTools"].([]any)
+	pending := []any{}
+	for _, c := range calls {
+		if m, ok := c.(map[string]any); ok && running[fmt.Sprint(m["resultId"])] {
+			pending = append(pending, c)
+		}
+	}
+	out["pendingAsyncTools"] = pending
+	return nil
+}

@@ -1,0 +1,349 @@
+// Package anthropicmodel adapts the Anthropic Messages API, streamed, to the agent loop's model
+// interface, using the official anthropic-sdk-go.
+package anthropicmodel
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"github.com/agentharness/harness/shared/model/modelblock"
+	"github.com/agentharness/harness/shared/wire/egress"
+	"iter"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/agentharness/harness/shared/model"
+	"github.com/agentharness/harness/shared/wire/retryafter"
+	"github.com/anthropics/anthropic-sdk-go"
+	"github.com/anthropics/anthropic-sdk-go/option"
+)
+
+const provider = "anthropic"
+
+// DefaultMaxTokens caps an answer when the config sets no maxTokens: Anthropic requires
+// max_tokens on every call.
+const DefaultMaxTokens = 4096
+
+// Config is the model block this adapter takes.
+type Config = modelblock.Hosted
+
+// Model calls one Anthropic model.
+type Model struct {
+	client   anthropic.Client
+	name     string
+	settings model.Settings
+}
+
+// New returns a model for cfg. The API key falls back to envKey when the config names none.
+func New(cfg Config, envKey string) (*Model, error) {
+	if cfg.Model == "" {
+		return nil, errors.New("model.model is required for the anthropic provider")
+	}
+	key := cfg.APIKey
+	if key == "" {
+		key = envKey
+	}
+	if key == "" {
+		return nil, errors.New("the anthropic provider needs model.apiKey or ANTHROPIC_API_KEY")
+	}
+	opts := []option.RequestOption{
+		// The config alone says where calls go and with which key; by default the SDK would also
+		// pick up ANTHROPIC_BASE_URL, auth tokens and profile files from the environment.
+		option.WithoutEnvironmentDefaults(),
+		option.WithAPIKey(key),
+		// The SDK retries connection errors, 408, 409, 429 and 5xx, honouring retry-after and
+		// giving up when ctx is done; retryafter.WithinDeadline keeps it from starting a wait that
+		// would outlast the invocation's deadline.
+		option.WithMaxRetries(2),
+		option.WithMiddleware(func(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+			return retryafter.WithinDeadline(req, next)
+		}),
+	}
+	if cfg.BaseURL != "" {
+		opts = append(opts, option.WithBaseURL(cfg.BaseURL))
+	}
+	if cfg.Transport != nil {
+		opts = append(opts, option.WithHTTPClient(egress.ModelClient(cfg.Transport)))
+	}
+	return &Model{client: anthropic.NewClient(opts...), name: cfg.Model, settings: cfg.Settings}, nil
+}
+
+// Stream runs one streaming Messages call. Events come in the order the model produced them;
+// a tool call is complete when its content block stops.
+func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.Event, error] {
+	return func(yield func(model.Event, error) bool) {
+		params, err := m.params(req)
+		if err != nil {
+			yield(model.Event{}, err)
+			return
+		}
+		// The response, once there is one, gives a failure part-way through the stream its
+		// request id; API errors carry their own.
+		var res *http.Response
+		stream := m.client.Messages.NewStreaming(ctx, params, option.WithResponseInto(&res))
+		defer stream.Close()
+
+		calls := map[int64]*pendingCall{}
+		ids := map[string]bool{}
+		finish := model.FinishOther
+		var usage model.Usage
+		stopped := false
+		for stream.Next() {
+			ev := stream.Current()
+			var out model.Event
+			switch ev.Type {
+			case "message_start":
+				usage.InputTokens = int(ev.Message.Usage.InputTokens)
+			case "content_block_start":
+				switch b := ev.ContentBlock; b.Type {
+				case "text":
+					out = model.Event{Type: model.EventTextDelta, Text: b.Text}
+				case "tool_use":
+					if err := model.CheckToolCallID(ids, b.ID); err != nil {
+						yield(model.Event{}, providerError(err, res))
+						return
+					}
+					calls[ev.Index] = &pendingCall{id: b.ID, name: b.Name}
+					out = model.Event{Type: model.EventToolInputStart, ToolCallID: b.ID, ToolName: b.Name}
+				}
+			case "content_block_delta":
+				switch ev.Delta.Type {
+				case "text_delta":
+					out = model.Event{Type: model.EventTextDelta, Text: ev.Delta.Text}
+				case "input_json_delta":
+					if c := calls[ev.Index]; c != nil && ev.Delta.PartialJSON != "" {
+						c.input.WriteString(ev.Delta.PartialJSON)
+						out = model.Event{Type: model.EventToolInputDelta, ToolCallID: c.id, Text: ev.Delta.PartialJSON}
+					}
+				}
+			case "content_block_stop":
+				if c := calls[ev.Index]; c != nil {
+					delete(calls, ev.Index)
+					input := c.input.String()
+					if strings.TrimSpace(input) == "" {
+						input = "{}"
+					}
+					out = model.Event{Type: model.EventToolCall, ToolCallID: c.id, ToolName: c.name, Input: json.RawMessage(input)}
+				}
+			case "message_delta":
+				if ev.Delta.StopReason != "" {
+					finish = finishReason(ev.Delta.StopReason)
+				}
+				usage.OutputTokens = int(ev.Usage.OutputTokens)
+			case "message_stop":
+				stopped = true
+			}
+			if out.Type == 0 || (out.Type == model.EventTextDelta && out.Text == "") {
+				continue
+			}
+			if !yield(out, nil) {
+				return
+			}
+		}
+		if err := stream.Err(); err != nil {
+			yield(model.Event{}, providerError(err, res))
+			return
+		}
+		// A connection cut between events ends the body cleanly; only message_stop says the
+		// answer is whole.
+		if !stopped {
+			yield(model.Event{}, providerError(errors.New("the event stream ended before message_stop"), res))
+			return
+		}
+		yield(model.Event{Type: model.EventFinish, Finish: finish, Usage: usage}, nil)
+	}
+}
+
+type pendingCall struct {
+	id, name string
+	input    strings.Builder
+}
+
+func finishReason(r anthropic.StopReason) model.FinishReason {
+	switch r {
+	case anthropic.StopReasonEndTurn, anthropic.StopReasonStopSequence:
+		return model.FinishStop
+	case anthropic.StopReasonMaxTokens:
+		return model.FinishLength
+	case anthropic.StopReasonToolUse:
+		return model.FinishToolCalls
+	case anthropic.StopReasonRefusal:
+		return model.FinishFilter
+	default:
+		return model.FinishOther
+	}
+}
+
+func (m *Model) params(req *model.Request) (anthropic.MessageNewParams, error) {
+	p := anthropic.MessageNewParams{Model: anthropic.Model(m.name), MaxTokens: DefaultMaxTokens}
+	if s := m.settings; s.MaxTokens != nil {
+		p.MaxTokens = *s.MaxTokens
+	}
+	if s := m.settings; s.Temperature != nil {
+		p.Temperature = anthropic.Float(*s.Temperature)
+	}
+	if s := m.settings; s.TopP != nil {
+		p.TopP = anthropic.Float(*s.TopP)
+	}
+	if req.System != "" {
+		p.System = []anthropic.TextBlockParam{{Text: req.System}}
+	}
+	msgs, err := messages(req.Messages)
+	if err != nil {
+		return p, err
+	}
+	p.Messages = msgs
+	for _, t := range req.Tools {
+		if t.ProviderTool != "" {
+			return p, fmt.Errorf("tool %s: the anthropic provider does not support the provider tool %q", t.Name, t.ProviderTool)
+		}
+		schema, err := inputSchema(t.InputSchema)
+		if err != nil {
+			return p, fmt.Errorf("tool %s: %w", t.Name, err)
+		}
+		tool := anthropic.ToolParam{Name: t.Name, InputSchema: schema}
+		if t.Description != "" {
+			tool.Description = anthropic.String(t.Description)
+		}
+		p.Tools = append(p.Tools, anthropic.ToolUnionParam{OfTool: &tool})
+	}
+	return p, nil
+}
+
+// messages converts a conversation. Anthropic wants user and assistant turns to alternate and
+// takes tool results in a user turn, so consecutive messages of one side join a single turn.
+func messages(msgs []model.Message) ([]anthropic.MessageParam, error) {
+	var out []anthropic.MessageParam
+	for _, msg := range msgs {
+		var role anthropic.MessageParamRole
+		var blocks []anthropic.ContentBlockParamUnion
+		switch msg.Role {
+		case model.RoleUser:
+			role = anthropic.MessageParamRoleUser
+			for _, p := range msg.Parts {
+				switch {
+				// Anthropic rejects empty text blocks.
+				case p.Type == model.PartText && p.Text != "":
+					blocks = append(blocks, anthropic.NewTextBlock(p.Text))
+				case p.Type != model.PartFile:
+				case p.Data != nil && slices.Contains(model.ImageTypes, p.MediaType):
+					blocks = append(blocks, anthropic.NewTextBlock(model.FileNote(p)), anthropic.NewImageBlockBase64(p.MediaType, base64.StdEncoding.EncodeToString(p.Data)))
+				case p.Data != nil && p.MediaType == "application/pdf":
+					blocks = append(blocks, anthropic.NewTextBlock(model.FileNote(p)), anthropic.NewDocumentBlock(anthropic.Base64PDFSourceParam{Data: base64.StdEncoding.EncodeToString(p.Data)}))
+				case p.Data != nil && p.MediaType == "text/plain":
+					blocks = append(blocks, anthropic.NewTextBlock(model.FileNote(p)), anthropic.NewDocumentBlock(anthropic.PlainTextSourceParam{Data: string(p.Data)}))
+				default:
+					blocks = append(blocks, anthropic.NewTextBlock(model.FileNote(p)))
+				}
+			}
+		case model.RoleAssistant:
+			role = anthropic.MessageParamRoleAssistant
+			for _, p := range msg.Parts {
+				switch {
+				case p.Type == model.PartText && p.Text != "":
+					blocks = append(blocks, anthropic.NewTextBlock(p.Text))
+				case p.Type == model.PartToolCall:
+					blocks = append(blocks, anthropic.NewToolUseBlock(p.ToolCallID, toolInput(p.Input), p.ToolName))
+				}
+			}
+		case model.RoleTool:
+			role = anthropic.MessageParamRoleUser
+			for _, p := range msg.Parts {
+				if p.Type != model.PartToolResult {
+					continue
+				}
+				r := anthropic.ToolResultBlockParam{ToolUseID: p.ToolCallID}
+				if len(p.Output) > 0 {
+					r.Content = []anthropic.ToolResultBlockParamContentUnion{{OfText: &anthropic.TextBlockParam{Text: string(p.Output)}}}
+				}
+				if p.IsError {
+					r.IsError = anthropic.Bool(true)
+				}
+				blocks = append(blocks, anthropic.ContentBlockParamUnion{OfToolResult: &r})
+			}
+		default:
+			return nil, fmt.Errorf("message with unknown role %q", msg.Role)
+		}
+		if len(blocks) == 0 {
+			continue
+		}
+		if n := len(out); n > 0 && out[n-1].Role == role {
+			out[n-1].Content = append(out[n-1].Content, blocks...)
+			continue
+		}
+		out = append(out, anthropic.MessageParam{Role: role, Content: blocks})
+	}
+	return out, nil
+}
+
+// toolInput returns a stored tool call's input as Anthropic takes it: a JSON object. The loop
+// keeps unparseable arguments as a JSON string, which Anthropic would reject on every later
+// call of the conversation; the tool result already told the model they were unusable.
+func toolInput(input json.RawMessage) json.RawMessage {
+	trimmed := strings.TrimSpace(string(input))
+	if !strings.HasPrefix(trimmed, "{") || !json.Valid(input) {
+		return json.RawMessage("{}")
+	}
+	return input
+}
+
+// inputSchema converts a tool's JSON schema, keeping every keyword it has.
+func inputSchema(raw json.RawMessage) (anthropic.ToolInputSchemaParam, error) {
+	var known struct {
+		Type       string   `json:"type"`
+		Properties any      `json:"properties"`
+		Required   []string `json:"required"`
+	}
+	var extra map[string]any
+	if err := json.Unmarshal(raw, &known); err != nil {
+		return anthropic.ToolInputSchemaParam{}, fmt.Errorf("decoding its input schema: %w", err)
+	}
+	if err := json.Unmarshal(raw, &extra); err != nil {
+		return anthropic.ToolInputSchemaParam{}, fmt.Errorf("decoding its input schema: %w", err)
+	}
+	if known.Type != "" && known.Type != "object" {
+		return anthropic.ToolInputSchemaParam{}, fmt.Errorf("its input schema has type %q; Anthropic takes only objects", known.Type)
+	}
+	delete(extra, "type")
+	delete(extra, "properties")
+	delete(extra, "required")
+	return anthropic.ToolInputSchemaParam{Properties: known.Properties, Required: known.Required, ExtraFields: extra}, nil
+}
+
+// errorStatus is the HTTP status Anthropic documents for each error type. An error event
+// inside a stream arrives after a 200, so its type is what says which failure it is (an
+// overloaded_error mid-stream is the 529 a call would get before streaming).
+var errorStatus = map[anthropic.ErrorType]int{
+	anthropic.ErrorTypeInvalidRequestError: http.StatusBadRequest,
+	anthropic.ErrorTypeAuthenticationError: http.StatusUnauthorized,
+	anthropic.ErrorTypeBillingError:        http.StatusPaymentRequired,
+	anthropic.ErrorTypePermissionError:     http.StatusForbidden,
+	anthropic.ErrorTypeNotFoundError:       http.StatusNotFound,
+	"request_too_large":                    http.StatusRequestEntityTooLarge,
+	anthropic.ErrorTypeRateLimitError:      http.StatusTooManyRequests,
+	anthropic.ErrorTypeAPIError:            http.StatusInternalServerError,
+	anthropic.ErrorTypeTimeoutError:        http.StatusGatewayTimeout,
+	anthropic.ErrorTypeOverloadedError:     529,
+}
+
+// providerError keeps the status and request id of a failed call for the client and the log.
+func providerError(err error, res *http.Response) error {
+	pe := &model.ProviderError{Provider: provider, Err: err}
+	if res != nil {
+		pe.RequestID = res.Header.Get("request-id")
+	}
+	var apiErr *anthropic.Error
+	if errors.As(err, &apiErr) {
+		pe.Status = apiErr.StatusCode
+		if apiErr.RequestID != "" {
+			pe.RequestID = apiErr.RequestID
+		}
+		if s, ok := errorStatus[apiErr.Type()]; ok && pe.Status < 400 {
+			pe.Status = s
+		}
+	}
+	return pe
+}

@@ -1,0 +1,406 @@
+// Package bedrockmodel adapts Amazon Bedrock's Converse API (ConverseStream) to the agent loop's
+// streaming model interface, using aws-sdk-go-v2. It signs with the IAM credentials of the
+// aws.Config it is given, which on Lambda are the function's role: no API key is involved.
+package bedrockmodel
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"github.com/agentharness/harness/shared/model/modelblock"
+	"io"
+	"iter"
+	"math"
+	"path"
+	"strings"
+	"unicode"
+
+	"github.com/agentharness/harness/shared/model"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
+	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime/document"
+	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime/types"
+	"github.com/aws/smithy-go"
+	smithydocument "github.com/aws/smithy-go/document"
+)
+
+// Config is the model block this adapter takes.
+type Config = modelblock.Bedrock
+
+// Model calls one Bedrock model through ConverseStream.
+type Model struct {
+	client    *bedrockruntime.Client
+	id        string
+	inference *types.InferenceConfiguration
+}
+
+// New returns a model for cfg that calls Bedrock with awsCfg's credentials. optFns adjust the
+// client after the adapter's own options, so a caller (or a test) may replace the endpoint or
+// the retryer.
+func New(cfg Config, awsCfg aws.Config, optFns ...func(*bedrockruntime.Options)) (*Model, error) {
+	if cfg.Model == "" {
+		return nil, errors.New("model.model is required for the bedrock provider")
+	}
+	inference, err := inferenceConfig(cfg.Settings)
+	if err != nil {
+		return nil, err
+	}
+	opts := append([]func(*bedrockruntime.Options){func(o *bedrockruntime.Options) {
+		if cfg.Region != "" {
+			o.Region = cfg.Region
+		}
+		// The standard retryer already retries throttling and 5xx with jittered backoff and
+		// stops when ctx ends; pinning three attempts keeps a throttled call inside a Lambda
+		// invocation's deadline whatever AWS_MAX_ATTEMPTS or the shared config say, and Stream
+		// wraps it so that it never starts a wait the deadline leaves no time for.
+		o.RetryMaxAttempts = 3
+	}}, optFns...)
+	client := bedrockruntime.NewFromConfig(awsCfg, opts...)
+	if client.Options().Region == "" {
+		return nil, errors.New("the bedrock provider needs a region: set model.region or AWS_REGION")
+	}
+	return &Model{client: client, id: cfg.Model, inference: inference}, nil
+}
+
+func inferenceConfig(s model.Settings) (*types.InferenceConfiguration, error) {
+	if s.Temperature == nil && s.TopP == nil && s.MaxTokens == nil {
+		return nil, nil
+	}
+	c := &types.InferenceConfiguration{}
+	if s.Temperature != nil {
+		c.Temperature = aws.Float32(float32(*s.Temperature))
+	}
+	if s.TopP != nil {
+		c.TopP = aws.Float32(float32(*s.TopP))
+	}
+	if s.MaxTokens != nil {
+		if *s.MaxTokens < 1 || *s.MaxTokens > math.MaxInt32 {
+			return nil, fmt.Errorf("model.settings.maxTokens %d is out of range for the bedrock provider", *s.MaxTokens)
+		}
+		c.MaxTokens = aws.Int32(int32(*s.MaxTokens))
+	}
+	return c, nil
+}
+
+// Stream runs one ConverseStream call.
+func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.Event, error] {
+	return func(yield func(model.Event, error) bool) {
+		in, err := m.input(req)
+		if err != nil {
+			yield(model.Event{}, err)
+			return
+		}
+		out, err := m.client.ConverseStream(ctx, in, func(o *bedrockruntime.Options) {
+			o.Retryer = withinDeadline(ctx, o.Retryer)
+		})
+		if err != nil {
+			yield(model.Event{}, providerError(err, ""))
+			return
+		}
+		// Exceptions inside the stream arrive without the HTTP response; the request id that
+		// answered is on the output's metadata.
+		requestID, _ := awsmiddleware.GetRequestIDMetadata(out.ResultMetadata)
+		stream := out.GetStream()
+		defer stream.Close()
+
+		calls := map[int32]*pendingCall{}
+		ids := map[string]bool{}
+		finish := model.FinishReason("")
+		var usage model.Usage
+		for ev := range stream.Events() {
+			var e model.Event
+			switch ev := ev.(type) {
+			case *types.ConverseStreamOutputMemberContentBlockStart:
+				start, ok := ev.Value.Start.(*types.ContentBlockStartMemberToolUse)
+				if !ok {
+					continue
+				}
+				c := &pendingCall{id: aws.ToString(start.Value.ToolUseId), name: aws.ToString(start.Value.Name)}
+				if err := model.CheckToolCallID(ids, c.id); err != nil {
+					yield(model.Event{}, providerError(err, requestID))
+					return
+				}
+				calls[aws.ToInt32(ev.Value.ContentBlockIndex)] = c
+				e = model.Event{Type: model.EventToolInputStart, ToolCallID: c.id, ToolName: c.name}
+			case *types.ConverseStreamOutputMemberContentBlockDelta:
+				switch d := ev.Value.Delta.(type) {
+				case *types.ContentBlockDeltaMemberText:
+					if d.Value == "" {
+						continue
+					}
+					e = model.Event{Type: model.EventTextDelta, Text: d.Value}
+				case *types.ContentBlockDeltaMemberToolUse:
+					c := calls[aws.ToInt32(ev.Value.ContentBlockIndex)]
+					piece := aws.ToString(d.Value.Input)
+					if c == nil || piece == "" {
+						continue
+					}
+					c.input.WriteString(piece)
+					e = model.Event{Type: model.EventToolInputDelta, ToolCallID: c.id, Text: piece}
+				default:
+					continue
+				}
+			case *types.ConverseStreamOutputMemberContentBlockStop:
+				index := aws.ToInt32(ev.Value.ContentBlockIndex)
+				c, ok := calls[index]
+				if !ok {
+					continue
+				}
+				delete(calls, index)
+				input := c.input.String()
+				if strings.TrimSpace(input) == "" {
+					input = "{}"
+				}
+				e = model.Event{Type: model.EventToolCall, ToolCallID: c.id, ToolName: c.name, Input: json.RawMessage(input)}
+			case *types.ConverseStreamOutputMemberMessageStop:
+				finish = finishReason(ev.Value.StopReason)
+				continue
+			case *types.ConverseStreamOutputMemberMetadata:
+				if u := ev.Value.Usage; u != nil {
+					usage = model.Usage{InputTokens: int(aws.ToInt32(u.InputTokens)), OutputTokens: int(aws.ToInt32(u.OutputTokens))}
+				}
+				continue
+			default:
+				continue
+			}
+			if !yield(e, nil) {
+				return
+			}
+		}
+		if err := stream.Err(); err != nil {
+			yield(model.Event{}, providerError(err, requestID))
+			return
+		}
+		if finish == "" {
+			finish = model.FinishOther
+		}
+		yield(model.Event{Type: model.EventFinish, Finish: finish, Usage: usage}, nil)
+	}
+}
+
+type pendingCall struct {
+	id, name string
+	input    strings.Builder
+}
+
+func finishReason(r types.StopReason) model.FinishReason {
+	switch r {
+	case types.StopReasonEndTurn, types.StopReasonStopSequence:
+		return model.FinishStop
+	case types.StopReasonToolUse:
+		return model.FinishToolCalls
+	case types.StopReasonMaxTokens:
+		return model.FinishLength
+	case types.StopReasonGuardrailIntervened, types.StopReasonContentFiltered:
+		return model.FinishFilter
+	default:
+		return model.FinishOther
+	}
+}
+
+func (m *Model) input(req *model.Request) (*bedrockruntime.ConverseStreamInput, error) {
+	in := &bedrockruntime.ConverseStreamInput{ModelId: aws.String(m.id), InferenceConfig: m.inference}
+	if req.System != "" {
+		in.System = []types.SystemContentBlock{&types.SystemContentBlockMemberText{Value: req.System}}
+	}
+	for _, msg := range req.Messages {
+		role, content, err := convert(msg)
+		if err != nil {
+			return nil, err
+		}
+		if len(content) == 0 {
+			continue
+		}
+		// Bedrock requires user and assistant turns to alternate, and tool results travel as a
+		// user turn: a run of same-role messages becomes one.
+		if n := len(in.Messages); n > 0 && in.Messages[n-1].Role == role {
+			in.Messages[n-1].Content = append(in.Messages[n-1].Content, content...)
+			continue
+		}
+		in.Messages = append(in.Messages, types.Message{Role: role, Content: content})
+	}
+	var tools []types.Tool
+	for _, t := range req.Tools {
+		if t.ProviderTool != "" {
+			return nil, fmt.Errorf("tool %s: the bedrock provider does not support the provider-defined tool %q", t.Name, t.ProviderTool)
+		}
+		schema, err := decodeDocument(t.InputSchema)
+		if err != nil {
+			return nil, fmt.Errorf("tool %s: decoding its input schema: %w", t.Name, err)
+		}
+		spec := types.ToolSpecification{
+			Name:        aws.String(t.Name),
+			InputSchema: &types.ToolInputSchemaMemberJson{Value: document.NewLazyDocument(schema)},
+		}
+		if t.Description != "" {
+			spec.Description = aws.String(t.Description)
+		}
+		tools = append(tools, &types.ToolMemberToolSpec{Value: spec})
+	}
+	if len(tools) > 0 {
+		in.ToolConfig = &types.ToolConfiguration{Tools: tools}
+	}
+	return in, nil
+}
+
+// fileBlock is a file as Converse takes it: an image or a document of a format it reads; nil
+// for any other, which the model knows only by its note.
+func fileBlock(p model.Part) types.ContentBlock {
+	if p.Data == nil {
+		return nil
+	}
+	images := map[string]types.ImageFormat{"image/png": types.ImageFormatPng, "image/jpeg": types.ImageFormatJpeg, "image/gif": types.ImageFormatGif, "image/webp": types.ImageFormatWebp}
+	if f, ok := images[p.MediaType]; ok {
+		return &types.ContentBlockMemberImage{Value: types.ImageBlock{Format: f, Source: &types.ImageSourceMemberBytes{Value: p.Data}}}
+	}
+	docs := map[string]types.DocumentFormat{"application/pdf": types.DocumentFormatPdf, "text/plain": types.DocumentFormatTxt, "text/csv": types.DocumentFormatCsv, "text/markdown": types.DocumentFormatMd, "text/html": types.DocumentFormatHtml}
+	if f, ok := docs[p.MediaType]; ok {
+		// Converse allows letters, digits, spaces, hyphens, parentheses and brackets in a name.
+		name := strings.Map(func(r rune) rune {
+			if unicode.IsLetter(r) || unicode.IsDigit(r) || strings.ContainsRune(" -()[]", r) {
+				return r
+			}
+			return '-'
+		}, cmp.Or(strings.TrimSuffix(p.Filename, path.Ext(p.Filename)), p.Attachment))
+		return &types.ContentBlockMemberDocument{Value: types.DocumentBlock{Format: f, Name: aws.String(name), Source: &types.DocumentSourceMemberBytes{Value: p.Data}}}
+	}
+	return nil
+}
+
+// convert translates one stored message into a Bedrock role and content blocks.
+func convert(msg model.Message) (types.ConversationRole, []types.ContentBlock, error) {
+	var content []types.ContentBlock
+	switch msg.Role {
+	case model.RoleUser:
+		for _, p := range msg.Parts {
+			switch {
+			// Bedrock rejects blank text blocks.
+			case p.Type == model.PartText && p.Text != "":
+				content = append(content, &types.ContentBlockMemberText{Value: p.Text})
+			case p.Type == model.PartFile:
+				content = append(content, &types.ContentBlockMemberText{Value: model.FileNote(p)})
+				if b := fileBlock(p); b != nil {
+					content = append(content, b)
+				}
+			}
+		}
+		return types.ConversationRoleUser, content, nil
+	case model.RoleAssistant:
+		for _, p := range msg.Parts {
+			switch {
+			case p.Type == model.PartText && p.Text != "":
+				content = append(content, &types.ContentBlockMemberText{Value: p.Text})
+			case p.Type == model.PartToolCall:
+				raw := p.Input
+				if len(bytes.TrimSpace(raw)) == 0 {
+					raw = json.RawMessage(`{}`)
+				}
+				input, err := decodeDocument(raw)
+				if err != nil {
+					return "", nil, fmt.Errorf("tool call %s: decoding its input: %w", p.ToolCallID, err)
+				}
+				content = append(content, &types.ContentBlockMemberToolUse{Value: types.ToolUseBlock{
+					ToolUseId: aws.String(p.ToolCallID),
+					Name:      aws.String(p.ToolName),
+					Input:     document.NewLazyDocument(input),
+				}})
+			}
+		}
+		return types.ConversationRoleAssistant, content, nil
+	case model.RoleTool:
+		for _, p := range msg.Parts {
+			if p.Type != model.PartToolResult {
+				continue
+			}
+			result := types.ToolResultBlock{ToolUseId: aws.String(p.ToolCallID), Content: []types.ToolResultContentBlock{resultContent(p.Output)}}
+			if p.IsError {
+				result.Status = types.ToolResultStatusError
+			}
+			content = append(content, &types.ContentBlockMemberToolResult{Value: result})
+		}
+		return types.ConversationRoleUser, content, nil
+	default:
+		return "", nil, fmt.Errorf("message with unknown role %q", msg.Role)
+	}
+}
+
+// resultContent sends an object as json content, which Bedrock accepts only for objects; a
+// JSON string goes as its text and anything else as its JSON text.
+func resultContent(out json.RawMessage) types.ToolResultContentBlock {
+	trimmed := bytes.TrimSpace(out)
+	if bytes.HasPrefix(trimmed, []byte("{")) {
+		if v, err := decodeDocument(trimmed); err == nil {
+			return &types.ToolResultContentBlockMemberJson{Value: document.NewLazyDocument(v)}
+		}
+	}
+	var s string
+	if err := json.Unmarshal(trimmed, &s); err == nil {
+		return &types.ToolResultContentBlockMemberText{Value: s}
+	}
+	return &types.ToolResultContentBlockMemberText{Value: string(out)}
+}
+
+// decodeDocument decodes JSON for a Bedrock document. Numbers stay document.Numbers, written
+// back verbatim: float64 would round large integers, and json.Number would be sent as a string.
+func decodeDocument(raw json.RawMessage) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("unexpected data after the JSON value")
+	}
+	return documentNumbers(v), nil
+}
+
+func documentNumbers(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		return smithydocument.Number(x)
+	case map[string]any:
+		for k, e := range x {
+			x[k] = documentNumbers(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = documentNumbers(e)
+		}
+	}
+	return v
+}
+
+// streamExceptionStatus holds the HTTP statuses Bedrock's API model assigns the exceptions a
+// stream can carry after its 200 response, so a throttled stream reads as "rate limited"
+// rather than "could not be reached".
+var streamExceptionStatus = map[string]int{
+	"ValidationException":         400,
+	"ModelStreamErrorException":   424,
+	"ThrottlingException":         429,
+	"InternalServerException":     500,
+	"ServiceUnavailableException": 503,
+}
+
+// providerError keeps the status and request id of a failed call for the client and the log.
+// requestID is the id of the response a stream exception arrived on.
+func providerError(err error, requestID string) error {
+	pe := &model.ProviderError{Provider: "bedrock", RequestID: requestID, Err: err}
+	var respErr *awshttp.ResponseError
+	var apiErr smithy.APIError
+	switch {
+	case errors.As(err, &respErr):
+		pe.Status = respErr.HTTPStatusCode()
+		if respErr.RequestID != "" {
+			pe.RequestID = respErr.RequestID
+		}
+	case errors.As(err, &apiErr):
+		pe.Status = streamExceptionStatus[apiErr.ErrorCode()]
+	}
+	return pe
+}
