@@ -35,7 +35,7 @@ var forbidden = map[string][]string{
 	"async-tool-complete": heavy,
 	"account-manage":      heavy,
 	"harness-processing":  {shared + "edge/appserver", shared + "edge/worker", shared + "state/connections", shared + "edge/completion"},
-	"ws-gateway":          {shared + "edge/chathttp", shared + "edge/worker", shared + "edge/stream"},
+	"ws-gateway":          {shared + "edge/chathttp", shared + "edge/worker", shared + "edge/stream", shared + "edge/accounts", shared + "edge/completion"},
 	"async-worker":        {shared + "edge/chathttp", shared + "edge/stream"},
 }
 
@@ -59,5 +59,43 @@ func TestEachFunctionLinksOnlyItsEdge(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The tree's layers, as rules on what the packages under shared/ import (tests aside):
+// lambdadeps (a function's dependencies) is read only under functions/, where each function's
+// wire builds its edge; state, tool, model and wire sit below the engine and the edges and
+// import neither; and no edge imports another, so a transport is one package. stream and
+// uimessage are the AI SDK's UI message stream, which two edges speak (SSE and NATS): they
+// are the one exception until they are one protocol package.
+func TestLayers(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "../shared/...").Output()
+	if err != nil {
+		t.Fatalf("go list ../shared/...: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) < 40 {
+		t.Fatalf("go list listed %d packages under shared/", len(lines))
+	}
+	protocol := map[string]bool{shared + "edge/stream": true, shared + "edge/uimessage": true}
+	for _, line := range lines {
+		fields := strings.Fields(line)
+		pkg, imports := fields[0], fields[1:]
+		layer, _, _ := strings.Cut(strings.TrimPrefix(pkg, shared), "/")
+		for _, imp := range imports {
+			rel, ok := strings.CutPrefix(imp, shared)
+			if !ok {
+				continue
+			}
+			to, _, _ := strings.Cut(rel, "/")
+			switch {
+			case rel == "lambda/lambdadeps" && layer != "lambda":
+				t.Errorf("%s imports lambdadeps: a function's dependencies are read only under functions/", pkg)
+			case (layer == "state" || layer == "tool" || layer == "model" || layer == "wire") && (to == "turn" || to == "edge"):
+				t.Errorf("%s imports %s: %s sits below the engine and the edges", pkg, imp, layer)
+			case layer == "edge" && to == "edge" && !protocol[imp]:
+				t.Errorf("%s imports %s: an edge never imports another edge", pkg, imp)
+			}
+		}
 	}
 }

@@ -5,7 +5,7 @@
 package main
 
 import (
-	"github.com/agentharness/harness/shared/edge/accounts"
+	"github.com/agentharness/harness/functions/account-manage/wire"
 	"github.com/agentharness/harness/shared/lambda/lambdadeps"
 	"github.com/agentharness/harness/shared/lambda/lambdahttp"
 	"github.com/agentharness/harness/shared/tool/builtintools"
@@ -14,7 +14,7 @@ import (
 func main() {
 	lambdadeps.Main("account-manage", true, func(d lambdadeps.Deps) error {
 		d.Checks = builtintools.ConfigChecks()
-		h, err := accounts.New(d)
+		h, err := wire.Handler(d)
 		if err != nil {
 			return err
 		}

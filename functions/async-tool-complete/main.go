@@ -6,14 +6,14 @@
 package main
 
 import (
-	"github.com/agentharness/harness/shared/edge/completion"
+	"github.com/agentharness/harness/functions/async-tool-complete/wire"
 	"github.com/agentharness/harness/shared/lambda/lambdadeps"
 	"github.com/agentharness/harness/shared/lambda/lambdahttp"
 )
 
 func main() {
 	lambdadeps.Main("async-tool-complete", false, func(d lambdadeps.Deps) error {
-		h, err := completion.New(d)
+		h, err := wire.Handler(d)
 		if err != nil {
 			return err
 		}

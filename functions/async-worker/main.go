@@ -8,7 +8,7 @@
 package main
 
 import (
-	"github.com/agentharness/harness/shared/edge/worker"
+	"github.com/agentharness/harness/functions/async-worker/wire"
 	"github.com/agentharness/harness/shared/lambda/lambdadeps"
 	"github.com/agentharness/harness/shared/tool/builtintools"
 	"github.com/aws/aws-lambda-go/lambda"
@@ -17,7 +17,7 @@ import (
 func main() {
 	lambdadeps.Main("async-worker", true, func(d lambdadeps.Deps) error {
 		d.Tools = builtintools.Build
-		w, err := worker.FromDeps(d)
+		w, err := wire.Worker(d)
 		if err != nil {
 			return err
 		}

@@ -3,7 +3,7 @@
 package main
 
 import (
-	"github.com/agentharness/harness/shared/edge/chathttp"
+	"github.com/agentharness/harness/functions/harness-processing/wire"
 	"github.com/agentharness/harness/shared/lambda/lambdadeps"
 	"github.com/agentharness/harness/shared/lambda/lambdahttp"
 	"github.com/agentharness/harness/shared/tool/builtintools"
@@ -12,7 +12,7 @@ import (
 func main() {
 	lambdadeps.Main("harness-processing", true, func(d lambdadeps.Deps) error {
 		d.Tools = builtintools.Build
-		h, err := chathttp.NewHarness(d)
+		h, err := wire.Handler(d)
 		if err != nil {
 			return err
 		}

@@ -8,14 +8,14 @@ package main
 import (
 	"context"
 
-	"github.com/agentharness/harness/shared/edge/sweeper"
+	"github.com/agentharness/harness/functions/sweeper/wire"
 	"github.com/agentharness/harness/shared/lambda/lambdadeps"
 	"github.com/aws/aws-lambda-go/lambda"
 )
 
 func main() {
 	lambdadeps.Main("sweeper", false, func(d lambdadeps.Deps) error {
-		s, err := sweeper.New(d)
+		s, err := wire.Sweeper(d)
 		if err != nil {
 			return err
 		}

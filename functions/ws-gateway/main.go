@@ -5,7 +5,7 @@
 package main
 
 import (
-	"github.com/agentharness/harness/shared/edge/appserver"
+	"github.com/agentharness/harness/functions/ws-gateway/wire"
 	"github.com/agentharness/harness/shared/lambda/lambdadeps"
 	"github.com/agentharness/harness/shared/tool/builtintools"
 	"github.com/aws/aws-lambda-go/lambda"
@@ -14,7 +14,7 @@ import (
 func main() {
 	lambdadeps.Main("ws-gateway", true, func(d lambdadeps.Deps) error {
 		d.Tools, d.Checks = builtintools.Build, builtintools.ConfigChecks()
-		g, err := appserver.NewGateway(d)
+		g, err := wire.Gateway(d)
 		if err != nil {
 			return err
 		}

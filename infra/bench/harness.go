@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	harnessprocessing "github.com/agentharness/harness/functions/harness-processing/wire"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -20,7 +21,6 @@ import (
 
 	"github.com/agentharness/harness/infra/localrunner"
 	"github.com/agentharness/harness/infra/template"
-	"github.com/agentharness/harness/shared/edge/chathttp"
 	"github.com/agentharness/harness/shared/lambda/lambdadeps"
 	"github.com/agentharness/harness/shared/lambda/logging"
 	"github.com/agentharness/harness/shared/wire/awsclient"
@@ -78,7 +78,7 @@ func harnessTurn(ctx context.Context, root, mockURL string, streamLog bool) (h h
 				}
 				return env(k)
 			}
-			h, err := chathttp.NewHarness(d)
+			h, err := harnessprocessing.Handler(d)
 			return localrunner.Handlers{HTTP: h}, err
 		}}
 	}

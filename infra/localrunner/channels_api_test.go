@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	accountmanage "github.com/agentharness/harness/functions/account-manage/wire"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -83,7 +84,7 @@ func channelsRunner(t *testing.T) (*httptest.Server, *platformCalls, *channels.S
 	calls := &platformCalls{}
 	opts.Functions = map[string]localrunner.Constructor{
 		"AccountManageFunction": func(d lambdadeps.Deps) (localrunner.Handlers, error) {
-			o, err := accounts.OptionsFrom(d)
+			o, err := accountmanage.Options(d)
 			if err != nil {
 				return localrunner.Handlers{}, err
 			}

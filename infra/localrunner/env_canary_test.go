@@ -105,8 +105,8 @@ var fixedNameReaders = []string{
 	"shared/tool/builtintools/tools.go context", // a builtin tool's own variables, Spec.Variables
 	"shared/model/provider/provider.go operatorSet",
 	"shared/model/provider/provider.go serviceKey",
-	"shared/turn/deps.go count",
-	"shared/turn/deps.go duration",
+	"functions/turnwire/turnwire.go count",
+	"functions/turnwire/turnwire.go duration",
 }
 
 // TestNoNameFromAConfigReadsTheEnvironment fails on a function that reads the environment by a
@@ -114,7 +114,7 @@ var fixedNameReaders = []string{
 // must never reach the environment (a thread's variables are read through turn.Thread).
 func TestNoNameFromAConfigReadsTheEnvironment(t *testing.T) {
 	_, byName := envNamesRead(t)
-	if !slices.Contains(byName, "shared/turn/deps.go duration") {
+	if !slices.Contains(byName, "functions/turnwire/turnwire.go duration") {
 		t.Fatalf("found %v reading the environment by a name they are given, not turn's duration: the scan looked in the wrong place", byName)
 	}
 	for _, f := range byName {

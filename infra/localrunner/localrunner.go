@@ -11,6 +11,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	accountmanage "github.com/agentharness/harness/functions/account-manage/wire"
+	asynctoolcomplete "github.com/agentharness/harness/functions/async-tool-complete/wire"
+	asyncworker "github.com/agentharness/harness/functions/async-worker/wire"
+	harnessprocessing "github.com/agentharness/harness/functions/harness-processing/wire"
+	sweeperwire "github.com/agentharness/harness/functions/sweeper/wire"
+	wsgateway "github.com/agentharness/harness/functions/ws-gateway/wire"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -19,11 +25,6 @@ import (
 
 	"github.com/agentharness/harness/infra/template"
 	"github.com/agentharness/harness/shared/edge/accounts"
-	"github.com/agentharness/harness/shared/edge/appserver"
-	"github.com/agentharness/harness/shared/edge/chathttp"
-	"github.com/agentharness/harness/shared/edge/completion"
-	"github.com/agentharness/harness/shared/edge/sweeper"
-	"github.com/agentharness/harness/shared/edge/worker"
 	"github.com/agentharness/harness/shared/lambda/lambdadeps"
 	"github.com/agentharness/harness/shared/state/agents"
 	"github.com/agentharness/harness/shared/state/secrets"
@@ -52,42 +53,42 @@ type Constructor func(lambdadeps.Deps) (Handlers, error)
 // builtin maps template logical ids to what their main packages run.
 var builtin = map[string]Constructor{
 	"HarnessProcessingFunction": func(d lambdadeps.Deps) (Handlers, error) {
-		h, err := chathttp.NewHarness(d)
+		h, err := harnessprocessing.Handler(d)
 		if err != nil {
 			return Handlers{}, err
 		}
 		return Handlers{HTTP: h}, nil
 	},
 	"AccountManageFunction": func(d lambdadeps.Deps) (Handlers, error) {
-		h, err := accounts.New(d)
+		h, err := accountmanage.Handler(d)
 		if err != nil {
 			return Handlers{}, err
 		}
 		return Handlers{HTTP: h}, nil
 	},
 	"AsyncToolCompleteFunction": func(d lambdadeps.Deps) (Handlers, error) {
-		h, err := completion.New(d)
+		h, err := asynctoolcomplete.Handler(d)
 		if err != nil {
 			return Handlers{}, err
 		}
 		return Handlers{HTTP: h}, nil
 	},
 	"AsyncWorkerFunction": func(d lambdadeps.Deps) (Handlers, error) {
-		w, err := worker.FromDeps(d)
+		w, err := asyncworker.Worker(d)
 		if err != nil {
 			return Handlers{}, err
 		}
 		return Handlers{SQS: w.Handle}, nil
 	},
 	"WsGatewayFunction": func(d lambdadeps.Deps) (Handlers, error) {
-		g, err := appserver.NewGateway(d)
+		g, err := wsgateway.Gateway(d)
 		if err != nil {
 			return Handlers{}, err
 		}
 		return Handlers{WebSocket: g}, nil
 	},
 	"SweeperFunction": func(d lambdadeps.Deps) (Handlers, error) {
-		s, err := sweeper.New(d)
+		s, err := sweeperwire.Sweeper(d)
 		if err != nil {
 			return Handlers{}, err
 		}

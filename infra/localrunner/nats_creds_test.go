@@ -3,6 +3,7 @@ package localrunner_test
 import (
 	"context"
 	"encoding/json"
+	accountmanage "github.com/agentharness/harness/functions/account-manage/wire"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -35,7 +36,7 @@ func natsRunner(t *testing.T, ns *natsserver.Server) *httptest.Server {
 	opts := testenv.Stack(t).Options(func(k string) string { return env[k] })
 	opts.Functions = map[string]localrunner.Constructor{
 		"AccountManageFunction": func(d lambdadeps.Deps) (localrunner.Handlers, error) {
-			o, err := accounts.OptionsFrom(d)
+			o, err := accountmanage.Options(d)
 			if err != nil {
 				return localrunner.Handlers{}, err
 			}

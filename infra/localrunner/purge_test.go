@@ -3,6 +3,7 @@ package localrunner_test
 import (
 	"context"
 	"encoding/json"
+	asyncworker "github.com/agentharness/harness/functions/async-worker/wire"
 	"github.com/agentharness/harness/infra/faketelegram"
 	"net/http"
 	"net/http/httptest"
@@ -12,7 +13,6 @@ import (
 
 	"github.com/agentharness/harness/infra/localrunner"
 	"github.com/agentharness/harness/infra/testenv"
-	"github.com/agentharness/harness/shared/edge/worker"
 	"github.com/agentharness/harness/shared/lambda/lambdadeps"
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -51,7 +51,7 @@ func TestDeletingAnAccountPurgesItsConversations(t *testing.T) {
 			passes := map[string]int{} // purge messages received, by account
 			opts.Functions = map[string]localrunner.Constructor{
 				"AsyncWorkerFunction": func(d lambdadeps.Deps) (localrunner.Handlers, error) {
-					w, err := worker.FromDeps(d)
+					w, err := asyncworker.Worker(d)
 					if err != nil {
 						return localrunner.Handlers{}, err
 					}

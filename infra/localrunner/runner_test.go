@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	asyncworker "github.com/agentharness/harness/functions/async-worker/wire"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -315,7 +316,7 @@ func serveHoldingTurns(t *testing.T, stack *testenv.Resources) (*httptest.Server
 	held := make(chan events.SQSMessage, 10)
 	opts.Functions = map[string]localrunner.Constructor{
 		"AsyncWorkerFunction": func(d lambdadeps.Deps) (localrunner.Handlers, error) {
-			w, err := worker.FromDeps(d)
+			w, err := asyncworker.Worker(d)
 			if err != nil {
 				return localrunner.Handlers{}, err
 			}

@@ -3,6 +3,9 @@ package localrunner_test
 import (
 	"context"
 	"encoding/json"
+	asyncworker "github.com/agentharness/harness/functions/async-worker/wire"
+	"github.com/agentharness/harness/functions/asyncwire"
+	sweeperwire "github.com/agentharness/harness/functions/sweeper/wire"
 	"io"
 	"net/http"
 	"slices"
@@ -14,7 +17,6 @@ import (
 	"github.com/agentharness/harness/infra/localrunner"
 	"github.com/agentharness/harness/infra/testenv"
 	"github.com/agentharness/harness/shared/edge/sweeper"
-	"github.com/agentharness/harness/shared/edge/worker"
 	"github.com/agentharness/harness/shared/lambda/lambdadeps"
 	"github.com/agentharness/harness/shared/state/attachments"
 	"github.com/agentharness/harness/shared/state/store"
@@ -50,7 +52,7 @@ func TestNonBlockingSubagentsFanInThroughCrashes(t *testing.T) {
 	var sweeperDeps lambdadeps.Deps
 	e := newCrashEnv(t, stack, map[string]localrunner.Constructor{
 		"AsyncWorkerFunction": func(d lambdadeps.Deps) (localrunner.Handlers, error) {
-			w, err := worker.FromDeps(c.wrap(d))
+			w, err := asyncworker.Worker(c.wrap(d))
 			if err != nil {
 				return localrunner.Handlers{}, err
 			}
@@ -58,7 +60,7 @@ func TestNonBlockingSubagentsFanInThroughCrashes(t *testing.T) {
 		},
 		"SweeperFunction": func(d lambdadeps.Deps) (localrunner.Handlers, error) {
 			sweeperDeps = d
-			s, err := sweeper.New(d)
+			s, err := sweeperwire.Sweeper(d)
 			if err != nil {
 				return localrunner.Handlers{}, err
 			}
@@ -71,7 +73,7 @@ func TestNonBlockingSubagentsFanInThroughCrashes(t *testing.T) {
 	// The scheduled sweeper runs on the wall clock, to which nothing here falls due. This one is
 	// wired as sweeper.New wires it, from the sweeper's own environment, on a clock the test
 	// moves to each deadline.
-	async, redriver, err := workqueue.AsyncTools(sweeperDeps)
+	async, redriver, err := asyncwire.AsyncTools(sweeperDeps)
 	if err != nil {
 		t.Fatal(err)
 	}

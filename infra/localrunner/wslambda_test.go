@@ -3,6 +3,9 @@ package localrunner_test
 import (
 	"context"
 	"encoding/json"
+	accountmanage "github.com/agentharness/harness/functions/account-manage/wire"
+	asyncworker "github.com/agentharness/harness/functions/async-worker/wire"
+	wsgateway "github.com/agentharness/harness/functions/ws-gateway/wire"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -16,9 +19,7 @@ import (
 	"github.com/agentharness/harness/infra/fakeapigw"
 	"github.com/agentharness/harness/infra/localrunner"
 	"github.com/agentharness/harness/infra/testenv"
-	"github.com/agentharness/harness/shared/edge/accounts"
 	"github.com/agentharness/harness/shared/edge/appserver"
-	"github.com/agentharness/harness/shared/edge/worker"
 	"github.com/agentharness/harness/shared/lambda/lambdadeps"
 	"github.com/agentharness/harness/shared/wire/wsconn"
 )
@@ -43,7 +44,7 @@ func TestWebSocketOnAPIGateway(t *testing.T) {
 	opts.Functions = map[string]localrunner.Constructor{
 		"WsGatewayFunction": func(d lambdadeps.Deps) (localrunner.Handlers, error) {
 			d.Poster = poster
-			g, err := appserver.NewGateway(d)
+			g, err := wsgateway.Gateway(d)
 			if err == nil {
 				gateways <- g
 			}
@@ -51,7 +52,7 @@ func TestWebSocketOnAPIGateway(t *testing.T) {
 		},
 		"AsyncWorkerFunction": func(d lambdadeps.Deps) (localrunner.Handlers, error) {
 			d.Poster = poster
-			w, err := worker.FromDeps(d)
+			w, err := asyncworker.Worker(d)
 			if err != nil {
 				return localrunner.Handlers{}, err
 			}
@@ -59,7 +60,7 @@ func TestWebSocketOnAPIGateway(t *testing.T) {
 		},
 		"AccountManageFunction": func(d lambdadeps.Deps) (localrunner.Handlers, error) {
 			d.Poster = poster
-			h, err := accounts.New(d)
+			h, err := accountmanage.Handler(d)
 			return localrunner.Handlers{HTTP: h}, err
 		},
 	}

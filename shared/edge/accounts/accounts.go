@@ -20,7 +20,6 @@ import (
 	"unicode"
 
 	"github.com/agentharness/harness/shared/agentconfig"
-	"github.com/agentharness/harness/shared/lambda/lambdadeps"
 	"github.com/agentharness/harness/shared/state/agents"
 	"github.com/agentharness/harness/shared/state/channels"
 	"github.com/agentharness/harness/shared/state/connections"
@@ -379,7 +378,7 @@ func (h *Handler) createAgent(w http.ResponseWriter, r *http.Request) {
 		err = &httpjson.Error{Status: http.StatusConflict, Message: "agent " + agentID + " already exists; PATCH it instead"}
 	}
 	if err != nil {
-		h.errs.Fail(w, r, ConfigError(err))
+		h.errs.Fail(w, r, agentconfig.HTTPError(err))
 		return
 	}
 	if len(v.Warnings) > 0 {
@@ -437,7 +436,7 @@ func (h *Handler) updateAgent(w http.ResponseWriter, r *http.Request) {
 		err = &httpjson.Error{Status: http.StatusConflict, Message: "agent " + id + " was changed by another request; read it again and retry"}
 	}
 	if err != nil {
-		h.errs.Fail(w, r, ConfigError(notFound(err, "agent "+id)))
+		h.errs.Fail(w, r, agentconfig.HTTPError(notFound(err, "agent "+id)))
 		return
 	}
 	httpjson.WriteJSON(w, http.StatusOK, v)
@@ -457,84 +456,4 @@ func notFound(err error, what string) error {
 		return &httpjson.Error{Status: http.StatusNotFound, Message: what + " not found"}
 	}
 	return err
-}
-
-// ConfigError turns a config problem into a 400 naming the field.
-func ConfigError(err error) error {
-	var fe *agentconfig.FieldError
-	if errors.As(err, &fe) {
-		return httpjson.FieldError(fe.Field, fe.Problem)
-	}
-	return err
-}
-
-// New wires account-manage from d (OptionsFrom).
-func New(d lambdadeps.Deps) (*Handler, error) {
-	opts, err := OptionsFrom(d)
-	if err != nil {
-		return nil, err
-	}
-	return NewFrom(opts), nil
-}
-
-// OptionsFrom is account-manage's wiring: tables, the skills' table and bucket, the channel
-// bindings' table, the WebSocket connections' table (closed through d.Poster), the admin
-// secret, the signup mode, the public URL and the NATS credentials' signing key
-// (natsturns.IssuerFromEnv, read with d.Secret when it is a secret) from d.Getenv, agent configs
-// checked by d.Checks and secrets sealed with d.Sealer.
-func OptionsFrom(d lambdadeps.Deps) (Options, error) {
-	getenv := d.Getenv
-	tables, err := store.AccountTablesFromEnv(getenv)
-	if err != nil {
-		return Options{}, err
-	}
-	var open bool
-	switch mode := getenv("ACCOUNT_SIGNUP"); mode {
-	case "", "admin":
-	case "open":
-		open = true
-	default:
-		return Options{}, fmt.Errorf("ACCOUNT_SIGNUP is %q, want admin or open", mode)
-	}
-	queue, send := getenv("ASYNC_WORK_QUEUE_URL"), workqueue.SQS(d.SQS)
-	if queue == "" || send == nil {
-		return Options{}, errors.New("account-manage needs ASYNC_WORK_QUEUE_URL and an SQS client: deleted accounts are purged on async-worker")
-	}
-	sk, err := skills.FromEnv(d.DB, d.S3, getenv)
-	if err != nil {
-		return Options{}, err
-	}
-	ch, err := channels.FromEnv(d.DB, d.Sealer, getenv)
-	if err != nil {
-		return Options{}, err
-	}
-	issuer, err := natsturns.IssuerFromEnv(context.Background(), getenv, d.Secret)
-	if err != nil {
-		return Options{}, err
-	}
-	var conns *connections.Registry
-	if table := getenv("CONNECTIONS_TABLE"); table != "" {
-		if d.Poster == nil {
-			return Options{}, errors.New("account-manage needs WEBSOCKET_ENDPOINT with CONNECTIONS_TABLE: a rotated secret closes the account's WebSocket connections")
-		}
-		conns = connections.New(d.DB, table)
-	}
-	st := store.New(d.DB, tables)
-	platforms := channels.APIsFrom(getenv)
-	return Options{
-		Store:       st,
-		Agents:      AgentService(st, sk, d.Sealer, d.Checks),
-		Skills:      sk,
-		Channels:    ch,
-		Connections: conns,
-		Poster:      d.Poster,
-		NATS:        issuer,
-		ServiceURL:  getenv("AGENT_SERVICE_URL"),
-		Identify:    platforms.Identify,
-		SetWebhook:  platforms.SetWebhook,
-		AdminSecret: getenv("ADMIN_SECRET"),
-		OpenSignup:  open,
-		Enqueue:     func(ctx context.Context, body string) error { return send(ctx, queue, body) },
-		Logger:      d.Logger,
-	}, nil
 }

@@ -9,12 +9,9 @@ import (
 	"errors"
 	"time"
 
-	"github.com/agentharness/harness/shared/edge/natslog"
-	"github.com/agentharness/harness/shared/lambda/lambdadeps"
 	"github.com/agentharness/harness/shared/state/agents"
 	"github.com/agentharness/harness/shared/state/connections"
 	"github.com/agentharness/harness/shared/turn"
-	"github.com/agentharness/harness/shared/wire/workqueue"
 )
 
 // DefaultAbortPoll: an aborted WebSocket turn stops within about this long.
@@ -56,39 +53,12 @@ func newServer(eng *turn.Engine, opts Options) (*server, error) {
 	return &server{eng: eng, opts: config{engineOptions: eng.Options(), Options: opts}}, nil
 }
 
-// OptionsFrom reads the WebSocket side's options from the function's dependencies; ok is false
-// where no WebSocket API is wired (no CONNECTIONS_TABLE or no poster).
-func OptionsFrom(d lambdadeps.Deps) (opts Options, ok bool) {
-	table := d.Getenv("CONNECTIONS_TABLE")
-	if table == "" || d.Poster == nil {
-		return Options{}, false
-	}
-	send := workqueue.SQS(d.SQS)
-	queue := d.Getenv("ASYNC_WORK_QUEUE_URL")
-	return Options{
-		Connections: connections.New(d.DB, table),
-		Poster:      d.Poster,
-		Enqueue:     func(ctx context.Context, body string) error { return send(ctx, queue, body) },
-	}, true
-}
-
-// NewGateway wires ws-gateway: the turn engine, the connections table and the poster, and agent
-// creation with the same checks as account-manage.
-func NewGateway(d lambdadeps.Deps) (*Gateway, error) {
-	topts, err := turn.OptionsFrom(d)
-	if err == nil {
-		err = natslog.Attach(&topts, d) // turn streams to NATS too, where NATS_URL says so
-	}
+// NewGateway returns ws-gateway's handler: the App Server on the engine eng, with agents
+// created through agentService (the same checks as account-manage's).
+func NewGateway(eng *turn.Engine, opts Options, agentService *agents.Service) (*Gateway, error) {
+	s, err := newServer(eng, opts)
 	if err != nil {
 		return nil, err
 	}
-	opts, ok := OptionsFrom(d)
-	if !ok {
-		return nil, errors.New("ws-gateway needs CONNECTIONS_TABLE and a way to post to connections")
-	}
-	s, err := newServer(turn.New(topts), opts)
-	if err != nil {
-		return nil, err
-	}
-	return &Gateway{h: s, agents: agents.New(s.opts.Store, d.Sealer, d.Checks, nil)}, nil
+	return &Gateway{h: s, agents: agentService}, nil
 }

@@ -5,14 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agentharness/harness/shared/agentconfig"
 	"math"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
 
-	"github.com/agentharness/harness/shared/edge/accounts"
-	"github.com/agentharness/harness/shared/edge/completion"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/state/agents"
 	"github.com/agentharness/harness/shared/state/connections"
@@ -259,7 +258,7 @@ func (c *call) runtimeStart(ctx context.Context) error {
 		}
 		view, err = c.g.agents.Create(ctx, acc, store.NewID("agt_"), body)
 		if err != nil {
-			return c.fail(ctx, resp, "create_agent.body: "+c.refusal(ctx, accounts.ConfigError(err)))
+			return c.fail(ctx, resp, "create_agent.body: "+c.refusal(ctx, agentconfig.HTTPError(err)))
 		}
 		created["agent"] = true
 	} else {
@@ -1001,7 +1000,7 @@ func (c *call) toolResponse(ctx context.Context) error {
 	if err != nil {
 		return c.fail(ctx, resp, c.refusal(ctx, err))
 	}
-	if _, err := completion.Settle(ctx, h.opts.Async, h.opts.Redriver, row, outcome, h.opts.Now()); err != nil {
+	if _, err := asynctools.SettleExternal(ctx, h.opts.Async, h.opts.Redriver, row, outcome, h.opts.Now()); err != nil {
 		return c.fail(ctx, resp, c.refusal(ctx, err))
 	}
 	return nil

@@ -33,6 +33,13 @@ type Handler struct {
 	errs httpjson.ErrorWriter
 }
 
+// Engine is the engine the handler runs turns on, for the routes its function adds (Handle).
+func (h *Handler) Engine() *turn.Engine { return h.eng }
+
+// Handle serves another route of the function (the chat platforms' webhook) beside the
+// handler's own.
+func (h *Handler) Handle(pattern string, handler http.Handler) { h.mux.Handle(pattern, handler) }
+
 // New returns the harness-processing handler.
 func New(opts Options) *Handler {
 	eng := turn.New(opts.Options)

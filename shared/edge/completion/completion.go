@@ -5,7 +5,6 @@ package completion
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,11 +14,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentharness/harness/shared/lambda/lambdadeps"
 	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/tool/asynctools"
 	"github.com/agentharness/harness/shared/wire/httpjson"
-	"github.com/agentharness/harness/shared/wire/workqueue"
 )
 
 // DefaultMaxBytes bounds a completion body; results past the row's inline limit go to
@@ -36,10 +33,6 @@ type Handler struct {
 	logger   *slog.Logger
 	errs     httpjson.ErrorWriter
 }
-
-// resultNotFound is the one answer for unknown ids, ids of another account and a token that does not
-// open the call, so none of them tells an id exists.
-var resultNotFound = &httpjson.Error{Status: http.StatusNotFound, Message: "async tool result not found"}
 
 // completion is the body a worker sends.
 type completion struct {
@@ -100,7 +93,7 @@ func (h *Handler) complete(w http.ResponseWriter, r *http.Request, id string) er
 	}
 	row, err := h.async.Result(ctx, id)
 	if errors.Is(err, asynctools.ErrNotFound) {
-		return resultNotFound
+		return asynctools.ResultNotFound
 	}
 	if err != nil {
 		return err
@@ -108,7 +101,7 @@ func (h *Handler) complete(w http.ResponseWriter, r *http.Request, id string) er
 	if err := h.authorize(r, secret, row); err != nil {
 		return err
 	}
-	check, err := Settle(ctx, h.async, h.redriver, row, outcome, h.now())
+	check, err := asynctools.SettleExternal(ctx, h.async, h.redriver, row, outcome, h.now())
 	if err != nil {
 		return err
 	}
@@ -125,63 +118,23 @@ func (h *Handler) complete(w http.ResponseWriter, r *http.Request, id string) er
 	return nil
 }
 
-// Settlement is a settled call and the group check that followed it.
-type Settlement struct {
-	Result asynctools.Result
-	asynctools.CheckResult
-}
-
-// Settle settles an external-dispatch call its caller may complete, then runs the group
-// check (which a duplicate runs too, in case the first attempt stopped before it). A call
-// settled otherwise already is a 409 that says how.
-func Settle(ctx context.Context, async *asynctools.Store, redriver *asynctools.Redriver, row asynctools.Result, outcome asynctools.Outcome, now time.Time) (Settlement, error) {
-	id := row.ID
-	if row.Mode != asynctools.ExternalDispatch {
-		return Settlement{}, &httpjson.Error{Status: http.StatusConflict, Message: "this call runs inside the harness (" + row.Mode + ") and is not completed from outside", Extra: map[string]any{"resultId": id, "status": row.Status}}
-	}
-	res, duplicate, err := async.Settle(ctx, id, outcome, now)
-	var conflict *asynctools.ConflictError
-	switch {
-	case errors.As(err, &conflict):
-		rec := conflict.Recorded
-		msg := "async tool result " + id + " is already " + rec.Status
-		switch {
-		case rec.Error == asynctools.TimeoutError:
-			msg += ": it timed out before this result arrived"
-		case rec.Status == asynctools.Cancelled:
-			msg += ": its turn was aborted before this result arrived"
-		}
-		return Settlement{}, &httpjson.Error{Status: http.StatusConflict, Message: msg, Extra: map[string]any{"resultId": id, "status": rec.Status}}
-	case errors.Is(err, asynctools.ErrNotFound):
-		return Settlement{}, resultNotFound
-	case err != nil:
-		return Settlement{}, err
-	}
-	// A retry settles as a duplicate and checks again.
-	check, err := redriver.Settled(ctx, id, duplicate)
-	if err != nil {
-		return Settlement{}, err
-	}
-	return Settlement{Result: res, CheckResult: check}, nil
-}
-
 // authorize accepts the call's own completion token or the secret of the account that owns it.
 func (h *Handler) authorize(r *http.Request, secret string, row asynctools.Result) error {
 	if strings.HasPrefix(secret, "act_") {
 		if asynctools.TokenMatches(secret, row.TokenHash) {
 			return nil
 		}
-		return resultNotFound
+		return asynctools.ResultNotFound
 	}
 	acc, err := h.store.AccountBySecret(r.Context(), secret)
 	if errors.Is(err, store.ErrNotFound) {
-		return resultNotFound
+		return asynctools.ResultNotFound
 	}
 	if err != nil {
 		return err
 	}
 	if acc.ID != row.AccountID {
-		return resultNotFound
+		return asynctools.ResultNotFound
 	}
 	return nil
 }
@@ -216,22 +169,14 @@ func Parse(body []byte) (asynctools.Outcome, error) {
 	return asynctools.Outcome{}, httpjson.FieldError("status", fmt.Sprintf(`is %q: want "completed" or "failed"`, c.Status))
 }
 
-// New wires async-tool-complete from the environment the template gives it.
-func New(d lambdadeps.Deps) (*Handler, error) {
-	accounts := d.Getenv("ACCOUNTS_TABLE")
-	if accounts == "" {
-		return nil, errors.New("environment variable ACCOUNTS_TABLE is not set")
-	}
-	async, redriver, err := workqueue.AsyncTools(d)
-	if err != nil {
-		return nil, err
-	}
-	logger := d.Logger
+// New returns async-tool-complete's handler: accounts read from st, rows settled in async,
+// continuations queued by redriver; a nil logger is slog's default.
+func New(st *store.Store, async *asynctools.Store, redriver *asynctools.Redriver, logger *slog.Logger) *Handler {
 	if logger == nil {
 		logger = slog.Default()
 	}
 	return &Handler{
-		store: store.New(d.DB, store.Tables{Accounts: accounts}), async: async, redriver: redriver,
+		store: st, async: async, redriver: redriver,
 		now: time.Now, maxBody: DefaultMaxBytes, logger: logger, errs: httpjson.ErrorWriter{Logger: logger},
-	}, nil
+	}
 }

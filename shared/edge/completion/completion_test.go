@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	asynctoolcomplete "github.com/agentharness/harness/functions/async-tool-complete/wire"
 	"io"
 	"log/slog"
 	"net/http"
@@ -54,7 +55,7 @@ func newCompleteFixture(t *testing.T) *completeFixture {
 			t.Fatalf("the stack has no value for %s", k)
 		}
 	}
-	h, err := completion.New(lambdadeps.Deps{
+	h, err := asynctoolcomplete.Handler(lambdadeps.Deps{
 		DB: res.DB, SQS: res.SQS, S3: res.S3,
 		Getenv: func(k string) string { return env[k] },
 		Logger: slog.New(slog.DiscardHandler),

@@ -3,9 +3,9 @@ package natslog
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 
 	"github.com/agentharness/harness/shared/edge/uimessage"
-	"github.com/agentharness/harness/shared/lambda/lambdadeps"
 	"github.com/agentharness/harness/shared/state/streamlog"
 	"github.com/agentharness/harness/shared/turn"
 	"github.com/agentharness/harness/shared/wire/natsturns"
@@ -14,13 +14,13 @@ import (
 // Attach makes the engine's turn streams go to NATS as well when NATS_URL is set; without it,
 // or without a stream log, it changes nothing. The three functions that run turns call it, so
 // a continuation on async-worker publishes to the subject its turn began on.
-func Attach(opts *turn.Options, d lambdadeps.Deps) error {
+func Attach(opts *turn.Options, getenv func(string) string, secret func(ctx context.Context, id string) (string, error), logger *slog.Logger) error {
 	if opts.Streams == nil {
 		return nil
 	}
-	mirror, err := FromEnv(context.Background(), d.Getenv, d.Secret, opts.Streams.Retention(), func(stream string) string {
+	mirror, err := FromEnv(context.Background(), getenv, secret, opts.Streams.Retention(), func(stream string) string {
 		return natsturns.Subject(turn.StreamParts(stream))
-	}, Encode, d.Logger)
+	}, Encode, logger)
 	if err != nil || mirror == nil {
 		return err
 	}

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/agentharness/harness/shared/lambda/lambdadeps"
 	"github.com/agentharness/harness/shared/state/attachments"
 	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/tool/asynctools"
@@ -86,30 +85,6 @@ func (s *Sweeper) QueuePurges(ctx context.Context) error {
 		}
 	}
 	return ctx.Err()
-}
-
-// New wires the sweeper: the async tool store, and ACCOUNTS_TABLE for the purges of
-// deleted accounts it queues again on ASYNC_WORK_QUEUE_URL.
-func New(d lambdadeps.Deps) (*Sweeper, error) {
-	_, redriver, err := workqueue.AsyncTools(d)
-	if err != nil {
-		return nil, err
-	}
-	accounts := d.Getenv("ACCOUNTS_TABLE")
-	if accounts == "" {
-		return nil, errors.New("environment variable ACCOUNTS_TABLE is not set")
-	}
-	logger := d.Logger
-	if logger == nil {
-		logger = slog.Default()
-	}
-	queue, send := d.Getenv("ASYNC_WORK_QUEUE_URL"), workqueue.SQS(d.SQS)
-	enqueue := func(ctx context.Context, body string) error { return send(ctx, queue, body) }
-	st := store.New(d.DB, store.Tables{Accounts: accounts, Events: d.Getenv("EVENTS_TABLE"), Conversations: d.Getenv("CONVERSATIONS_TABLE")})
-	if st.HasTurns() {
-		redriver.Late = LateSubagents(redriver.Store, st, attachments.InBucket(d.S3, d.Getenv("ASYNC_RESULTS_BUCKET")))
-	}
-	return NewFrom(redriver, st, enqueue, time.Now, logger), nil
 }
 
 // LateSubagents is the Redriver's Late for subagent calls: a call whose child's turn ended takes

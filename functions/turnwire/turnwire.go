@@ -1,4 +1,6 @@
-package turn
+// Package turnwire builds the turn engine of a function that runs turns from its dependencies,
+// once for the three that do: harness-processing, async-worker and ws-gateway.
+package turnwire
 
 import (
 	"context"
@@ -21,40 +23,45 @@ import (
 	"github.com/agentharness/harness/shared/tool"
 	"github.com/agentharness/harness/shared/tool/mcptools"
 	"github.com/agentharness/harness/shared/wire/workqueue"
+
+	"github.com/agentharness/harness/functions/asyncwire"
+	"github.com/agentharness/harness/shared/edge/natslog"
+	"github.com/agentharness/harness/shared/turn"
 )
 
-// OptionsFrom wires the engine of a function that runs turns: table names and fallback
+// Options wires the engine of a function that runs turns: table names and fallback
 // credentials from the environment, models from the provider registry, agent secrets opened
-// with the sealer, async tool rows with their redriver.
-func OptionsFrom(d lambdadeps.Deps) (Options, error) {
+// with the sealer, async tool rows with their redriver, and turn streams copied to NATS where
+// NATS_URL says so (so a continuation on async-worker publishes where its turn began).
+func Options(d lambdadeps.Deps) (turn.Options, error) {
 	getenv := d.Getenv
 	tables, err := store.TablesFromEnv(getenv)
 	if err != nil {
-		return Options{}, err
+		return turn.Options{}, err
 	}
 	approvalTimeout, err := duration(getenv, "APPROVAL_TIMEOUT")
 	if err != nil {
-		return Options{}, err
+		return turn.Options{}, err
 	}
 	asyncTimeout, err := duration(getenv, "ASYNC_TOOL_TIMEOUT")
 	if err != nil {
-		return Options{}, err
+		return turn.Options{}, err
 	}
 	treeDepth, err := count(getenv, "TURN_TREE_MAX_DEPTH")
 	if err != nil {
-		return Options{}, err
+		return turn.Options{}, err
 	}
 	treeTurns, err := count(getenv, "TURN_TREE_MAX_TURNS")
 	if err != nil {
-		return Options{}, err
+		return turn.Options{}, err
 	}
-	async, redriver, err := workqueue.AsyncTools(d)
+	async, redriver, err := asyncwire.AsyncTools(d)
 	if err != nil {
-		return Options{}, err
+		return turn.Options{}, err
 	}
 	retention, err := duration(getenv, "STREAM_RETENTION")
 	if err != nil {
-		return Options{}, err
+		return turn.Options{}, err
 	}
 	// What is too large for an item goes to the async results bucket: stream outputs under
 	// streams/, cut tool results under tool-results/.
@@ -65,11 +72,11 @@ func OptionsFrom(d lambdadeps.Deps) (Options, error) {
 	}
 	skillStore, err := skills.FromEnv(d.DB, d.S3, getenv)
 	if err != nil {
-		return Options{}, err
+		return turn.Options{}, err
 	}
 	mcp, err := mcptools.FromEnv(getenv)
 	if err != nil {
-		return Options{}, err
+		return turn.Options{}, err
 	}
 	st := store.New(d.DB, tables)
 
@@ -78,7 +85,7 @@ func OptionsFrom(d lambdadeps.Deps) (Options, error) {
 	if queue := getenv("ASYNC_WORK_QUEUE_URL"); queue != "" {
 		enqueue = func(ctx context.Context, body string) error { return env.Send(ctx, queue, body) }
 	}
-	opts := Options{
+	opts := turn.Options{
 		Enqueue:         enqueue,
 		ApprovalTimeout: approvalTimeout,
 		Store:           st,
@@ -105,7 +112,7 @@ func OptionsFrom(d lambdadeps.Deps) (Options, error) {
 		// Left nil otherwise: a nil *skills.Store would make a non-nil SkillStore.
 		opts.Skills = skillStore
 	}
-	return opts, nil
+	return opts, natslog.Attach(&opts, getenv, d.Secret, d.Logger)
 }
 
 // duration reads an optional positive Go duration from the environment.

@@ -1,12 +1,16 @@
-package worker
+// Package wire builds async-worker's handler from the function's dependencies.
+package wire
 
 import (
 	"context"
 
+	"github.com/agentharness/harness/functions/turnwire"
+	wsgateway "github.com/agentharness/harness/functions/ws-gateway/wire"
 	"github.com/agentharness/harness/shared/edge/appserver"
 	"github.com/agentharness/harness/shared/edge/channelturn"
-	"github.com/agentharness/harness/shared/edge/natslog"
+	"github.com/agentharness/harness/shared/edge/worker"
 	"github.com/agentharness/harness/shared/lambda/lambdadeps"
+	"github.com/agentharness/harness/shared/state/channels"
 	"github.com/agentharness/harness/shared/state/skills"
 	"github.com/agentharness/harness/shared/turn"
 	"github.com/agentharness/harness/shared/wire/workqueue"
@@ -16,14 +20,12 @@ import (
 // busyRetrySeconds is how soon a message that found its conversation busy is tried again.
 const busyRetrySeconds = 5
 
-// FromDeps wires async-worker: the turn engine, the App Server's part of its turns where a
-// WebSocket API is wired, its own queue and the skills store for purges, and a way to bring back
-// soon a message whose conversation was busy.
-func FromDeps(d lambdadeps.Deps) (*Worker, error) {
-	topts, err := turn.OptionsFrom(d)
-	if err == nil {
-		err = natslog.Attach(&topts, d) // turn streams to NATS too, where NATS_URL says so
-	}
+// Worker wires async-worker: the turn engine, the App Server's part of its turns where a
+// WebSocket API is wired, the chat channels' part where the deployment keeps channels, its own
+// queue and the skills store for purges, and a way to bring back soon a message whose
+// conversation was busy.
+func Worker(d lambdadeps.Deps) (*worker.Worker, error) {
+	topts, err := turnwire.Options(d)
 	if err != nil {
 		return nil, err
 	}
@@ -34,7 +36,7 @@ func FromDeps(d lambdadeps.Deps) (*Worker, error) {
 	}
 	queue := d.Getenv("ASYNC_WORK_QUEUE_URL")
 	send := workqueue.SQS(d.SQS)
-	opts := Options{
+	opts := worker.Options{
 		Skills:  sk,
 		Enqueue: func(ctx context.Context, body string) error { return send(ctx, queue, body) },
 		RetrySoon: func(ctx context.Context, receipt string) {
@@ -44,17 +46,18 @@ func FromDeps(d lambdadeps.Deps) (*Worker, error) {
 			}
 		},
 	}
-	channelTurns, err := channelturn.TurnsFrom(d, eng)
+	bindings, err := channels.FromEnv(d.DB, d.Sealer, d.Getenv)
 	if err != nil {
 		return nil, err
 	}
-	if channelTurns != nil {
-		opts.Channels, opts.Bindings = channelTurns, channelTurns.Bindings
+	if bindings != nil {
+		opts.Channels = &channelturn.Turns{Bindings: bindings, APIs: channels.APIsFrom(d.Getenv), Logger: eng.Options().Logger}
+		opts.Bindings = bindings
 	}
-	if wsOpts, ok := appserver.OptionsFrom(d); ok {
+	if wsOpts, ok := wsgateway.AppServer(d); ok {
 		if opts.WebSocket, err = appserver.NewTurns(eng, wsOpts); err != nil {
 			return nil, err
 		}
 	}
-	return New(eng, opts), nil
+	return worker.New(eng, opts), nil
 }

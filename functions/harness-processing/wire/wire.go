@@ -1,0 +1,40 @@
+// Package wire builds harness-processing's handler from the function's dependencies.
+package wire
+
+import (
+	"context"
+	"time"
+
+	"github.com/agentharness/harness/functions/turnwire"
+	"github.com/agentharness/harness/shared/edge/channelturn"
+	"github.com/agentharness/harness/shared/edge/chathttp"
+	"github.com/agentharness/harness/shared/lambda/lambdadeps"
+	"github.com/agentharness/harness/shared/state/channels"
+	"github.com/agentharness/harness/shared/wire/workqueue"
+)
+
+// Handler wires harness-processing: the turn engine, async-worker's queue for POST /async, and
+// the chat platforms' webhook where the deployment keeps channels (CHANNELS_TABLE), whose
+// turns run on async-worker.
+func Handler(d lambdadeps.Deps) (*chathttp.Handler, error) {
+	opts, err := turnwire.Options(d)
+	if err != nil {
+		return nil, err
+	}
+	send := workqueue.SQS(d.SQS)
+	queue := d.Getenv("ASYNC_WORK_QUEUE_URL")
+	enqueue := func(ctx context.Context, body string) error { return send(ctx, queue, body) }
+	h := chathttp.New(chathttp.Options{Options: opts, Enqueue: enqueue})
+	bindings, err := channels.FromEnv(d.DB, d.Sealer, d.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	if bindings != nil {
+		eng := h.Engine()
+		o := eng.Options()
+		h.Handle("POST /channels/{bindingId}", &channelturn.Hook{
+			Bindings: bindings, Store: o.Store, Engine: eng, Enqueue: enqueue, APIs: channels.APIsFrom(d.Getenv), Now: time.Now, Logger: o.Logger,
+		})
+	}
+	return h, nil
+}

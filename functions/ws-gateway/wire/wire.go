@@ -1,0 +1,47 @@
+// Package wire builds ws-gateway's handler from the function's dependencies, and the App
+// Server's options async-worker runs its part of WebSocket turns with.
+package wire
+
+import (
+	"context"
+	"errors"
+
+	"github.com/agentharness/harness/functions/turnwire"
+	"github.com/agentharness/harness/shared/edge/appserver"
+	"github.com/agentharness/harness/shared/lambda/lambdadeps"
+	"github.com/agentharness/harness/shared/state/agents"
+	"github.com/agentharness/harness/shared/state/connections"
+	"github.com/agentharness/harness/shared/turn"
+	"github.com/agentharness/harness/shared/wire/workqueue"
+)
+
+// AppServer reads the WebSocket side's options from the function's dependencies; ok is false
+// where no WebSocket API is wired (no CONNECTIONS_TABLE or no poster).
+func AppServer(d lambdadeps.Deps) (opts appserver.Options, ok bool) {
+	table := d.Getenv("CONNECTIONS_TABLE")
+	if table == "" || d.Poster == nil {
+		return appserver.Options{}, false
+	}
+	send := workqueue.SQS(d.SQS)
+	queue := d.Getenv("ASYNC_WORK_QUEUE_URL")
+	return appserver.Options{
+		Connections: connections.New(d.DB, table),
+		Poster:      d.Poster,
+		Enqueue:     func(ctx context.Context, body string) error { return send(ctx, queue, body) },
+	}, true
+}
+
+// Gateway wires ws-gateway: the turn engine, the connections table and the poster, and agent
+// creation with the same checks as account-manage.
+func Gateway(d lambdadeps.Deps) (*appserver.Gateway, error) {
+	topts, err := turnwire.Options(d)
+	if err != nil {
+		return nil, err
+	}
+	opts, ok := AppServer(d)
+	if !ok {
+		return nil, errors.New("ws-gateway needs CONNECTIONS_TABLE and a way to post to connections")
+	}
+	eng := turn.New(topts)
+	return appserver.NewGateway(eng, opts, agents.New(eng.Options().Store, d.Sealer, d.Checks, nil))
+}
