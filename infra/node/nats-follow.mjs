@@ -86,7 +86,9 @@ while (!stopped) {
   (async () => {
     for await (const s of messages.status()) {
       process.stderr.write(`consumer status: ${JSON.stringify(s)}\n`);
-      if ((s.type === 'heartbeats_missed' && s.count >= 2) || s.type === 'consumer_deleted' || s.type === 'consumer_not_found') {
+      // A discarded pull (the server dropped it: a leader changed under it) may leave the
+      // consumer pulling nothing more, with no heartbeat missed: make a new one, as on a gap.
+      if ((s.type === 'heartbeats_missed' && s.count >= 2) || s.type === 'consumer_deleted' || s.type === 'consumer_not_found' || s.type === 'discard') {
         messages.stop();
       }
     }

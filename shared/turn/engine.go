@@ -97,7 +97,7 @@ type Options struct {
 
 // Engine runs turns for every transport: it takes a conversation's lease, plans a request
 // against what the conversation waits for, runs the model loop, and ends each invocation's part
-// of a turn in one order (Run.Conclude). Transports range over its events.
+// of a turn in one order (Run.Finish). Transports range over its events.
 type Engine struct {
 	opts Options
 }
@@ -333,7 +333,7 @@ func (e *Engine) newRun(s Start, lease *store.Lease, plan *turnPlan) *Run {
 
 // Events runs the turn's part in this invocation and yields what it says, in order; Outcome
 // then says how it ended. A consumer that stops early cancels the run, which ends as a cancelled
-// turn does. Nothing is reported until Conclude.
+// turn does. Nothing is reported until Finish.
 func (r *Run) Events(ctx context.Context) iter.Seq[Event] {
 	return r.events(ctx, func(ctx context.Context) Outcome { return r.d.run(ctx, r.plan) })
 }
@@ -371,10 +371,23 @@ func (r *Run) Execute(ctx context.Context) Outcome {
 	return r.outcome
 }
 
-// Conclude ends this invocation's part of the turn (invocation.conclude: lease, event, resumed
-// event, then tell) and returns the report's error.
-func (r *Run) Conclude(ctx context.Context, o Outcome, tell func()) error {
-	return r.d.conclude(ctx, r.plan, o, r.from, tell)
+// FinishTimeout bounds Finish: long enough for its handful of writes under retries, short of
+// holding an invocation that has nothing else to do.
+const FinishTimeout = 30 * time.Second
+
+// Finish ends this invocation's part of the turn (invocation.conclude: the log's last batch
+// and the lease, the event, the resumed event, the turns below a stopped root, the caller of a
+// subagent, then tell) and returns the report's error. It runs whatever became of the client:
+// on ctx's values without its cancellation, bounded by FinishTimeout; tell, when set, gets
+// that context.
+func (r *Run) Finish(ctx context.Context, o Outcome, tell func(context.Context)) error {
+	done, cancel := context.WithTimeout(context.WithoutCancel(ctx), FinishTimeout)
+	defer cancel()
+	var t func()
+	if tell != nil {
+		t = func() { tell(done) }
+	}
+	return r.d.conclude(done, r.plan, o, r.from, t)
 }
 
 // ResumedEvent is the event the conversation's paused step was reported under when this run

@@ -89,7 +89,7 @@ func TestABlockingChildPastItsCallersMarginIsHandedOver(t *testing.T) {
 			t.Fatal(err)
 		}
 		o := r.Execute(ctx)
-		if err := r.Conclude(ctx, o, nil); err != nil {
+		if err := r.Finish(ctx, o, nil); err != nil {
 			t.Fatal(err)
 		}
 		return o

@@ -112,7 +112,7 @@ func (e *promptEnv) run(conv, agentID string, in turn.Input) (turn.Outcome, []tu
 		events = append(events, ev)
 	}
 	o := r.Outcome()
-	if err := r.Conclude(e.ctx, o, nil); err != nil {
+	if err := r.Finish(e.ctx, o, nil); err != nil {
 		e.t.Fatal(err)
 	}
 	return o, events

@@ -83,7 +83,7 @@ func (r *rules) run(t *testing.T, conv string, req turn.Request, in turn.Input) 
 		t.Fatalf("Begin: %v", err)
 	}
 	o := run.Execute(context.Background())
-	if err := run.Conclude(context.Background(), o, nil); err != nil {
+	if err := run.Finish(context.Background(), o, nil); err != nil {
 		t.Fatal(err)
 	}
 	return o
@@ -202,7 +202,7 @@ func TestBusyConversation(t *testing.T) {
 	if !errors.Is(ref, turn.ErrBusy) {
 		t.Fatalf("the busy refusal %v does not wrap ErrBusy", ref)
 	}
-	if err := run.Conclude(context.Background(), run.Execute(context.Background()), nil); err != nil {
+	if err := run.Finish(context.Background(), run.Execute(context.Background()), nil); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -242,7 +242,7 @@ func TestStoppingTheEventsCancelsTheRun(t *testing.T) {
 	if seen != 1 || o.Status != store.EventCancelled {
 		t.Fatalf("after one event the run ended %s (%d events), want cancelled", o.Status, seen)
 	}
-	if err := run.Conclude(ctx, o, nil); err != nil {
+	if err := run.Finish(ctx, o, nil); err != nil {
 		t.Fatal(err)
 	}
 	if o := r.run(t, "c1", turn.Request{}, message("deploy")); o.Status != store.EventWaiting {

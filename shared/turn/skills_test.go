@@ -139,7 +139,7 @@ func TestATurnKeepsTheSkillVersionItStartedWith(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := r.Execute(e.ctx)
-	if err := r.Conclude(e.ctx, o, nil); err != nil {
+	if err := r.Finish(e.ctx, o, nil); err != nil {
 		t.Fatal(err)
 	}
 	res := outputs(e.history("conv_version"))

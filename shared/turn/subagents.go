@@ -432,7 +432,7 @@ func (e *Engine) runChild(ctx context.Context, d *invocation, t agentconfig.Suba
 		// child before its call is there to settle.
 		placeholder, err = d.handOver(ctx, progress.ToolCallID, toolName)
 	}
-	if err := run.Conclude(context.WithoutCancel(ctx), o, nil); err != nil {
+	if err := run.Finish(ctx, o, nil); err != nil {
 		d.log.ErrorContext(ctx, "ending a subagent's turn", "subagent", t.Name, "threadId", progress.ThreadID, "err", err)
 	}
 	if err == nil && o.HandedOver {

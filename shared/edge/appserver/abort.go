@@ -89,8 +89,7 @@ func (h *server) abortApprovals(ctx context.Context, accountID string, rt runtim
 		out.event(ctx, ev)
 	}
 	res := r.Outcome()
-	done := context.WithoutCancel(ctx)
-	err = r.Conclude(done, res, func() {
+	err = r.Finish(ctx, res, func(done context.Context) {
 		if run.EventID != "" {
 			run.Status, run.UpdatedAt = res.Status, h.opts.Now()
 			if err := h.opts.Connections.SetRun(done, accountID, rt.ConversationID, run); err != nil {

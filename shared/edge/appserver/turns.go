@@ -83,8 +83,7 @@ func (t *Turns) Run(ctx context.Context, work turn.Work, run *turn.Run) error {
 		}
 		return run.Outcome()
 	})
-	done := context.WithoutCancel(ctx)
-	return run.Conclude(done, res, func() { r.finish(done, res, aborted) })
+	return run.Finish(ctx, res, func(done context.Context) { r.finish(done, res, aborted) })
 }
 
 // Continue continues a WebSocket turn whose controller-owned (or other external) calls have

@@ -200,6 +200,5 @@ func (h *server) continueWS(ctx context.Context, c *turn.Continuation) error {
 		// Aborted before the continuation ran: the runtime still learns how its calls ended.
 		r.out.results(ctx, c.Group.Results())
 	}
-	done := context.WithoutCancel(ctx)
-	return c.Conclude(done, res, func() { r.finish(done, res, aborted) })
+	return c.Finish(ctx, res, func(done context.Context) { r.finish(done, res, aborted) })
 }

@@ -58,7 +58,7 @@ func (t *Turns) Prepare(ctx context.Context, work turn.Work, start *turn.Start) 
 	return func(ctx context.Context, run *turn.Run) error {
 		p.typing(ctx, r)
 		t.relay(ctx, p, r, run.Events(ctx))
-		return run.Conclude(context.WithoutCancel(ctx), run.Outcome(), nil)
+		return run.Finish(ctx, run.Outcome(), nil)
 	}, nil
 }
 
@@ -87,13 +87,13 @@ func (t *Turns) Continue(ctx context.Context, c *turn.Continuation) error {
 	}
 	if err != nil {
 		t.Logger.ErrorContext(ctx, "continuing a channel turn without its chat; its output is kept in the conversation", "err", err)
-		return c.Conclude(context.WithoutCancel(ctx), c.Execute(ctx), nil)
+		return c.Finish(ctx, c.Execute(ctx), nil)
 	}
 	if len(b.Approvers) == 0 {
 		c.WithoutApprovals()
 	}
 	t.relay(ctx, p, r, c.Events(ctx, nil))
-	return c.Conclude(context.WithoutCancel(ctx), c.Outcome(), nil)
+	return c.Finish(ctx, c.Outcome(), nil)
 }
 
 // relay posts a turn's events to the chat: text as one reply edited as it grows (a new message

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/state/store"
@@ -245,11 +244,12 @@ func (h *Handler) mcpCall(r *http.Request, accountID, secret, agentID string, ra
 	runCtx, stop := detached(ctx)
 	defer stop()
 	res := run.Execute(runCtx)
-	done, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if err := run.Conclude(done, res, nil); err != nil {
+	if err := run.Finish(ctx, res, nil); err != nil {
 		h.opts.Logger.ErrorContext(ctx, "reporting the event", "eventId", req.EventID, "err", err)
 	}
+	// The answer is read whether or not the host is still there: the turn has run.
+	done, cancel := context.WithTimeout(context.WithoutCancel(ctx), turn.FinishTimeout)
+	defer cancel()
 	return h.mcpOutcome(done, accountID, req, res)
 }
 

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 	"unicode"
 
 	"github.com/agentharness/harness/shared/agent"
@@ -404,9 +403,7 @@ func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 	}
 	res := run.Outcome()
 	if child != nil {
-		done, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if err := run.Conclude(done, res, nil); err != nil {
+		if err := run.Finish(ctx, res, nil); err != nil {
 			log.ErrorContext(ctx, "reporting the subagent's event", "eventId", req.EventID, "err", err)
 		}
 		h.followCaller(runCtx, out, acc.ID, child, log)
@@ -416,9 +413,7 @@ func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 
 	// The turn's bookkeeping lands before the client sees the end, so its next request finds
 	// the conversation free; it must land even when the client has gone.
-	done, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	err = run.Conclude(done, res, func() {
+	err = run.Finish(ctx, res, func(context.Context) {
 		if fin := uimessage.TurnFinish(req.ConversationID, res); fin != nil {
 			send(fin)
 		}

@@ -213,7 +213,7 @@ func (w *Worker) turn(ctx context.Context, msg turn.Work) error {
 	case ch:
 		return inChat(ctx, run)
 	}
-	return run.Conclude(context.WithoutCancel(ctx), run.Execute(ctx), nil)
+	return run.Finish(ctx, run.Execute(ctx), nil)
 }
 
 // continueGroup brings a settled group's results back to its parent turn and runs the model
@@ -226,17 +226,16 @@ func (w *Worker) continueGroup(ctx context.Context, msg turn.Work) error {
 	if c == nil || err != nil {
 		return err
 	}
-	done := context.WithoutCancel(ctx)
 	switch kind := c.Group.Group.Delivery.Kind; {
 	case kind == asynctools.DeliverWebSocket && w.opts.WebSocket != nil:
 		err = w.opts.WebSocket.Continue(ctx, c)
 	case kind == asynctools.DeliverChannel && w.opts.Channels != nil:
 		err = w.opts.Channels.Continue(ctx, c)
 	default:
-		err = c.Conclude(done, c.Execute(ctx), nil)
+		err = c.Finish(ctx, c.Execute(ctx), nil)
 	}
 	if err != nil {
 		return err
 	}
-	return c.Consume(done)
+	return c.Consume(context.WithoutCancel(ctx))
 }
