@@ -35,8 +35,8 @@ var forbidden = map[string][]string{
 	"async-tool-complete": heavy,
 	"account-manage":      heavy,
 	"harness-processing":  {shared + "edge/appserver", shared + "edge/worker", shared + "state/connections", shared + "edge/completion"},
-	"ws-gateway":          {shared + "edge/chathttp", shared + "edge/worker", shared + "edge/stream", shared + "edge/accounts", shared + "edge/completion"},
-	"async-worker":        {shared + "edge/chathttp", shared + "edge/stream"},
+	"ws-gateway":          {shared + "edge/chathttp", shared + "edge/worker", shared + "edge/aisdk", shared + "edge/accounts", shared + "edge/completion"},
+	"async-worker":        {shared + "edge/chathttp", shared + "edge/aisdk"},
 }
 
 func TestEachFunctionLinksOnlyItsEdge(t *testing.T) {
@@ -65,9 +65,8 @@ func TestEachFunctionLinksOnlyItsEdge(t *testing.T) {
 // The tree's layers, as rules on what the packages under shared/ import (tests aside):
 // lambdadeps (a function's dependencies) is read only under functions/, where each function's
 // wire builds its edge; state, tool, model and wire sit below the engine and the edges and
-// import neither; and no edge imports another, so a transport is one package. stream and
-// uimessage are the AI SDK's UI message stream, which two edges speak (SSE and NATS): they
-// are the one exception until they are one protocol package.
+// import neither; and no edge imports another, so a transport is one package. aisdk is the AI
+// SDK's UI message stream, a protocol two edges speak (SSE and NATS): the one exception.
 func TestLayers(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "../shared/...").Output()
 	if err != nil {
@@ -77,7 +76,7 @@ func TestLayers(t *testing.T) {
 	if len(lines) < 40 {
 		t.Fatalf("go list listed %d packages under shared/", len(lines))
 	}
-	protocol := map[string]bool{shared + "edge/stream": true, shared + "edge/uimessage": true}
+	protocol := map[string]bool{shared + "edge/aisdk": true}
 	for _, line := range lines {
 		fields := strings.Fields(line)
 		pkg, imports := fields[0], fields[1:]

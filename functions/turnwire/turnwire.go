@@ -13,7 +13,7 @@ import (
 	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/lambda/lambdadeps"
 	"github.com/agentharness/harness/shared/model/provider"
-	"github.com/agentharness/harness/shared/state/agents"
+	"github.com/agentharness/harness/shared/state/agentstore"
 	"github.com/agentharness/harness/shared/state/attachments"
 	"github.com/agentharness/harness/shared/state/blobstore"
 	"github.com/agentharness/harness/shared/state/skills"
@@ -89,7 +89,7 @@ func Options(d lambdadeps.Deps) (turn.Options, error) {
 		Enqueue:         enqueue,
 		ApprovalTimeout: approvalTimeout,
 		Store:           st,
-		Agents:          agents.New(st, d.Sealer, agentconfig.Checks{}, nil),
+		Agents:          agentstore.New(st, d.Sealer, agentconfig.Checks{}, nil),
 		Tools: func(config map[string]json.RawMessage, vars tool.Vars) (*tool.Set, error) {
 			env := env
 			env.Vars = vars

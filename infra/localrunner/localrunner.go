@@ -26,7 +26,7 @@ import (
 	"github.com/agentharness/harness/infra/template"
 	"github.com/agentharness/harness/shared/edge/accounts"
 	"github.com/agentharness/harness/shared/lambda/lambdadeps"
-	"github.com/agentharness/harness/shared/state/agents"
+	"github.com/agentharness/harness/shared/state/agentstore"
 	"github.com/agentharness/harness/shared/state/secrets"
 	"github.com/agentharness/harness/shared/state/skills"
 	"github.com/agentharness/harness/shared/state/store"
@@ -131,7 +131,7 @@ type Options struct {
 type Runner struct {
 	http.Handler
 	store     *store.Store
-	agents    *agents.Service
+	agents    *agentstore.Service
 	skills    *skills.Store
 	sqs       *sqs.Client
 	logger    *slog.Logger

@@ -14,7 +14,7 @@ import (
 	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/approval"
 	"github.com/agentharness/harness/shared/model"
-	"github.com/agentharness/harness/shared/state/agents"
+	"github.com/agentharness/harness/shared/state/agentstore"
 	"github.com/agentharness/harness/shared/state/attachments"
 	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/state/streamlog"
@@ -44,11 +44,11 @@ const (
 type Options struct {
 	Store *store.Store
 	// Agents loads agent configs with their secrets.
-	Agents *agents.Service
+	Agents *agentstore.Service
 	// Tools builds an agent's ToolSet from its config.tools, for a thread with vars.
 	Tools func(config map[string]json.RawMessage, vars tool.Vars) (*tool.Set, error)
 	// Sealer seals and opens thread variables (vars.go); nil: requests cannot set any.
-	Sealer agents.Sealer
+	Sealer agentstore.Sealer
 	// Attachments keeps threads' files (files.go); nil: messages carry none.
 	Attachments *attachments.Store
 	// Results keeps the whole of tool results cut to fit the conversation's record (results.go);

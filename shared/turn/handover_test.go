@@ -13,7 +13,7 @@ import (
 	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/model/provider"
-	"github.com/agentharness/harness/shared/state/agents"
+	"github.com/agentharness/harness/shared/state/agentstore"
 	"github.com/agentharness/harness/shared/state/secrets"
 	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/tool"
@@ -44,7 +44,7 @@ func TestABlockingChildPastItsCallersMarginIsHandedOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := agents.New(st, secrets.New(secrets.NewRandomLocal()), builtintools.ConfigChecks(), nil)
+	svc := agentstore.New(st, secrets.New(secrets.NewRandomLocal()), builtintools.ConfigChecks(), nil)
 	for id, cfg := range map[string]string{
 		"slow": `{"name":"slow","model":{"provider":"scripted","script":[{"text":"Done slowly.","delayMs":2500}]}}`,
 	} {

@@ -15,7 +15,7 @@ import (
 	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/model/provider"
-	"github.com/agentharness/harness/shared/state/agents"
+	"github.com/agentharness/harness/shared/state/agentstore"
 	"github.com/agentharness/harness/shared/state/secrets"
 	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/tool"
@@ -30,7 +30,7 @@ type promptEnv struct {
 	t   *testing.T
 	ctx context.Context
 	st  *store.Store
-	svc *agents.Service
+	svc *agentstore.Service
 	eng *turn.Engine
 	acc string
 	// stack holds the tables, queues and buckets the engine runs on.
@@ -69,7 +69,7 @@ func newPromptEnvWith(t *testing.T, adjust func(*promptEnv, *turn.Options)) *pro
 		t.Fatal(err)
 	}
 	e.acc = acc.ID
-	e.svc = agents.New(e.st, secrets.New(secrets.NewRandomLocal()), builtintools.ConfigChecks(), nil)
+	e.svc = agentstore.New(e.st, secrets.New(secrets.NewRandomLocal()), builtintools.ConfigChecks(), nil)
 	opts := turn.Options{
 		Store: e.st, Agents: e.svc, Async: async,
 		Redriver: &asynctools.Redriver{Store: async, Send: func(context.Context, asynctools.Continuation) error { return nil }},

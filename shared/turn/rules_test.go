@@ -13,7 +13,7 @@ import (
 	"github.com/agentharness/harness/shared/approval"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/model/provider"
-	"github.com/agentharness/harness/shared/state/agents"
+	"github.com/agentharness/harness/shared/state/agentstore"
 	"github.com/agentharness/harness/shared/state/secrets"
 	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/tool"
@@ -47,7 +47,7 @@ func newRules(t *testing.T) *rules {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := agents.New(st, secrets.New(secrets.NewRandomLocal()), builtintools.ConfigChecks(), nil)
+	svc := agentstore.New(st, secrets.New(secrets.NewRandomLocal()), builtintools.ConfigChecks(), nil)
 	if _, err := svc.Create(ctx, acc.ID, "deployer", []byte(deployer)); err != nil {
 		t.Fatal(err)
 	}

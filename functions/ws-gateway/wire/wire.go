@@ -9,7 +9,7 @@ import (
 	"github.com/agentharness/harness/functions/turnwire"
 	"github.com/agentharness/harness/shared/edge/appserver"
 	"github.com/agentharness/harness/shared/lambda/lambdadeps"
-	"github.com/agentharness/harness/shared/state/agents"
+	"github.com/agentharness/harness/shared/state/agentstore"
 	"github.com/agentharness/harness/shared/state/connections"
 	"github.com/agentharness/harness/shared/turn"
 	"github.com/agentharness/harness/shared/wire/workqueue"
@@ -43,5 +43,5 @@ func Gateway(d lambdadeps.Deps) (*appserver.Gateway, error) {
 		return nil, errors.New("ws-gateway needs CONNECTIONS_TABLE and a way to post to connections")
 	}
 	eng := turn.New(topts)
-	return appserver.NewGateway(eng, opts, agents.New(eng.Options().Store, d.Sealer, d.Checks, nil))
+	return appserver.NewGateway(eng, opts, agentstore.New(eng.Options().Store, d.Sealer, d.Checks, nil))
 }

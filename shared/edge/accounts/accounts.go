@@ -20,7 +20,7 @@ import (
 	"unicode"
 
 	"github.com/agentharness/harness/shared/agentconfig"
-	"github.com/agentharness/harness/shared/state/agents"
+	"github.com/agentharness/harness/shared/state/agentstore"
 	"github.com/agentharness/harness/shared/state/channels"
 	"github.com/agentharness/harness/shared/state/connections"
 	"github.com/agentharness/harness/shared/state/skills"
@@ -33,7 +33,7 @@ import (
 // Options wires the account-manage handler.
 type Options struct {
 	Store  *store.Store
-	Agents *agents.Service
+	Agents *agentstore.Service
 	// Skills keeps the accounts' skills; nil where the deployment keeps none.
 	Skills *skills.Store
 	// Channels keeps the accounts' channel bindings; nil where the deployment keeps none.
@@ -67,7 +67,7 @@ type Options struct {
 	Logger  *slog.Logger
 }
 
-// Handler serves account-manage: accounts, their secrets and their agents.
+// Handler serves account-manage: accounts, their secrets and their agentstore.
 type Handler struct {
 	opts Options
 	mux  *http.ServeMux

@@ -6,7 +6,7 @@ import (
 	"net/http"
 
 	"github.com/agentharness/harness/shared/agentconfig"
-	"github.com/agentharness/harness/shared/state/agents"
+	"github.com/agentharness/harness/shared/state/agentstore"
 	"github.com/agentharness/harness/shared/state/skills"
 	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/wire/httpjson"
@@ -15,8 +15,8 @@ import (
 // AgentService is the agents service account-manage writes configs through: their secrets
 // sealed with sealer, checked by checks, and config.skills checked against sk (nil where the
 // deployment keeps no skills, and configs naming skills are refused).
-func AgentService(st *store.Store, sk *skills.Store, sealer agents.Sealer, checks agentconfig.Checks) *agents.Service {
-	svc := agents.New(st, sealer, checks, nil)
+func AgentService(st *store.Store, sk *skills.Store, sealer agentstore.Sealer, checks agentconfig.Checks) *agentstore.Service {
+	svc := agentstore.New(st, sealer, checks, nil)
 	if sk != nil {
 		svc.WithSkills(sk)
 	}

@@ -9,7 +9,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/agentharness/harness/shared/state/agents"
+	"github.com/agentharness/harness/shared/state/agentstore"
 	"github.com/agentharness/harness/shared/state/connections"
 	"github.com/agentharness/harness/shared/turn"
 )
@@ -55,7 +55,7 @@ func newServer(eng *turn.Engine, opts Options) (*server, error) {
 
 // NewGateway returns ws-gateway's handler: the App Server on the engine eng, with agents
 // created through agentService (the same checks as account-manage's).
-func NewGateway(eng *turn.Engine, opts Options, agentService *agents.Service) (*Gateway, error) {
+func NewGateway(eng *turn.Engine, opts Options, agentService *agentstore.Service) (*Gateway, error) {
 	s, err := newServer(eng, opts)
 	if err != nil {
 		return nil, err

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/agentharness/harness/shared/model"
-	"github.com/agentharness/harness/shared/state/agents"
+	"github.com/agentharness/harness/shared/state/agentstore"
 	"github.com/agentharness/harness/shared/state/connections"
 	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/tool/asynctools"
@@ -34,7 +34,7 @@ const MaxFrameBytes = wsconn.MaxMessageSize
 // and turns run on async-worker, which posts their output to the runtime's connections.
 type Gateway struct {
 	h      *server
-	agents *agents.Service
+	agents *agentstore.Service
 }
 
 // Connect admits a connection: Authorization: Bearer <account secret> on the upgrade, and an
@@ -249,7 +249,7 @@ func (c *call) runtimeStart(ctx context.Context) error {
 		return c.fail(ctx, resp, err.Error())
 	}
 	acc := c.conn.AccountID
-	var view agents.View
+	var view agentstore.View
 	created := map[string]bool{"agent": false, "conversation": false}
 	if cmd.CreateAgent != nil {
 		body, err := agentBody(cmd.CreateAgent.Body)

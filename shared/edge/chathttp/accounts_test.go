@@ -24,7 +24,7 @@ import (
 	"github.com/agentharness/harness/shared/edge/chathttp"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/model/provider"
-	"github.com/agentharness/harness/shared/state/agents"
+	"github.com/agentharness/harness/shared/state/agentstore"
 	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/tool"
 	"github.com/agentharness/harness/shared/tool/builtintools"
@@ -76,7 +76,7 @@ type manageFixture struct {
 	db      *dynamodb.Client
 	tables  store.Tables
 	store   *store.Store
-	agents  *agents.Service
+	agents  *agentstore.Service
 
 	mu sync.Mutex
 	// toolConfigs holds the config.tools of every turn, as the harness got it.
@@ -101,7 +101,7 @@ func newManageFixture(t *testing.T, adminSecret string, openSignup bool) *manage
 	tables := testenv.Tables(t, db)
 	st := store.New(db, tables)
 	clock := func() time.Time { return testNow }
-	svc := agents.New(st, testBox(t), builtintools.ConfigChecks(), clock)
+	svc := agentstore.New(st, testBox(t), builtintools.ConfigChecks(), clock)
 	f := &manageFixture{db: db, tables: tables, store: st, agents: svc}
 	quiet := slog.New(slog.DiscardHandler)
 	noenv := func(string) string { return "" }

@@ -25,7 +25,7 @@ import (
 	"github.com/agentharness/harness/shared/edge/chathttp"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/model/provider"
-	"github.com/agentharness/harness/shared/state/agents"
+	"github.com/agentharness/harness/shared/state/agentstore"
 	"github.com/agentharness/harness/shared/state/secrets"
 	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/tool"
@@ -75,7 +75,7 @@ func newFixtureWith(t *testing.T, o fixtureOptions) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := agents.New(st, testBox(t), builtintools.ConfigChecks(), nil)
+	svc := agentstore.New(st, testBox(t), builtintools.ConfigChecks(), nil)
 	if _, err := svc.Create(ctx, acc.ID, "demo", []byte(demoConfig)); err != nil {
 		t.Fatal(err)
 	}

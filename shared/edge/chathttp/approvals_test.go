@@ -17,7 +17,7 @@ import (
 	"github.com/agentharness/harness/shared/edge/chathttp"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/model/provider"
-	"github.com/agentharness/harness/shared/state/agents"
+	"github.com/agentharness/harness/shared/state/agentstore"
 	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/tool"
 	"github.com/agentharness/harness/shared/tool/builtintools"
@@ -88,7 +88,7 @@ func (c *clock) Advance(d time.Duration) {
 type approvalFixture struct {
 	*fixture
 	clock  *clock
-	agents *agents.Service
+	agents *agentstore.Service
 }
 
 // history returns a conversation's stored messages.
@@ -112,7 +112,7 @@ func (f *approvalFixture) otherAccount(t *testing.T) (secret string) {
 }
 
 // newApprovalFixture serves the harness on DynamoDB Local with a fake clock and one account
-// holding the deployer, parallel and guarded agents.
+// holding the deployer, parallel and guarded agentstore.
 func newApprovalFixture(t *testing.T) *approvalFixture {
 	t.Helper()
 	db := testenv.DynamoDB(t)
@@ -122,7 +122,7 @@ func newApprovalFixture(t *testing.T) *approvalFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := agents.New(st, testBox(t), builtintools.ConfigChecks(), nil)
+	svc := agentstore.New(st, testBox(t), builtintools.ConfigChecks(), nil)
 	for id, cfg := range map[string]string{"deployer": deployer, "parallel": parallel, "guarded": guarded} {
 		if _, err := svc.Create(ctx, acc.ID, id, []byte(cfg)); err != nil {
 			t.Fatalf("creating %s: %v", id, err)

@@ -12,8 +12,7 @@ import (
 	"time"
 
 	"github.com/agentharness/harness/shared/agent"
-	"github.com/agentharness/harness/shared/edge/stream"
-	"github.com/agentharness/harness/shared/edge/uimessage"
+	"github.com/agentharness/harness/shared/edge/aisdk"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/turn"
@@ -48,7 +47,7 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	log := h.opts.Logger.With("accountId", accountID, "conversationId", conv)
-	out := stream.Open(w, http.Header{"X-Conversation-Id": {conv}})
+	out := aisdk.Open(w, http.Header{"X-Conversation-Id": {conv}})
 	send := func(chunk any) bool {
 		if err := out.Send(chunk); err != nil {
 			log.DebugContext(ctx, "client gone", "err", err)
@@ -56,7 +55,7 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request) {
 		}
 		return true
 	}
-	if !send(uimessage.Start(turn.NewMessageID())) {
+	if !send(aisdk.Start(turn.NewMessageID())) {
 		return
 	}
 	shown := map[string]bool{}
@@ -66,7 +65,7 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request) {
 	}
 	if last != nil {
 		h.sendHeld(ctx, out, accountID, conv, *last, shown, log)
-		send(uimessage.TurnFinish(conv, *last))
+		send(aisdk.TurnFinish(conv, *last))
 	}
 	_ = out.Done()
 }
@@ -74,7 +73,7 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request) {
 // sendHeld shows, after the part of a turn that waits for async calls, the calls its subagents
 // hold for approval that the client was not shown yet (turn.Engine.HeldByChildren), so it can
 // decide them.
-func (h *Handler) sendHeld(ctx context.Context, out *stream.Writer, accountID, conv string, o turn.Outcome, shown map[string]bool, log *slog.Logger) {
+func (h *Handler) sendHeld(ctx context.Context, out *aisdk.Writer, accountID, conv string, o turn.Outcome, shown map[string]bool, log *slog.Logger) {
 	if o.Status != store.EventWaitingAsync {
 		return
 	}
@@ -83,7 +82,7 @@ func (h *Handler) sendHeld(ctx context.Context, out *stream.Writer, accountID, c
 		log.ErrorContext(ctx, "reading the calls the turn's subagents hold", "err", err)
 	}
 	for _, ev := range held {
-		for _, c := range uimessage.EventChunks(ev) {
+		for _, c := range aisdk.EventChunks(ev) {
 			_ = out.Send(c)
 		}
 	}
@@ -96,12 +95,12 @@ func (h *Handler) sendHeld(ctx context.Context, out *stream.Writer, accountID, c
 // returns how the last part ended, for the caller to end the stream with (nil when no part
 // ended), the place of the last entry sent (after, when none was), and false when the client has
 // gone.
-func relayLog(out *stream.Writer, entries iter.Seq2[turn.Logged, error], after int64, shown map[string]bool, log *slog.Logger) (ended *turn.Outcome, last int64, ok bool) {
+func relayLog(out *aisdk.Writer, entries iter.Seq2[turn.Logged, error], after int64, shown map[string]bool, log *slog.Logger) (ended *turn.Outcome, last int64, ok bool) {
 	last = after
 	for e, err := range entries {
 		if err != nil {
 			log.Error("reading the turn's stream log", "err", err)
-			_ = out.Send(uimessage.Error("the turn's output could not be read to its end"))
+			_ = out.Send(aisdk.Error("the turn's output could not be read to its end"))
 			return nil, last, true
 		}
 		last = e.Seq
@@ -113,7 +112,7 @@ func relayLog(out *stream.Writer, entries iter.Seq2[turn.Logged, error], after i
 		if ev := e.Event; ev.Kind == turn.Loop && ev.Loop.Type == agent.ToolApprovalRequest {
 			shown[ev.Loop.ApprovalID] = true
 		}
-		for _, c := range uimessage.EventChunks(*e.Event) {
+		for _, c := range aisdk.EventChunks(*e.Event) {
 			if !sendEvent(out, e.Seq, true, c, log) {
 				return nil, last, false
 			}
@@ -157,9 +156,9 @@ func (h *Handler) childTurn(ctx context.Context, accountID string, req *turnRequ
 // stream log, from where the client had read it, until it waits or ends. Otherwise (the caller
 // still waits for other calls or decisions) the answer ends at once, and GET
 // /chat/{conversationId}/stream follows the caller later.
-func (h *Handler) followCaller(ctx context.Context, out *stream.Writer, accountID string, c *childRun, log *slog.Logger) {
+func (h *Handler) followCaller(ctx context.Context, out *aisdk.Writer, accountID string, c *childRun, log *slog.Logger) {
 	waits := turn.Outcome{Status: store.EventWaitingAsync, Reason: model.FinishToolCalls}
-	waiting := uimessage.TurnFinish(c.caller, waits)
+	waiting := aisdk.TurnFinish(c.caller, waits)
 	goesOn, err := h.eng.GoesOn(ctx, accountID, c.caller)
 	if err != nil {
 		log.ErrorContext(ctx, "reading whether the caller goes on", "err", err)
@@ -186,7 +185,7 @@ func (h *Handler) followCaller(ctx context.Context, out *stream.Writer, accountI
 			return
 		case ended != nil:
 			h.sendHeld(ctx, out, accountID, c.caller, *ended, c.shown, log)
-			_ = out.Send(uimessage.TurnFinish(c.caller, *ended))
+			_ = out.Send(aisdk.TurnFinish(c.caller, *ended))
 			return
 		case time.Now().After(deadline):
 			_ = out.Send(waiting)

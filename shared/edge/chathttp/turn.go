@@ -14,8 +14,7 @@ import (
 	"unicode"
 
 	"github.com/agentharness/harness/shared/agent"
-	"github.com/agentharness/harness/shared/edge/stream"
-	"github.com/agentharness/harness/shared/edge/uimessage"
+	"github.com/agentharness/harness/shared/edge/aisdk"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/state/attachments"
 	"github.com/agentharness/harness/shared/state/store"
@@ -352,7 +351,7 @@ func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	log := h.opts.Logger.With("accountId", acc.ID, "agentId", req.AgentID, "conversationId", req.ConversationID)
-	var out *stream.Writer
+	var out *aisdk.Writer
 	send := func(chunk any) {
 		if err := out.Send(chunk); err != nil {
 			log.DebugContext(ctx, "client gone", "err", err)
@@ -373,12 +372,12 @@ func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 	if child != nil {
 		conversation = child.caller // the client's, whose held calls it answered
 	}
-	out = stream.Open(w, http.Header{"X-Conversation-Id": {conversation}})
+	out = aisdk.Open(w, http.Header{"X-Conversation-Id": {conversation}})
 	messageID := in.RespondsTo
 	if messageID == "" {
 		messageID = turn.NewMessageID()
 	}
-	send(uimessage.Start(messageID))
+	send(aisdk.Start(messageID))
 	// A client that disconnects does not stop its turn: the turn runs to its end and its
 	// output stays readable at GET /chat/{conversationId}/stream. The invocation's deadline
 	// still holds.
@@ -391,13 +390,13 @@ func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 				if shown.Kind == turn.Loop && shown.Loop.Type == agent.ToolApprovalRequest {
 					child.shown[shown.Loop.ApprovalID] = true
 				}
-				for _, c := range uimessage.EventChunks(shown) {
+				for _, c := range aisdk.EventChunks(shown) {
 					send(c)
 				}
 			}
 			continue
 		}
-		for _, c := range uimessage.EventChunks(ev) {
+		for _, c := range aisdk.EventChunks(ev) {
 			sendEvent(out, ev.Seq, ev.InLog, c, log)
 		}
 	}
@@ -414,7 +413,7 @@ func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 	// The turn's bookkeeping lands before the client sees the end, so its next request finds
 	// the conversation free; it must land even when the client has gone.
 	err = run.Finish(ctx, res, func(context.Context) {
-		if fin := uimessage.TurnFinish(req.ConversationID, res); fin != nil {
+		if fin := aisdk.TurnFinish(req.ConversationID, res); fin != nil {
 			send(fin)
 		}
 	})
@@ -436,7 +435,7 @@ func detached(ctx context.Context) (context.Context, context.CancelFunc) {
 
 // sendEvent sends one chunk of an event, with the event's place in the turn's stream log as the
 // frame's id when it has one, so a client can resume after it.
-func sendEvent(out *stream.Writer, seq int64, inLog bool, chunk any, log *slog.Logger) bool {
+func sendEvent(out *aisdk.Writer, seq int64, inLog bool, chunk any, log *slog.Logger) bool {
 	id := ""
 	if inLog {
 		id = strconv.FormatInt(seq, 10)

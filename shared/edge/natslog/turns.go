@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 
-	"github.com/agentharness/harness/shared/edge/uimessage"
+	"github.com/agentharness/harness/shared/edge/aisdk"
 	"github.com/agentharness/harness/shared/state/streamlog"
 	"github.com/agentharness/harness/shared/turn"
 	"github.com/agentharness/harness/shared/wire/natsturns"
@@ -55,11 +55,11 @@ func Encode(streamKey string, e streamlog.Entry) ([]byte, error) {
 	m := Message{Seq: e.Seq, Chunks: []any{}}
 	switch {
 	case logged.Event != nil:
-		m.Chunks = append(m.Chunks, uimessage.EventChunks(*logged.Event)...)
+		m.Chunks = append(m.Chunks, aisdk.EventChunks(*logged.Event)...)
 	case logged.Outcome != nil:
 		o := *logged.Outcome
 		_, conversationID, _ := turn.StreamParts(streamKey)
-		if finish := uimessage.TurnFinish(conversationID, o); finish != nil {
+		if finish := aisdk.TurnFinish(conversationID, o); finish != nil {
 			m.Chunks = append(m.Chunks, finish)
 		}
 		m.Outcome = &Outcome{Status: o.Status, Final: !o.Continues(), Error: o.Error}

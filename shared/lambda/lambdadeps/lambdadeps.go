@@ -17,7 +17,7 @@ import (
 
 	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/lambda/logging"
-	"github.com/agentharness/harness/shared/state/agents"
+	"github.com/agentharness/harness/shared/state/agentstore"
 	"github.com/agentharness/harness/shared/state/secrets"
 	"github.com/agentharness/harness/shared/tool"
 	"github.com/agentharness/harness/shared/wire/awsclient"
@@ -36,7 +36,7 @@ type Deps struct {
 	DB     *dynamodb.Client
 	SQS    *sqs.Client
 	S3     *s3.Client
-	Sealer agents.Sealer
+	Sealer agentstore.Sealer
 	Getenv func(string) string
 	// Tools builds an agent's ToolSet from its config.tools.
 	Tools func(config map[string]json.RawMessage, env tool.Env) (*tool.Set, error)

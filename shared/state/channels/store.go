@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/agentharness/harness/shared/state/agents"
+	"github.com/agentharness/harness/shared/state/agentstore"
 	"github.com/agentharness/harness/shared/wire/ids"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -26,17 +26,17 @@ import (
 type Store struct {
 	db     *dynamodb.Client
 	table  string
-	sealer agents.Sealer
+	sealer agentstore.Sealer
 }
 
 // New returns a store over table; sealer seals and opens the bindings' secrets.
-func New(db *dynamodb.Client, table string, sealer agents.Sealer) *Store {
+func New(db *dynamodb.Client, table string, sealer agentstore.Sealer) *Store {
 	return &Store{db: db, table: table, sealer: sealer}
 }
 
 // FromEnv is the store CHANNELS_TABLE names; nil when it is unset (the deployment keeps no
 // channel bindings).
-func FromEnv(db *dynamodb.Client, sealer agents.Sealer, getenv func(string) string) (*Store, error) {
+func FromEnv(db *dynamodb.Client, sealer agentstore.Sealer, getenv func(string) string) (*Store, error) {
 	table := getenv("CHANNELS_TABLE")
 	switch {
 	case table == "":
@@ -348,7 +348,7 @@ func from(it map[string]types.AttributeValue) (Binding, []byte, error) {
 func aad(b Binding) []byte { return []byte("channel-binding/" + b.AccountID + "/" + b.ID) }
 
 func (s *Store) seal(ctx context.Context, b Binding) ([]byte, error) {
-	sealed, err := agents.SealJSON(ctx, s.sealer, b.Secrets, aad(b))
+	sealed, err := agentstore.SealJSON(ctx, s.sealer, b.Secrets, aad(b))
 	if err != nil {
 		return nil, fmt.Errorf("sealing the secrets of channel binding %s: %w", b.ID, err)
 	}
@@ -356,7 +356,7 @@ func (s *Store) seal(ctx context.Context, b Binding) ([]byte, error) {
 }
 
 func (s *Store) open(ctx context.Context, b Binding, sealed []byte) (Binding, error) {
-	if err := agents.OpenJSON(ctx, s.sealer, sealed, aad(b), &b.Secrets); err != nil {
+	if err := agentstore.OpenJSON(ctx, s.sealer, sealed, aad(b), &b.Secrets); err != nil {
 		return Binding{}, fmt.Errorf("opening the secrets of channel binding %s: %w", b.ID, err)
 	}
 	return b, nil

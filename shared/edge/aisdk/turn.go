@@ -1,4 +1,4 @@
-package uimessage
+package aisdk
 
 import (
 	"github.com/agentharness/harness/shared/agent"

@@ -1,4 +1,4 @@
-package agents_test
+package agentstore_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/agentharness/harness/infra/testenv"
 	"github.com/agentharness/harness/shared/agentconfig"
-	"github.com/agentharness/harness/shared/state/agents"
+	"github.com/agentharness/harness/shared/state/agentstore"
 	"github.com/agentharness/harness/shared/state/skills"
 	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/tool/builtintools"
@@ -31,7 +31,7 @@ func TestConfigSkillsNameTheAccountsSkills(t *testing.T) {
 	stack := testenv.Stack(t)
 	st := store.New(stack.DB, stack.Tables)
 	sk := skills.New(stack.DB, stack.Name("SkillsTable"), stack.S3, stack.Name("SkillsBucket"))
-	svc := agents.New(st, nil, builtintools.ConfigChecks(), nil).WithSkills(sk)
+	svc := agentstore.New(st, nil, builtintools.ConfigChecks(), nil).WithSkills(sk)
 	acc, _, err := st.CreateAccount(ctx, "ada", testNow)
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +64,7 @@ func TestConfigSkillsNameTheAccountsSkills(t *testing.T) {
 	refusedAt(t, "a patch naming a skill the account lacks", err, "skills[1]", "no skill named incident-report")
 
 	// A deployment that keeps no skills refuses configs that name some, and takes the others.
-	bare := agents.New(st, nil, builtintools.ConfigChecks(), nil)
+	bare := agentstore.New(st, nil, builtintools.ConfigChecks(), nil)
 	_, err = bare.Create(ctx, acc.ID, "writer-2", []byte(skilledConfig))
 	refusedAt(t, "no skill store", err, "skills", "this deployment keeps no skills")
 	if _, err := bare.Create(ctx, acc.ID, "plain", []byte(plainConfig)); err != nil {

@@ -1,4 +1,4 @@
-package stream_test
+package aisdk_test
 
 import (
 	"encoding/json"
@@ -7,8 +7,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/agentharness/harness/shared/edge/stream"
-	"github.com/agentharness/harness/shared/edge/uimessage"
+	"github.com/agentharness/harness/shared/edge/aisdk"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -52,7 +51,7 @@ func (w *noFlushWriter) Write(b []byte) (int, error) {
 
 func TestOpen(t *testing.T) {
 	rec := httptest.NewRecorder()
-	stream.Open(rec, http.Header{"X-Turn-Id": {"turn-1"}})
+	aisdk.Open(rec, http.Header{"X-Turn-Id": {"turn-1"}})
 
 	res := rec.Result()
 	if res.StatusCode != http.StatusOK {
@@ -78,8 +77,8 @@ func TestOpen(t *testing.T) {
 	if rec.Body.Len() != 0 {
 		t.Errorf("body = %q, want nothing before the first chunk", rec.Body.String())
 	}
-	if stream.HeaderName != "x-vercel-ai-ui-message-stream" || stream.HeaderValue != "v1" {
-		t.Errorf("HeaderName, HeaderValue = %q, %q; want x-vercel-ai-ui-message-stream, v1", stream.HeaderName, stream.HeaderValue)
+	if aisdk.HeaderName != "x-vercel-ai-ui-message-stream" || aisdk.HeaderValue != "v1" {
+		t.Errorf("HeaderName, HeaderValue = %q, %q; want x-vercel-ai-ui-message-stream, v1", aisdk.HeaderName, aisdk.HeaderValue)
 	}
 }
 
@@ -89,55 +88,55 @@ func TestSend(t *testing.T) {
 		chunk any
 		want  string // the JSON payload of the frame
 	}{
-		{"start", uimessage.Start("msg-1"), `{"type":"start","messageId":"msg-1"}`},
-		{"start with an empty id", uimessage.Start(""), `{"type":"start","messageId":""}`},
-		{"start-step", uimessage.StartStep(), `{"type":"start-step"}`},
-		{"finish-step", uimessage.FinishStep(), `{"type":"finish-step"}`},
-		{"text-start", uimessage.TextStart("t1"), `{"type":"text-start","id":"t1"}`},
-		{"text-delta", uimessage.TextDelta("t1", "Hello"), `{"type":"text-delta","id":"t1","delta":"Hello"}`},
-		{"text-delta empty", uimessage.TextDelta("t1", ""), `{"type":"text-delta","id":"t1","delta":""}`},
-		{"text-delta escapes", uimessage.TextDelta("t1", "a\n\"b\"\n\ndata: x"), `{"type":"text-delta","id":"t1","delta":"a\n\"b\"\n\ndata: x"}`},
-		{"text-end", uimessage.TextEnd("t1"), `{"type":"text-end","id":"t1"}`},
-		{"tool-input-start", uimessage.ToolInputStart("c1", "weather"), `{"type":"tool-input-start","toolCallId":"c1","toolName":"weather"}`},
-		{"tool-input-delta", uimessage.ToolInputDelta("c1", `{"city":`), `{"type":"tool-input-delta","toolCallId":"c1","inputTextDelta":"{\"city\":"}`},
-		{"tool-input-delta empty", uimessage.ToolInputDelta("c1", ""), `{"type":"tool-input-delta","toolCallId":"c1","inputTextDelta":""}`},
+		{"start", aisdk.Start("msg-1"), `{"type":"start","messageId":"msg-1"}`},
+		{"start with an empty id", aisdk.Start(""), `{"type":"start","messageId":""}`},
+		{"start-step", aisdk.StartStep(), `{"type":"start-step"}`},
+		{"finish-step", aisdk.FinishStep(), `{"type":"finish-step"}`},
+		{"text-start", aisdk.TextStart("t1"), `{"type":"text-start","id":"t1"}`},
+		{"text-delta", aisdk.TextDelta("t1", "Hello"), `{"type":"text-delta","id":"t1","delta":"Hello"}`},
+		{"text-delta empty", aisdk.TextDelta("t1", ""), `{"type":"text-delta","id":"t1","delta":""}`},
+		{"text-delta escapes", aisdk.TextDelta("t1", "a\n\"b\"\n\ndata: x"), `{"type":"text-delta","id":"t1","delta":"a\n\"b\"\n\ndata: x"}`},
+		{"text-end", aisdk.TextEnd("t1"), `{"type":"text-end","id":"t1"}`},
+		{"tool-input-start", aisdk.ToolInputStart("c1", "weather"), `{"type":"tool-input-start","toolCallId":"c1","toolName":"weather"}`},
+		{"tool-input-delta", aisdk.ToolInputDelta("c1", `{"city":`), `{"type":"tool-input-delta","toolCallId":"c1","inputTextDelta":"{\"city\":"}`},
+		{"tool-input-delta empty", aisdk.ToolInputDelta("c1", ""), `{"type":"tool-input-delta","toolCallId":"c1","inputTextDelta":""}`},
 		{
 			"tool-input-available",
-			uimessage.ToolInputAvailable("c1", "weather", json.RawMessage(`{"city":"Oslo"}`)),
+			aisdk.ToolInputAvailable("c1", "weather", json.RawMessage(`{"city":"Oslo"}`)),
 			`{"type":"tool-input-available","toolCallId":"c1","toolName":"weather","input":{"city":"Oslo"}}`,
 		},
 		{
 			"tool-input-available without input",
-			uimessage.ToolInputAvailable("c1", "current_time", nil),
+			aisdk.ToolInputAvailable("c1", "current_time", nil),
 			`{"type":"tool-input-available","toolCallId":"c1","toolName":"current_time","input":null}`,
 		},
 		{
 			"tool-input-error",
-			uimessage.ToolInputError("c1", "weather", json.RawMessage(`{}`), "city is required"),
+			aisdk.ToolInputError("c1", "weather", json.RawMessage(`{}`), "city is required"),
 			`{"type":"tool-input-error","toolCallId":"c1","toolName":"weather","input":{},"errorText":"city is required"}`,
 		},
 		{
 			"tool-output-available",
-			uimessage.ToolOutput("c1", json.RawMessage(`"2026-01-01T00:00:00Z"`)),
+			aisdk.ToolOutput("c1", json.RawMessage(`"2026-01-01T00:00:00Z"`)),
 			`{"type":"tool-output-available","toolCallId":"c1","output":"2026-01-01T00:00:00Z"}`,
 		},
-		{"tool-output-error", uimessage.ToolOutputError("c1", "boom"), `{"type":"tool-output-error","toolCallId":"c1","errorText":"boom"}`},
-		{"tool-output-error empty", uimessage.ToolOutputError("c1", ""), `{"type":"tool-output-error","toolCallId":"c1","errorText":""}`},
-		{"error", uimessage.Error("internal error"), `{"type":"error","errorText":"internal error"}`},
-		{"finish", uimessage.Finish("stop", nil), `{"type":"finish","finishReason":"stop"}`},
+		{"tool-output-error", aisdk.ToolOutputError("c1", "boom"), `{"type":"tool-output-error","toolCallId":"c1","errorText":"boom"}`},
+		{"tool-output-error empty", aisdk.ToolOutputError("c1", ""), `{"type":"tool-output-error","toolCallId":"c1","errorText":""}`},
+		{"error", aisdk.Error("internal error"), `{"type":"error","errorText":"internal error"}`},
+		{"finish", aisdk.Finish("stop", nil), `{"type":"finish","finishReason":"stop"}`},
 		{
 			"finish with metadata",
-			uimessage.Finish("tool-calls", map[string]int{"inputTokens": 3}),
+			aisdk.Finish("tool-calls", map[string]int{"inputTokens": 3}),
 			`{"type":"finish","finishReason":"tool-calls","messageMetadata":{"inputTokens":3}}`,
 		},
-		{"data", uimessage.Data("turn", map[string]string{"id": "t1"}, false), `{"type":"data-turn","data":{"id":"t1"}}`},
-		{"transient data", uimessage.Data("progress", 0.5, true), `{"type":"data-progress","data":0.5,"transient":true}`},
-		{"data without a payload", uimessage.Data("ping", nil, false), `{"type":"data-ping","data":null}`},
+		{"data", aisdk.Data("turn", map[string]string{"id": "t1"}, false), `{"type":"data-turn","data":{"id":"t1"}}`},
+		{"transient data", aisdk.Data("progress", 0.5, true), `{"type":"data-progress","data":0.5,"transient":true}`},
+		{"data without a payload", aisdk.Data("ping", nil, false), `{"type":"data-ping","data":null}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			w := newRecordingWriter()
-			s := stream.Open(w, nil)
+			s := aisdk.Open(w, nil)
 			openFlushes := w.flushes
 			if err := s.Send(tt.chunk); err != nil {
 				t.Fatalf("Send: %v", err)
@@ -155,8 +154,8 @@ func TestSend(t *testing.T) {
 
 func TestStreamSequence(t *testing.T) {
 	w := newRecordingWriter()
-	s := stream.Open(w, nil)
-	for _, c := range []any{uimessage.Start("m1"), uimessage.TextStart("t"), uimessage.TextDelta("t", "Hi"), uimessage.TextEnd("t"), uimessage.Finish("stop", nil)} {
+	s := aisdk.Open(w, nil)
+	for _, c := range []any{aisdk.Start("m1"), aisdk.TextStart("t"), aisdk.TextDelta("t", "Hi"), aisdk.TextEnd("t"), aisdk.Finish("stop", nil)} {
 		if err := s.Send(c); err != nil {
 			t.Fatalf("Send(%+v): %v", c, err)
 		}
@@ -182,7 +181,7 @@ func TestStreamSequence(t *testing.T) {
 
 func TestDone(t *testing.T) {
 	w := newRecordingWriter()
-	s := stream.Open(w, nil)
+	s := aisdk.Open(w, nil)
 	if err := s.Done(); err != nil {
 		t.Fatalf("Done: %v", err)
 	}
@@ -193,8 +192,8 @@ func TestDone(t *testing.T) {
 
 func TestWithoutFlusher(t *testing.T) {
 	w := &noFlushWriter{header: http.Header{}}
-	s := stream.Open(w, nil)
-	if err := s.Send(uimessage.StartStep()); err != nil {
+	s := aisdk.Open(w, nil)
+	if err := s.Send(aisdk.StartStep()); err != nil {
 		t.Fatalf("Send: %v", err)
 	}
 	if err := s.Done(); err != nil {
@@ -213,13 +212,13 @@ func TestSendErrors(t *testing.T) {
 		chunk    any
 		wantIs   error
 	}{
-		{name: "chunk that cannot be encoded", chunk: uimessage.Data("bad", make(chan int), false)},
-		{name: "write failure", writeErr: errGone, chunk: uimessage.StartStep(), wantIs: errGone},
+		{name: "chunk that cannot be encoded", chunk: aisdk.Data("bad", make(chan int), false)},
+		{name: "write failure", writeErr: errGone, chunk: aisdk.StartStep(), wantIs: errGone},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			w := newRecordingWriter()
-			s := stream.Open(w, nil)
+			s := aisdk.Open(w, nil)
 			w.err = tt.writeErr
 			err := s.Send(tt.chunk)
 			if err == nil {
@@ -234,7 +233,7 @@ func TestSendErrors(t *testing.T) {
 		})
 	}
 	w := newRecordingWriter()
-	s := stream.Open(w, nil)
+	s := aisdk.Open(w, nil)
 	w.err = errGone
 	if err := s.Done(); !errors.Is(err, errGone) {
 		t.Errorf("Done error = %v, want errors.Is(err, %v)", err, errGone)

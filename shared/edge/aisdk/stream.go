@@ -1,7 +1,6 @@
-// Package stream writes the Vercel AI SDK UI message stream (protocol v1) as server-sent
-// events: `data: {json}` frames ending with `data: [DONE]`, so a useChat front end works
-// against the harness unchanged.
-package stream
+// The stream is written as server-sent events: `data: {json}` frames ending with `data: [DONE]`.
+
+package aisdk
 
 import (
 	"bytes"

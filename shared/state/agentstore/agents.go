@@ -2,7 +2,7 @@
 // provider registry and the static tool map before it is stored, the config's secrets (API
 // keys) are sealed at rest apart from it, and reads return the config with them redacted.
 // Only Load, for running a turn, sees the secrets.
-package agents
+package agentstore
 
 import (
 	"context"

@@ -1,7 +1,8 @@
-// Package uimessage holds the chunks of the Vercel AI SDK UI message stream (protocol v1) and
-// the encoding of turn events as chunks: what SSE clients get (shared/edge/stream writes them) and
-// NATS subscribers too (shared/edge/natslog).
-package uimessage
+// Package aisdk speaks the Vercel AI SDK UI message stream (protocol v1): its chunks, the
+// encoding of turn events as chunks, and the server-sent events that carry them, so a useChat
+// front end works against the harness unchanged. SSE clients get the chunks (chathttp) and NATS
+// subscribers too (natslog).
+package aisdk
 
 import "encoding/json"
 

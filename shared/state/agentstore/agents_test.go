@@ -1,4 +1,4 @@
-package agents_test
+package agentstore_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 	"github.com/agentharness/harness/infra/testenv"
 	"github.com/agentharness/harness/shared/agentconfig"
-	"github.com/agentharness/harness/shared/state/agents"
+	"github.com/agentharness/harness/shared/state/agentstore"
 	"github.com/agentharness/harness/shared/state/secrets"
 	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/tool/builtintools"
@@ -64,8 +64,8 @@ func newEnv(t *testing.T) *env {
 }
 
 // service returns a service over the env's store; sealer may be nil.
-func (e *env) service(sealer agents.Sealer) *agents.Service {
-	return agents.New(e.store, sealer, builtintools.ConfigChecks(), func() time.Time { return testNow })
+func (e *env) service(sealer agentstore.Sealer) *agentstore.Service {
+	return agentstore.New(e.store, sealer, builtintools.ConfigChecks(), func() time.Time { return testNow })
 }
 
 // newBox seals with a fresh local key.
