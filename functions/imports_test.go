@@ -35,8 +35,8 @@ var forbidden = map[string][]string{
 	"async-tool-complete": heavy,
 	"account-manage":      heavy,
 	"harness-processing":  {shared + "edge/appserver", shared + "edge/worker", shared + "state/connections", shared + "edge/completion"},
-	"ws-gateway":          {shared + "edge/chathttp", shared + "edge/worker", shared + "edge/aisdk", shared + "edge/accounts", shared + "edge/completion"},
-	"async-worker":        {shared + "edge/chathttp", shared + "edge/aisdk"},
+	"ws-gateway":          {shared + "edge/chathttp", shared + "edge/worker", shared + "edge/accounts", shared + "edge/completion"},
+	"async-worker":        {shared + "edge/chathttp"},
 }
 
 func TestEachFunctionLinksOnlyItsEdge(t *testing.T) {
