@@ -867,7 +867,7 @@ func meterStore(ctx context.Context, db *dynamodb.Client, table string, groups, 
 	for g := range groups {
 		id := asynctools.NewGroupID("bench-meter-"+hex.EncodeToString(nonce), g)
 		group := asynctools.Group{ID: id, AccountID: "acc_bench", AgentID: "async", ConversationID: fmt.Sprintf("conv_meter_%d", g),
-			Delivery: asynctools.Delivery{Kind: "async", EventID: fmt.Sprintf("evt_meter_%d", g), GroupSeed: "seed"}, SealedBy: "parent"}
+			Delivery: asynctools.Delivery{EventID: fmt.Sprintf("evt_meter_%d", g), GroupSeed: "seed"}, SealedBy: "parent"}
 		for c := range calls {
 			_, hash := asynctools.NewToken()
 			row := asynctools.Result{

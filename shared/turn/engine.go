@@ -587,7 +587,7 @@ func (e *Engine) ClaimEvent(ctx context.Context, accountID string, req Request) 
 	err := e.opts.Store.ClaimEvent(ctx, accountID, req.EventID, req.ConversationID, e.opts.Now(), e.opts.EventTTL)
 	var dup *store.DuplicateEventError
 	if errors.As(err, &dup) {
-		return &Refusal{Kind: Conflict, Message: dup.Error(), Detail: map[string]any{"eventId": dup.EventID, "status": dup.Status}}
+		return &Refusal{Kind: Conflict, Message: dup.Error(), Detail: map[string]any{"eventId": dup.EventID, "status": dup.Status}, Cause: dup}
 	}
 	return err
 }

@@ -96,7 +96,7 @@ func TestABlockingChildPastItsCallersMarginIsHandedOver(t *testing.T) {
 	}
 
 	msg := &model.Message{ID: "msg_ask", Role: model.RoleUser, Parts: []model.Part{{Type: model.PartText, Text: "ask slow"}}}
-	caller := run(turn.Request{ConversationID: "conv_handover", AgentID: "caller"}, turn.Input{Message: msg}, asynctools.Delivery{Kind: asynctools.DeliverAsync})
+	caller := run(turn.Request{ConversationID: "conv_handover", AgentID: "caller"}, turn.Input{Message: msg}, asynctools.Delivery{})
 	if caller.Status != store.EventWaitingAsync || len(caller.PendingAsync) != 1 || caller.PendingAsync[0].ToolName != "slow" {
 		t.Fatalf("the caller ended %+v, want it waiting for its call of slow", caller)
 	}
@@ -109,7 +109,7 @@ func TestABlockingChildPastItsCallersMarginIsHandedOver(t *testing.T) {
 	}
 
 	// async-worker takes the child up where it stopped.
-	child := run(*w.Request, turn.Input{Message: w.Message}, asynctools.Delivery{Kind: asynctools.DeliverAsync, EventID: w.EventID, GroupSeed: w.GroupSeed})
+	child := run(*w.Request, turn.Input{Message: w.Message}, asynctools.Delivery{EventID: w.EventID, GroupSeed: w.GroupSeed})
 	if child.Status != store.EventCompleted {
 		t.Fatalf("the child's continuation ended %+v, want completed", child)
 	}

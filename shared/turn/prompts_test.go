@@ -103,7 +103,7 @@ func (e *promptEnv) run(conv, agentID string, in turn.Input) (turn.Outcome, []tu
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	r, err := e.eng.Begin(e.ctx, turn.Start{AccountID: e.acc, Request: req, Input: in, Config: cfg, Delivery: asynctools.Delivery{Kind: asynctools.DeliverAsync}})
+	r, err := e.eng.Begin(e.ctx, turn.Start{AccountID: e.acc, Request: req, Input: in, Config: cfg, Delivery: asynctools.Delivery{}})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -386,7 +386,7 @@ func (e *Engine) call(ctx context.Context, s *agentconfig.Subagent, t agentconfi
 func (e *Engine) runChild(ctx context.Context, d *invocation, t agentconfig.SubagentTool, toolName string, cfg agent.Config, msg model.Message, progress SubagentProgress, tree TreePosition) (any, error) {
 	run, err := e.Begin(ctx, Start{
 		AccountID: d.accountID, Request: Request{ConversationID: progress.ThreadID, AgentID: t.AgentID, EventID: progress.EventID},
-		Input: Input{Message: &msg}, Config: cfg, Delivery: asynctools.Delivery{Kind: asynctools.DeliverAsync}, Tree: tree,
+		Input: Input{Message: &msg}, Config: cfg, Tree: tree,
 	})
 	var refused *Refusal
 	if errors.As(err, &refused) {

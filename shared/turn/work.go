@@ -23,13 +23,39 @@ type Work struct {
 	Message    *model.Message `json:"message,omitempty"`
 	Decisions  []Decision     `json:"decisions,omitempty"`
 	RespondsTo string         `json:"respondsTo,omitempty"`
-	// WS is set for a WebSocket turn: its output goes to the runtime's connections.
-	WS json.RawMessage `json:"ws,omitempty"`
-	// Channel is set for a turn that came from a chat channel: where its output goes.
-	Channel json.RawMessage `json:"channel,omitempty"`
+	// Edge names the transport that runs the turn's output on async-worker (worker.Edge), and
+	// Route is that edge's state of the turn, opaque here: where its output goes. Both are
+	// empty for an /async turn, which shows no output.
+	Edge  string          `json:"edge,omitempty"`
+	Route json.RawMessage `json:"route,omitempty"`
 	// Tree is set for a subagent's turn: where it sits in its caller's turn tree.
 	Tree *TreePosition `json:"tree,omitempty"`
 
 	// A continuation: the group whose results it brings back.
 	GroupID string `json:"groupId,omitempty"`
+}
+
+// UnmarshalJSON reads the work as queued now and as queued by the release before, whose
+// WebSocket and channel turns carried their route in a field named after the edge ("ws",
+// "channel", the names those edges register under still); read for one release, while such
+// messages may be in flight.
+func (w *Work) UnmarshalJSON(b []byte) error {
+	type plain Work
+	var v struct {
+		plain
+		WS      json.RawMessage `json:"ws"`
+		Channel json.RawMessage `json:"channel"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*w = Work(v.plain)
+	switch {
+	case w.Edge != "":
+	case v.WS != nil:
+		w.Edge, w.Route = "ws", v.WS
+	case v.Channel != nil:
+		w.Edge, w.Route = "channel", v.Channel
+	}
+	return nil
 }

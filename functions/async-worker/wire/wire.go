@@ -37,6 +37,7 @@ func Worker(d lambdadeps.Deps) (*worker.Worker, error) {
 	queue := d.Getenv("ASYNC_WORK_QUEUE_URL")
 	send := workqueue.SQS(d.SQS)
 	opts := worker.Options{
+		Edges:   map[string]worker.Edge{},
 		Skills:  sk,
 		Enqueue: func(ctx context.Context, body string) error { return send(ctx, queue, body) },
 		RetrySoon: func(ctx context.Context, receipt string) {
@@ -51,13 +52,15 @@ func Worker(d lambdadeps.Deps) (*worker.Worker, error) {
 		return nil, err
 	}
 	if bindings != nil {
-		opts.Channels = &channelturn.Turns{Bindings: bindings, APIs: channels.APIsFrom(d.Getenv), Logger: eng.Options().Logger}
+		opts.Edges[channelturn.Edge] = &channelturn.Turns{Bindings: bindings, APIs: channels.APIsFrom(d.Getenv), Logger: eng.Options().Logger}
 		opts.Bindings = bindings
 	}
 	if wsOpts, ok := wsgateway.AppServer(d); ok {
-		if opts.WebSocket, err = appserver.NewTurns(eng, wsOpts); err != nil {
+		ws, err := appserver.NewTurns(eng, wsOpts)
+		if err != nil {
 			return nil, err
 		}
+		opts.Edges[appserver.Edge] = ws
 	}
 	return worker.New(eng, opts), nil
 }

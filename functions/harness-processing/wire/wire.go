@@ -2,7 +2,6 @@
 package wire
 
 import (
-	"context"
 	"time"
 
 	"github.com/agentharness/harness/functions/turnwire"
@@ -10,7 +9,6 @@ import (
 	"github.com/agentharness/harness/shared/edge/chathttp"
 	"github.com/agentharness/harness/shared/lambda/lambdadeps"
 	"github.com/agentharness/harness/shared/state/channels"
-	"github.com/agentharness/harness/shared/wire/workqueue"
 )
 
 // Handler wires harness-processing: the turn engine, async-worker's queue for POST /async, and
@@ -21,10 +19,7 @@ func Handler(d lambdadeps.Deps) (*chathttp.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	send := workqueue.SQS(d.SQS)
-	queue := d.Getenv("ASYNC_WORK_QUEUE_URL")
-	enqueue := func(ctx context.Context, body string) error { return send(ctx, queue, body) }
-	h := chathttp.New(chathttp.Options{Options: opts, Enqueue: enqueue})
+	h := chathttp.New(chathttp.Options{Options: opts})
 	bindings, err := channels.FromEnv(d.DB, d.Sealer, d.Getenv)
 	if err != nil {
 		return nil, err
@@ -33,7 +28,7 @@ func Handler(d lambdadeps.Deps) (*chathttp.Handler, error) {
 		eng := h.Engine()
 		o := eng.Options()
 		h.Handle("POST /channels/{bindingId}", &channelturn.Hook{
-			Bindings: bindings, Store: o.Store, Engine: eng, Enqueue: enqueue, APIs: channels.APIsFrom(d.Getenv), Now: time.Now, Logger: o.Logger,
+			Bindings: bindings, Store: o.Store, Engine: eng, APIs: channels.APIsFrom(d.Getenv), Now: time.Now, Logger: o.Logger,
 		})
 	}
 	return h, nil

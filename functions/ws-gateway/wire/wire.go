@@ -3,7 +3,6 @@
 package wire
 
 import (
-	"context"
 	"errors"
 
 	"github.com/agentharness/harness/functions/turnwire"
@@ -12,7 +11,6 @@ import (
 	"github.com/agentharness/harness/shared/state/agentstore"
 	"github.com/agentharness/harness/shared/state/connections"
 	"github.com/agentharness/harness/shared/turn"
-	"github.com/agentharness/harness/shared/wire/workqueue"
 )
 
 // AppServer reads the WebSocket side's options from the function's dependencies; ok is false
@@ -22,13 +20,7 @@ func AppServer(d lambdadeps.Deps) (opts appserver.Options, ok bool) {
 	if table == "" || d.Poster == nil {
 		return appserver.Options{}, false
 	}
-	send := workqueue.SQS(d.SQS)
-	queue := d.Getenv("ASYNC_WORK_QUEUE_URL")
-	return appserver.Options{
-		Connections: connections.New(d.DB, table),
-		Poster:      d.Poster,
-		Enqueue:     func(ctx context.Context, body string) error { return send(ctx, queue, body) },
-	}, true
+	return appserver.Options{Connections: connections.New(d.DB, table), Poster: d.Poster}, true
 }
 
 // Gateway wires ws-gateway: the turn engine, the connections table and the poster, and agent

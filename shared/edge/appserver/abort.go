@@ -75,7 +75,7 @@ func (h *server) abortApprovals(ctx context.Context, accountID string, rt runtim
 		return false, err
 	}
 	r, err := h.eng.BeginCancel(ctx, turn.Start{
-		AccountID: accountID, Request: req, Config: cfg, Delivery: asynctools.Delivery{Kind: asynctools.DeliverWebSocket},
+		AccountID: accountID, Request: req, Config: cfg, Delivery: asynctools.Delivery{Edge: Edge},
 	})
 	if r == nil || err != nil {
 		return false, err

@@ -5,7 +5,6 @@
 package appserver
 
 import (
-	"context"
 	"errors"
 	"time"
 
@@ -22,8 +21,6 @@ const DefaultAbortPoll = 250 * time.Millisecond
 type Options struct {
 	Connections *connections.Registry
 	Poster      Poster
-	// Enqueue puts a turn for async-worker on its queue.
-	Enqueue func(ctx context.Context, body string) error
 	// AbortPoll is how often a WebSocket turn looks for an abort_message.
 	AbortPoll time.Duration
 }

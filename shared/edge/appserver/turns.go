@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/turn"
 )
@@ -25,26 +24,43 @@ func NewTurns(eng *turn.Engine, opts Options) (*Turns, error) {
 	return &Turns{s: s}, nil
 }
 
-// state decodes the App Server's state of a queued turn (work.WS).
+// Edge is the name the App Server's turns are queued and continued under (worker.Edge).
+const Edge = "ws"
+
+// state decodes the App Server's state of a queued turn (work.Route).
 func state(work turn.Work) (*wsTurn, error) {
 	t := &wsTurn{}
-	if err := json.Unmarshal(work.WS, t); err != nil {
+	if err := json.Unmarshal(work.Route, t); err != nil {
 		return nil, fmt.Errorf("the turn's WebSocket state: %w", err)
 	}
 	return t, nil
 }
 
-// Adapt gives a WebSocket turn what it runs with besides the agent: the controller-owned tools
-// it could see when it was accepted, the allowlist, and waiting for those tools within the
-// invocation. Its error is the client-safe reason the turn cannot run.
-func (t *Turns) Adapt(work turn.Work, cfg *agent.Config) error {
+// Prepare gives a WebSocket turn what it runs with besides the agent: the controller-owned
+// tools it could see when it was accepted, the allowlist, and waiting for those tools within
+// the invocation. Its error is the client-safe reason the turn cannot run. The run it returns
+// records the run, sends its output to the runtime's connections, stops it on abort_message,
+// and finishes it with the runtime's stop_reason.
+func (t *Turns) Prepare(ctx context.Context, work turn.Work, start *turn.Start) (func(context.Context, *turn.Run) error, error) {
 	ws, err := state(work)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	cfg.WaitOnAsync = true
-	cfg.Tools, err = t.s.wsToolSet(cfg.Tools, work.AccountID, ws)
-	return err
+	start.Config.WaitOnAsync = true
+	if start.Config.Tools, err = t.s.wsToolSet(start.Config.Tools, work.AccountID, ws); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, run *turn.Run) error {
+		r := t.s.newWSRun(work.AccountID, work.EventID, ws, run.From())
+		r.start(ctx)
+		res, aborted := r.run(ctx, func(ctx context.Context) turn.Outcome {
+			for ev := range run.Events(ctx) {
+				r.out.event(ctx, ev)
+			}
+			return run.Outcome()
+		})
+		return run.Finish(ctx, res, func(done context.Context) { r.finish(done, res, aborted) })
+	}, nil
 }
 
 // Refused tells the runtime that the worker refused (or dropped) its queued turn: the input
@@ -66,24 +82,6 @@ func (t *Turns) Refused(ctx context.Context, work turn.Work, o turn.Outcome) {
 	out := t.s.newOut(work.AccountID, ws.Runtime, work.EventID)
 	t.s.dequeue(ctx, out, work.EventID, "cancelled")
 	out.end(ctx, o, false)
-}
-
-// Run runs a begun WebSocket turn: it records the run, sends its output to the runtime's
-// connections, stops it on abort_message, and concludes it with the runtime's stop_reason.
-func (t *Turns) Run(ctx context.Context, work turn.Work, run *turn.Run) error {
-	ws, err := state(work)
-	if err != nil {
-		return err
-	}
-	r := t.s.newWSRun(work.AccountID, work.EventID, ws, run.From())
-	r.start(ctx)
-	res, aborted := r.run(ctx, func(ctx context.Context) turn.Outcome {
-		for ev := range run.Events(ctx) {
-			r.out.event(ctx, ev)
-		}
-		return run.Outcome()
-	})
-	return run.Finish(ctx, res, func(done context.Context) { r.finish(done, res, aborted) })
 }
 
 // Continue continues a WebSocket turn whose controller-owned (or other external) calls have

@@ -21,7 +21,6 @@ import (
 	"github.com/agentharness/harness/shared/wire/httpjson"
 	"github.com/agentharness/harness/shared/wire/ids"
 	"github.com/agentharness/harness/shared/wire/strictjson"
-	"github.com/agentharness/harness/shared/wire/workqueue"
 	"github.com/agentharness/harness/shared/wire/wsconn"
 )
 
@@ -566,64 +565,50 @@ func (c *call) input(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	body, err := json.Marshal(turn.Work{
-		Type: workqueue.Turn, AccountID: c.conn.AccountID, EventID: req.EventID, GroupSeed: store.NewID(""),
-		Request: req, Message: in.Message, Decisions: in.Decisions, WS: wsState,
-	})
-	if err != nil {
-		return err
-	}
-	if len(body) > turn.MaxWorkBytes {
-		return refuse(fmt.Sprintf("the turn must encode to at most %d bytes", turn.MaxWorkBytes))
-	}
-	if err := h.eng.Precheck(ctx, c.conn.AccountID, *req, in); err != nil {
-		return refuse(c.refusal(ctx, err))
-	}
 	disposition := "started"
 	if hasRun && (run.Status == store.EventProcessing || run.Status == runQueued) {
 		disposition = "queued"
 	}
-	if err := h.eng.ClaimEvent(ctx, c.conn.AccountID, *req); err != nil {
-		return refuse(c.refusal(ctx, err))
-	}
 	// The run is recorded as queued before the worker can pick the turn up (and record its own
-	// progress, which this must not overwrite), so an abort_message that comes first reaches it.
-	var queued *connections.Run
-	if disposition == "started" {
-		b, _ := json.Marshal(wt)
-		queued = &connections.Run{EventID: req.EventID, FromSeq: -1, Status: runQueued, Turn: b, UpdatedAt: h.opts.Now()}
-		if err := h.opts.Connections.SetRun(ctx, c.conn.AccountID, rt.ConversationID, *queued); err != nil {
-			h.opts.Logger.ErrorContext(ctx, "recording the queued websocket run", "eventId", req.EventID, "err", err)
-		}
-	}
-	if disposition == "queued" {
-		// On the runtime's queue before the worker can start it and take it off.
-		q := connections.Queued{ID: req.EventID, Kind: "message", Source: "user", EnqueuedAt: h.opts.Now()}
-		if in.Message != nil {
-			q.ClientMessageID, q.Content = in.Message.ID, in.Message.Text()
-		} else {
-			q.Kind, q.ClientMessageID = "approval_result", p.RequestID
-		}
-		if err := h.opts.Connections.Enqueue(ctx, c.conn.AccountID, rt.ConversationID, q); err != nil {
-			return refuse(c.refusal(ctx, err))
-		}
-	}
-	if err := h.opts.Options.Enqueue(ctx, string(body)); err != nil {
+	// progress, which this must not overwrite), so an abort_message that comes first reaches it;
+	// an input the runtime is busy for goes on its queue before the worker can take it off.
+	accepted := func(ctx context.Context) (func(context.Context), error) {
 		if disposition == "queued" {
-			if _, derr := h.opts.Connections.Dequeue(context.WithoutCancel(ctx), c.conn.AccountID, rt.ConversationID, req.EventID); derr != nil {
-				h.opts.Logger.ErrorContext(ctx, "dequeueing the refused input", "eventId", req.EventID, "err", derr)
+			q := connections.Queued{ID: req.EventID, Kind: "message", Source: "user", EnqueuedAt: h.opts.Now()}
+			if in.Message != nil {
+				q.ClientMessageID, q.Content = in.Message.ID, in.Message.Text()
+			} else {
+				q.Kind, q.ClientMessageID = "approval_result", p.RequestID
 			}
+			if err := h.opts.Connections.Enqueue(ctx, c.conn.AccountID, rt.ConversationID, q); err != nil {
+				return nil, err
+			}
+			return func(ctx context.Context) {
+				if _, err := h.opts.Connections.Dequeue(ctx, c.conn.AccountID, rt.ConversationID, req.EventID); err != nil {
+					h.opts.Logger.ErrorContext(ctx, "dequeueing the refused input", "eventId", req.EventID, "err", err)
+				}
+			}, nil
 		}
-		if rerr := h.opts.Store.ReleaseEvent(context.WithoutCancel(ctx), c.conn.AccountID, req.EventID); rerr != nil {
-			h.opts.Logger.ErrorContext(ctx, "releasing event", "eventId", req.EventID, "err", rerr)
+		queued := connections.Run{EventID: req.EventID, FromSeq: -1, Status: runQueued, Turn: wsState, UpdatedAt: h.opts.Now()}
+		if err := h.opts.Connections.SetRun(ctx, c.conn.AccountID, rt.ConversationID, queued); err != nil {
+			h.opts.Logger.ErrorContext(ctx, "recording the queued websocket run", "eventId", req.EventID, "err", err)
+			return nil, nil
 		}
-		if queued != nil && hasRun {
+		if !hasRun {
+			return nil, nil
+		}
+		return func(ctx context.Context) {
 			// Nothing will run it: the runtime's run is the one before again.
-			if rerr := h.opts.Connections.SetRun(context.WithoutCancel(ctx), c.conn.AccountID, rt.ConversationID, run); rerr != nil {
-				h.opts.Logger.ErrorContext(ctx, "restoring the websocket run", "eventId", run.EventID, "err", rerr)
+			if err := h.opts.Connections.SetRun(ctx, c.conn.AccountID, rt.ConversationID, run); err != nil {
+				h.opts.Logger.ErrorContext(ctx, "restoring the websocket run", "eventId", run.EventID, "err", err)
 			}
-		}
-		return refuse(c.refusal(ctx, fmt.Errorf("queueing the turn: %w", err)))
+		}, nil
+	}
+	err = h.eng.Queue(ctx, turn.Queued{
+		AccountID: c.conn.AccountID, Request: *req, Input: in, Edge: Edge, Route: wsState, Accepted: accepted,
+	})
+	if err != nil {
+		return refuse(c.refusal(ctx, err))
 	}
 	if c.cmd.RequestID != "" {
 		if err := c.reply(ctx, map[string]any{"type": "input_accepted", "runtime": rt, "accepted": true, "disposition": disposition, "run_id": req.EventID}); err != nil {
@@ -649,24 +634,7 @@ func (c *call) childDecision(ctx context.Context, rt runtimeScope, req *turn.Req
 	if route == nil {
 		return false, nil
 	}
-	if err := h.eng.Precheck(ctx, c.conn.AccountID, *req, in); err != nil {
-		return true, refuse(c.refusal(ctx, err))
-	}
-	body, err := json.Marshal(turn.Work{
-		Type: workqueue.Turn, AccountID: c.conn.AccountID, EventID: req.EventID, GroupSeed: store.NewID(""),
-		Request: req, Decisions: in.Decisions,
-	})
-	if err != nil {
-		return true, err
-	}
-	err = h.opts.Store.ReopenEvent(ctx, c.conn.AccountID, req.EventID, req.ConversationID, h.opts.Now())
-	if errors.Is(err, store.ErrNotFound) {
-		err = h.eng.ClaimEvent(ctx, c.conn.AccountID, *req)
-	}
-	if err == nil {
-		err = h.opts.Options.Enqueue(ctx, string(body))
-	}
-	if err != nil {
+	if err := h.eng.Queue(ctx, turn.Queued{AccountID: c.conn.AccountID, Request: *req, Input: in, Reopen: true}); err != nil {
 		return true, refuse(c.refusal(ctx, err))
 	}
 	if c.cmd.RequestID == "" {

@@ -2,7 +2,6 @@ package channelturn
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -22,7 +21,6 @@ import (
 	"github.com/agentharness/harness/shared/wire/ids"
 	"github.com/agentharness/harness/shared/wire/slack"
 	"github.com/agentharness/harness/shared/wire/telegram"
-	"github.com/agentharness/harness/shared/wire/workqueue"
 )
 
 // Hook serves POST /channels/{bindingId}, where a binding's platform posts: Slack's Events API
@@ -36,11 +34,9 @@ type Hook struct {
 	Bindings *channels.Store
 	Store    *store.Store
 	Engine   *turn.Engine
-	// Enqueue puts a turn on async-worker's queue.
-	Enqueue func(ctx context.Context, body string) error
-	APIs    channels.APIs
-	Now     func() time.Time
-	Logger  *slog.Logger
+	APIs     channels.APIs
+	Now      func() time.Time
+	Logger   *slog.Logger
 }
 
 // maxHookBody bounds a platform's request: Slack's and Telegram's are a few KiB.
@@ -239,35 +235,23 @@ func (h *Hook) message(ctx context.Context, b channels.Binding, route Route, key
 		OnPendingApprovals: "deny",
 	}
 	msg := &model.Message{ID: deliveryID("msg_ch_", b.ID, key), Role: model.RoleUser, Parts: []model.Part{{Type: model.PartText, Text: text}}}
-	_, err = h.queue(ctx, b, turn.Work{Request: &req, Message: msg, Channel: route.encode()})
+	// The worker checks it when it runs, and tells the chat of a refusal.
+	_, err = h.queue(ctx, b, turn.Queued{Request: req, Input: turn.Input{Message: msg}, CheckLater: true}, route)
 	return err
 }
 
-// queue records the work's event and puts the turn on async-worker's queue. An event taken
-// already (a retried or replayed delivery, a second press) queues nothing: queued is false.
-func (h *Hook) queue(ctx context.Context, b channels.Binding, work turn.Work) (queued bool, err error) {
-	work.Type, work.AccountID, work.EventID, work.GroupSeed = workqueue.Turn, b.AccountID, work.Request.EventID, store.NewID("")
-	body, err := json.Marshal(work)
-	if err != nil {
-		return false, err
-	}
-	err = h.Engine.ClaimEvent(ctx, b.AccountID, *work.Request)
-	var refused *turn.Refusal
-	if errors.As(err, &refused) && refused.Kind == turn.Conflict {
-		h.Logger.InfoContext(ctx, "channel delivery seen before; ignored", "bindingId", b.ID, "eventId", work.EventID)
+// queue accepts the turn q and puts it on async-worker's queue as a turn of the chat route. An
+// event taken already (a retried or replayed delivery, a second press) queues nothing: queued
+// is false.
+func (h *Hook) queue(ctx context.Context, b channels.Binding, q turn.Queued, route Route) (queued bool, err error) {
+	q.AccountID, q.Edge, q.Route = b.AccountID, Edge, route.encode()
+	err = h.Engine.Queue(ctx, q)
+	var dup *store.DuplicateEventError
+	if errors.As(err, &dup) {
+		h.Logger.InfoContext(ctx, "channel delivery seen before; ignored", "bindingId", b.ID, "eventId", q.Request.EventID)
 		return false, nil
 	}
-	if err != nil {
-		return false, err
-	}
-	if err := h.Enqueue(ctx, string(body)); err != nil {
-		// Given back, so the platform's retry can take it.
-		if rerr := h.Store.ReleaseEvent(context.WithoutCancel(ctx), b.AccountID, work.EventID); rerr != nil {
-			h.Logger.ErrorContext(ctx, "releasing a channel event", "eventId", work.EventID, "err", rerr)
-		}
-		return false, fmt.Errorf("queueing a channel turn: %w", err)
-	}
-	return true, nil
+	return err == nil, err
 }
 
 // press decides a held call from a decision button pressed by who (shown as name), whose data
@@ -316,15 +300,12 @@ func (h *Hook) press(ctx context.Context, b channels.Binding, route Route, name,
 	req := turn.Request{ConversationID: conv, AgentID: b.AgentID, EventID: deliveryID("evt_ch_", b.ID, "press:"+p.ApprovalID)}
 	d := turn.Decision{ApprovalID: a.ID, Approved: &p.Approved, Reason: verb + " by " + name + " in " + b.Type, ToolCallID: a.ToolCallID, Input: a.Input}
 	in := turn.Input{Decisions: []turn.Decision{d}}
-	if err := h.Engine.Precheck(ctx, b.AccountID, req, in); err != nil {
-		var refused *turn.Refusal
-		if errors.As(err, &refused) {
-			respond("This call cannot be decided now: " + refused.Message)
-			return nil
-		}
-		return err
+	queued, err := h.queue(ctx, b, turn.Queued{Request: req, Input: in}, route)
+	var refused *turn.Refusal
+	if errors.As(err, &refused) {
+		respond("This call cannot be decided now: " + refused.Message)
+		return nil
 	}
-	queued, err := h.queue(ctx, b, turn.Work{Request: &req, Decisions: in.Decisions, Channel: route.encode()})
 	if err != nil {
 		return err
 	}

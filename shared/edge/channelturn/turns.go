@@ -17,8 +17,11 @@ import (
 	"github.com/agentharness/harness/shared/turn"
 )
 
-// Turns is async-worker's part of channel turns (worker.ChannelTurns): each turn's output is
-// posted to the chat it came from, edited as it grows.
+// Edge is the name channel turns are queued and continued under (worker.Edge).
+const Edge = "channel"
+
+// Turns is async-worker's part of channel turns (a worker.Edge): each turn's output is posted
+// to the chat it came from, edited as it grows.
 type Turns struct {
 	Bindings *channels.Store
 	APIs     channels.APIs
@@ -45,7 +48,7 @@ func (t *Turns) chatOf(ctx context.Context, r Route) (channels.Binding, platform
 // to approve, with calls that need approval denied saying so (002: no approval can be asked).
 // It returns the run that posts the turn's output to the chat, and concludes it.
 func (t *Turns) Prepare(ctx context.Context, work turn.Work, start *turn.Start) (func(context.Context, *turn.Run) error, error) {
-	r, err := decodeRoute(work.Channel)
+	r, err := decodeRoute(work.Route)
 	if err != nil {
 		return nil, err
 	}
@@ -53,7 +56,7 @@ func (t *Turns) Prepare(ctx context.Context, work turn.Work, start *turn.Start) 
 	if err != nil {
 		return nil, err
 	}
-	start.Delivery.Kind, start.Delivery.Route = asynctools.DeliverChannel, string(work.Channel)
+	start.Delivery.Route = string(work.Route)
 	start.NoApprovals = len(b.Approvers) == 0
 	return func(ctx context.Context, run *turn.Run) error {
 		p.typing(ctx, r)
@@ -64,7 +67,7 @@ func (t *Turns) Prepare(ctx context.Context, work turn.Work, start *turn.Start) 
 
 // Refused tells the chat why its message was not taken up.
 func (t *Turns) Refused(ctx context.Context, work turn.Work, o turn.Outcome) {
-	r, err := decodeRoute(work.Channel)
+	r, err := decodeRoute(work.Route)
 	if err == nil {
 		var p platform
 		if _, p, err = t.chatOf(ctx, r); err == nil {

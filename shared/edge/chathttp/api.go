@@ -6,7 +6,6 @@
 package chathttp
 
 import (
-	"context"
 	"errors"
 	"net/http"
 
@@ -21,8 +20,6 @@ const DefaultMaxBodyBytes = 1 << 20
 type Options struct {
 	turn.Options
 	MaxBodyBytes int64
-	// Enqueue puts work for async-worker on its queue (/async turns); nil disables /async.
-	Enqueue func(ctx context.Context, body string) error
 }
 
 // Handler serves harness-processing's routes.

@@ -11,14 +11,13 @@ import (
 	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/turn"
 	"github.com/agentharness/harness/shared/wire/httpjson"
-	"github.com/agentharness/harness/shared/wire/workqueue"
 )
 
 // asyncTurn runs POST /async: the request is checked as POST / checks it, recorded under its
 // event id, and queued for async-worker; the answer is 202 with the event id to poll.
 func (h *Handler) asyncTurn(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	if h.opts.Enqueue == nil {
+	if !h.eng.Queues() {
 		httpjson.WriteError(w, &httpjson.Error{Status: http.StatusServiceUnavailable, Message: "async turns are not configured here (no work queue)"})
 		return
 	}
@@ -64,31 +63,8 @@ func (h *Handler) asyncTurn(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	body, err := json.Marshal(turn.Work{
-		Type: workqueue.Turn, AccountID: acc.ID, EventID: req.EventID, GroupSeed: store.NewID(""),
-		Request: &req.Request, Message: in.Message, Decisions: in.Decisions, RespondsTo: in.RespondsTo,
-	})
-	if err != nil {
+	if err := h.eng.Queue(ctx, turn.Queued{AccountID: acc.ID, Request: req.Request, Input: in, Reopen: true}); err != nil {
 		h.fail(w, r, err)
-		return
-	}
-	if len(body) > turn.MaxWorkBytes {
-		httpjson.WriteError(w, &httpjson.Error{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("an /async request must encode to at most %d bytes; send only the new message", turn.MaxWorkBytes)})
-		return
-	}
-	if err := h.eng.Precheck(ctx, acc.ID, req.Request, in); err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	if err := h.claimOrReopen(ctx, acc.ID, req, in); err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	if err := h.opts.Enqueue(ctx, string(body)); err != nil {
-		if rerr := h.opts.Store.ReleaseEvent(context.WithoutCancel(ctx), acc.ID, req.EventID); rerr != nil {
-			h.opts.Logger.ErrorContext(ctx, "releasing event", "eventId", req.EventID, "err", rerr)
-		}
-		h.fail(w, r, fmt.Errorf("queueing the turn: %w", err))
 		return
 	}
 	out := map[string]string{
@@ -100,22 +76,6 @@ func (h *Handler) asyncTurn(w http.ResponseWriter, r *http.Request) {
 		out["natsSubject"] = subject
 	}
 	httpjson.WriteJSON(w, http.StatusAccepted, out)
-}
-
-// claimOrReopen records the request's event. Approvals may answer under the event id of the
-// turn that waits for them: that event goes back to processing and settles with the answer.
-func (h *Handler) claimOrReopen(ctx context.Context, accountID string, req *turnRequest, in turn.Input) error {
-	if in.Decisions != nil {
-		err := h.opts.Store.ReopenEvent(ctx, accountID, req.EventID, req.ConversationID, h.opts.Now())
-		if !errors.Is(err, store.ErrNotFound) {
-			var dup *store.DuplicateEventError
-			if errors.As(err, &dup) {
-				return &httpjson.Error{Status: http.StatusConflict, Message: fmt.Sprintf("event %s is %s, not waiting for approval", dup.EventID, dup.Status), Extra: map[string]any{"eventId": dup.EventID, "status": dup.Status}}
-			}
-			return err
-		}
-	}
-	return h.eng.ClaimEvent(ctx, accountID, req.Request)
 }
 
 // signFiles gives each file part of msgs, a conversation's, a signed address of its bytes that

@@ -232,7 +232,7 @@ func (h *Handler) mcpCall(r *http.Request, accountID, secret, agentID string, ra
 		run, err = h.eng.Begin(ctx, turn.Start{
 			AccountID: accountID, Request: req.Request, Input: in, Config: cfg, Opening: opening, GroupSeed: seed, Tree: tree,
 			// Its continuations (after async tools) settle its event, as an /async turn's do.
-			Delivery: asynctools.Delivery{Kind: asynctools.DeliverAsync, EventID: req.EventID, GroupSeed: seed},
+			Delivery: asynctools.Delivery{EventID: req.EventID, GroupSeed: seed},
 		})
 	}
 	if err != nil {

@@ -18,7 +18,6 @@ import (
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/state/attachments"
 	"github.com/agentharness/harness/shared/state/store"
-	"github.com/agentharness/harness/shared/tool/asynctools"
 	"github.com/agentharness/harness/shared/turn"
 	"github.com/agentharness/harness/shared/wire/httpjson"
 	"github.com/agentharness/harness/shared/wire/ids"
@@ -359,7 +358,6 @@ func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 	}
 	run, err := h.eng.Begin(ctx, turn.Start{
 		AccountID: acc.ID, Request: req.Request, Input: in, Config: cfg, Opening: opening,
-		Delivery:  asynctools.Delivery{Kind: asynctools.DeliverStream},
 		Heartbeat: func() { _ = out.Comment("keep-alive") },
 	})
 	if err != nil {

@@ -91,7 +91,7 @@ func (f *completeFixture) register(t *testing.T, g, toolCallID, mode string, dea
 		ID: asynctools.ResultID(g, toolCallID), AccountID: f.acc.ID, AgentID: "researcher", ConversationID: "conv-1",
 		TurnID: "evt_1", ToolCallID: toolCallID, ToolName: "research", Mode: mode, TokenHash: hash,
 		Deadline: now.Add(deadline), ParentUntil: now.Add(15 * time.Minute),
-		Delivery: asynctools.Delivery{Kind: asynctools.DeliverAsync, EventID: "evt_1"}, CreatedAt: now,
+		Delivery: asynctools.Delivery{EventID: "evt_1"}, CreatedAt: now,
 	}
 	if mode != asynctools.ExternalDispatch {
 		token, r.TokenHash = "", ""
@@ -112,7 +112,7 @@ func (f *completeFixture) seal(t *testing.T, g string, calls ...asyncCall) {
 	now := time.Now()
 	_, sealed, err := f.async.Seal(context.Background(), asynctools.Group{
 		ID: g, AccountID: f.acc.ID, AgentID: "researcher", ConversationID: "conv-1", Expected: ids,
-		Delivery: asynctools.Delivery{Kind: asynctools.DeliverAsync, EventID: "evt_1"}, SealedBy: "parent",
+		Delivery: asynctools.Delivery{EventID: "evt_1"}, SealedBy: "parent",
 	}, now, now.Add(5*time.Minute))
 	if err != nil || !sealed {
 		t.Fatalf("Seal = %v, %v", sealed, err)

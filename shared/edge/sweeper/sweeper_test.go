@@ -55,13 +55,13 @@ func TestSweeperSettlesACallerWithItsFinishedChild(t *testing.T) {
 			ID: id, AccountID: account, AgentID: "agt_planner", ConversationID: caller, TurnID: "evt_caller",
 			ToolCallID: call, ToolName: "finder", Mode: asynctools.ExternalDispatch, Status: asynctools.Running,
 			Deadline: now.Add(time.Minute), ParentUntil: now.Add(time.Second), CreatedAt: now,
-			Delivery: asynctools.Delivery{Kind: asynctools.DeliverAsync, EventID: "evt_caller"},
+			Delivery: asynctools.Delivery{EventID: "evt_caller"},
 		}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if _, err := redriver.Seal(ctx, asynctools.Group{ID: group, AccountID: account, AgentID: "agt_planner", ConversationID: caller,
-		Expected: []string{rows["call_done"], rows["call_running"]}, Delivery: asynctools.Delivery{Kind: asynctools.DeliverAsync, EventID: "evt_caller"}}); err != nil {
+		Expected: []string{rows["call_done"], rows["call_running"]}, Delivery: asynctools.Delivery{EventID: "evt_caller"}}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"sync"
 
-	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/state/channels"
 	"github.com/agentharness/harness/shared/state/skills"
 	"github.com/agentharness/harness/shared/state/store"
@@ -16,7 +15,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 )
 
-// Worker is async-worker: it runs queued turns (/async and the App Server's), continues parents
+// Worker is async-worker: it runs queued turns (/async and its edges'), continues parents
 // whose async tools have settled, and purges deleted accounts. Each message is idempotent: a
 // turn is keyed by its event, a continuation fenced on the conversation, so a duplicate delivery
 // does nothing.
@@ -27,12 +26,9 @@ type Worker struct {
 
 // Options wires the worker's dependencies besides the engine.
 type Options struct {
-	// WebSocket runs the App Server's part of its turns; nil where no WebSocket API is wired
-	// (its turns are then refused).
-	WebSocket WebSocketTurns
-	// Channels answers the turns that came from chat channels in their chats; nil where no
-	// channel is wired (their turns are then refused).
-	Channels ChannelTurns
+	// Edges run the output of the turns their transports queued, by the name the work carries
+	// (turn.Work.Edge); a turn of an edge not wired here is refused.
+	Edges map[string]Edge
 	// Enqueue puts work back on the queue (the next pass of a purge).
 	Enqueue func(ctx context.Context, body string) error
 	// Skills and Bindings are deleted with the rest of a purged account's data; nil where the
@@ -44,20 +40,18 @@ type Options struct {
 	RetrySoon func(ctx context.Context, receiptHandle string)
 }
 
-// WebSocketTurns is the App Server's part of the turns it queued (appserver.Turns).
-type WebSocketTurns interface {
-	Adapt(work turn.Work, cfg *agent.Config) error
-	Refused(ctx context.Context, work turn.Work, o turn.Outcome)
-	Run(ctx context.Context, work turn.Work, run *turn.Run) error
-	Continue(ctx context.Context, c *turn.Continuation) error
-}
-
-// ChannelTurns is the chat channels' part of the turns their webhooks queued
-// (channelturn.Turns): how a turn starts (Start.NoApprovals, Delivery.Route), and the run that
-// posts its output to the chat, which Prepare returns with the chat it read.
-type ChannelTurns interface {
+// Edge is a transport's part of the turns it queued (the App Server's, a chat channel's), which
+// the worker runs: a fifth transport is a package that implements it and a line in
+// async-worker's wire.
+type Edge interface {
+	// Prepare readies a turn about to begin with the agent the worker loaded (start.Config):
+	// its route, its own tools, whether approvals can be asked. It returns the run that shows
+	// the turn's output and finishes it; its error is the client-safe reason the turn cannot
+	// run.
 	Prepare(ctx context.Context, work turn.Work, start *turn.Start) (func(context.Context, *turn.Run) error, error)
+	// Refused tells the edge's client that its queued turn was refused, or dropped, with o.
 	Refused(ctx context.Context, work turn.Work, o turn.Outcome)
+	// Continue runs the continuation of one of its turns whose async calls settled.
 	Continue(ctx context.Context, c *turn.Continuation) error
 }
 
@@ -112,9 +106,9 @@ func (w *Worker) process(ctx context.Context, body string) error {
 		// A deleted account's work would write conversations its purge has to find again.
 		if _, err := w.eng.Options().Store.Account(ctx, msg.AccountID); errors.Is(err, store.ErrNotFound) {
 			w.eng.Options().Logger.InfoContext(ctx, "dropping work of a deleted account", "accountId", msg.AccountID, "type", msg.Type)
-			if msg.WS != nil && w.opts.WebSocket != nil {
-				// The runtime that queued it is told, not left waiting for a stop_reason.
-				w.opts.WebSocket.Refused(ctx, msg, turn.Outcome{Status: store.EventFailed, Error: "the turn was dropped: the account was deleted"})
+			if e := w.opts.Edges[msg.Edge]; e != nil {
+				// The edge's client is told, not left waiting for the turn's end.
+				e.Refused(ctx, msg, turn.Outcome{Status: store.EventFailed, Error: "the turn was dropped: the account was deleted"})
 			}
 			return nil
 		} else if err != nil {
@@ -149,30 +143,18 @@ func (w *Worker) turn(ctx context.Context, msg turn.Work) error {
 	if ev.Status != store.EventProcessing {
 		return nil
 	}
-	ws, ch := msg.WS != nil, msg.Channel != nil
-	if ws && w.opts.WebSocket == nil {
-		o.Logger.ErrorContext(ctx, "dropping a WebSocket turn: no WebSocket API is wired here", "eventId", msg.EventID)
-		return w.eng.Report(ctx, msg.AccountID, msg.EventID, turn.Outcome{Status: store.EventFailed, Error: "this deployment has no WebSocket API to run the turn for"}, 0, 0)
-	}
-	if ch && w.opts.Channels == nil {
-		o.Logger.ErrorContext(ctx, "dropping a channel turn: no channel is wired here", "eventId", msg.EventID)
-		return w.eng.Report(ctx, msg.AccountID, msg.EventID, turn.Outcome{Status: store.EventFailed, Error: "this deployment keeps no channels to answer the turn in"}, 0, 0)
+	edge := w.opts.Edges[msg.Edge]
+	if msg.Edge != "" && edge == nil {
+		o.Logger.ErrorContext(ctx, "dropping a turn of an edge not wired here", "edge", msg.Edge, "eventId", msg.EventID)
+		return w.eng.Report(ctx, msg.AccountID, msg.EventID, turn.Outcome{Status: store.EventFailed, Error: "this deployment cannot run turns that came through " + msg.Edge}, 0, 0)
 	}
 	refuse := func(res turn.Outcome) error {
-		switch {
-		case ws:
-			w.opts.WebSocket.Refused(ctx, msg, res)
-		case ch:
-			w.opts.Channels.Refused(ctx, msg, res)
+		if edge != nil {
+			edge.Refused(ctx, msg, res)
 		}
 		return w.eng.Report(ctx, msg.AccountID, msg.EventID, res, 0, 0)
 	}
 	cfg, err := w.eng.Agent(ctx, msg.AccountID, *req, false)
-	if err == nil && ws {
-		if err = w.opts.WebSocket.Adapt(msg, &cfg); err != nil {
-			err = &turn.Refusal{Kind: turn.Invalid, Message: err.Error()}
-		}
-	}
 	var refused *turn.Refusal
 	if errors.As(err, &refused) {
 		return refuse(turn.Outcome{Status: store.EventFailed, Error: refused.Message})
@@ -183,17 +165,14 @@ func (w *Worker) turn(ctx context.Context, msg turn.Work) error {
 	start := turn.Start{
 		AccountID: msg.AccountID, Request: *req, Config: cfg, GroupSeed: msg.GroupSeed,
 		Input:    turn.Input{Message: msg.Message, Decisions: msg.Decisions, RespondsTo: msg.RespondsTo},
-		Delivery: asynctools.Delivery{Kind: asynctools.DeliverAsync, EventID: msg.EventID, GroupSeed: msg.GroupSeed},
+		Delivery: asynctools.Delivery{Edge: msg.Edge, EventID: msg.EventID, GroupSeed: msg.GroupSeed},
 	}
 	if msg.Tree != nil {
 		start.Tree = *msg.Tree
 	}
-	if ws {
-		start.Delivery.Kind = asynctools.DeliverWebSocket
-	}
-	var inChat func(context.Context, *turn.Run) error
-	if ch {
-		if inChat, err = w.opts.Channels.Prepare(ctx, msg, &start); err != nil {
+	show := func(ctx context.Context, run *turn.Run) error { return run.Finish(ctx, run.Execute(ctx), nil) }
+	if edge != nil {
+		if show, err = edge.Prepare(ctx, msg, &start); err != nil {
 			return refuse(turn.Outcome{Status: store.EventFailed, Error: err.Error()})
 		}
 	}
@@ -207,13 +186,7 @@ func (w *Worker) turn(ctx context.Context, msg turn.Work) error {
 	if err != nil {
 		return err
 	}
-	switch {
-	case ws:
-		return w.opts.WebSocket.Run(ctx, msg, run)
-	case ch:
-		return inChat(ctx, run)
-	}
-	return run.Finish(ctx, run.Execute(ctx), nil)
+	return show(ctx, run)
 }
 
 // continueGroup brings a settled group's results back to its parent turn and runs the model
@@ -226,12 +199,10 @@ func (w *Worker) continueGroup(ctx context.Context, msg turn.Work) error {
 	if c == nil || err != nil {
 		return err
 	}
-	switch kind := c.Group.Group.Delivery.Kind; {
-	case kind == asynctools.DeliverWebSocket && w.opts.WebSocket != nil:
-		err = w.opts.WebSocket.Continue(ctx, c)
-	case kind == asynctools.DeliverChannel && w.opts.Channels != nil:
-		err = w.opts.Channels.Continue(ctx, c)
-	default:
+	if e := w.opts.Edges[c.Group.Group.Delivery.Edge]; e != nil {
+		err = e.Continue(ctx, c)
+	} else {
+		// An SSE or /async turn: its stream log and status row take the output.
 		err = c.Finish(ctx, c.Execute(ctx), nil)
 	}
 	if err != nil {

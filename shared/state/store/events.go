@@ -133,29 +133,31 @@ func (s *Store) Messages(ctx context.Context, accountID, conversationID string, 
 }
 
 // ReopenEvent moves an event that waits for approvals back to processing, for the request
-// that answers them under the same event id. It returns *DuplicateEventError when the event
-// is in any other state, and ErrNotFound when there is none.
-func (s *Store) ReopenEvent(ctx context.Context, accountID, eventID, conversationID string, now time.Time) error {
-	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+// that answers them under the same event id, and returns the detail it had (what it waited
+// for), for a request that fails to go on to put back (UpdateEvent). It returns
+// *DuplicateEventError when the event is in any other state, and ErrNotFound when there is none.
+func (s *Store) ReopenEvent(ctx context.Context, accountID, eventID, conversationID string, now time.Time) (json.RawMessage, error) {
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           &s.tables.Events,
 		Key:                                 map[string]types.AttributeValue{"eventKey": str(accountID + "#" + eventID)},
 		UpdateExpression:                    aws.String("SET #s = :processing, updatedAt = :at REMOVE detail"),
 		ConditionExpression:                 aws.String("#s = :waiting AND conversationId = :conv"),
 		ExpressionAttributeNames:            map[string]string{"#s": "status"},
 		ExpressionAttributeValues:           map[string]types.AttributeValue{":processing": str(EventProcessing), ":waiting": str(EventWaiting), ":conv": str(conversationID), ":at": num(now.UnixMilli())},
+		ReturnValues:                        types.ReturnValueUpdatedOld,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	var failed *types.ConditionalCheckFailedException
 	if errors.As(err, &failed) {
 		if failed.Item == nil {
-			return ErrNotFound
+			return nil, ErrNotFound
 		}
-		return &DuplicateEventError{EventID: eventID, Status: getS(failed.Item, "status")}
+		return nil, &DuplicateEventError{EventID: eventID, Status: getS(failed.Item, "status")}
 	}
 	if err != nil {
-		return fmt.Errorf("reopening event %s: %w", eventID, err)
+		return nil, fmt.Errorf("reopening event %s: %w", eventID, err)
 	}
-	return nil
+	return json.RawMessage(getS(out.Attributes, "detail")), nil
 }
 
 // SettleResumedEvent reports on eventID, the event a turn's step paused for approval under,

@@ -47,7 +47,10 @@ const (
 
 // Delivery says where a turn's outcome goes when its continuation runs.
 type Delivery struct {
-	Kind DeliveryKind `json:"kind"`
+	// Edge names the transport whose part of the turn async-worker runs when the turn goes on
+	// (worker.Edge: the App Server's "ws", a chat channel's "channel"); empty for a turn whose
+	// continuation shows no output but its stream log and its status row (SSE, /async).
+	Edge string `json:"edge,omitempty"`
 	// EventID is the /async status row the outcome settles.
 	EventID string `json:"eventId,omitempty"`
 	// GroupSeed is the turn's secret from which its continuations derive their group ids, so a
@@ -56,8 +59,9 @@ type Delivery struct {
 	// TurnKey names the turn's stream log, which its continuation appends to (the event id,
 	// or a key of its own for a turn without one).
 	TurnKey string `json:"turnKey,omitempty"`
-	// Route is where a channel turn's output goes (the chat and thread as JSON, opaque here),
-	// so its continuation answers there. A string keeps Delivery comparable.
+	// Route is the edge's state of the turn (a chat channel's chat and thread as JSON), opaque
+	// here, so its continuation answers where the turn came from. A string keeps Delivery
+	// comparable.
 	Route string `json:"route,omitempty"`
 	// Tree names the turn tree the turn belongs to, and TreeDepth how far below its root the
 	// turn is (a subagent call or a POST /mcp call a level each); empty for a root turn, whose
@@ -66,22 +70,25 @@ type Delivery struct {
 	TreeDepth int    `json:"treeDepth,omitempty"`
 }
 
-// DeliveryKind says which transport a turn's outcome goes back through.
-type DeliveryKind string
-
-const (
-	// DeliverStream: an SSE turn. Its continuation appends to the turn's stream log, where a
-	// client that resumes reads it.
-	DeliverStream DeliveryKind = "stream"
-	// DeliverAsync: an /async turn; its continuation settles the turn's status row.
-	DeliverAsync DeliveryKind = "async"
-	// DeliverWebSocket: a WebSocket turn; its continuation posts to the runtime's connections
-	// and settles the turn's status row.
-	DeliverWebSocket DeliveryKind = "ws"
-	// DeliverChannel: a turn that came from a chat channel (Slack, Telegram); its continuation
-	// posts to the chat its Route names and settles the turn's status row.
-	DeliverChannel DeliveryKind = "channel"
-)
+// UnmarshalJSON reads a delivery as stored now and as stored by the release before, which
+// named the transport as a kind ("stream", "async", "ws", "channel"); the edges of the last two
+// register under those names still. Rows live up to a day, so the old shape is read for one
+// release.
+func (d *Delivery) UnmarshalJSON(b []byte) error {
+	type plain Delivery
+	var v struct {
+		plain
+		Kind string `json:"kind"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*d = Delivery(v.plain)
+	if d.Edge == "" && (v.Kind == "ws" || v.Kind == "channel") {
+		d.Edge = v.Kind
+	}
+	return nil
+}
 
 // Result is one AsyncToolResult row.
 type Result struct {

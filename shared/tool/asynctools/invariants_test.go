@@ -188,7 +188,7 @@ func (e *invEnv) load(t *testing.T, groupID string) asynctools.GroupState {
 func parentGroup(groupID string, ids ...string) asynctools.Group {
 	return asynctools.Group{
 		ID: groupID, AccountID: "acc_1", AgentID: "agent_1", ConversationID: "conv_1",
-		Expected: ids, Delivery: asynctools.Delivery{Kind: asynctools.DeliverAsync, EventID: "evt_1"}, SealedBy: "parent",
+		Expected: ids, Delivery: asynctools.Delivery{EventID: "evt_1"}, SealedBy: "parent",
 	}
 }
 
@@ -642,7 +642,7 @@ func TestInvariantRetriedPassDispatchesOnce(t *testing.T) {
 	g := asynctools.NewGroupID("turn-nonce-"+random(8), 1)
 	cfg := asynctools.PassConfig{
 		Store: e.store, GroupID: g, AccountID: "acc_1", AgentID: "agent_1", ConversationID: "conv_1",
-		TurnID: "evt_1", Delivery: asynctools.Delivery{Kind: asynctools.DeliverAsync, EventID: "evt_1"},
+		TurnID: "evt_1", Delivery: asynctools.Delivery{EventID: "evt_1"},
 		WaitUntil: time.Now().Add(10 * time.Minute), ExternalTimeout: time.Hour, Now: e.clock.Now,
 	}
 	id := asynctools.ResultID(g, "toolu_1")
@@ -723,7 +723,7 @@ func TestInvariantSameInvocationPass(t *testing.T) {
 	g := newGroup()
 	p := asynctools.NewPass(asynctools.PassConfig{
 		Store: e.store, GroupID: g, AccountID: "acc_1", AgentID: "agent_1", ConversationID: "conv_1",
-		TurnID: "evt_1", Delivery: asynctools.Delivery{Kind: asynctools.DeliverStream},
+		TurnID: "evt_1", Delivery: asynctools.Delivery{},
 		WaitUntil: time.Now().Add(time.Minute), ExternalTimeout: time.Hour, Now: time.Now,
 	})
 	t.Cleanup(p.Abort)
@@ -809,7 +809,7 @@ func TestInvariantSameInvocationOutlivesWaitUntil(t *testing.T) {
 	g := newGroup()
 	until := time.Now().Add(700 * time.Millisecond)
 	p := asynctools.NewPass(asynctools.PassConfig{
-		Store: e.store, GroupID: g, AccountID: "acc_1", TurnID: "evt_1", Delivery: asynctools.Delivery{Kind: asynctools.DeliverStream},
+		Store: e.store, GroupID: g, AccountID: "acc_1", TurnID: "evt_1", Delivery: asynctools.Delivery{},
 		WaitUntil: until, ExternalTimeout: time.Hour, Now: time.Now,
 	})
 	t.Cleanup(p.Abort)
@@ -859,7 +859,7 @@ func TestInvariantSameInvocationIgnoringCancellationDoesNotHoldWait(t *testing.T
 	g := newGroup()
 	until := time.Now().Add(500 * time.Millisecond)
 	p := asynctools.NewPass(asynctools.PassConfig{
-		Store: e.store, GroupID: g, AccountID: "acc_1", TurnID: "evt_1", Delivery: asynctools.Delivery{Kind: asynctools.DeliverStream},
+		Store: e.store, GroupID: g, AccountID: "acc_1", TurnID: "evt_1", Delivery: asynctools.Delivery{},
 		WaitUntil: until, ExternalTimeout: time.Hour, Now: time.Now,
 	})
 	t.Cleanup(p.Abort)

@@ -91,7 +91,7 @@ func call(groupID, toolCallID string, deadline time.Time) asynctools.Result {
 		TokenHash:      hash,
 		Deadline:       deadline,
 		ParentUntil:    t0.Add(15 * time.Minute),
-		Delivery:       asynctools.Delivery{Kind: asynctools.DeliverAsync, EventID: "evt_1"},
+		Delivery:       asynctools.Delivery{EventID: "evt_1"},
 		CreatedAt:      t0,
 	}
 }
@@ -308,7 +308,7 @@ func TestSealLoadAndPending(t *testing.T) {
 	group := asynctools.Group{
 		ID: g, AccountID: "acc_1", AgentID: "agent_1", ConversationID: "conv_1",
 		Expected: []string{a.ID, b.ID, c.ID},
-		Delivery: asynctools.Delivery{Kind: asynctools.DeliverAsync, EventID: "evt_1"},
+		Delivery: asynctools.Delivery{EventID: "evt_1"},
 		SealedBy: "parent",
 	}
 	sealedAt := t0.Add(time.Second)
@@ -535,7 +535,7 @@ func TestWriteUnits(t *testing.T) {
 
 	s = base.WithMeter(&groups)
 	if _, _, err := s.Seal(ctx, asynctools.Group{ID: g, AccountID: "acc_1", AgentID: "agent_1", ConversationID: "conv_1",
-		Expected: []string{r.ID}, Delivery: asynctools.Delivery{Kind: asynctools.DeliverAsync, EventID: "evt_1"}, SealedBy: "parent"}, t0, t0.Add(time.Hour)); err != nil {
+		Expected: []string{r.ID}, Delivery: asynctools.Delivery{EventID: "evt_1"}, SealedBy: "parent"}, t0, t0.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	if ok, err := s.Claim(ctx, g, t0, t0.Add(time.Minute)); err != nil || !ok {

@@ -41,7 +41,7 @@ func (g *stressGroup) group() asynctools.Group {
 	}
 	return asynctools.Group{
 		ID: g.id, AccountID: g.account, AgentID: "agent_1", ConversationID: "conv_" + g.id,
-		Expected: ids, Delivery: asynctools.Delivery{Kind: asynctools.DeliverAsync, EventID: "evt_" + g.id}, SealedBy: "parent",
+		Expected: ids, Delivery: asynctools.Delivery{EventID: "evt_" + g.id}, SealedBy: "parent",
 	}
 }
 
