@@ -62,6 +62,8 @@ type invocation struct {
 	// callerWaits: this is a blocking subagent call's child turn, run inside the call, which
 	// returns its end itself: there is no async call of the caller's to settle.
 	callerWaits bool
+	// watch looks at the edge's own signals at each stop poll (Run.Watch); nil: none.
+	watch func(context.Context) bool
 	// treeTok is the turn's tree sealed for the MCP servers it calls (treeToken), made once.
 	treeOnce sync.Once
 	treeTok  string

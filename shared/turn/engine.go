@@ -390,6 +390,12 @@ func (r *Run) Finish(ctx context.Context, o Outcome, tell func(context.Context))
 	return r.d.conclude(done, r.plan, o, r.from, t)
 }
 
+// Watch has the run look at its edge's own signals each time it looks whether it was asked to
+// stop (every StopPoll) while it runs: stop reports whether the edge's client asked for it (an
+// App Server abort_message), which stops the turn as RequestStop does, and may serve the edge's
+// other signals meanwhile. One poll for every kind of stop. Set it before Events.
+func (r *Run) Watch(stop func(ctx context.Context) bool) { r.d.watch = stop }
+
 // ResumedEvent is the event the conversation's paused step was reported under when this run
 // began; empty when it resumed none.
 func (r *Run) ResumedEvent() string { return r.d.resumes }
@@ -972,6 +978,11 @@ func (d *invocation) watchStop(ctx context.Context, cancel context.CancelCauseFu
 			case <-ctx.Done():
 				return
 			case <-t.C:
+				if d.watch != nil && d.watch(ctx) {
+					d.log.InfoContext(ctx, "turn asked to stop by its edge's client")
+					cancel(errStopRequested)
+					return
+				}
 				asked, err := d.e.opts.Store.StopRequested(ctx, d.accountID, d.conversationID)
 				if err == nil && asked == stream {
 					d.log.InfoContext(ctx, "turn asked to stop")

@@ -13,8 +13,9 @@ import (
 // abort stops the runtime's turn, whatever it is doing (seed 003, "Abort"):
 //   - held for approval: the held calls are denied as cancelled and the turn ends with
 //     stop_reason cancelled before the answer goes out, so the conversation is usable at once;
-//   - running: the worker running it sees the request within a moment, cancels the model call,
-//     and the turn ends with stop_reason cancelled;
+//   - running: the worker running it sees the request at the engine's next stop poll
+//     (turn.Run.Watch) and stops it as any stop request does: the model call is cancelled, the
+//     answer so far is kept, and the turn ends with stop_reason cancelled;
 //   - waiting for the controller's (or an outside worker's) tool calls: the calls are settled
 //     as cancelled through the conditional write an answer takes, so a late answer is refused;
 //     the last one re-drives the turn, whose continuation finds the abort and ends it without

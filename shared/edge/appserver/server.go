@@ -6,23 +6,17 @@ package appserver
 
 import (
 	"errors"
-	"time"
 
 	"github.com/agentharness/harness/shared/state/agentstore"
 	"github.com/agentharness/harness/shared/state/connections"
 	"github.com/agentharness/harness/shared/turn"
 )
 
-// DefaultAbortPoll: an aborted WebSocket turn stops within about this long.
-const DefaultAbortPoll = 250 * time.Millisecond
-
-// Options wires the WebSocket side: the registry of connections and runtimes, the way to send
-// them frames, and async-worker's queue.
+// Options wires the WebSocket side: the registry of connections and runtimes, and the way to
+// send them frames. An abort_message stops a running turn within the engine's StopPoll.
 type Options struct {
 	Connections *connections.Registry
 	Poster      Poster
-	// AbortPoll is how often a WebSocket turn looks for an abort_message.
-	AbortPoll time.Duration
 }
 
 // engineOptions names turn.Options apart from Options where config embeds both.
@@ -43,9 +37,6 @@ type server struct {
 func newServer(eng *turn.Engine, opts Options) (*server, error) {
 	if opts.Connections == nil || opts.Poster == nil {
 		return nil, errors.New("the App Server needs CONNECTIONS_TABLE and a way to post to connections")
-	}
-	if opts.AbortPoll <= 0 {
-		opts.AbortPoll = DefaultAbortPoll
 	}
 	return &server{eng: eng, opts: config{engineOptions: eng.Options(), Options: opts}}, nil
 }

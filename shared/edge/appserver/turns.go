@@ -53,7 +53,7 @@ func (t *Turns) Prepare(ctx context.Context, work turn.Work, start *turn.Start) 
 	return func(ctx context.Context, run *turn.Run) error {
 		r := t.s.newWSRun(work.AccountID, work.EventID, ws, run.From())
 		r.start(ctx)
-		res, aborted := r.run(ctx, func(ctx context.Context) turn.Outcome {
+		res, aborted := r.run(ctx, run, func(ctx context.Context) turn.Outcome {
 			for ev := range run.Events(ctx) {
 				r.out.event(ctx, ev)
 			}

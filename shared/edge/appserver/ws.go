@@ -870,7 +870,7 @@ func (g *Gateway) state(ctx context.Context, accountID string, rt runtimeScope) 
 const replayPoll = 100 * time.Millisecond
 
 // awaitWorker waits for the worker running the runtime's turn to take up conn's replay, which it
-// does between two events, within its signal poll (AbortPoll) at the latest, and before it says
+// does between two events, within its stop poll (turn.Options.StopPoll) at the latest, and before it says
 // how its part of the turn ended. mine is true when the turn stopped running without taking it
 // up (it waits, or its worker is gone) and the replay fell to the caller, with the runtime's
 // state as it found it then; also when no worker answers within replayWait.

@@ -3,7 +3,7 @@ package appserver
 import (
 	"context"
 	"encoding/json"
-	"time"
+	"sync/atomic"
 
 	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/state/connections"
@@ -62,9 +62,9 @@ func (r *wsRun) record(ctx context.Context, status string) {
 	}
 }
 
-// run runs the turn under a context that an abort_message cancels; aborted says whether one
-// did.
-func (r *wsRun) run(ctx context.Context, execute func(context.Context) turn.Outcome) (turn.Outcome, bool) {
+// run runs the turn; an abort_message stops it through the engine's stop (turn.Run.Watch),
+// and aborted says whether one did. The same poll serves the replays connections ask for.
+func (r *wsRun) run(ctx context.Context, run *turn.Run, execute func(context.Context) turn.Outcome) (turn.Outcome, bool) {
 	// An abort that came while the turn was queued, or while it waited for tool calls (which
 	// the abort cancelled), stops it before the model is called.
 	first, err := r.h.opts.Connections.Signals(ctx, r.accountID, r.turn.Runtime.ConversationID, r.eventID)
@@ -72,48 +72,25 @@ func (r *wsRun) run(ctx context.Context, execute func(context.Context) turn.Outc
 		r.out.log.InfoContext(ctx, "turn aborted by the controller before this invocation called the model")
 		return turn.Outcome{Status: store.EventCancelled, Error: turn.AbortedTurnText}, true
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	aborted := make(chan struct{})
-	stop, stopped := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(stopped)
-		t := time.NewTicker(r.h.opts.AbortPoll)
-		defer t.Stop()
-		// Replays asked before now are served at the first event, which reads the subscribers.
-		replayAsked := first.ReplayAsked
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				sig, err := r.h.opts.Connections.Signals(ctx, r.accountID, r.turn.Runtime.ConversationID, r.eventID)
-				if err != nil {
-					continue
-				}
-				if sig.Aborted {
-					close(aborted)
-					cancel()
-					return
-				}
-				if sig.ReplayAsked != replayAsked {
-					// A connection subscribed for a replay: serve it now, not at the next output,
-					// which a slow tool may hold back for long.
-					replayAsked = sig.ReplayAsked
-					r.out.serveReplays(ctx, true)
-				}
-			}
+	// Replays asked before now are served at the first event, which reads the subscribers.
+	replayAsked := first.ReplayAsked
+	var abortSeen atomic.Bool
+	run.Watch(func(ctx context.Context) bool {
+		sig, err := r.h.opts.Connections.Signals(ctx, r.accountID, r.turn.Runtime.ConversationID, r.eventID)
+		if err != nil {
+			return false
 		}
-	}()
+		if !sig.Aborted && sig.ReplayAsked != replayAsked {
+			// A connection subscribed for a replay: serve it now, not at the next output,
+			// which a slow tool may hold back for long.
+			replayAsked = sig.ReplayAsked
+			r.out.serveReplays(ctx, true)
+		}
+		abortSeen.Store(sig.Aborted)
+		return sig.Aborted
+	})
 	res := execute(ctx)
-	close(stop)
-	<-stopped
-	wasAborted := false
-	select {
-	case <-aborted:
-		wasAborted = true
-	default:
-	}
+	wasAborted := abortSeen.Load() && res.Stopped
 	if res.Status == store.EventWaitingAsync {
 		// The wait is recorded now. An abort that came while the pass dispatched its calls may
 		// have found no wait to cancel at the gateway, and the polls here may have missed it:
@@ -184,7 +161,7 @@ func (h *server) continueWS(ctx context.Context, c *turn.Continuation) error {
 	r := h.newWSRun(g.AccountID, g.Delivery.EventID, t, run.FromSeq)
 	r.start(ctx)
 	ran := false
-	res, aborted := r.run(ctx, func(ctx context.Context) turn.Outcome {
+	res, aborted := r.run(ctx, c.Run, func(ctx context.Context) turn.Outcome {
 		ran = true
 		adapt := func(cfg *agent.Config) (err error) {
 			cfg.WaitOnAsync = true
