@@ -14,8 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// Event is a turn request received with an event id: an /async turn's status row.
-type Event struct {
+// TurnStatus is the status row of a turn request received with an event id: what /status reads.
+type TurnStatus struct {
 	ID             string
 	ConversationID string
 	Status         string
@@ -31,8 +31,8 @@ type Event struct {
 	Children []Child
 }
 
-// EventUpdate is one step of an event's progress.
-type EventUpdate struct {
+// StatusUpdate is one step of a turn's progress, recorded on its status row.
+type StatusUpdate struct {
 	Status string
 	// Usage is added to the event's totals (a continuation adds its own).
 	Usage model.Usage
@@ -44,7 +44,7 @@ type EventUpdate struct {
 
 // UpdateEvent records an event's progress. While the event is final (completed, failed), a
 // late update is refused with ErrEventFinal, so a stray duplicate never reopens it.
-func (s *Store) UpdateEvent(ctx context.Context, accountID, eventID string, u EventUpdate) error {
+func (s *Store) UpdateEvent(ctx context.Context, accountID, eventID string, u StatusUpdate) error {
 	values := map[string]types.AttributeValue{
 		":i": ddb.N(int64(u.Usage.InputTokens)), ":o": ddb.N(int64(u.Usage.OutputTokens)),
 		":done": ddb.S(EventCompleted), ":failed": ddb.S(EventFailed), ":cancelled": ddb.S(EventCancelled),
@@ -69,7 +69,7 @@ func (s *Store) UpdateEvent(ctx context.Context, accountID, eventID string, u Ev
 
 // set is the SET clause that records u (status, time, the message range, detail), with its
 // values added to values.
-func (u EventUpdate) set(values map[string]types.AttributeValue) string {
+func (u StatusUpdate) set(values map[string]types.AttributeValue) string {
 	values[":s"], values[":at"] = ddb.S(u.Status), ddb.N(u.At.UnixMilli())
 	set := "#s = :s, updatedAt = :at"
 	if u.FromSeq > 0 {
@@ -90,21 +90,21 @@ func (u EventUpdate) set(values map[string]types.AttributeValue) string {
 // ErrEventFinal: the event already completed or failed.
 var ErrEventFinal = errors.New("event already finished")
 
-// Event reads an event row (consistent), or ErrNotFound.
-func (s *Store) Event(ctx context.Context, accountID, eventID string) (Event, error) {
+// Event reads an event's TurnStatus (consistent), or ErrNotFound.
+func (s *Store) Event(ctx context.Context, accountID, eventID string) (TurnStatus, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      &s.tables.Events,
 		Key:            map[string]types.AttributeValue{"eventKey": ddb.S(accountID + "#" + eventID)},
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return Event{}, fmt.Errorf("loading event %s: %w", eventID, err)
+		return TurnStatus{}, fmt.Errorf("loading event %s: %w", eventID, err)
 	}
 	if out.Item == nil {
-		return Event{}, ErrNotFound
+		return TurnStatus{}, ErrNotFound
 	}
 	it := out.Item
-	e := Event{ID: eventID, ConversationID: ddb.String(it, "conversationId"), Status: ddb.String(it, "status")}
+	e := TurnStatus{ID: eventID, ConversationID: ddb.String(it, "conversationId"), Status: ddb.String(it, "status")}
 	if t, err := time.Parse(time.RFC3339, ddb.String(it, "createdAt")); err == nil {
 		e.CreatedAt = t
 	}
@@ -164,7 +164,7 @@ func (s *Store) ReopenEvent(ctx context.Context, accountID, eventID, conversatio
 // stays its own. It changes the event only while it is still waiting for approval in
 // conversationID, so a settled event (or one reopened by its own answer) is never rewritten; it
 // reports whether it changed it.
-func (s *Store) SettleResumedEvent(ctx context.Context, accountID, eventID, conversationID string, u EventUpdate) (bool, error) {
+func (s *Store) SettleResumedEvent(ctx context.Context, accountID, eventID, conversationID string, u StatusUpdate) (bool, error) {
 	values := map[string]types.AttributeValue{":waiting": ddb.S(EventWaiting), ":conv": ddb.S(conversationID)}
 	if len(u.Detail) == 0 {
 		u.Detail = []byte("{}") // the waiting event's detail (its pending approvals) must go
