@@ -106,7 +106,7 @@ func TestAsyncApprovalAnsweredUnderAnotherEvent(t *testing.T) {
 		settled, p1 := e.askApproval(t, `{"agentId":"`+agentID+`","message":"deploy"}`)
 		waiting, p2 := e.askApproval(t, `{"agentId":"`+agentID+`","message":"deploy"}`)
 		detail := json.RawMessage(`{"error":"settled elsewhere"}`)
-		if err := e.store.UpdateEvent(context.Background(), e.accountID, settled.EventID, store.EventUpdate{Status: store.EventFailed, Detail: detail, At: time.Now()}); err != nil {
+		if err := e.store.UpdateEvent(context.Background(), e.accountID, settled.EventID, store.StatusUpdate{Status: store.EventFailed, Detail: detail, At: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
 		y1 := e.async(t, `{"agentId":"`+agentID+`","id":"`+settled.ConversationID+`","approvals":[{"approvalId":"`+p1.ApprovalID+`","approved":true}]}`)

@@ -785,7 +785,7 @@ func (e *Engine) Report(ctx context.Context, accountID, eventID string, o Outcom
 	if err != nil {
 		return err
 	}
-	err = e.opts.Store.UpdateEvent(ctx, accountID, eventID, store.EventUpdate{
+	err = e.opts.Store.UpdateEvent(ctx, accountID, eventID, store.StatusUpdate{
 		Status: o.Status, Usage: o.Usage, FromSeq: from, ToSeq: to, Detail: b, At: e.opts.Now(),
 	})
 	if errors.Is(err, store.ErrEventFinal) {

@@ -104,7 +104,7 @@ func (e *Engine) claim(ctx context.Context, accountID string, req Request, reope
 		switch {
 		case err == nil:
 			return func(ctx context.Context) {
-				logged(ctx, e.opts.Store.UpdateEvent(ctx, accountID, req.EventID, store.EventUpdate{Status: store.EventWaiting, Detail: detail, At: e.opts.Now()}))
+				logged(ctx, e.opts.Store.UpdateEvent(ctx, accountID, req.EventID, store.StatusUpdate{Status: store.EventWaiting, Detail: detail, At: e.opts.Now()}))
 			}, nil
 		case errors.As(err, &dup):
 			return nil, &Refusal{Kind: Conflict, Message: fmt.Sprintf("event %s is %s, not waiting for approval", dup.EventID, dup.Status),

@@ -73,7 +73,7 @@ func (d *invocation) settleResumed(ctx context.Context, plan *turnPlan, res Outc
 	}
 	b, err := json.Marshal(detail)
 	if err == nil {
-		_, err = d.e.opts.Store.SettleResumedEvent(ctx, d.accountID, d.resumes, d.conversationID, store.EventUpdate{
+		_, err = d.e.opts.Store.SettleResumedEvent(ctx, d.accountID, d.resumes, d.conversationID, store.StatusUpdate{
 			Status: res.Status, FromSeq: from, ToSeq: to, Detail: b, At: d.e.opts.Now(),
 		})
 	}

@@ -216,8 +216,8 @@ const maxResumeHops = 8
 // and was answered under a third event, so ev reaches the turn's outcome even when Y finishes
 // later (its async continuation, another answer). Its messages run from ev's first to the end of
 // the event followed.
-func (h *Handler) followResumed(ctx context.Context, accountID string, ev store.Event) (store.Event, string, error) {
-	resumedBy := func(e store.Event) string {
+func (h *Handler) followResumed(ctx context.Context, accountID string, ev store.TurnStatus) (store.TurnStatus, string, error) {
+	resumedBy := func(e store.TurnStatus) string {
 		var d struct {
 			ResumedBy string `json:"resumedBy"`
 		}

@@ -99,7 +99,7 @@ func TestSweeperSettlesACallerWithItsFinishedChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	doneEvent := subagent.EventID(rows["call_done"])
-	if err := st.UpdateEvent(ctx, account, doneEvent, store.EventUpdate{Status: store.EventCompleted, FromSeq: 1, ToSeq: 3, Detail: json.RawMessage(`{}`), At: now}); err != nil {
+	if err := st.UpdateEvent(ctx, account, doneEvent, store.StatusUpdate{Status: store.EventCompleted, FromSeq: 1, ToSeq: 3, Detail: json.RawMessage(`{}`), At: now}); err != nil {
 		t.Fatal(err)
 	}
 

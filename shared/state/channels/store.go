@@ -6,10 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/agentharness/harness/shared/state/agentstore"
+	"github.com/agentharness/harness/shared/state/ddb"
 	"github.com/agentharness/harness/shared/wire/ids"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -48,7 +48,7 @@ func FromEnv(db *dynamodb.Client, sealer agentstore.Sealer, getenv func(string) 
 }
 
 func key(pk, sk string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{"pk": str(pk), "sk": str(sk)}
+	return map[string]types.AttributeValue{"pk": ddb.S(pk), "sk": ddb.S(sk)}
 }
 
 func bindingKey(id string) map[string]types.AttributeValue { return key("binding#"+id, "binding") }
@@ -69,7 +69,7 @@ func (s *Store) Create(ctx context.Context, b Binding, now time.Time) (Binding, 
 		return Binding{}, err
 	}
 	index := indexKey(b.AccountID, b.ID)
-	index["bindingId"] = str(b.ID)
+	index["bindingId"] = ddb.S(b.ID)
 	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
 		{Put: &types.Put{TableName: &s.table, Item: item, ConditionExpression: aws.String("attribute_not_exists(pk)")}},
 		{Put: &types.Put{TableName: &s.table, Item: index}},
@@ -152,7 +152,7 @@ func (s *Store) eachIndexed(ctx context.Context, accountID string, fn func(id st
 	in := &dynamodb.QueryInput{
 		TableName:                 &s.table,
 		KeyConditionExpression:    aws.String("pk = :pk AND begins_with(sk, :binding)"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str("account#" + accountID), ":binding": str("binding#")},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": ddb.S("account#" + accountID), ":binding": ddb.S("binding#")},
 		ConsistentRead:            aws.Bool(true),
 	}
 	for p := dynamodb.NewQueryPaginator(s.db, in); p.HasMorePages(); {
@@ -161,7 +161,7 @@ func (s *Store) eachIndexed(ctx context.Context, accountID string, fn func(id st
 			return fmt.Errorf("listing the channel bindings of account %s: %w", accountID, err)
 		}
 		for _, it := range page.Items {
-			if err := fn(getS(it, "bindingId")); err != nil {
+			if err := fn(ddb.String(it, "bindingId")); err != nil {
 				return err
 			}
 		}
@@ -216,12 +216,12 @@ func (s *Store) Update(ctx context.Context, b Binding, now time.Time) (Binding, 
 		Item:                                item,
 		ConditionExpression:                 aws.String("#version = :v AND accountId = :a AND #type = :t"),
 		ExpressionAttributeNames:            map[string]string{"#version": "version", "#type": "type"},
-		ExpressionAttributeValues:           map[string]types.AttributeValue{":v": num(prev), ":a": str(b.AccountID), ":t": str(b.Type)},
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":v": ddb.N(prev), ":a": ddb.S(b.AccountID), ":t": ddb.S(b.Type)},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	var failed *types.ConditionalCheckFailedException
 	if errors.As(err, &failed) {
-		if failed.Item == nil || getS(failed.Item, "accountId") != b.AccountID || getS(failed.Item, "type") != b.Type {
+		if failed.Item == nil || ddb.String(failed.Item, "accountId") != b.AccountID || ddb.String(failed.Item, "type") != b.Type {
 			return Binding{}, ErrNotFound
 		}
 		return Binding{}, ErrConflict
@@ -240,10 +240,9 @@ func (s *Store) Delete(ctx context.Context, accountID, bindingID string) error {
 	}
 	err := s.delete(ctx, accountID, bindingID, &types.Delete{
 		ConditionExpression:       aws.String("accountId = :a"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":a": str(accountID)},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":a": ddb.S(accountID)},
 	})
-	var canceled *types.TransactionCanceledException
-	if errors.As(err, &canceled) && len(canceled.CancellationReasons) > 0 && aws.ToString(canceled.CancellationReasons[0].Code) == "ConditionalCheckFailed" {
+	if r := ddb.Cancellations(err); len(r) > 0 && ddb.CheckFailed(r[0]) {
 		return ErrNotFound
 	}
 	return err
@@ -290,22 +289,18 @@ func (s *Store) item(ctx context.Context, b Binding) (map[string]types.Attribute
 	if err != nil {
 		return nil, err
 	}
-	approvers := make([]types.AttributeValue, len(b.Approvers))
-	for i, a := range b.Approvers {
-		approvers[i] = str(a)
-	}
 	it := bindingKey(b.ID)
 	for k, v := range map[string]types.AttributeValue{
-		"bindingId": str(b.ID), "accountId": str(b.AccountID), "type": str(b.Type), "agentId": str(b.AgentID),
-		"approvers": &types.AttributeValueMemberL{Value: approvers}, "mentionsOnly": &types.AttributeValueMemberBOOL{Value: b.MentionsOnly},
-		"version": num(b.Version), "createdAt": str(b.CreatedAt.Format(time.RFC3339Nano)), "updatedAt": str(b.UpdatedAt.Format(time.RFC3339Nano)),
+		"bindingId": ddb.S(b.ID), "accountId": ddb.S(b.AccountID), "type": ddb.S(b.Type), "agentId": ddb.S(b.AgentID),
+		"approvers": ddb.L(b.Approvers), "mentionsOnly": &types.AttributeValueMemberBOOL{Value: b.MentionsOnly},
+		"version": ddb.N(b.Version), "createdAt": ddb.S(b.CreatedAt.Format(time.RFC3339Nano)), "updatedAt": ddb.S(b.UpdatedAt.Format(time.RFC3339Nano)),
 		"secrets": &types.AttributeValueMemberB{Value: sealed},
 	} {
 		it[k] = v
 	}
 	for k, v := range map[string]string{"botUserId": b.BotUserID, "botId": b.BotID, "botUsername": b.BotUsername} {
 		if v != "" {
-			it[k] = str(v)
+			it[k] = ddb.S(v)
 		}
 	}
 	return it, nil
@@ -314,27 +309,18 @@ func (s *Store) item(ctx context.Context, b Binding) (map[string]types.Attribute
 // from is the binding an item holds, and its sealed secrets.
 func from(it map[string]types.AttributeValue) (Binding, []byte, error) {
 	b := Binding{
-		ID: getS(it, "bindingId"), AccountID: getS(it, "accountId"), Type: getS(it, "type"), AgentID: getS(it, "agentId"),
-		Approvers: []string{}, BotUserID: getS(it, "botUserId"), BotID: getS(it, "botId"), BotUsername: getS(it, "botUsername"),
-	}
-	if l, ok := it["approvers"].(*types.AttributeValueMemberL); ok {
-		for _, v := range l.Value {
-			if a, ok := v.(*types.AttributeValueMemberS); ok {
-				b.Approvers = append(b.Approvers, a.Value)
-			}
-		}
-	}
-	if v, ok := it["mentionsOnly"].(*types.AttributeValueMemberBOOL); ok {
-		b.MentionsOnly = v.Value
+		ID: ddb.String(it, "bindingId"), AccountID: ddb.String(it, "accountId"), Type: ddb.String(it, "type"), AgentID: ddb.String(it, "agentId"),
+		Approvers: append([]string{}, ddb.Strings(it, "approvers")...), MentionsOnly: ddb.Bool(it, "mentionsOnly"),
+		BotUserID: ddb.String(it, "botUserId"), BotID: ddb.String(it, "botId"), BotUsername: ddb.String(it, "botUsername"),
 	}
 	var sealed []byte
 	if v, ok := it["secrets"].(*types.AttributeValueMemberB); ok {
 		sealed = v.Value
 	}
 	var err error
-	if b.Version, err = strconv.ParseInt(getN(it, "version"), 10, 64); err == nil {
-		if b.CreatedAt, err = time.Parse(time.RFC3339Nano, getS(it, "createdAt")); err == nil {
-			b.UpdatedAt, err = time.Parse(time.RFC3339Nano, getS(it, "updatedAt"))
+	if b.Version, err = ddb.Int(it, "version"); err == nil {
+		if b.CreatedAt, err = time.Parse(time.RFC3339Nano, ddb.String(it, "createdAt")); err == nil {
+			b.UpdatedAt, err = time.Parse(time.RFC3339Nano, ddb.String(it, "updatedAt"))
 		}
 	}
 	if err != nil {
@@ -360,24 +346,4 @@ func (s *Store) open(ctx context.Context, b Binding, sealed []byte) (Binding, er
 		return Binding{}, fmt.Errorf("opening the secrets of channel binding %s: %w", b.ID, err)
 	}
 	return b, nil
-}
-
-func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
-
-func num(n int64) types.AttributeValue {
-	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
-}
-
-func getS(it map[string]types.AttributeValue, k string) string {
-	if v, ok := it[k].(*types.AttributeValueMemberS); ok {
-		return v.Value
-	}
-	return ""
-}
-
-func getN(it map[string]types.AttributeValue, k string) string {
-	if v, ok := it[k].(*types.AttributeValueMemberN); ok {
-		return v.Value
-	}
-	return ""
 }

@@ -28,10 +28,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/agentharness/harness/shared/state/ddb"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -122,43 +122,24 @@ func runtimeKey(accountID, conversationID string) string {
 }
 func accountKey(accountID string) string { return "acct#" + accountID }
 
-func s(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
-func n(v int64) types.AttributeValue {
-	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
-}
-
 func key(pk, sk string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{"pk": s(pk), "sk": s(sk)}
+	return map[string]types.AttributeValue{"pk": ddb.S(pk), "sk": ddb.S(sk)}
 }
 
-func getS(item map[string]types.AttributeValue, k string) string {
-	if v, ok := item[k].(*types.AttributeValueMemberS); ok {
-		return v.Value
-	}
-	return ""
-}
-
-func getN(item map[string]types.AttributeValue, k string) string {
-	if v, ok := item[k].(*types.AttributeValueMemberN); ok {
-		return v.Value
-	}
-	return ""
-}
-
-func expiry(now time.Time) types.AttributeValue { return n(now.Add(Lifetime).Unix()) }
+func expiry(now time.Time) types.AttributeValue { return ddb.N(now.Add(Lifetime).Unix()) }
 
 // Connect records a new connection, and lists it under its account, where RevokeAccount finds it
 // (and, on the stream channel, the account's events).
 func (r *Registry) Connect(ctx context.Context, c Connection, now time.Time) error {
 	item := key(connKey(c.ID), "#")
-	item["accountId"], item["channel"], item["expiresAt"] = s(c.AccountID), s(c.Channel), expiry(now)
-	item["secretHash"] = s(c.SecretHash)
-	item["connectedAt"] = s(now.UTC().Format(time.RFC3339Nano))
+	item["accountId"], item["channel"], item["expiresAt"] = ddb.S(c.AccountID), ddb.S(c.Channel), expiry(now)
+	item["secretHash"] = ddb.S(c.SecretHash)
+	item["connectedAt"] = ddb.S(now.UTC().Format(time.RFC3339Nano))
 	if _, err := r.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &r.table, Item: item}); err != nil {
 		return fmt.Errorf("recording connection %s: %w", c.ID, err)
 	}
 	sub := key(accountKey(c.AccountID), connKey(c.ID))
-	sub["channel"], sub["expiresAt"] = s(c.Channel), expiry(now)
+	sub["channel"], sub["expiresAt"] = ddb.S(c.Channel), expiry(now)
 	if _, err := r.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &r.table, Item: sub}); err != nil {
 		return fmt.Errorf("listing connection %s under its account: %w", c.ID, err)
 	}
@@ -174,7 +155,7 @@ func (r *Registry) Connection(ctx context.Context, id string) (Connection, error
 	if out.Item == nil {
 		return Connection{}, ErrNotFound
 	}
-	return Connection{ID: id, AccountID: getS(out.Item, "accountId"), Channel: getS(out.Item, "channel"), SecretHash: getS(out.Item, "secretHash")}, nil
+	return Connection{ID: id, AccountID: ddb.String(out.Item, "accountId"), Channel: ddb.String(out.Item, "channel"), SecretHash: ddb.String(out.Item, "secretHash")}, nil
 }
 
 // Disconnect forgets a connection with its subscriptions and the tools it registered. Calls
@@ -182,17 +163,17 @@ func (r *Registry) Connection(ctx context.Context, id string) (Connection, error
 func (r *Registry) Disconnect(ctx context.Context, id string) error {
 	out, err := r.db.Query(ctx, &dynamodb.QueryInput{
 		TableName: &r.table, KeyConditionExpression: aws.String("pk = :pk"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(connKey(id))}, ConsistentRead: aws.Bool(true),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": ddb.S(connKey(id))}, ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
 		return fmt.Errorf("loading connection %s: %w", id, err)
 	}
 	var keys []map[string]types.AttributeValue
 	for _, it := range out.Items {
-		sk := getS(it, "sk")
+		sk := ddb.String(it, "sk")
 		keys = append(keys, key(connKey(id), sk))
 		if sk == "#" {
-			if acc := getS(it, "accountId"); acc != "" {
+			if acc := ddb.String(it, "accountId"); acc != "" {
 				keys = append(keys, key(accountKey(acc), connKey(id)))
 			}
 		} else if rt, ok := strings.CutPrefix(sk, "rt#"); ok {
@@ -223,14 +204,14 @@ func (r *Registry) SubscribeForReplay(ctx context.Context, c Connection, agentID
 func (r *Registry) subscribe(ctx context.Context, c Connection, agentID, conversationID string, tools []ToolGroup, replay bool, now time.Time) error {
 	rk := runtimeKey(c.AccountID, conversationID)
 	update := "SET agentId = :agent, channel = :channel, expiresAt = :exp"
-	values := map[string]types.AttributeValue{":agent": s(agentID), ":channel": s(c.Channel), ":exp": expiry(now)}
+	values := map[string]types.AttributeValue{":agent": ddb.S(agentID), ":channel": ddb.S(c.Channel), ":exp": expiry(now)}
 	if tools != nil {
 		b, err := json.Marshal(tools)
 		if err != nil {
 			return err
 		}
 		update += ", tools = :tools"
-		values[":tools"] = s(string(b))
+		values[":tools"] = ddb.S(string(b))
 	}
 	if replay {
 		update += ", replay = :replay"
@@ -253,10 +234,9 @@ func (r *Registry) subscribe(ctx context.Context, c Connection, agentID, convers
 			TableName: &r.table, Key: key(rk, "#run"),
 			UpdateExpression:          aws.String("SET replayAsked = :t"),
 			ConditionExpression:       aws.String("attribute_exists(pk)"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":t": n(now.UnixNano())},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":t": ddb.N(now.UnixNano())},
 		})
-		var failed *types.ConditionalCheckFailedException
-		if err != nil && !errors.As(err, &failed) {
+		if err != nil && !ddb.ConditionFailed(err) {
 			return fmt.Errorf("asking the run of %s for a replay: %w", conversationID, err)
 		}
 	}
@@ -270,8 +250,7 @@ func (r *Registry) ClaimReplay(ctx context.Context, accountID, conversationID, c
 		TableName: &r.table, Key: key(runtimeKey(accountID, conversationID), connKey(connID)),
 		UpdateExpression: aws.String("REMOVE replay"), ConditionExpression: aws.String("attribute_exists(replay)"),
 	})
-	var failed *types.ConditionalCheckFailedException
-	if errors.As(err, &failed) {
+	if ddb.ConditionFailed(err) {
 		return false, nil
 	}
 	if err != nil {
@@ -303,22 +282,22 @@ func (r *Registry) Subscribers(ctx context.Context, accountID, conversationID st
 		for {
 			out, err := r.db.Query(ctx, &dynamodb.QueryInput{
 				TableName: &r.table, KeyConditionExpression: aws.String("pk = :pk AND begins_with(sk, :conn)"),
-				ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(pk), ":conn": s("conn#")},
+				ExpressionAttributeValues: map[string]types.AttributeValue{":pk": ddb.S(pk), ":conn": ddb.S("conn#")},
 				ConsistentRead:            aws.Bool(true), ExclusiveStartKey: start,
 			})
 			if err != nil {
 				return nil, fmt.Errorf("listing the subscribers of %s: %w", conversationID, err)
 			}
 			for _, it := range out.Items {
-				id := strings.TrimPrefix(getS(it, "sk"), "conn#")
+				id := strings.TrimPrefix(ddb.String(it, "sk"), "conn#")
 				observer := i == 1
-				if seen[id] || (observer && getS(it, "channel") != Stream) {
+				if seen[id] || (observer && ddb.String(it, "channel") != Stream) {
 					continue
 				}
 				seen[id] = true
 				_, replay := it["replay"]
-				sub := Subscriber{ConnectionID: id, Channel: getS(it, "channel"), AgentID: getS(it, "agentId"), Replay: replay, Observer: observer}
-				if raw := getS(it, "tools"); raw != "" {
+				sub := Subscriber{ConnectionID: id, Channel: ddb.String(it, "channel"), AgentID: ddb.String(it, "agentId"), Replay: replay, Observer: observer}
+				if raw := ddb.String(it, "tools"); raw != "" {
 					if err := json.Unmarshal([]byte(raw), &sub.Tools); err != nil {
 						return nil, fmt.Errorf("tools of connection %s: %w", id, err)
 					}
@@ -344,7 +323,7 @@ func (r *Registry) SetRun(ctx context.Context, accountID, conversationID string,
 		TableName: &r.table, Key: key(runtimeKey(accountID, conversationID), "#run"),
 		UpdateExpression:          aws.String("SET #run = :r, expiresAt = :x"),
 		ExpressionAttributeNames:  map[string]string{"#run": "run"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":r": s(string(b)), ":x": expiry(run.UpdatedAt)},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":r": ddb.S(string(b)), ":x": expiry(run.UpdatedAt)},
 	})
 	if err != nil {
 		return fmt.Errorf("recording the run of %s: %w", conversationID, err)
@@ -358,14 +337,14 @@ func (r *Registry) Run(ctx context.Context, accountID, conversationID string) (r
 	if err != nil {
 		return Run{}, false, fmt.Errorf("loading the run of %s: %w", conversationID, err)
 	}
-	raw := getS(out.Item, "run")
+	raw := ddb.String(out.Item, "run")
 	if raw == "" {
 		return Run{}, false, nil
 	}
 	if err := json.Unmarshal([]byte(raw), &run); err != nil {
 		return Run{}, false, fmt.Errorf("the run of %s: %w", conversationID, err)
 	}
-	run.Unseen = getS(out.Item, "unseen") == run.EventID
+	run.Unseen = ddb.String(out.Item, "unseen") == run.EventID
 	return run, true, nil
 }
 
@@ -375,10 +354,9 @@ func (r *Registry) Unseen(ctx context.Context, accountID, conversationID, eventI
 		TableName: &r.table, Key: key(runtimeKey(accountID, conversationID), "#run"),
 		UpdateExpression:          aws.String("SET unseen = :e"),
 		ConditionExpression:       aws.String("attribute_not_exists(seen) OR seen <> :e"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":e": s(eventID)},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":e": ddb.S(eventID)},
 	})
-	var failed *types.ConditionalCheckFailedException
-	if errors.As(err, &failed) {
+	if ddb.ConditionFailed(err) {
 		return nil // a sync replayed it already
 	}
 	if err != nil {
@@ -392,7 +370,7 @@ func (r *Registry) Seen(ctx context.Context, accountID, conversationID, eventID 
 	_, err := r.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &r.table, Key: key(runtimeKey(accountID, conversationID), "#run"),
 		UpdateExpression:          aws.String("SET seen = :e REMOVE unseen"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":e": s(eventID)},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":e": ddb.S(eventID)},
 	})
 	if err != nil {
 		return fmt.Errorf("recording the run of %s as seen: %w", conversationID, err)
@@ -406,10 +384,9 @@ func (r *Registry) Abort(ctx context.Context, accountID, conversationID, eventID
 		TableName: &r.table, Key: key(runtimeKey(accountID, conversationID), "#run"),
 		UpdateExpression:          aws.String("SET abortEvent = :e"),
 		ConditionExpression:       aws.String("attribute_exists(pk)"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":e": s(eventID)},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":e": ddb.S(eventID)},
 	})
-	var failed *types.ConditionalCheckFailedException
-	if errors.As(err, &failed) {
+	if ddb.ConditionFailed(err) {
 		return nil // no run to stop
 	}
 	if err != nil {
@@ -435,8 +412,8 @@ func (r *Registry) Signals(ctx context.Context, accountID, conversationID, event
 	if err != nil {
 		return Signals{}, fmt.Errorf("reading the run of %s: %w", conversationID, err)
 	}
-	asked, _ := strconv.ParseInt(getN(out.Item, "replayAsked"), 10, 64)
-	return Signals{Aborted: getS(out.Item, "abortEvent") == eventID, ReplayAsked: asked}, nil
+	asked, _ := ddb.Int(out.Item, "replayAsked")
+	return Signals{Aborted: ddb.String(out.Item, "abortEvent") == eventID, ReplayAsked: asked}, nil
 }
 
 // Queued is an input accepted while the runtime was busy with another run, waiting for a
@@ -461,7 +438,7 @@ func (r *Registry) Enqueue(ctx context.Context, accountID, conversationID string
 		return err
 	}
 	item := key(runtimeKey(accountID, conversationID), queueKey(q.ID))
-	item["queued"], item["expiresAt"] = s(string(b)), expiry(q.EnqueuedAt)
+	item["queued"], item["expiresAt"] = ddb.S(string(b)), expiry(q.EnqueuedAt)
 	if _, err := r.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &r.table, Item: item}); err != nil {
 		return fmt.Errorf("queueing input %s of %s: %w", q.ID, conversationID, err)
 	}
@@ -478,7 +455,7 @@ func (r *Registry) Dequeue(ctx context.Context, accountID, conversationID, event
 	if err != nil {
 		return nil, fmt.Errorf("dequeueing input %s of %s: %w", eventID, conversationID, err)
 	}
-	raw := getS(out.Attributes, "queued")
+	raw := ddb.String(out.Attributes, "queued")
 	if raw == "" {
 		return nil, nil
 	}
@@ -496,7 +473,7 @@ func (r *Registry) Queue(ctx context.Context, accountID, conversationID string) 
 	for {
 		out, err := r.db.Query(ctx, &dynamodb.QueryInput{
 			TableName: &r.table, KeyConditionExpression: aws.String("pk = :pk AND begins_with(sk, :q)"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(runtimeKey(accountID, conversationID)), ":q": s("q#")},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": ddb.S(runtimeKey(accountID, conversationID)), ":q": ddb.S("q#")},
 			ConsistentRead:            aws.Bool(true), ExclusiveStartKey: start,
 		})
 		if err != nil {
@@ -504,7 +481,7 @@ func (r *Registry) Queue(ctx context.Context, accountID, conversationID string) 
 		}
 		for _, it := range out.Items {
 			var q Queued
-			if err := json.Unmarshal([]byte(getS(it, "queued")), &q); err != nil {
+			if err := json.Unmarshal([]byte(ddb.String(it, "queued")), &q); err != nil {
 				return nil, fmt.Errorf("queued input of %s: %w", conversationID, err)
 			}
 			qs = append(qs, q)
@@ -555,7 +532,7 @@ func (r *Registry) RevokeAccount(ctx context.Context, p Poster, accountID, curre
 	var errs []error
 	pages := dynamodb.NewQueryPaginator(r.db, &dynamodb.QueryInput{
 		TableName: &r.table, KeyConditionExpression: aws.String("pk = :pk AND begins_with(sk, :conn)"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": s(accountKey(accountID)), ":conn": s("conn#")},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": ddb.S(accountKey(accountID)), ":conn": ddb.S("conn#")},
 		ConsistentRead:            aws.Bool(true),
 	})
 	for pages.HasMorePages() {
@@ -564,7 +541,7 @@ func (r *Registry) RevokeAccount(ctx context.Context, p Poster, accountID, curre
 			return errors.Join(append(errs, fmt.Errorf("listing the connections of account %s: %w", accountID, err))...)
 		}
 		for _, it := range out.Items {
-			id := strings.TrimPrefix(getS(it, "sk"), "conn#")
+			id := strings.TrimPrefix(ddb.String(it, "sk"), "conn#")
 			if current != "" {
 				c, err := r.Connection(ctx, id)
 				if errors.Is(err, ErrNotFound) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/state/blobstore"
+	"github.com/agentharness/harness/shared/state/ddb"
 	"github.com/agentharness/harness/shared/wire/ids"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -92,7 +93,7 @@ func check(accountID, name string) error {
 }
 
 func rowKey(accountID, name string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{"accountId": str(accountID), "name": str(name)}
+	return map[string]types.AttributeValue{"accountId": ddb.S(accountID), "name": ddb.S(name)}
 }
 
 // object is one version's content as stored: files base64-encoded, SKILL.md among them.
@@ -136,16 +137,17 @@ func (s *Store) save(ctx context.Context, accountID string, b *Bundle, now time.
 		TableName:                 &s.table,
 		Key:                       rowKey(accountID, b.Name),
 		UpdateExpression:          aws.String("SET allocated = if_not_exists(allocated, :zero) + :one"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":zero": num(0), ":one": num(1)},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":zero": ddb.N(0), ":one": ddb.N(1)},
 		ReturnValues:              types.ReturnValueAllNew,
 	})
 	if err != nil {
 		return Skill{}, false, fmt.Errorf("numbering a version of skill %s: %w", b.Name, err)
 	}
 	sk := b.Skill
-	sk.Version, _ = number(out.Attributes, "allocated")
+	sk.Version, _ = ddb.Int(out.Attributes, "allocated")
 	sk.CreatedAt, sk.UpdatedAt = now, now
-	read, published := number(out.Attributes, "version")
+	read, err := ddb.Int(out.Attributes, "version")
+	published := err == nil
 	if published {
 		if sk.CreatedAt, err = getTime(out.Attributes, "createdAt"); err != nil {
 			return Skill{}, false, err
@@ -172,15 +174,15 @@ func (s *Store) save(ctx context.Context, accountID string, b *Bundle, now time.
 func (s *Store) publish(ctx context.Context, accountID string, sk Skill, key string, read int64) error {
 	files := make([]types.AttributeValue, len(sk.Files))
 	for i, f := range sk.Files {
-		files[i] = &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"path": str(f.Path), "bytes": num(f.Bytes)}}
+		files[i] = &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"path": ddb.S(f.Path), "bytes": ddb.N(f.Bytes)}}
 	}
 	vals := map[string]types.AttributeValue{
-		":version": num(sk.Version), ":description": str(sk.Description), ":files": &types.AttributeValueMemberL{Value: files}, ":bytes": num(sk.Bytes),
-		":created": str(sk.CreatedAt.Format(time.RFC3339Nano)), ":updated": str(sk.UpdatedAt.Format(time.RFC3339Nano)), ":object": str(key),
+		":version": ddb.N(sk.Version), ":description": ddb.S(sk.Description), ":files": &types.AttributeValueMemberL{Value: files}, ":bytes": ddb.N(sk.Bytes),
+		":created": ddb.S(sk.CreatedAt.Format(time.RFC3339Nano)), ":updated": ddb.S(sk.UpdatedAt.Format(time.RFC3339Nano)), ":object": ddb.S(key),
 	}
 	cond := "attribute_exists(allocated) AND attribute_not_exists(#version)"
 	if read > 0 {
-		cond, vals[":read"] = "#version = :read", num(read)
+		cond, vals[":read"] = "#version = :read", ddb.N(read)
 	}
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 &s.table,
@@ -190,8 +192,7 @@ func (s *Store) publish(ctx context.Context, accountID string, sk Skill, key str
 		ExpressionAttributeNames:  map[string]string{"#version": "version", "#description": "description", "#files": "files", "#bytes": "bytes"},
 		ExpressionAttributeValues: vals,
 	})
-	var failed *types.ConditionalCheckFailedException
-	if errors.As(err, &failed) {
+	if ddb.ConditionFailed(err) {
 		return fmt.Errorf("skill %s: %w", sk.Name, ErrConflict)
 	}
 	if err != nil {
@@ -241,7 +242,7 @@ func (s *Store) eachRow(ctx context.Context, accountID string, fn func(map[strin
 	in := &dynamodb.QueryInput{
 		TableName:                 &s.table,
 		KeyConditionExpression:    aws.String("accountId = :a"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":a": str(accountID)},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":a": ddb.S(accountID)},
 		ConsistentRead:            aws.Bool(true),
 	}
 	for p := dynamodb.NewQueryPaginator(s.db, in); p.HasMorePages(); {
@@ -337,15 +338,14 @@ func (s *Store) Delete(ctx context.Context, accountID, name string) error {
 		ExpressionAttributeNames: map[string]string{"#version": "version", "#description": "description", "#files": "files", "#bytes": "bytes"},
 		ReturnValues:             types.ReturnValueAllOld,
 	})
-	var failed *types.ConditionalCheckFailedException
-	if errors.As(err, &failed) {
+	if ddb.ConditionFailed(err) {
 		return fmt.Errorf("skill %s: %w", name, ErrNotFound)
 	}
 	if err != nil {
 		return fmt.Errorf("deleting skill %s: %w", name, err)
 	}
 	// An upload that numbered its version after this deletion keeps its object.
-	allocated, _ := number(out.Attributes, "allocated")
+	allocated, _ := ddb.Int(out.Attributes, "allocated")
 	s.prune(ctx, accountID, name, func(v int64) bool { return v <= allocated })
 	return nil
 }
@@ -357,7 +357,7 @@ func (s *Store) DeleteAll(ctx context.Context, accountID string) error {
 		return fmt.Errorf("account id %s", p)
 	}
 	err := s.eachRow(ctx, accountID, func(it map[string]types.AttributeValue) error {
-		name := attr(it, "name")
+		name := ddb.String(it, "name")
 		if _, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &s.table, Key: rowKey(accountID, name)}); err != nil {
 			return fmt.Errorf("deleting skill %s of account %s: %w", name, accountID, err)
 		}
@@ -375,54 +375,30 @@ func (s *Store) DeleteAll(ctx context.Context, accountID string) error {
 
 // skillFrom is the skill a row describes; false for a row with no published version.
 func skillFrom(it map[string]types.AttributeValue) (Skill, bool, error) {
-	version, published := number(it, "version")
-	if !published {
+	version, err := ddb.Int(it, "version")
+	if err != nil {
 		return Skill{}, false, nil
 	}
-	sk := Skill{Name: attr(it, "name"), Description: attr(it, "description"), Version: version, Files: []File{}}
-	sk.Bytes, _ = number(it, "bytes")
+	sk := Skill{Name: ddb.String(it, "name"), Description: ddb.String(it, "description"), Version: version, Files: []File{}}
+	sk.Bytes, _ = ddb.Int(it, "bytes")
 	if files, ok := it["files"].(*types.AttributeValueMemberL); ok {
 		for _, v := range files.Value {
 			if m, ok := v.(*types.AttributeValueMemberM); ok {
-				n, _ := number(m.Value, "bytes")
-				sk.Files = append(sk.Files, File{Path: attr(m.Value, "path"), Bytes: n})
+				n, _ := ddb.Int(m.Value, "bytes")
+				sk.Files = append(sk.Files, File{Path: ddb.String(m.Value, "path"), Bytes: n})
 			}
 		}
 	}
-	var err error
 	if sk.CreatedAt, err = getTime(it, "createdAt"); err == nil {
 		sk.UpdatedAt, err = getTime(it, "updatedAt")
 	}
 	return sk, err == nil, err
 }
 
-func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
-
-func num(n int64) types.AttributeValue {
-	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
-}
-
-// attr is the text of a row's string or number attribute k; "" when it has none.
-func attr(it map[string]types.AttributeValue, k string) string {
-	switch v := it[k].(type) {
-	case *types.AttributeValueMemberS:
-		return v.Value
-	case *types.AttributeValueMemberN:
-		return v.Value
-	}
-	return ""
-}
-
-// number is a row's number attribute k; false when it has none.
-func number(it map[string]types.AttributeValue, k string) (int64, bool) {
-	n, err := strconv.ParseInt(attr(it, k), 10, 64)
-	return n, err == nil
-}
-
 func getTime(it map[string]types.AttributeValue, k string) (time.Time, error) {
-	t, err := time.Parse(time.RFC3339Nano, attr(it, k))
+	t, err := time.Parse(time.RFC3339Nano, ddb.String(it, k))
 	if err != nil {
-		return time.Time{}, fmt.Errorf("skill %s: %s: %w", attr(it, "name"), k, err)
+		return time.Time{}, fmt.Errorf("skill %s: %s: %w", ddb.String(it, "name"), k, err)
 	}
 	return t, nil
 }

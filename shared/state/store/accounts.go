@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentharness/harness/shared/state/ddb"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -23,7 +24,7 @@ type Account struct {
 }
 
 func accountFrom(it map[string]types.AttributeValue) Account {
-	return Account{ID: getS(it, "accountId"), Username: getS(it, "username"), CreatedAt: getS(it, "createdAt"), UpdatedAt: getS(it, "updatedAt")}
+	return Account{ID: ddb.String(it, "accountId"), Username: ddb.String(it, "username"), CreatedAt: ddb.String(it, "createdAt"), UpdatedAt: ddb.String(it, "updatedAt")}
 }
 
 // newSecret makes an account's secret: "hsk_<accountId>.<32 random bytes>". The account id
@@ -56,11 +57,11 @@ func (s *Store) CreateAccount(ctx context.Context, username string, now time.Tim
 	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: &s.tables.Accounts,
 		Item: map[string]types.AttributeValue{
-			"accountId":  str(acc.ID),
-			"username":   str(acc.Username),
-			"createdAt":  str(acc.CreatedAt),
-			"updatedAt":  str(acc.UpdatedAt),
-			"secretHash": str(HashSecret(secret)),
+			"accountId":  ddb.S(acc.ID),
+			"username":   ddb.S(acc.Username),
+			"createdAt":  ddb.S(acc.CreatedAt),
+			"updatedAt":  ddb.S(acc.UpdatedAt),
+			"secretHash": ddb.S(HashSecret(secret)),
 		},
 		ConditionExpression: aws.String("attribute_not_exists(accountId)"),
 	})
@@ -90,7 +91,7 @@ func (s *Store) AccountBySecret(ctx context.Context, secret string) (Account, er
 // confirmSecret returns the account of a live account item whose secret hashes to hash, and
 // remembers the hash's account; or ErrNotFound, and forgets it.
 func (s *Store) confirmSecret(item map[string]types.AttributeValue, hash string) (Account, error) {
-	if item == nil || tombstone(item) || subtle.ConstantTimeCompare([]byte(getS(item, "secretHash")), []byte(hash)) != 1 {
+	if item == nil || tombstone(item) || subtle.ConstantTimeCompare([]byte(ddb.String(item, "secretHash")), []byte(hash)) != 1 {
 		s.secretAccounts.forget(hash)
 		return Account{}, ErrNotFound
 	}
@@ -114,7 +115,7 @@ func (s *Store) accountOf(ctx context.Context, secret, hash string) (id string, 
 		TableName:                 &s.tables.Accounts,
 		IndexName:                 aws.String("BySecretHash"),
 		KeyConditionExpression:    aws.String("secretHash = :h"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":h": str(hash)},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":h": ddb.S(hash)},
 		Limit:                     aws.Int32(1),
 	})
 	if err != nil {
@@ -123,7 +124,7 @@ func (s *Store) accountOf(ctx context.Context, secret, hash string) (id string, 
 	if len(out.Items) == 0 {
 		return "", false, ErrNotFound
 	}
-	return getS(out.Items[0], "accountId"), false, nil
+	return ddb.String(out.Items[0], "accountId"), false, nil
 }
 
 // secretAccounts remembers the account of each secret hash confirmed lately, so a warm function
@@ -175,7 +176,7 @@ func (s *Store) CheckSecretHash(ctx context.Context, accountID, hash string) err
 	if err != nil {
 		return err
 	}
-	if hash == "" || subtle.ConstantTimeCompare([]byte(getS(item, "secretHash")), []byte(hash)) != 1 {
+	if hash == "" || subtle.ConstantTimeCompare([]byte(ddb.String(item, "secretHash")), []byte(hash)) != 1 {
 		return ErrNotFound
 	}
 	return nil
@@ -197,7 +198,7 @@ func (s *Store) accountItem(ctx context.Context, id string) (map[string]types.At
 func (s *Store) rawAccountItem(ctx context.Context, id string) (map[string]types.AttributeValue, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      &s.tables.Accounts,
-		Key:            map[string]types.AttributeValue{"accountId": str(id)},
+		Key:            map[string]types.AttributeValue{"accountId": ddb.S(id)},
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
@@ -235,7 +236,7 @@ func (s *Store) ListAccounts(ctx context.Context, limit int32, cursor string) ([
 		FilterExpression:     aws.String("attribute_not_exists(deletedAt)"),
 	}
 	if cursor != "" {
-		in.ExclusiveStartKey = map[string]types.AttributeValue{"accountId": str(cursor)}
+		in.ExclusiveStartKey = map[string]types.AttributeValue{"accountId": ddb.S(cursor)}
 	}
 	out, err := s.db.Scan(ctx, in)
 	if err != nil {
@@ -245,20 +246,20 @@ func (s *Store) ListAccounts(ctx context.Context, limit int32, cursor string) ([
 	for _, it := range out.Items {
 		accs = append(accs, accountFrom(it))
 	}
-	return accs, getS(out.LastEvaluatedKey, "accountId"), nil
+	return accs, ddb.String(out.LastEvaluatedKey, "accountId"), nil
 }
 
 // RenameAccount changes an account's username.
 func (s *Store) RenameAccount(ctx context.Context, id, username string, now time.Time) (Account, error) {
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 &s.tables.Accounts,
-		Key:                       map[string]types.AttributeValue{"accountId": str(id)},
+		Key:                       map[string]types.AttributeValue{"accountId": ddb.S(id)},
 		UpdateExpression:          aws.String("SET username = :u, updatedAt = :t"),
 		ConditionExpression:       aws.String(liveAccount),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":u": str(username), ":t": str(now.UTC().Format(time.RFC3339))},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":u": ddb.S(username), ":t": ddb.S(now.UTC().Format(time.RFC3339))},
 		ReturnValues:              types.ReturnValueAllNew,
 	})
-	if isConditionFailed(err) {
+	if ddb.ConditionFailed(err) {
 		return Account{}, ErrNotFound
 	}
 	if err != nil {
@@ -272,12 +273,12 @@ func (s *Store) RotateSecret(ctx context.Context, id string, now time.Time) (str
 	secret := newSecret(id)
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 &s.tables.Accounts,
-		Key:                       map[string]types.AttributeValue{"accountId": str(id)},
+		Key:                       map[string]types.AttributeValue{"accountId": ddb.S(id)},
 		UpdateExpression:          aws.String("SET secretHash = :h, updatedAt = :t"),
 		ConditionExpression:       aws.String(liveAccount),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":h": str(HashSecret(secret)), ":t": str(now.UTC().Format(time.RFC3339))},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":h": ddb.S(HashSecret(secret)), ":t": ddb.S(now.UTC().Format(time.RFC3339))},
 	})
-	if isConditionFailed(err) {
+	if ddb.ConditionFailed(err) {
 		return "", ErrNotFound
 	}
 	if err != nil {
@@ -304,14 +305,14 @@ const (
 func (s *Store) DeleteAccount(ctx context.Context, id string, now time.Time) error {
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:           &s.tables.Accounts,
-		Key:                 map[string]types.AttributeValue{"accountId": str(id)},
+		Key:                 map[string]types.AttributeValue{"accountId": ddb.S(id)},
 		UpdateExpression:    aws.String("SET deletedAt = :now, purgeShard = :shard, purgeDue = :due REMOVE secretHash, username, createdAt, updatedAt"),
 		ConditionExpression: aws.String(liveAccount),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":now": num(now.UnixMilli()), ":shard": str(purgeShard), ":due": num(now.Add(purgeRetry).UnixMilli()),
+			":now": ddb.N(now.UnixMilli()), ":shard": ddb.S(purgeShard), ":due": ddb.N(now.Add(purgeRetry).UnixMilli()),
 		},
 	})
-	if isConditionFailed(err) {
+	if ddb.ConditionFailed(err) {
 		return ErrNotFound
 	}
 	if err != nil {
@@ -332,9 +333,4 @@ func (s *Store) DeleteAgents(ctx context.Context, accountID string) error {
 		}
 	}
 	return nil
-}
-
-func isConditionFailed(err error) bool {
-	var failed *types.ConditionalCheckFailedException
-	return errors.As(err, &failed)
 }

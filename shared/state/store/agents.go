@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agentharness/harness/shared/state/ddb"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -32,17 +33,17 @@ type Agent struct {
 
 func agentFrom(it map[string]types.AttributeValue) (Agent, error) {
 	a := Agent{
-		AccountID: getS(it, "accountId"),
-		ID:        getS(it, "agentId"),
-		Config:    json.RawMessage(getS(it, "config")),
-		CreatedAt: getS(it, "createdAt"),
-		UpdatedAt: getS(it, "updatedAt"),
+		AccountID: ddb.String(it, "accountId"),
+		ID:        ddb.String(it, "agentId"),
+		Config:    json.RawMessage(ddb.String(it, "config")),
+		CreatedAt: ddb.String(it, "createdAt"),
+		UpdatedAt: ddb.String(it, "updatedAt"),
 	}
 	if v, ok := it["secrets"].(*types.AttributeValueMemberB); ok {
 		a.Secrets = v.Value
 	}
 	var err error
-	if a.Version, err = getN(it, "version"); err != nil {
+	if a.Version, err = ddb.Int(it, "version"); err != nil {
 		return Agent{}, fmt.Errorf("agent %s: %w", a.ID, err)
 	}
 	return a, nil
@@ -50,12 +51,12 @@ func agentFrom(it map[string]types.AttributeValue) (Agent, error) {
 
 func agentItem(a Agent) map[string]types.AttributeValue {
 	item := map[string]types.AttributeValue{
-		"accountId": str(a.AccountID),
-		"agentId":   str(a.ID),
-		"config":    str(string(a.Config)),
-		"version":   num(a.Version),
-		"createdAt": str(a.CreatedAt),
-		"updatedAt": str(a.UpdatedAt),
+		"accountId": ddb.S(a.AccountID),
+		"agentId":   ddb.S(a.ID),
+		"config":    ddb.S(string(a.Config)),
+		"version":   ddb.N(a.Version),
+		"createdAt": ddb.S(a.CreatedAt),
+		"updatedAt": ddb.S(a.UpdatedAt),
 	}
 	if len(a.Secrets) > 0 {
 		item["secrets"] = &types.AttributeValueMemberB{Value: a.Secrets}
@@ -81,16 +82,15 @@ func (s *Store) CreateAgent(ctx context.Context, a Agent, now time.Time) (Agent,
 		}},
 		{ConditionCheck: &types.ConditionCheck{
 			TableName:           &s.tables.Accounts,
-			Key:                 map[string]types.AttributeValue{"accountId": str(a.AccountID)},
+			Key:                 map[string]types.AttributeValue{"accountId": ddb.S(a.AccountID)},
 			ConditionExpression: aws.String(liveAccount),
 		}},
 	}})
-	var canceled *types.TransactionCanceledException
-	if errors.As(err, &canceled) && len(canceled.CancellationReasons) == 2 {
+	if r := ddb.Cancellations(err); len(r) == 2 {
 		switch {
-		case aws.ToString(canceled.CancellationReasons[0].Code) == "ConditionalCheckFailed":
+		case ddb.CheckFailed(r[0]):
 			return Agent{}, ErrExists
-		case aws.ToString(canceled.CancellationReasons[1].Code) == "ConditionalCheckFailed":
+		case ddb.CheckFailed(r[1]):
 			return Agent{}, fmt.Errorf("account %s: %w", a.AccountID, ErrAccountGone)
 		}
 	}
@@ -113,7 +113,7 @@ func (s *Store) UpdateAgent(ctx context.Context, a Agent, now time.Time) (Agent,
 		TableName:                           &s.tables.Agents,
 		Item:                                agentItem(a),
 		ConditionExpression:                 aws.String("version = :v"),
-		ExpressionAttributeValues:           map[string]types.AttributeValue{":v": num(prev)},
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":v": ddb.N(prev)},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	var failed *types.ConditionalCheckFailedException
@@ -133,7 +133,7 @@ func (s *Store) UpdateAgent(ctx context.Context, a Agent, now time.Time) (Agent,
 func (s *Store) Agent(ctx context.Context, accountID, agentID string) (Agent, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      &s.tables.Agents,
-		Key:            map[string]types.AttributeValue{"accountId": str(accountID), "agentId": str(agentID)},
+		Key:            map[string]types.AttributeValue{"accountId": ddb.S(accountID), "agentId": ddb.S(agentID)},
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
@@ -150,7 +150,7 @@ func (s *Store) ListAgents(ctx context.Context, accountID string) ([]Agent, erro
 	in := &dynamodb.QueryInput{
 		TableName:                 &s.tables.Agents,
 		KeyConditionExpression:    aws.String("accountId = :a"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":a": str(accountID)},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":a": ddb.S(accountID)},
 		ConsistentRead:            aws.Bool(true),
 	}
 	var agents []Agent
@@ -174,10 +174,10 @@ func (s *Store) ListAgents(ctx context.Context, accountID string) ([]Agent, erro
 func (s *Store) DeleteAgent(ctx context.Context, accountID, agentID string) error {
 	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 		TableName:           &s.tables.Agents,
-		Key:                 map[string]types.AttributeValue{"accountId": str(accountID), "agentId": str(agentID)},
+		Key:                 map[string]types.AttributeValue{"accountId": ddb.S(accountID), "agentId": ddb.S(agentID)},
 		ConditionExpression: aws.String("attribute_exists(agentId)"),
 	})
-	if isConditionFailed(err) {
+	if ddb.ConditionFailed(err) {
 		return ErrNotFound
 	}
 	if err != nil {

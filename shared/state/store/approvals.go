@@ -6,10 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/agentharness/harness/shared/model"
+	"github.com/agentharness/harness/shared/state/ddb"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -92,39 +92,39 @@ func (t *Lease) Pause(ctx context.Context, msgs []model.Message, approvals []App
 	ids := make([]types.AttributeValue, 0, len(approvals))
 	for _, a := range approvals {
 		item := map[string]types.AttributeValue{
-			"approvalKey":    str(approvalKey(t.accountID, a.ID)),
-			"conversationId": str(t.conversationID),
-			"agentId":        str(a.AgentID),
-			"toolCallId":     str(a.ToolCallID),
-			"toolName":       str(a.ToolName),
-			"input":          str(string(a.Input)),
-			"argsHash":       str(a.ArgsHash),
-			"status":         str(ApprovalPending),
-			"createdAt":      num(a.CreatedAt.UnixMilli()),
-			"deadline":       num(a.Deadline.UnixMilli()),
-			"expiresAt":      num(a.Deadline.Add(approvalRetention).Unix()),
+			"approvalKey":    ddb.S(approvalKey(t.accountID, a.ID)),
+			"conversationId": ddb.S(t.conversationID),
+			"agentId":        ddb.S(a.AgentID),
+			"toolCallId":     ddb.S(a.ToolCallID),
+			"toolName":       ddb.S(a.ToolName),
+			"input":          ddb.S(string(a.Input)),
+			"argsHash":       ddb.S(a.ArgsHash),
+			"status":         ddb.S(ApprovalPending),
+			"createdAt":      ddb.N(a.CreatedAt.UnixMilli()),
+			"deadline":       ddb.N(a.Deadline.UnixMilli()),
+			"expiresAt":      ddb.N(a.Deadline.Add(approvalRetention).Unix()),
 		}
 		if a.RequestReason != "" {
-			item["requestReason"] = str(a.RequestReason)
+			item["requestReason"] = ddb.S(a.RequestReason)
 		}
 		items = append(items, types.TransactWriteItem{Put: &types.Put{
 			TableName:           &t.s.tables.Approvals,
 			Item:                item,
 			ConditionExpression: aws.String("attribute_not_exists(approvalKey)"),
 		}})
-		ids = append(ids, str(a.ID))
+		ids = append(ids, ddb.S(a.ID))
 	}
 	set, remove := []string{"nextSeq = :next", "pendingApprovals = :pending"}, t.waits()
 	vals := map[string]types.AttributeValue{":pending": &types.AttributeValueMemberL{Value: ids}}
 	remove = slices.DeleteFunc(remove, func(name string) bool { return name == "pendingApprovals" })
 	if carry.PausedGroup != "" {
 		set = append(set, "pausedGroup = :pausedGroup", "pausedAsync = :pausedAsync")
-		vals[":pausedGroup"], vals[":pausedAsync"] = str(carry.PausedGroup), strList(carry.PausedAsync)
+		vals[":pausedGroup"], vals[":pausedAsync"] = ddb.S(carry.PausedGroup), ddb.L(carry.PausedAsync)
 		remove = slices.DeleteFunc(remove, func(name string) bool { return name == "pausedGroup" || name == "pausedAsync" })
 	}
 	if carry.PausedEvent != "" {
 		set = append(set, "pausedEvent = :pausedEvent")
-		vals[":pausedEvent"] = str(carry.PausedEvent)
+		vals[":pausedEvent"] = ddb.S(carry.PausedEvent)
 		remove = slices.DeleteFunc(remove, func(name string) bool { return name == "pausedEvent" })
 	}
 	set, remove = withToolApproval(set, remove, vals, carry.ToolApproval)
@@ -158,47 +158,44 @@ func (t *Lease) Settle(ctx context.Context, settlements []Settlement, now time.T
 		}
 		items = append(items, types.TransactWriteItem{Update: &types.Update{
 			TableName:                &t.s.tables.Approvals,
-			Key:                      map[string]types.AttributeValue{"approvalKey": str(approvalKey(t.accountID, st.ApprovalID))},
+			Key:                      map[string]types.AttributeValue{"approvalKey": ddb.S(approvalKey(t.accountID, st.ApprovalID))},
 			UpdateExpression:         aws.String("SET #s = :status, reason = :reason, decidedAt = :now"),
 			ConditionExpression:      aws.String(cond),
 			ExpressionAttributeNames: map[string]string{"#s": "status"},
 			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":pending": str(ApprovalPending), ":conv": str(t.conversationID), ":now": num(now.UnixMilli()),
-				":status": str(st.Status), ":reason": str(st.Reason),
+				":pending": ddb.S(ApprovalPending), ":conv": ddb.S(t.conversationID), ":now": ddb.N(now.UnixMilli()),
+				":status": ddb.S(st.Status), ":reason": ddb.S(st.Reason),
 			},
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		}})
 	}
 	items = append(items, types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
 		TableName:                 &t.s.tables.Conversations,
-		Key:                       map[string]types.AttributeValue{"conversationKey": str(t.key), "seq": num(0)},
+		Key:                       map[string]types.AttributeValue{"conversationKey": ddb.S(t.key), "seq": ddb.N(0)},
 		ConditionExpression:       aws.String("leaseOwner = :owner"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":owner": str(t.owner)},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":owner": ddb.S(t.owner)},
 	}})
 	_, err := t.s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
-	var canceled *types.TransactionCanceledException
-	if errors.As(err, &canceled) {
-		for i, r := range canceled.CancellationReasons {
-			if aws.ToString(r.Code) != "ConditionalCheckFailed" {
-				continue
-			}
-			if i == len(settlements) {
-				return ErrLeaseLost
-			}
-			st := settlements[i]
-			a, derr := decodeApproval(r.Item)
-			if derr != nil {
-				// No old item came back: read it to say why.
-				if a, derr = t.s.Approval(ctx, t.accountID, st.ApprovalID); derr != nil {
-					return fmt.Errorf("settling approvals: %w (and reading %s: %v)", err, st.ApprovalID, derr)
-				}
-			}
-			if a.Status == st.Status && a.Reason == st.Reason {
-				// An earlier attempt of this same transaction landed (the SDK retried it).
-				return nil
-			}
-			return &ApprovalConflictError{ApprovalID: st.ApprovalID, Status: a.Status, Deadline: a.Deadline}
+	for i, r := range ddb.Cancellations(err) {
+		if !ddb.CheckFailed(r) {
+			continue
 		}
+		if i == len(settlements) {
+			return ErrLeaseLost
+		}
+		st := settlements[i]
+		a, derr := decodeApproval(r.Item)
+		if derr != nil {
+			// No old item came back: read it to say why.
+			if a, derr = t.s.Approval(ctx, t.accountID, st.ApprovalID); derr != nil {
+				return fmt.Errorf("settling approvals: %w (and reading %s: %v)", err, st.ApprovalID, derr)
+			}
+		}
+		if a.Status == st.Status && a.Reason == st.Reason {
+			// An earlier attempt of this same transaction landed (the SDK retried it).
+			return nil
+		}
+		return &ApprovalConflictError{ApprovalID: st.ApprovalID, Status: a.Status, Deadline: a.Deadline}
 	}
 	if err != nil {
 		return fmt.Errorf("settling approvals: %w", err)
@@ -210,7 +207,7 @@ func (t *Lease) Settle(ctx context.Context, settlements []Settlement, now time.T
 func (s *Store) Approval(ctx context.Context, accountID, id string) (Approval, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      &s.tables.Approvals,
-		Key:            map[string]types.AttributeValue{"approvalKey": str(approvalKey(accountID, id))},
+		Key:            map[string]types.AttributeValue{"approvalKey": ddb.S(approvalKey(accountID, id))},
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
@@ -230,7 +227,7 @@ func (s *Store) Approvals(ctx context.Context, accountID string, ids []string) (
 	for start := 0; start < len(ids); start += batch {
 		keys := make([]map[string]types.AttributeValue, 0, batch)
 		for _, id := range ids[start:min(start+batch, len(ids))] {
-			keys = append(keys, map[string]types.AttributeValue{"approvalKey": str(approvalKey(accountID, id))})
+			keys = append(keys, map[string]types.AttributeValue{"approvalKey": ddb.S(approvalKey(accountID, id))})
 		}
 		req := map[string]types.KeysAndAttributes{s.tables.Approvals: {Keys: keys, ConsistentRead: aws.Bool(true)}}
 		for len(req) > 0 {
@@ -256,17 +253,17 @@ func decodeApproval(item map[string]types.AttributeValue) (Approval, error) {
 		return Approval{}, errors.New("empty approval item")
 	}
 	a := Approval{
-		ConversationID: getS(item, "conversationId"),
-		AgentID:        getS(item, "agentId"),
-		ToolCallID:     getS(item, "toolCallId"),
-		ToolName:       getS(item, "toolName"),
-		Input:          json.RawMessage(getS(item, "input")),
-		ArgsHash:       getS(item, "argsHash"),
-		RequestReason:  getS(item, "requestReason"),
-		Status:         getS(item, "status"),
-		Reason:         getS(item, "reason"),
+		ConversationID: ddb.String(item, "conversationId"),
+		AgentID:        ddb.String(item, "agentId"),
+		ToolCallID:     ddb.String(item, "toolCallId"),
+		ToolName:       ddb.String(item, "toolName"),
+		Input:          json.RawMessage(ddb.String(item, "input")),
+		ArgsHash:       ddb.String(item, "argsHash"),
+		RequestReason:  ddb.String(item, "requestReason"),
+		Status:         ddb.String(item, "status"),
+		Reason:         ddb.String(item, "reason"),
 	}
-	key := getS(item, "approvalKey")
+	key := ddb.String(item, "approvalKey")
 	for i := len(key) - 1; i >= 0; i-- {
 		if key[i] == '#' {
 			a.ID = key[i+1:]
@@ -274,13 +271,14 @@ func decodeApproval(item map[string]types.AttributeValue) (Approval, error) {
 		}
 	}
 	for name, dst := range map[string]*time.Time{"createdAt": &a.CreatedAt, "deadline": &a.Deadline, "decidedAt": &a.DecidedAt} {
-		if v, ok := item[name].(*types.AttributeValueMemberN); ok {
-			ms, err := strconv.ParseInt(v.Value, 10, 64)
-			if err != nil {
-				return a, fmt.Errorf("approval attribute %s: %w", name, err)
-			}
-			*dst = time.UnixMilli(ms)
+		ms, err := ddb.Int(item, name)
+		if errors.Is(err, ddb.ErrNoNumber) {
+			continue
 		}
+		if err != nil {
+			return a, fmt.Errorf("approval %w", err)
+		}
+		*dst = time.UnixMilli(ms)
 	}
 	return a, nil
 }

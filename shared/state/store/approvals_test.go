@@ -199,7 +199,7 @@ func TestPausedEventIsCarriedAndSettledOnce(t *testing.T) {
 		if err := s.ClaimEvent(ctx, "acc", id, "c", t0, time.Hour); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.UpdateEvent(ctx, "acc", id, store.EventUpdate{Status: store.EventWaiting, FromSeq: 1, ToSeq: 2, At: t0}); err != nil {
+		if err := s.UpdateEvent(ctx, "acc", id, store.StatusUpdate{Status: store.EventWaiting, FromSeq: 1, ToSeq: 2, At: t0}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -236,7 +236,7 @@ func TestPausedEventIsCarriedAndSettledOnce(t *testing.T) {
 	}
 	_ = turn.Release(ctx)
 
-	u := store.EventUpdate{Status: store.EventCompleted, FromSeq: 9, ToSeq: 4, Detail: []byte(`{"resumedBy":"evt_y"}`), At: t0}
+	u := store.StatusUpdate{Status: store.EventCompleted, FromSeq: 9, ToSeq: 4, Detail: []byte(`{"resumedBy":"evt_y"}`), At: t0}
 	if ok, err := s.SettleResumedEvent(ctx, "acc", "evt_x", "other-conversation", u); ok || err != nil {
 		t.Fatalf("settling evt_x for another conversation = %v, %v; want no change", ok, err)
 	}
@@ -255,7 +255,7 @@ func TestPausedEventIsCarriedAndSettledOnce(t *testing.T) {
 	if ok, err := s.SettleResumedEvent(ctx, "acc", "evt_x", "c", u); ok || err != nil {
 		t.Fatalf("settling evt_x again = %v, %v; want no change", ok, err)
 	}
-	if err := s.UpdateEvent(ctx, "acc", "evt_done", store.EventUpdate{Status: store.EventFailed, Detail: []byte(`{"error":"first"}`), At: t0}); err != nil {
+	if err := s.UpdateEvent(ctx, "acc", "evt_done", store.StatusUpdate{Status: store.EventFailed, Detail: []byte(`{"error":"first"}`), At: t0}); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"evt_done", "evt_missing"} {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/agentharness/harness/shared/model"
+	"github.com/agentharness/harness/shared/state/ddb"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -35,16 +36,16 @@ type Parent struct {
 // message), so its id must be derived from the call or the instance.
 func (s *Store) CreateChild(ctx context.Context, accountID, conversationID, agentID string, p Parent, vars Vars) error {
 	item := map[string]types.AttributeValue{
-		"conversationKey":    str(accountID + "#" + conversationID),
-		"seq":                num(0),
-		"accountId":          str(accountID),
-		"agentId":            str(agentID),
-		"nextSeq":            num(1),
-		"parentConversation": str(p.ConversationID),
-		"parentTurn":         str(p.TurnKey),
-		"parentTool":         str(p.Tool),
-		"parentEvent":        str(p.EventID),
-		"depth":              num(int64(p.Depth)),
+		"conversationKey":    ddb.S(accountID + "#" + conversationID),
+		"seq":                ddb.N(0),
+		"accountId":          ddb.S(accountID),
+		"agentId":            ddb.S(agentID),
+		"nextSeq":            ddb.N(1),
+		"parentConversation": ddb.S(p.ConversationID),
+		"parentTurn":         ddb.S(p.TurnKey),
+		"parentTool":         ddb.S(p.Tool),
+		"parentEvent":        ddb.S(p.EventID),
+		"depth":              ddb.N(int64(p.Depth)),
 	}
 	if p.Explicit {
 		item["parentExplicit"] = &types.AttributeValueMemberBOOL{Value: true}
@@ -57,8 +58,7 @@ func (s *Store) CreateChild(ctx context.Context, accountID, conversationID, agen
 		Item:                item,
 		ConditionExpression: aws.String("attribute_not_exists(conversationKey)"),
 	})
-	var failed *types.ConditionalCheckFailedException
-	if err != nil && !errors.As(err, &failed) {
+	if err != nil && !ddb.ConditionFailed(err) {
 		return fmt.Errorf("creating subagent conversation %s: %w", conversationID, err)
 	}
 	return nil
@@ -66,10 +66,10 @@ func (s *Store) CreateChild(ctx context.Context, accountID, conversationID, agen
 
 // parentOf reads the link a subagent's conversation head carries.
 func parentOf(head map[string]types.AttributeValue) Parent {
-	depth, _ := getN(head, "depth")
+	depth, _ := ddb.Int(head, "depth")
 	return Parent{
-		ConversationID: getS(head, "parentConversation"), TurnKey: getS(head, "parentTurn"),
-		Tool: getS(head, "parentTool"), EventID: getS(head, "parentEvent"), Depth: int(depth), Explicit: getBool(head, "parentExplicit"),
+		ConversationID: ddb.String(head, "parentConversation"), TurnKey: ddb.String(head, "parentTurn"),
+		Tool: ddb.String(head, "parentTool"), EventID: ddb.String(head, "parentEvent"), Depth: int(depth), Explicit: ddb.Bool(head, "parentExplicit"),
 	}
 }
 
@@ -79,16 +79,15 @@ func (t *Lease) Parent() Parent { return t.parent }
 // AddUsage adds a subagent's token usage to its caller's: the calling conversation's totals and,
 // when the call has one, the calling turn's event.
 func (s *Store) AddUsage(ctx context.Context, accountID string, p Parent, u model.Usage) error {
-	values := map[string]types.AttributeValue{":i": num(int64(u.InputTokens)), ":o": num(int64(u.OutputTokens))}
+	values := map[string]types.AttributeValue{":i": ddb.N(int64(u.InputTokens)), ":o": ddb.N(int64(u.OutputTokens))}
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 &s.tables.Conversations,
-		Key:                       map[string]types.AttributeValue{"conversationKey": str(accountID + "#" + p.ConversationID), "seq": num(0)},
+		Key:                       map[string]types.AttributeValue{"conversationKey": ddb.S(accountID + "#" + p.ConversationID), "seq": ddb.N(0)},
 		UpdateExpression:          aws.String("ADD inputTokens :i, outputTokens :o"),
 		ConditionExpression:       aws.String("attribute_exists(conversationKey)"),
 		ExpressionAttributeValues: values,
 	})
-	var failed *types.ConditionalCheckFailedException
-	if err != nil && !errors.As(err, &failed) {
+	if err != nil && !ddb.ConditionFailed(err) {
 		return fmt.Errorf("adding a subagent's usage to conversation %s: %w", p.ConversationID, err)
 	}
 	if p.EventID == "" {
@@ -96,12 +95,12 @@ func (s *Store) AddUsage(ctx context.Context, accountID string, p Parent, u mode
 	}
 	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 &s.tables.Events,
-		Key:                       map[string]types.AttributeValue{"eventKey": str(accountID + "#" + p.EventID)},
+		Key:                       map[string]types.AttributeValue{"eventKey": ddb.S(accountID + "#" + p.EventID)},
 		UpdateExpression:          aws.String("ADD inputTokens :i, outputTokens :o"),
 		ConditionExpression:       aws.String("attribute_exists(eventKey)"),
 		ExpressionAttributeValues: values,
 	})
-	if err != nil && !errors.As(err, &failed) {
+	if err != nil && !ddb.ConditionFailed(err) {
 		return fmt.Errorf("adding a subagent's usage to event %s: %w", p.EventID, err)
 	}
 	return nil
@@ -128,15 +127,14 @@ func (s *Store) AddChild(ctx context.Context, accountID, eventID string, c Child
 	}
 	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:           &s.tables.Events,
-		Key:                 map[string]types.AttributeValue{"eventKey": str(accountID + "#" + eventID)},
+		Key:                 map[string]types.AttributeValue{"eventKey": ddb.S(accountID + "#" + eventID)},
 		UpdateExpression:    aws.String("SET children = list_append(if_not_exists(children, :none), :c)"),
 		ConditionExpression: aws.String("attribute_exists(eventKey)"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":none": &types.AttributeValueMemberL{}, ":c": &types.AttributeValueMemberL{Value: []types.AttributeValue{str(string(b))}},
+			":none": &types.AttributeValueMemberL{}, ":c": &types.AttributeValueMemberL{Value: []types.AttributeValue{ddb.S(string(b))}},
 		},
 	})
-	var failed *types.ConditionalCheckFailedException
-	if err != nil && !errors.As(err, &failed) {
+	if err != nil && !ddb.ConditionFailed(err) {
 		return fmt.Errorf("listing a subagent call on event %s: %w", eventID, err)
 	}
 	return nil
@@ -160,11 +158,6 @@ func childrenOf(item map[string]types.AttributeValue) []Child {
 		out = append(out, c)
 	}
 	return out
-}
-
-func getBool(item map[string]types.AttributeValue, k string) bool {
-	b, ok := item[k].(*types.AttributeValueMemberBOOL)
-	return ok && b.Value
 }
 
 // Instance is a resumable subagent instance of a conversation: a named child that persists
@@ -195,13 +188,13 @@ func (s *Store) AddInstance(ctx context.Context, accountID, conversationID strin
 	}
 	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:           &s.tables.Conversations,
-		Key:                 map[string]types.AttributeValue{"conversationKey": str(accountID + "#" + conversationID), "seq": num(0)},
+		Key:                 map[string]types.AttributeValue{"conversationKey": ddb.S(accountID + "#" + conversationID), "seq": ddb.N(0)},
 		UpdateExpression:    aws.String("SET #i = :v ADD #n :one"),
 		ConditionExpression: aws.String("attribute_exists(conversationKey) AND attribute_not_exists(#i) AND (attribute_not_exists(#n) OR #n < :max)"),
 		ExpressionAttributeNames: map[string]string{
 			"#i": instanceAttr(in.Name), "#n": instancesAttr(in.Agent),
 		},
-		ExpressionAttributeValues:           map[string]types.AttributeValue{":v": str(string(b)), ":one": num(1), ":max": num(int64(max))},
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":v": ddb.S(string(b)), ":one": ddb.N(1), ":max": ddb.N(int64(max))},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	var failed *types.ConditionalCheckFailedException
@@ -223,7 +216,7 @@ func (s *Store) AddInstance(ctx context.Context, accountID, conversationID strin
 func (s *Store) Instances(ctx context.Context, accountID, conversationID string) (map[string]Instance, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      &s.tables.Conversations,
-		Key:            map[string]types.AttributeValue{"conversationKey": str(accountID + "#" + conversationID), "seq": num(0)},
+		Key:            map[string]types.AttributeValue{"conversationKey": ddb.S(accountID + "#" + conversationID), "seq": ddb.N(0)},
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {

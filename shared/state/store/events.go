@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"github.com/agentharness/harness/shared/model"
+	"github.com/agentharness/harness/shared/state/ddb"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// Event is a turn request received with an event id: an /async turn's status row.
-type Event struct {
+// TurnStatus is the status row of a turn request received with an event id: what /status reads.
+type TurnStatus struct {
 	ID             string
 	ConversationID string
 	Status         string
@@ -30,8 +31,8 @@ type Event struct {
 	Children []Child
 }
 
-// EventUpdate is one step of an event's progress.
-type EventUpdate struct {
+// StatusUpdate is one step of a turn's progress, recorded on its status row.
+type StatusUpdate struct {
 	Status string
 	// Usage is added to the event's totals (a continuation adds its own).
 	Usage model.Usage
@@ -43,22 +44,21 @@ type EventUpdate struct {
 
 // UpdateEvent records an event's progress. While the event is final (completed, failed), a
 // late update is refused with ErrEventFinal, so a stray duplicate never reopens it.
-func (s *Store) UpdateEvent(ctx context.Context, accountID, eventID string, u EventUpdate) error {
+func (s *Store) UpdateEvent(ctx context.Context, accountID, eventID string, u StatusUpdate) error {
 	values := map[string]types.AttributeValue{
-		":i": num(int64(u.Usage.InputTokens)), ":o": num(int64(u.Usage.OutputTokens)),
-		":done": str(EventCompleted), ":failed": str(EventFailed), ":cancelled": str(EventCancelled),
+		":i": ddb.N(int64(u.Usage.InputTokens)), ":o": ddb.N(int64(u.Usage.OutputTokens)),
+		":done": ddb.S(EventCompleted), ":failed": ddb.S(EventFailed), ":cancelled": ddb.S(EventCancelled),
 	}
 	update := "SET " + u.set(values) + " ADD inputTokens :i, outputTokens :o"
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 &s.tables.Events,
-		Key:                       map[string]types.AttributeValue{"eventKey": str(accountID + "#" + eventID)},
+		Key:                       map[string]types.AttributeValue{"eventKey": ddb.S(accountID + "#" + eventID)},
 		UpdateExpression:          aws.String(update),
 		ConditionExpression:       aws.String("attribute_exists(eventKey) AND #s <> :done AND #s <> :failed AND #s <> :cancelled"),
 		ExpressionAttributeNames:  map[string]string{"#s": "status"},
 		ExpressionAttributeValues: values,
 	})
-	var failed *types.ConditionalCheckFailedException
-	if errors.As(err, &failed) {
+	if ddb.ConditionFailed(err) {
 		return ErrEventFinal
 	}
 	if err != nil {
@@ -69,20 +69,20 @@ func (s *Store) UpdateEvent(ctx context.Context, accountID, eventID string, u Ev
 
 // set is the SET clause that records u (status, time, the message range, detail), with its
 // values added to values.
-func (u EventUpdate) set(values map[string]types.AttributeValue) string {
-	values[":s"], values[":at"] = str(u.Status), num(u.At.UnixMilli())
+func (u StatusUpdate) set(values map[string]types.AttributeValue) string {
+	values[":s"], values[":at"] = ddb.S(u.Status), ddb.N(u.At.UnixMilli())
 	set := "#s = :s, updatedAt = :at"
 	if u.FromSeq > 0 {
 		set += ", fromSeq = if_not_exists(fromSeq, :from)"
-		values[":from"] = num(u.FromSeq)
+		values[":from"] = ddb.N(u.FromSeq)
 	}
 	if u.ToSeq > 0 {
 		set += ", toSeq = :to"
-		values[":to"] = num(u.ToSeq)
+		values[":to"] = ddb.N(u.ToSeq)
 	}
 	if len(u.Detail) > 0 {
 		set += ", detail = :d"
-		values[":d"] = str(string(u.Detail))
+		values[":d"] = ddb.S(string(u.Detail))
 	}
 	return set
 }
@@ -90,33 +90,33 @@ func (u EventUpdate) set(values map[string]types.AttributeValue) string {
 // ErrEventFinal: the event already completed or failed.
 var ErrEventFinal = errors.New("event already finished")
 
-// Event reads an event row (consistent), or ErrNotFound.
-func (s *Store) Event(ctx context.Context, accountID, eventID string) (Event, error) {
+// Event reads an event's TurnStatus (consistent), or ErrNotFound.
+func (s *Store) Event(ctx context.Context, accountID, eventID string) (TurnStatus, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      &s.tables.Events,
-		Key:            map[string]types.AttributeValue{"eventKey": str(accountID + "#" + eventID)},
+		Key:            map[string]types.AttributeValue{"eventKey": ddb.S(accountID + "#" + eventID)},
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return Event{}, fmt.Errorf("loading event %s: %w", eventID, err)
+		return TurnStatus{}, fmt.Errorf("loading event %s: %w", eventID, err)
 	}
 	if out.Item == nil {
-		return Event{}, ErrNotFound
+		return TurnStatus{}, ErrNotFound
 	}
 	it := out.Item
-	e := Event{ID: eventID, ConversationID: getS(it, "conversationId"), Status: getS(it, "status")}
-	if t, err := time.Parse(time.RFC3339, getS(it, "createdAt")); err == nil {
+	e := TurnStatus{ID: eventID, ConversationID: ddb.String(it, "conversationId"), Status: ddb.String(it, "status")}
+	if t, err := time.Parse(time.RFC3339, ddb.String(it, "createdAt")); err == nil {
 		e.CreatedAt = t
 	}
-	if ms, err := getN(it, "updatedAt"); err == nil {
+	if ms, err := ddb.Int(it, "updatedAt"); err == nil {
 		e.UpdatedAt = time.UnixMilli(ms).UTC()
 	}
-	in, _ := getN(it, "inputTokens")
-	o, _ := getN(it, "outputTokens")
+	in, _ := ddb.Int(it, "inputTokens")
+	o, _ := ddb.Int(it, "outputTokens")
 	e.Usage = model.Usage{InputTokens: int(in), OutputTokens: int(o)}
-	e.FromSeq, _ = getN(it, "fromSeq")
-	e.ToSeq, _ = getN(it, "toSeq")
-	if d := getS(it, "detail"); d != "" {
+	e.FromSeq, _ = ddb.Int(it, "fromSeq")
+	e.ToSeq, _ = ddb.Int(it, "toSeq")
+	if d := ddb.String(it, "detail"); d != "" {
 		e.Detail = json.RawMessage(d)
 	}
 	e.Children = childrenOf(it)
@@ -139,11 +139,11 @@ func (s *Store) Messages(ctx context.Context, accountID, conversationID string, 
 func (s *Store) ReopenEvent(ctx context.Context, accountID, eventID, conversationID string, now time.Time) (json.RawMessage, error) {
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           &s.tables.Events,
-		Key:                                 map[string]types.AttributeValue{"eventKey": str(accountID + "#" + eventID)},
+		Key:                                 map[string]types.AttributeValue{"eventKey": ddb.S(accountID + "#" + eventID)},
 		UpdateExpression:                    aws.String("SET #s = :processing, updatedAt = :at REMOVE detail"),
 		ConditionExpression:                 aws.String("#s = :waiting AND conversationId = :conv"),
 		ExpressionAttributeNames:            map[string]string{"#s": "status"},
-		ExpressionAttributeValues:           map[string]types.AttributeValue{":processing": str(EventProcessing), ":waiting": str(EventWaiting), ":conv": str(conversationID), ":at": num(now.UnixMilli())},
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":processing": ddb.S(EventProcessing), ":waiting": ddb.S(EventWaiting), ":conv": ddb.S(conversationID), ":at": ddb.N(now.UnixMilli())},
 		ReturnValues:                        types.ReturnValueUpdatedOld,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
@@ -152,12 +152,12 @@ func (s *Store) ReopenEvent(ctx context.Context, accountID, eventID, conversatio
 		if failed.Item == nil {
 			return nil, ErrNotFound
 		}
-		return nil, &DuplicateEventError{EventID: eventID, Status: getS(failed.Item, "status")}
+		return nil, &DuplicateEventError{EventID: eventID, Status: ddb.String(failed.Item, "status")}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reopening event %s: %w", eventID, err)
 	}
-	return json.RawMessage(getS(out.Attributes, "detail")), nil
+	return json.RawMessage(ddb.String(out.Attributes, "detail")), nil
 }
 
 // SettleResumedEvent reports on eventID, the event a turn's step paused for approval under,
@@ -166,21 +166,20 @@ func (s *Store) ReopenEvent(ctx context.Context, accountID, eventID, conversatio
 // stays its own. It changes the event only while it is still waiting for approval in
 // conversationID, so a settled event (or one reopened by its own answer) is never rewritten; it
 // reports whether it changed it.
-func (s *Store) SettleResumedEvent(ctx context.Context, accountID, eventID, conversationID string, u EventUpdate) (bool, error) {
-	values := map[string]types.AttributeValue{":waiting": str(EventWaiting), ":conv": str(conversationID)}
+func (s *Store) SettleResumedEvent(ctx context.Context, accountID, eventID, conversationID string, u StatusUpdate) (bool, error) {
+	values := map[string]types.AttributeValue{":waiting": ddb.S(EventWaiting), ":conv": ddb.S(conversationID)}
 	if len(u.Detail) == 0 {
 		u.Detail = []byte("{}") // the waiting event's detail (its pending approvals) must go
 	}
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 &s.tables.Events,
-		Key:                       map[string]types.AttributeValue{"eventKey": str(accountID + "#" + eventID)},
+		Key:                       map[string]types.AttributeValue{"eventKey": ddb.S(accountID + "#" + eventID)},
 		UpdateExpression:          aws.String("SET " + u.set(values)),
 		ConditionExpression:       aws.String("#s = :waiting AND conversationId = :conv"),
 		ExpressionAttributeNames:  map[string]string{"#s": "status"},
 		ExpressionAttributeValues: values,
 	})
-	var failed *types.ConditionalCheckFailedException
-	if errors.As(err, &failed) {
+	if ddb.ConditionFailed(err) {
 		return false, nil
 	}
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentharness/harness/shared/model"
+	"github.com/agentharness/harness/shared/state/ddb"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -63,8 +64,8 @@ func (s *Store) OpenTurn(ctx context.Context, secret, agentID, conversationID st
 		wg.Go(readConversation)
 	}
 	items, err := s.getBatch(ctx, map[string]types.KeysAndAttributes{
-		s.tables.Accounts: {Keys: []map[string]types.AttributeValue{{"accountId": str(accountID)}}, ConsistentRead: aws.Bool(true)},
-		s.tables.Agents:   {Keys: []map[string]types.AttributeValue{{"accountId": str(accountID), "agentId": str(agentID)}}, ConsistentRead: aws.Bool(true)},
+		s.tables.Accounts: {Keys: []map[string]types.AttributeValue{{"accountId": ddb.S(accountID)}}, ConsistentRead: aws.Bool(true)},
+		s.tables.Agents:   {Keys: []map[string]types.AttributeValue{{"accountId": ddb.S(accountID), "agentId": ddb.S(agentID)}}, ConsistentRead: aws.Bool(true)},
 	})
 	wg.Wait()
 	if err != nil {
@@ -125,7 +126,7 @@ func (s *Store) readConversation(ctx context.Context, key string) (*snapshot, er
 	in := &dynamodb.QueryInput{
 		TableName:                 &s.tables.Conversations,
 		KeyConditionExpression:    aws.String("conversationKey = :k"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":k": str(key)},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":k": ddb.S(key)},
 		ConsistentRead:            aws.Bool(true),
 	}
 	for p := dynamodb.NewQueryPaginator(s.db, in); p.HasMorePages(); {
@@ -134,7 +135,7 @@ func (s *Store) readConversation(ctx context.Context, key string) (*snapshot, er
 			return nil, fmt.Errorf("loading the conversation: %w", err)
 		}
 		for _, it := range page.Items {
-			seq, err := getN(it, "seq")
+			seq, err := ddb.Int(it, "seq")
 			if err != nil {
 				return nil, err
 			}
@@ -153,7 +154,7 @@ func (s *Store) readConversation(ctx context.Context, key string) (*snapshot, er
 	// A turn that appended while the query ran may show in part: such a snapshot is not used.
 	next := int64(1)
 	if snap.head != nil {
-		next, _ = getN(snap.head, "nextSeq")
+		next, _ = ddb.Int(snap.head, "nextSeq")
 	}
 	snap.complete = int64(len(seqs)) == next-1 && (len(seqs) == 0 || seqs[len(seqs)-1] == next-1)
 	return snap, nil
@@ -174,12 +175,12 @@ func (s *Store) StartTurn(ctx context.Context, o *Opening, agentID string, msg m
 	cond := "attribute_not_exists(nextSeq)"
 	if head != nil {
 		var err error
-		if cur, err = getN(head, "nextSeq"); err != nil {
+		if cur, err = ddb.Int(head, "nextSeq"); err != nil {
 			return nil, err
 		}
-		until, _ := getN(head, "leaseUntil")
+		until, _ := ddb.Int(head, "leaseUntil")
 		_, leased := head["leaseOwner"]
-		if getS(head, "agentId") != agentID || (leased && until >= now.UnixMilli()) {
+		if ddb.String(head, "agentId") != agentID || (leased && until >= now.UnixMilli()) {
 			return nil, ErrConflict
 		}
 		for _, wait := range []string{"pendingApprovals", "asyncGroup", "pausedGroup", "pausedEvent"} {
@@ -199,19 +200,19 @@ func (s *Store) StartTurn(ctx context.Context, o *Opening, agentID string, msg m
 	owner := NewID("turn_")
 	update := "SET agentId = :agent, nextSeq = :next, accountId = :account, leaseOwner = :owner, leaseUntil = :until"
 	vals := map[string]types.AttributeValue{
-		":agent": str(agentID), ":next": num(cur + 1), ":account": str(o.Account.ID), ":owner": str(owner),
-		":until": num(leaseUntil.UnixMilli()),
+		":agent": ddb.S(agentID), ":next": ddb.N(cur + 1), ":account": ddb.S(o.Account.ID), ":owner": ddb.S(owner),
+		":until": ddb.N(leaseUntil.UnixMilli()),
 	}
 	if head != nil {
-		vals[":cur"], vals[":now"] = num(cur), num(now.UnixMilli())
+		vals[":cur"], vals[":now"] = ddb.N(cur), ddb.N(now.UnixMilli())
 	}
 	if stream != "" {
 		update += ", activeStream = :activeStream"
-		vals[":activeStream"] = str(stream)
+		vals[":activeStream"] = ddb.S(stream)
 	}
 	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{put, {Update: &types.Update{
 		TableName:                 &s.tables.Conversations,
-		Key:                       map[string]types.AttributeValue{"conversationKey": str(key), "seq": num(0)},
+		Key:                       map[string]types.AttributeValue{"conversationKey": ddb.S(key), "seq": ddb.N(0)},
 		UpdateExpression:          aws.String(update),
 		ConditionExpression:       aws.String(cond),
 		ExpressionAttributeValues: vals,

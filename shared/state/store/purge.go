@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agentharness/harness/shared/state/ddb"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -80,7 +81,7 @@ func (s *Store) PurgeAccount(ctx context.Context, accountID string, p Purge) (Pu
 		return res, err
 	}
 	if item != nil {
-		deletedAt, _ := getN(item, "deletedAt")
+		deletedAt, _ := ddb.Int(item, "deletedAt")
 		if p.Now.Before(time.UnixMilli(deletedAt).Add(purgeSettle)) {
 			return res, nil
 		}
@@ -104,7 +105,7 @@ func (s *Store) purgeConversations(ctx context.Context, accountID string, p Purg
 			TableName:                 &s.tables.Conversations,
 			IndexName:                 aws.String(conversationsByAccount),
 			KeyConditionExpression:    aws.String("accountId = :a"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":a": str(accountID)},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":a": ddb.S(accountID)},
 			Limit:                     aws.Int32(size),
 			ExclusiveStartKey:         start,
 		})
@@ -116,7 +117,7 @@ func (s *Store) purgeConversations(ctx context.Context, accountID string, p Purg
 				res.More = true
 				return nil
 			}
-			n, err := s.purgeConversation(ctx, getS(head, "conversationKey"))
+			n, err := s.purgeConversation(ctx, ddb.String(head, "conversationKey"))
 			if err != nil {
 				return err
 			}
@@ -136,15 +137,15 @@ const purgeLease = "purge"
 // takes the head's lease for good, so a turn still running fails its next append instead of
 // adding messages behind the purge; then the messages go, and the head last.
 func (s *Store) purgeConversation(ctx context.Context, key string) (int, error) {
-	head := map[string]types.AttributeValue{"conversationKey": str(key), "seq": num(0)}
+	head := map[string]types.AttributeValue{"conversationKey": ddb.S(key), "seq": ddb.N(0)}
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 &s.tables.Conversations,
 		Key:                       head,
 		UpdateExpression:          aws.String("SET leaseOwner = :purge, leaseUntil = :forever"),
 		ConditionExpression:       aws.String("attribute_exists(conversationKey)"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":purge": str(purgeLease), ":forever": num(1 << 62)},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":purge": ddb.S(purgeLease), ":forever": ddb.N(1 << 62)},
 	})
-	if isConditionFailed(err) {
+	if ddb.ConditionFailed(err) {
 		return 0, nil // another pass deleted it (an update would have created it again)
 	}
 	if err != nil {
@@ -154,7 +155,7 @@ func (s *Store) purgeConversation(ctx context.Context, key string) (int, error) 
 	in := &dynamodb.QueryInput{
 		TableName:                 &s.tables.Conversations,
 		KeyConditionExpression:    aws.String("conversationKey = :k AND seq > :head"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":k": str(key), ":head": num(0)},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":k": ddb.S(key), ":head": ddb.N(0)},
 		ProjectionExpression:      aws.String("conversationKey, seq"),
 		ConsistentRead:            aws.Bool(true),
 	}
@@ -208,10 +209,10 @@ func (s *Store) batchDelete(ctx context.Context, table string, keys []map[string
 func (s *Store) removeTombstone(ctx context.Context, accountID string) error {
 	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 		TableName:           &s.tables.Accounts,
-		Key:                 map[string]types.AttributeValue{"accountId": str(accountID)},
+		Key:                 map[string]types.AttributeValue{"accountId": ddb.S(accountID)},
 		ConditionExpression: aws.String("attribute_exists(deletedAt)"),
 	})
-	if err != nil && !isConditionFailed(err) {
+	if err != nil && !ddb.ConditionFailed(err) {
 		return fmt.Errorf("removing the tombstone of account %s: %w", accountID, err)
 	}
 	return nil
@@ -221,19 +222,19 @@ func (s *Store) removeTombstone(ctx context.Context, accountID string) error {
 // was (so of two sweepers only one claims it). ErrNotFound when that did not hold.
 func (s *Store) deferPurge(ctx context.Context, accountID string, was string, due time.Time) error {
 	cond := "attribute_exists(deletedAt)"
-	vals := map[string]types.AttributeValue{":due": num(due.UnixMilli())}
+	vals := map[string]types.AttributeValue{":due": ddb.N(due.UnixMilli())}
 	if was != "" {
 		cond += " AND purgeDue = :was"
 		vals[":was"] = &types.AttributeValueMemberN{Value: was}
 	}
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 &s.tables.Accounts,
-		Key:                       map[string]types.AttributeValue{"accountId": str(accountID)},
+		Key:                       map[string]types.AttributeValue{"accountId": ddb.S(accountID)},
 		UpdateExpression:          aws.String("SET purgeDue = :due"),
 		ConditionExpression:       aws.String(cond),
 		ExpressionAttributeValues: vals,
 	})
-	if isConditionFailed(err) {
+	if ddb.ConditionFailed(err) {
 		return ErrNotFound
 	}
 	if err != nil {
@@ -251,7 +252,7 @@ func (s *Store) ClaimDuePurges(ctx context.Context, now time.Time, limit int32) 
 		IndexName:              aws.String(purgeIndex),
 		KeyConditionExpression: aws.String("purgeShard = :shard AND purgeDue <= :now"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":shard": str(purgeShard), ":now": num(now.UnixMilli()),
+			":shard": ddb.S(purgeShard), ":now": ddb.N(now.UnixMilli()),
 		},
 		Limit: aws.Int32(limit),
 	})
@@ -260,7 +261,7 @@ func (s *Store) ClaimDuePurges(ctx context.Context, now time.Time, limit int32) 
 	}
 	var ids []string
 	for _, it := range out.Items {
-		id := getS(it, "accountId")
+		id := ddb.String(it, "accountId")
 		was, _ := it["purgeDue"].(*types.AttributeValueMemberN)
 		if was == nil {
 			continue

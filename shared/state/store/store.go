@@ -14,11 +14,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/agentharness/harness/shared/model"
+	"github.com/agentharness/harness/shared/state/ddb"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -156,18 +156,18 @@ func (s *Store) ClaimEvent(ctx context.Context, accountID, eventID, conversation
 	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: &s.tables.Events,
 		Item: map[string]types.AttributeValue{
-			"eventKey":       str(accountID + "#" + eventID),
-			"conversationId": str(conversationID),
-			"status":         str(EventProcessing),
-			"createdAt":      str(now.UTC().Format(time.RFC3339)),
-			"expiresAt":      num(now.Add(ttl).Unix()),
+			"eventKey":       ddb.S(accountID + "#" + eventID),
+			"conversationId": ddb.S(conversationID),
+			"status":         ddb.S(EventProcessing),
+			"createdAt":      ddb.S(now.UTC().Format(time.RFC3339)),
+			"expiresAt":      ddb.N(now.Add(ttl).Unix()),
 		},
 		ConditionExpression:                 aws.String("attribute_not_exists(eventKey)"),
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	var failed *types.ConditionalCheckFailedException
 	if errors.As(err, &failed) {
-		return &DuplicateEventError{EventID: eventID, Status: getS(failed.Item, "status")}
+		return &DuplicateEventError{EventID: eventID, Status: ddb.String(failed.Item, "status")}
 	}
 	if err != nil {
 		return fmt.Errorf("claiming event %s: %w", eventID, err)
@@ -179,7 +179,7 @@ func (s *Store) ClaimEvent(ctx context.Context, accountID, eventID, conversation
 func (s *Store) ReleaseEvent(ctx context.Context, accountID, eventID string) error {
 	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 		TableName: &s.tables.Events,
-		Key:       map[string]types.AttributeValue{"eventKey": str(accountID + "#" + eventID)},
+		Key:       map[string]types.AttributeValue{"eventKey": ddb.S(accountID + "#" + eventID)},
 	})
 	if err != nil {
 		return fmt.Errorf("releasing event %s: %w", eventID, err)
@@ -250,20 +250,20 @@ func (s *Store) TakeLease(ctx context.Context, accountID, conversationID, agentI
 	// PurgeAccount finds a deleted account's conversations.
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:        &s.tables.Conversations,
-		Key:              map[string]types.AttributeValue{"conversationKey": str(key), "seq": num(0)},
+		Key:              map[string]types.AttributeValue{"conversationKey": ddb.S(key), "seq": ddb.N(0)},
 		UpdateExpression: aws.String("SET agentId = if_not_exists(agentId, :agent), nextSeq = if_not_exists(nextSeq, :one), accountId = :account, leaseOwner = :owner, leaseUntil = :until"),
 		ConditionExpression: aws.String("(attribute_not_exists(leaseOwner) OR leaseUntil < :now) AND " +
 			"(attribute_not_exists(agentId) OR agentId = :agent)"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":agent": str(agentID), ":one": num(1), ":account": str(accountID), ":owner": str(owner),
-			":until": num(leaseUntil.UnixMilli()), ":now": num(now.UnixMilli()),
+			":agent": ddb.S(agentID), ":one": ddb.N(1), ":account": ddb.S(accountID), ":owner": ddb.S(owner),
+			":until": ddb.N(leaseUntil.UnixMilli()), ":now": ddb.N(now.UnixMilli()),
 		},
 		ReturnValues:                        types.ReturnValueAllNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	var failed *types.ConditionalCheckFailedException
 	if errors.As(err, &failed) {
-		if getS(failed.Item, "agentId") != agentID {
+		if ddb.String(failed.Item, "agentId") != agentID {
 			return nil, ErrAgentMismatch
 		}
 		return nil, ErrBusy
@@ -271,7 +271,7 @@ func (s *Store) TakeLease(ctx context.Context, accountID, conversationID, agentI
 	if err != nil {
 		return nil, fmt.Errorf("starting a turn on conversation %s: %w", conversationID, err)
 	}
-	next, err := getN(out.Attributes, "nextSeq")
+	next, err := ddb.Int(out.Attributes, "nextSeq")
 	if err != nil {
 		return nil, err
 	}
@@ -283,13 +283,13 @@ func (s *Store) TakeLease(ctx context.Context, accountID, conversationID, agentI
 // waitsFrom takes what the conversation waits for, and what the turn that stopped to wait left
 // for this one, from its head as the lease was taken.
 func (t *Lease) waitsFrom(head map[string]types.AttributeValue) {
-	t.pending = getStrings(head, "pendingApprovals")
-	t.asyncGroup = getS(head, "asyncGroup")
-	t.asyncPending = getStrings(head, "pendingAsync")
+	t.pending = ddb.Strings(head, "pendingApprovals")
+	t.asyncGroup = ddb.String(head, "asyncGroup")
+	t.asyncPending = ddb.Strings(head, "pendingAsync")
 	t.carry = Handover{
 		ToolApproval: getStringMap(head, "toolApproval"),
-		PausedGroup:  getS(head, "pausedGroup"), PausedAsync: getStrings(head, "pausedAsync"),
-		PausedEvent: getS(head, "pausedEvent"),
+		PausedGroup:  ddb.String(head, "pausedGroup"), PausedAsync: ddb.Strings(head, "pausedAsync"),
+		PausedEvent: ddb.String(head, "pausedEvent"),
 	}
 	t.parent = parentOf(head)
 	t.vars = varsOf(head)
@@ -298,7 +298,7 @@ func (t *Lease) waitsFrom(head map[string]types.AttributeValue) {
 // storedMessage decodes the message a conversation item holds.
 func storedMessage(it map[string]types.AttributeValue) (model.Message, error) {
 	var m model.Message
-	if err := json.Unmarshal([]byte(getS(it, "message")), &m); err != nil {
+	if err := json.Unmarshal([]byte(ddb.String(it, "message")), &m); err != nil {
 		return m, fmt.Errorf("decoding stored message: %w", err)
 	}
 	return m, nil
@@ -314,7 +314,7 @@ type Usage struct {
 func (s *Store) ConversationUsage(ctx context.Context, accountID, conversationID string) (Usage, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      &s.tables.Conversations,
-		Key:            map[string]types.AttributeValue{"conversationKey": str(accountID + "#" + conversationID), "seq": num(0)},
+		Key:            map[string]types.AttributeValue{"conversationKey": ddb.S(accountID + "#" + conversationID), "seq": ddb.N(0)},
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
@@ -324,9 +324,9 @@ func (s *Store) ConversationUsage(ctx context.Context, accountID, conversationID
 		return Usage{}, ErrNotFound
 	}
 	var u Usage
-	in, _ := getN(out.Item, "inputTokens")
-	o, _ := getN(out.Item, "outputTokens")
-	u.Turns, _ = getN(out.Item, "turns")
+	in, _ := ddb.Int(out.Item, "inputTokens")
+	o, _ := ddb.Int(out.Item, "outputTokens")
+	u.Turns, _ = ddb.Int(out.Item, "turns")
 	u.InputTokens, u.OutputTokens = int(in), int(o)
 	return u, nil
 }
@@ -356,7 +356,7 @@ type Head struct {
 func (s *Store) ConversationHead(ctx context.Context, accountID, conversationID string) (Head, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      &s.tables.Conversations,
-		Key:            map[string]types.AttributeValue{"conversationKey": str(accountID + "#" + conversationID), "seq": num(0)},
+		Key:            map[string]types.AttributeValue{"conversationKey": ddb.S(accountID + "#" + conversationID), "seq": ddb.N(0)},
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
@@ -366,15 +366,15 @@ func (s *Store) ConversationHead(ctx context.Context, accountID, conversationID 
 		return Head{}, ErrNotFound
 	}
 	var until time.Time
-	if getS(out.Item, "leaseOwner") != "" {
-		if ms, err := getN(out.Item, "leaseUntil"); err == nil {
+	if ddb.String(out.Item, "leaseOwner") != "" {
+		if ms, err := ddb.Int(out.Item, "leaseUntil"); err == nil {
 			until = time.UnixMilli(ms)
 		}
 	}
 	return Head{
-		AgentID: getS(out.Item, "agentId"), Stream: getS(out.Item, "activeStream"), LeaseUntil: until, AsyncGroup: getS(out.Item, "asyncGroup"),
-		PendingAsync: getStrings(out.Item, "pendingAsync"), PendingApprovals: getStrings(out.Item, "pendingApprovals"),
-		Parent: parentOf(out.Item), PausedEvent: getS(out.Item, "pausedEvent"), Vars: varsOf(out.Item),
+		AgentID: ddb.String(out.Item, "agentId"), Stream: ddb.String(out.Item, "activeStream"), LeaseUntil: until, AsyncGroup: ddb.String(out.Item, "asyncGroup"),
+		PendingAsync: ddb.Strings(out.Item, "pendingAsync"), PendingApprovals: ddb.Strings(out.Item, "pendingApprovals"),
+		Parent: parentOf(out.Item), PausedEvent: ddb.String(out.Item, "pausedEvent"), Vars: varsOf(out.Item),
 	}, nil
 }
 
@@ -396,7 +396,7 @@ func (t *Lease) query(ctx context.Context, first, last int64) ([]model.Message, 
 		TableName:              &t.s.tables.Conversations,
 		KeyConditionExpression: aws.String("conversationKey = :k AND seq BETWEEN :first AND :last"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":k": str(t.key), ":first": num(first), ":last": num(last),
+			":k": ddb.S(t.key), ":first": ddb.N(first), ":last": ddb.N(last),
 		},
 		ConsistentRead: aws.Bool(true),
 	}
@@ -479,7 +479,7 @@ func (t *Lease) NextSeq() int64 { return t.nextSeq }
 // resumed step whose async calls still run), and clear what the conversation waited for.
 func (t *Lease) WaitForAsync(ctx context.Context, groupID string, resultIDs []string, toolApproval map[string]string, msgs ...model.Message) error {
 	set, remove := []string{"asyncGroup = :g", "pendingAsync = :ids"}, []string{}
-	vals := map[string]types.AttributeValue{":g": str(groupID), ":ids": strList(resultIDs)}
+	vals := map[string]types.AttributeValue{":g": ddb.S(groupID), ":ids": ddb.L(resultIDs)}
 	set, remove = withToolApproval(set, remove, vals, toolApproval)
 	var err error
 	if len(msgs) > 0 {
@@ -504,19 +504,18 @@ func (t *Lease) WaitForAsync(ctx context.Context, groupID string, resultIDs []st
 
 // updateHead applies update to the conversation's head under the lease.
 func (t *Lease) updateHead(ctx context.Context, update string, values map[string]types.AttributeValue) error {
-	vals := map[string]types.AttributeValue{":owner": str(t.owner)}
+	vals := map[string]types.AttributeValue{":owner": ddb.S(t.owner)}
 	for k, v := range values {
 		vals[k] = v
 	}
 	_, err := t.s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 &t.s.tables.Conversations,
-		Key:                       map[string]types.AttributeValue{"conversationKey": str(t.key), "seq": num(0)},
+		Key:                       map[string]types.AttributeValue{"conversationKey": ddb.S(t.key), "seq": ddb.N(0)},
 		UpdateExpression:          aws.String(update),
 		ConditionExpression:       aws.String("leaseOwner = :owner"),
 		ExpressionAttributeValues: vals,
 	})
-	var failed *types.ConditionalCheckFailedException
-	if errors.As(err, &failed) {
+	if ddb.ConditionFailed(err) {
 		return ErrLeaseLost
 	}
 	return err
@@ -530,7 +529,7 @@ func withToolApproval(set, remove []string, vals map[string]types.AttributeValue
 	}
 	m := make(map[string]types.AttributeValue, len(overrides))
 	for k, v := range overrides {
-		m[k] = str(v)
+		m[k] = ddb.S(v)
 	}
 	vals[":toolApproval"] = &types.AttributeValueMemberM{Value: m}
 	return append(set, "toolApproval = :toolApproval"), remove
@@ -564,7 +563,7 @@ func (t *Lease) write(ctx context.Context, msgs []model.Message, extra []types.T
 	}
 	items = append(items, extra...)
 	next := t.nextSeq + int64(len(msgs))
-	vals := map[string]types.AttributeValue{":next": num(next), ":owner": str(t.owner), ":cur": num(t.nextSeq)}
+	vals := map[string]types.AttributeValue{":next": ddb.N(next), ":owner": ddb.S(t.owner), ":cur": ddb.N(t.nextSeq)}
 	for k, v := range values {
 		vals[k] = v
 	}
@@ -572,25 +571,22 @@ func (t *Lease) write(ctx context.Context, msgs []model.Message, extra []types.T
 	if recording {
 		// Every head update sets nextSeq, so it has a SET clause to join.
 		update = strings.Replace(update, "SET ", "SET activeStream = :activeStream, ", 1)
-		vals[":activeStream"] = str(t.stream)
+		vals[":activeStream"] = ddb.S(t.stream)
 	}
 	items = append(items, types.TransactWriteItem{Update: &types.Update{
 		TableName:                 &t.s.tables.Conversations,
-		Key:                       map[string]types.AttributeValue{"conversationKey": str(t.key), "seq": num(0)},
+		Key:                       map[string]types.AttributeValue{"conversationKey": ddb.S(t.key), "seq": ddb.N(0)},
 		UpdateExpression:          aws.String(update),
 		ConditionExpression:       aws.String("leaseOwner = :owner AND nextSeq = :cur"),
 		ExpressionAttributeValues: vals,
 	}})
 	_, err := t.s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
-	var canceled *types.TransactionCanceledException
-	if errors.As(err, &canceled) {
-		for i, r := range canceled.CancellationReasons {
-			if aws.ToString(r.Code) == "ConditionalCheckFailed" {
-				if i == len(items)-1 || i < len(msgs) {
-					return ErrLeaseLost
-				}
-				return fmt.Errorf("writing %s: %w", describe(items[i]), errConflict)
+	for i, r := range ddb.Cancellations(err) {
+		if ddb.CheckFailed(r) {
+			if i == len(items)-1 || i < len(msgs) {
+				return ErrLeaseLost
 			}
+			return fmt.Errorf("writing %s: %w", describe(items[i]), errConflict)
 		}
 	}
 	if err != nil {
@@ -613,10 +609,10 @@ func messagePut(table, key string, seq int64, m model.Message) (types.TransactWr
 	return types.TransactWriteItem{Put: &types.Put{
 		TableName: &table,
 		Item: map[string]types.AttributeValue{
-			"conversationKey": str(key),
-			"seq":             num(seq),
-			"role":            str(string(m.Role)),
-			"message":         str(string(b)),
+			"conversationKey": ddb.S(key),
+			"seq":             ddb.N(seq),
+			"role":            ddb.S(string(m.Role)),
+			"message":         ddb.S(string(b)),
 		},
 		ConditionExpression: aws.String("attribute_not_exists(seq)"),
 	}}, nil
@@ -639,13 +635,12 @@ var errConflict = errors.New("the item changed under the write")
 func (t *Lease) Release(ctx context.Context) error {
 	_, err := t.s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 &t.s.tables.Conversations,
-		Key:                       map[string]types.AttributeValue{"conversationKey": str(t.key), "seq": num(0)},
+		Key:                       map[string]types.AttributeValue{"conversationKey": ddb.S(t.key), "seq": ddb.N(0)},
 		UpdateExpression:          aws.String("REMOVE leaseOwner, leaseUntil"),
 		ConditionExpression:       aws.String("leaseOwner = :owner"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":owner": str(t.owner)},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":owner": ddb.S(t.owner)},
 	})
-	var failed *types.ConditionalCheckFailedException
-	if err != nil && !errors.As(err, &failed) {
+	if err != nil && !ddb.ConditionFailed(err) {
 		return fmt.Errorf("releasing the conversation: %w", err)
 	}
 	return nil
@@ -655,8 +650,7 @@ func (t *Lease) Release(ctx context.Context) error {
 // Ending a lease already lost is not an error.
 func (t *Lease) End(ctx context.Context, usage model.Usage) error {
 	_, err := t.s.db.UpdateItem(ctx, t.ending(usage))
-	var failed *types.ConditionalCheckFailedException
-	if err != nil && !errors.As(err, &failed) {
+	if err != nil && !ddb.ConditionFailed(err) {
 		return fmt.Errorf("ending turn: %w", err)
 	}
 	return nil
@@ -666,34 +660,13 @@ func (t *Lease) End(ctx context.Context, usage model.Usage) error {
 func (t *Lease) ending(usage model.Usage) *dynamodb.UpdateItemInput {
 	return &dynamodb.UpdateItemInput{
 		TableName:           &t.s.tables.Conversations,
-		Key:                 map[string]types.AttributeValue{"conversationKey": str(t.key), "seq": num(0)},
+		Key:                 map[string]types.AttributeValue{"conversationKey": ddb.S(t.key), "seq": ddb.N(0)},
 		UpdateExpression:    aws.String("REMOVE leaseOwner, leaseUntil ADD inputTokens :i, outputTokens :o, turns :one"),
 		ConditionExpression: aws.String("leaseOwner = :owner"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":owner": str(t.owner), ":i": num(int64(usage.InputTokens)), ":o": num(int64(usage.OutputTokens)), ":one": num(1),
+			":owner": ddb.S(t.owner), ":i": ddb.N(int64(usage.InputTokens)), ":o": ddb.N(int64(usage.OutputTokens)), ":one": ddb.N(1),
 		},
 	}
-}
-
-func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
-
-func num(n int64) types.AttributeValue {
-	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
-}
-
-func getS(item map[string]types.AttributeValue, k string) string {
-	if v, ok := item[k].(*types.AttributeValueMemberS); ok {
-		return v.Value
-	}
-	return ""
-}
-
-func strList(ss []string) types.AttributeValue {
-	l := make([]types.AttributeValue, 0, len(ss))
-	for _, s := range ss {
-		l = append(l, str(s))
-	}
-	return &types.AttributeValueMemberL{Value: l}
 }
 
 func getStringMap(item map[string]types.AttributeValue, k string) map[string]string {
@@ -710,45 +683,18 @@ func getStringMap(item map[string]types.AttributeValue, k string) map[string]str
 	return out
 }
 
-func getStrings(item map[string]types.AttributeValue, k string) []string {
-	l, ok := item[k].(*types.AttributeValueMemberL)
-	if !ok {
-		return nil
-	}
-	var out []string
-	for _, v := range l.Value {
-		if s, ok := v.(*types.AttributeValueMemberS); ok {
-			out = append(out, s.Value)
-		}
-	}
-	return out
-}
-
-func getN(item map[string]types.AttributeValue, k string) (int64, error) {
-	v, ok := item[k].(*types.AttributeValueMemberN)
-	if !ok {
-		return 0, fmt.Errorf("item has no number %s", k)
-	}
-	n, err := strconv.ParseInt(v.Value, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("item attribute %s: %w", k, err)
-	}
-	return n, nil
-}
-
 // RequestStop asks the turn that holds the conversation and writes stream to stop; the turn looks
 // for it while it runs (StopRequested). ok is false when no live turn of that stream holds the
 // conversation.
 func (s *Store) RequestStop(ctx context.Context, accountID, conversationID, stream string, now time.Time) (ok bool, err error) {
 	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 &s.tables.Conversations,
-		Key:                       map[string]types.AttributeValue{"conversationKey": str(accountID + "#" + conversationID), "seq": num(0)},
+		Key:                       map[string]types.AttributeValue{"conversationKey": ddb.S(accountID + "#" + conversationID), "seq": ddb.N(0)},
 		UpdateExpression:          aws.String("SET stopStream = :s"),
 		ConditionExpression:       aws.String("activeStream = :s AND attribute_exists(leaseOwner) AND leaseUntil > :now"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":s": str(stream), ":now": num(now.UnixMilli())},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":s": ddb.S(stream), ":now": ddb.N(now.UnixMilli())},
 	})
-	var failed *types.ConditionalCheckFailedException
-	if errors.As(err, &failed) {
+	if ddb.ConditionFailed(err) {
 		return false, nil
 	}
 	if err != nil {
@@ -762,11 +708,11 @@ func (s *Store) RequestStop(ctx context.Context, accountID, conversationID, stre
 func (s *Store) StopRequested(ctx context.Context, accountID, conversationID string) (string, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:            &s.tables.Conversations,
-		Key:                  map[string]types.AttributeValue{"conversationKey": str(accountID + "#" + conversationID), "seq": num(0)},
+		Key:                  map[string]types.AttributeValue{"conversationKey": ddb.S(accountID + "#" + conversationID), "seq": ddb.N(0)},
 		ProjectionExpression: aws.String("stopStream"), ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
 		return "", fmt.Errorf("loading conversation %s: %w", conversationID, err)
 	}
-	return getS(out.Item, "stopStream"), nil
+	return ddb.String(out.Item, "stopStream"), nil
 }

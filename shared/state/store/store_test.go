@@ -96,7 +96,7 @@ func TestEventClaimsAreSingleUse(t *testing.T) {
 	if err := s.ClaimEvent(ctx, "acc", "ev", "c", now, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.UpdateEvent(ctx, "acc", "ev", store.EventUpdate{Status: store.EventCompleted, At: now}); err != nil {
+	if err := s.UpdateEvent(ctx, "acc", "ev", store.StatusUpdate{Status: store.EventCompleted, At: now}); err != nil {
 		t.Fatal(err)
 	}
 	var dup *store.DuplicateEventError

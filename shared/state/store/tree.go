@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentharness/harness/shared/state/ddb"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -34,7 +35,7 @@ type TreeMember struct {
 // treeKey is the event table's key of the tree rooted at root; '/' is outside the id grammar,
 // so no event is ever named like it.
 func treeKey(root string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{"eventKey": str("tree/" + root)}
+	return map[string]types.AttributeValue{"eventKey": ddb.S("tree/" + root)}
 }
 
 // member encodes m for the tree's set; ids hold no '/', so it splits back.
@@ -51,8 +52,8 @@ func (s *Store) JoinTree(ctx context.Context, root string, m TreeMember, maxTurn
 		ConditionExpression: aws.String("attribute_not_exists(stopped) AND " +
 			"(attribute_not_exists(members) OR contains(members, :one) OR size(members) < :max)"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":m": &types.AttributeValueMemberSS{Value: []string{m.member()}}, ":one": str(m.member()),
-			":max": num(int64(maxTurns - 1)), ":exp": num(now.Add(ttl).Unix()),
+			":m": &types.AttributeValueMemberSS{Value: []string{m.member()}}, ":one": ddb.S(m.member()),
+			":max": ddb.N(int64(maxTurns - 1)), ":exp": ddb.N(now.Add(ttl).Unix()),
 		},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
@@ -90,7 +91,7 @@ func (s *Store) StopTree(ctx context.Context, root string, now time.Time, ttl ti
 		TableName: &s.tables.Events, Key: treeKey(root),
 		UpdateExpression: aws.String("SET stopped = :t, expiresAt = if_not_exists(expiresAt, :exp)"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":t": &types.AttributeValueMemberBOOL{Value: true}, ":exp": num(now.Add(ttl).Unix()),
+			":t": &types.AttributeValueMemberBOOL{Value: true}, ":exp": ddb.N(now.Add(ttl).Unix()),
 		},
 		ReturnValues: types.ReturnValueAllNew,
 	})

@@ -3,10 +3,10 @@ package store
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
+	"github.com/agentharness/harness/shared/state/ddb"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -58,11 +58,11 @@ func (s *Store) AddVarRequest(ctx context.Context, accountID, conversationID str
 	}
 	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 &s.tables.Conversations,
-		Key:                       map[string]types.AttributeValue{"conversationKey": str(accountID + "#" + conversationID), "seq": num(0)},
+		Key:                       map[string]types.AttributeValue{"conversationKey": ddb.S(accountID + "#" + conversationID), "seq": ddb.N(0)},
 		UpdateExpression:          aws.String("SET #r = :v"),
 		ConditionExpression:       aws.String("attribute_exists(conversationKey) AND attribute_not_exists(#r)"),
 		ExpressionAttributeNames:  map[string]string{"#r": varRequestAttr(r.ID)},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":v": str(string(b))},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":v": ddb.S(string(b))},
 	})
 	if err != nil {
 		return fmt.Errorf("recording variables request %s: %w", r.ID, err)
@@ -75,7 +75,7 @@ func (s *Store) AddVarRequest(ctx context.Context, accountID, conversationID str
 func (s *Store) VarRequest(ctx context.Context, accountID, conversationID, id string) (VarRequest, Vars, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      &s.tables.Conversations,
-		Key:            map[string]types.AttributeValue{"conversationKey": str(accountID + "#" + conversationID), "seq": num(0)},
+		Key:            map[string]types.AttributeValue{"conversationKey": ddb.S(accountID + "#" + conversationID), "seq": ddb.N(0)},
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
@@ -98,14 +98,13 @@ func (s *Store) BootVarRequest(ctx context.Context, accountID, conversationID st
 	}
 	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 &s.tables.Conversations,
-		Key:                       map[string]types.AttributeValue{"conversationKey": str(accountID + "#" + conversationID), "seq": num(0)},
+		Key:                       map[string]types.AttributeValue{"conversationKey": ddb.S(accountID + "#" + conversationID), "seq": ddb.N(0)},
 		UpdateExpression:          aws.String("SET #r = :v, #b = :at"),
 		ConditionExpression:       aws.String("attribute_exists(#r) AND attribute_not_exists(#b)"),
 		ExpressionAttributeNames:  map[string]string{"#r": varRequestAttr(r.ID), "#b": varRequestAttr(r.ID) + ":booted"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":v": str(string(v)), ":at": num(b.At.UnixMilli())},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":v": ddb.S(string(v)), ":at": ddb.N(b.At.UnixMilli())},
 	})
-	var failed *types.ConditionalCheckFailedException
-	if errors.As(err, &failed) {
+	if ddb.ConditionFailed(err) {
 		return ErrConflict
 	}
 	if err != nil {

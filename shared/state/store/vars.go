@@ -2,10 +2,10 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 
+	"github.com/agentharness/harness/shared/state/ddb"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -56,13 +56,12 @@ func (t *Lease) SetVars(ctx context.Context, vars Vars) error {
 	maps.Copy(merged, vars)
 	_, err := t.s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 &t.s.tables.Conversations,
-		Key:                       map[string]types.AttributeValue{"conversationKey": str(t.key), "seq": num(0)},
+		Key:                       map[string]types.AttributeValue{"conversationKey": ddb.S(t.key), "seq": ddb.N(0)},
 		UpdateExpression:          aws.String("SET vars = :vars"),
 		ConditionExpression:       aws.String("leaseOwner = :owner"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":vars": merged.attr(), ":owner": str(t.owner)},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":vars": merged.attr(), ":owner": ddb.S(t.owner)},
 	})
-	var failed *types.ConditionalCheckFailedException
-	if errors.As(err, &failed) {
+	if ddb.ConditionFailed(err) {
 		return ErrLeaseLost
 	}
 	if err != nil {

@@ -36,6 +36,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentharness/harness/shared/state/ddb"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -148,28 +149,8 @@ type Entry struct {
 	Payload json.RawMessage
 }
 
-func s(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
-func n(v int64) types.AttributeValue {
-	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
-}
-
 func key(stream string, seq int64) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{"streamKey": s(stream), "seq": n(seq)}
-}
-
-func getS(item map[string]types.AttributeValue, k string) string {
-	if v, ok := item[k].(*types.AttributeValueMemberS); ok {
-		return v.Value
-	}
-	return ""
-}
-
-func getN(item map[string]types.AttributeValue, k string) int64 {
-	if v, ok := item[k].(*types.AttributeValueMemberN); ok {
-		i, _ := strconv.ParseInt(v.Value, 10, 64)
-		return i
-	}
-	return 0
+	return map[string]types.AttributeValue{"streamKey": ddb.S(stream), "seq": ddb.N(seq)}
 }
 
 // Writer appends to one stream. Append, Flush and End take a lock, so the writer's own timer
@@ -224,14 +205,16 @@ func (l *Log) Next(ctx context.Context, stream string) (int64, error) {
 	last, err := l.db.Query(ctx, &dynamodb.QueryInput{
 		TableName: &l.table, ConsistentRead: aws.Bool(true), ScanIndexForward: aws.Bool(false), Limit: aws.Int32(1),
 		KeyConditionExpression:    aws.String("streamKey = :k AND seq >= :zero"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":k": s(stream), ":zero": n(0)},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":k": ddb.S(stream), ":zero": ddb.N(0)},
 		ProjectionExpression:      aws.String("seq, #c"),
 		ExpressionAttributeNames:  map[string]string{"#c": "count"},
 	})
 	if err != nil || len(last.Items) == 0 {
 		return 0, err
 	}
-	return getN(last.Items[0], "seq") + getN(last.Items[0], "count"), nil
+	seq, _ := ddb.Int(last.Items[0], "seq")
+	count, _ := ddb.Int(last.Items[0], "count")
+	return seq + count, nil
 }
 
 // Start returns a writer for a stream its caller knows is new (a key it just made); it reads
@@ -409,9 +392,9 @@ func (w *Writer) putBatch(ctx context.Context, item map[string]types.AttributeVa
 	_, err := w.log.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: &w.log.table, Item: item, ConditionExpression: aws.String(batchCondition),
 	})
-	var taken *types.ConditionalCheckFailedException
-	if errors.As(err, &taken) {
-		return fmt.Errorf("stream %s: batch %d was written by another writer", w.stream, getN(item, "seq"))
+	if ddb.ConditionFailed(err) {
+		seq, _ := ddb.Int(item, "seq")
+		return fmt.Errorf("stream %s: batch %d was written by another writer", w.stream, seq)
 	}
 	if err != nil {
 		return fmt.Errorf("writing stream %s: %w", w.stream, err)
@@ -430,9 +413,9 @@ func (w *Writer) batchItem(state string) (map[string]types.AttributeValue, error
 		return nil, err
 	}
 	item := key(w.stream, w.next)
-	item["payloads"], item["count"], item["expiresAt"] = s(string(b)), n(int64(len(w.buf))), n(w.log.opts.Now().Add(w.log.opts.Retention).Unix())
+	item["payloads"], item["count"], item["expiresAt"] = ddb.S(string(b)), ddb.N(int64(len(w.buf))), ddb.N(w.log.opts.Now().Add(w.log.opts.Retention).Unix())
 	if state != Open {
-		item["state"] = s(state)
+		item["state"] = ddb.S(state)
 	}
 	return item, nil
 }
@@ -446,7 +429,7 @@ func (w *Writer) writeState(ctx context.Context, state string) error {
 func (w *Writer) stateItem(state string) map[string]types.AttributeValue {
 	now := w.log.opts.Now()
 	st := key(w.stream, stateSeq)
-	st["state"], st["next"], st["updatedAt"], st["expiresAt"] = s(state), n(w.next), n(now.UnixMilli()), n(now.Add(w.log.opts.Retention).Unix())
+	st["state"], st["next"], st["updatedAt"], st["expiresAt"] = ddb.S(state), ddb.N(w.next), ddb.N(now.UnixMilli()), ddb.N(now.Add(w.log.opts.Retention).Unix())
 	return st
 }
 
@@ -473,26 +456,26 @@ func (l *Log) Read(ctx context.Context, stream string, after int64) ([]Entry, st
 	if err != nil {
 		return nil, "", fmt.Errorf("reading stream %s: %w", stream, err)
 	}
-	state := getS(st.Item, "state")
-	stateNext := getN(st.Item, "next")
+	state := ddb.String(st.Item, "state")
+	stateNext, _ := ddb.Int(st.Item, "next")
 	var out []Entry
 	var start map[string]types.AttributeValue
 	for {
 		res, err := l.db.Query(ctx, &dynamodb.QueryInput{
 			TableName: &l.table, ConsistentRead: aws.Bool(true), ExclusiveStartKey: start,
 			KeyConditionExpression:    aws.String("streamKey = :k AND seq >= :zero"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":k": s(stream), ":zero": n(0)},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":k": ddb.S(stream), ":zero": ddb.N(0)},
 		})
 		if err != nil {
 			return nil, "", fmt.Errorf("reading stream %s: %w", stream, err)
 		}
 		for _, it := range res.Items {
-			first := getN(it, "seq")
+			first, _ := ddb.Int(it, "seq")
 			if st.Item == nil || first >= stateNext {
-				state = getS(it, "state") // written after the state item
+				state = ddb.String(it, "state") // written after the state item
 			}
 			var payloads []json.RawMessage
-			if err := json.Unmarshal([]byte(getS(it, "payloads")), &payloads); err != nil {
+			if err := json.Unmarshal([]byte(ddb.String(it, "payloads")), &payloads); err != nil {
 				return nil, "", fmt.Errorf("stream %s batch %d: %w", stream, first, err)
 			}
 			for i, p := range payloads {

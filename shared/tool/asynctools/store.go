@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentharness/harness/shared/state/ddb"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -145,15 +146,15 @@ func (s *Store) Register(ctx context.Context, r Result) (existing Result, create
 	}
 	w := newWriteID()
 	item := map[string]types.AttributeValue{
-		"pk":        str(groupID),
-		"sk":        str(callKey),
-		"status":    str(Running),
+		"pk":        ddb.S(groupID),
+		"sk":        ddb.S(callKey),
+		"status":    ddb.S(Running),
 		"deadline":  ms(r.Deadline),
-		"delivery":  str(string(delivery)),
-		"dueShard":  str(dueShard(groupID)),
+		"delivery":  ddb.S(string(delivery)),
+		"dueShard":  ddb.S(dueShard(groupID)),
 		"dueAt":     ms(r.Deadline),
-		"expiresAt": num(r.Deadline.Add(retention).Unix()),
-		"writeId":   str(w),
+		"expiresAt": ddb.N(r.Deadline.Add(retention).Unix()),
+		"writeId":   ddb.S(w),
 	}
 	putS(item, "accountId", r.AccountID)
 	putS(item, "agentId", r.AgentID)
@@ -205,7 +206,7 @@ func (s *Store) Settle(ctx context.Context, id string, o Outcome, now time.Time)
 	w := newWriteID()
 	update := "SET #s = :s, outcomeHash = :h, settledAt = :now, writeId = :w"
 	vals := map[string]types.AttributeValue{
-		":s": str(o.Status), ":h": str(hash), ":running": str(Running), ":now": ms(now), ":w": str(w),
+		":s": ddb.S(o.Status), ":h": ddb.S(hash), ":running": ddb.S(Running), ":now": ms(now), ":w": ddb.S(w),
 	}
 	if o.Status == Completed {
 		stored := o.Response
@@ -221,13 +222,13 @@ func (s *Store) Settle(ctx context.Context, id string, o Outcome, now time.Time)
 			}
 			stored = preview(o.Response)
 			update += ", responseKey = :k"
-			vals[":k"] = str(blobKey)
+			vals[":k"] = ddb.S(blobKey)
 		}
 		update += ", #r = :r, responseBytes = :n"
-		vals[":r"], vals[":n"] = str(string(stored)), num(int64(len(o.Response)))
+		vals[":r"], vals[":n"] = ddb.S(string(stored)), ddb.N(int64(len(o.Response)))
 	} else {
 		update += ", #e = :e"
-		vals[":e"] = str(truncate(o.Error, s.inlineLimit))
+		vals[":e"] = ddb.S(truncate(o.Error, s.inlineLimit))
 	}
 	cond := "#s = :running"
 	if o.Timeout {
@@ -263,11 +264,11 @@ func (s *Store) Settle(ctx context.Context, id string, o Outcome, now time.Time)
 			return Result{}, false, fmt.Errorf("settling async tool result %s: %w", id, err)
 		}
 		switch {
-		case getS(old, "writeId") == w:
+		case ddb.String(old, "writeId") == w:
 			return rec, false, nil
 		case rec.Status == Running:
 			return rec, false, ErrNotDue
-		case rec.Status == o.Status && getS(old, "outcomeHash") == hash:
+		case rec.Status == o.Status && ddb.String(old, "outcomeHash") == hash:
 			return rec, true, nil
 		}
 		return rec, false, &ConflictError{Recorded: rec}
@@ -365,12 +366,10 @@ func (s *Store) Seal(ctx context.Context, g Group, now, dueAt time.Time) (existi
 	if !validGroupID(g.ID) {
 		return Group{}, false, fmt.Errorf("sealing dispatch group: malformed id %q", g.ID)
 	}
-	expected := make([]types.AttributeValue, 0, len(g.Expected))
 	for _, id := range g.Expected {
 		if gid, _, ok := SplitResultID(id); !ok || gid != g.ID {
 			return Group{}, false, fmt.Errorf("sealing dispatch group %s: %q is not one of its result ids", g.ID, id)
 		}
-		expected = append(expected, str(id))
 	}
 	delivery, err := json.Marshal(g.Delivery)
 	if err != nil {
@@ -379,15 +378,15 @@ func (s *Store) Seal(ctx context.Context, g Group, now, dueAt time.Time) (existi
 	g.SealedAt, g.ClaimedAt, g.ConsumedAt = time.UnixMilli(now.UnixMilli()).UTC(), time.Time{}, time.Time{}
 	w := newWriteID()
 	item := map[string]types.AttributeValue{
-		"pk":        str(g.ID),
-		"sk":        str(groupSK),
-		"expected":  &types.AttributeValueMemberL{Value: expected},
-		"delivery":  str(string(delivery)),
+		"pk":        ddb.S(g.ID),
+		"sk":        ddb.S(groupSK),
+		"expected":  ddb.L(g.Expected),
+		"delivery":  ddb.S(string(delivery)),
 		"sealedAt":  ms(now),
-		"dueShard":  str(dueShard(g.ID)),
+		"dueShard":  ddb.S(dueShard(g.ID)),
 		"dueAt":     ms(dueAt),
-		"expiresAt": num(later(now, dueAt).Add(retention).Unix()),
-		"writeId":   str(w),
+		"expiresAt": ddb.N(later(now, dueAt).Add(retention).Unix()),
+		"writeId":   ddb.S(w),
 	}
 	putS(item, "accountId", g.AccountID)
 	putS(item, "agentId", g.AgentID)
@@ -418,7 +417,7 @@ func (s *Store) putNew(ctx context.Context, item map[string]types.AttributeValue
 		ReturnConsumedCapacity:              s.capacity(),
 	})
 	if failed, ok := errors.AsType[*types.ConditionalCheckFailedException](err); ok {
-		pk, sk := getS(item, "pk"), getS(item, "sk")
+		pk, sk := ddb.String(item, "pk"), ddb.String(item, "sk")
 		old, err := s.oldItem(ctx, failed, pk, sk)
 		if err != nil {
 			return nil, false, fmt.Errorf("reading the existing item: %w", err)
@@ -426,7 +425,7 @@ func (s *Store) putNew(ctx context.Context, item map[string]types.AttributeValue
 		if old == nil { // it expired between the write and the read
 			return nil, false, errors.New("the existing item is gone")
 		}
-		return old, getS(old, "writeId") == writeID, nil
+		return old, ddb.String(old, "writeId") == writeID, nil
 	}
 	if err != nil {
 		return nil, false, err
@@ -500,7 +499,7 @@ func (s *Store) Load(ctx context.Context, groupID string) (GroupState, error) {
 	in := &dynamodb.QueryInput{
 		TableName:                 &s.table,
 		KeyConditionExpression:    aws.String("pk = :pk"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(groupID)},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": ddb.S(groupID)},
 		ConsistentRead:            aws.Bool(true),
 	}
 	for p := dynamodb.NewQueryPaginator(s.db, in); p.HasMorePages(); {
@@ -509,7 +508,7 @@ func (s *Store) Load(ctx context.Context, groupID string) (GroupState, error) {
 			return GroupState{}, fmt.Errorf("loading dispatch group %s: %w", groupID, err)
 		}
 		for _, item := range page.Items {
-			if getS(item, "sk") == groupSK {
+			if ddb.String(item, "sk") == groupSK {
 				g, err := decodeGroup(item)
 				if err != nil {
 					return GroupState{}, fmt.Errorf("loading dispatch group %s: %w", groupID, err)
@@ -543,7 +542,7 @@ func (s *Store) Claim(ctx context.Context, groupID string, now, resendAt time.Ti
 		ConditionExpression: aws.String("attribute_exists(pk) AND attribute_not_exists(claimedAt) AND " +
 			"attribute_not_exists(consumedAt)"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":now": ms(now), ":resend": ms(resendAt), ":w": str(w),
+			":now": ms(now), ":resend": ms(resendAt), ":w": ddb.S(w),
 		},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		ReturnConsumedCapacity:              s.capacity(),
@@ -556,7 +555,7 @@ func (s *Store) Claim(ctx context.Context, groupID string, now, resendAt time.Ti
 		if old == nil {
 			return false, ErrNotFound
 		}
-		return getS(old, "writeId") == w, nil
+		return ddb.String(old, "writeId") == w, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("claiming dispatch group %s: %w", groupID, err)
@@ -579,7 +578,7 @@ func (s *Store) Consume(ctx context.Context, groupID string, now time.Time) erro
 		ExpressionAttributeValues: map[string]types.AttributeValue{":now": ms(now)},
 		ReturnConsumedCapacity:    s.capacity(),
 	})
-	if _, ok := errors.AsType[*types.ConditionalCheckFailedException](err); ok {
+	if ddb.ConditionFailed(err) {
 		return ErrNotFound
 	}
 	if err != nil {
@@ -656,7 +655,7 @@ func (s *Store) dueIn(ctx context.Context, shard string, now time.Time, limit in
 		IndexName:              aws.String(dueIndex),
 		KeyConditionExpression: aws.String("dueShard = :shard AND dueAt <= :now"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":shard": str(shard), ":now": ms(now),
+			":shard": ddb.S(shard), ":now": ms(now),
 		},
 	}
 	if limit > 0 {
@@ -670,8 +669,8 @@ func (s *Store) dueIn(ctx context.Context, shard string, now time.Time, limit in
 		}
 		for _, item := range page.Items {
 			d := &decoder{item: item}
-			it := DueItem{GroupID: getS(item, "pk"), DueAt: d.time("dueAt")}
-			if sk := getS(item, "sk"); sk != groupSK {
+			it := DueItem{GroupID: ddb.String(item, "pk"), DueAt: d.time("dueAt")}
+			if sk := ddb.String(item, "sk"); sk != groupSK {
 				it.ResultID = it.GroupID + "." + sk
 			}
 			if d.err != nil {
@@ -684,7 +683,7 @@ func (s *Store) dueIn(ctx context.Context, shard string, now time.Time, limit in
 }
 
 func key(pk, sk string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{"pk": str(pk), "sk": str(sk)}
+	return map[string]types.AttributeValue{"pk": ddb.S(pk), "sk": ddb.S(sk)}
 }
 
 func (s *Store) get(ctx context.Context, pk, sk string) (map[string]types.AttributeValue, error) {
@@ -708,19 +707,19 @@ func (s *Store) oldItem(ctx context.Context, failed *types.ConditionalCheckFaile
 func decodeResult(item map[string]types.AttributeValue) (Result, error) {
 	d := &decoder{item: item}
 	r := Result{
-		ID:             getS(item, "pk") + "." + getS(item, "sk"),
-		AccountID:      getS(item, "accountId"),
-		AgentID:        getS(item, "agentId"),
-		ConversationID: getS(item, "conversationId"),
-		TurnID:         getS(item, "turnId"),
-		ToolCallID:     getS(item, "toolCallId"),
-		ToolName:       getS(item, "toolName"),
-		Mode:           getS(item, "mode"),
-		Status:         getS(item, "status"),
-		ResponseKey:    getS(item, "responseKey"),
+		ID:             ddb.String(item, "pk") + "." + ddb.String(item, "sk"),
+		AccountID:      ddb.String(item, "accountId"),
+		AgentID:        ddb.String(item, "agentId"),
+		ConversationID: ddb.String(item, "conversationId"),
+		TurnID:         ddb.String(item, "turnId"),
+		ToolCallID:     ddb.String(item, "toolCallId"),
+		ToolName:       ddb.String(item, "toolName"),
+		Mode:           ddb.String(item, "mode"),
+		Status:         ddb.String(item, "status"),
+		ResponseKey:    ddb.String(item, "responseKey"),
 		ResponseBytes:  int(d.int("responseBytes")),
-		Error:          getS(item, "error"),
-		TokenHash:      getS(item, "tokenHash"),
+		Error:          ddb.String(item, "error"),
+		TokenHash:      ddb.String(item, "tokenHash"),
 		Deadline:       d.time("deadline"),
 		ParentUntil:    d.time("parentUntil"),
 		Delivery:       d.delivery(),
@@ -739,22 +738,16 @@ func decodeResult(item map[string]types.AttributeValue) (Result, error) {
 func decodeGroup(item map[string]types.AttributeValue) (Group, error) {
 	d := &decoder{item: item}
 	g := Group{
-		ID:             getS(item, "pk"),
-		AccountID:      getS(item, "accountId"),
-		AgentID:        getS(item, "agentId"),
-		ConversationID: getS(item, "conversationId"),
+		ID:             ddb.String(item, "pk"),
+		AccountID:      ddb.String(item, "accountId"),
+		AgentID:        ddb.String(item, "agentId"),
+		ConversationID: ddb.String(item, "conversationId"),
 		Delivery:       d.delivery(),
-		SealedBy:       getS(item, "sealedBy"),
+		SealedBy:       ddb.String(item, "sealedBy"),
 		SealedAt:       d.time("sealedAt"),
 		ClaimedAt:      d.time("claimedAt"),
 		ConsumedAt:     d.time("consumedAt"),
-	}
-	if l, ok := item["expected"].(*types.AttributeValueMemberL); ok {
-		for _, v := range l.Value {
-			if id, ok := v.(*types.AttributeValueMemberS); ok {
-				g.Expected = append(g.Expected, id.Value)
-			}
-		}
+		Expected:       ddb.Strings(item, "expected"),
 	}
 	if d.err != nil {
 		return Group{}, fmt.Errorf("decoding dispatch group %s: %w", g.ID, d.err)
@@ -769,13 +762,9 @@ type decoder struct {
 }
 
 func (d *decoder) int(k string) int64 {
-	v, ok := d.item[k].(*types.AttributeValueMemberN)
-	if !ok {
-		return 0
-	}
-	n, err := strconv.ParseInt(v.Value, 10, 64)
-	if err != nil && d.err == nil {
-		d.err = fmt.Errorf("attribute %s: %w", k, err)
+	n, err := ddb.Int(d.item, k)
+	if err != nil && !errors.Is(err, ddb.ErrNoNumber) && d.err == nil {
+		d.err = err
 	}
 	return n
 }
@@ -790,7 +779,7 @@ func (d *decoder) time(k string) time.Time {
 
 func (d *decoder) delivery() Delivery {
 	var v Delivery
-	if s := getS(d.item, "delivery"); s != "" {
+	if s := ddb.String(d.item, "delivery"); s != "" {
 		if err := json.Unmarshal([]byte(s), &v); err != nil && d.err == nil {
 			d.err = fmt.Errorf("attribute delivery: %w", err)
 		}
@@ -808,18 +797,12 @@ func normalize(r Result) Result {
 	return r
 }
 
-func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
-
-func num(n int64) types.AttributeValue {
-	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
-}
-
-func ms(t time.Time) types.AttributeValue { return num(t.UnixMilli()) }
+func ms(t time.Time) types.AttributeValue { return ddb.N(t.UnixMilli()) }
 
 // putS and putT leave empty values out: smaller items, and absent reads back as empty.
 func putS(item map[string]types.AttributeValue, k, v string) {
 	if v != "" {
-		item[k] = str(v)
+		item[k] = ddb.S(v)
 	}
 }
 
@@ -829,19 +812,12 @@ func putT(item map[string]types.AttributeValue, k string, t time.Time) {
 	}
 }
 
-func getS(item map[string]types.AttributeValue, k string) string {
-	if v, ok := item[k].(*types.AttributeValueMemberS); ok {
-		return v.Value
-	}
-	return ""
-}
-
 // ScheduleRow puts a row back on the Due index at dueAt (nil-op for a missing row): a result that
 // arrived before its group was sealed stays findable, so a parent that dies before sealing still
 // has its group sealed by the sweeper.
 func (s *Store) ScheduleRow(ctx context.Context, resultID string, dueAt time.Time) error {
 	return s.rowDue(ctx, resultID, "SET dueShard = :shard, dueAt = :due", map[string]types.AttributeValue{
-		":shard": str(dueShard(strings.SplitN(resultID, ".", 2)[0])), ":due": ms(dueAt),
+		":shard": ddb.S(dueShard(strings.SplitN(resultID, ".", 2)[0])), ":due": ms(dueAt),
 	})
 }
 
@@ -870,7 +846,7 @@ func (s *Store) rowDue(ctx context.Context, resultID, update string, values map[
 		ExpressionAttributeValues: values,
 		ReturnConsumedCapacity:    s.capacity(),
 	})
-	if _, ok := errors.AsType[*types.ConditionalCheckFailedException](err); ok {
+	if ddb.ConditionFailed(err) {
 		return nil
 	}
 	if err != nil {
