@@ -6,6 +6,7 @@ package testenv
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -13,10 +14,12 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -267,6 +270,89 @@ func itemsWithPrefix(t testing.TB, db *dynamodb.Client, table, key, prefix strin
 		items = append(items, page.Items...)
 	}
 	return items
+}
+
+// FindString returns the path of an attribute of item that holds s, in a string or in bytes,
+// or "": a test that looks for a secret at rest, or for what a refused request would have
+// written, reads the items whole.
+func FindString(item map[string]types.AttributeValue, s string) string {
+	var walk func(path string, v types.AttributeValue) string
+	walk = func(path string, v types.AttributeValue) string {
+		switch v := v.(type) {
+		case *types.AttributeValueMemberS:
+			if strings.Contains(v.Value, s) {
+				return path
+			}
+		case *types.AttributeValueMemberB:
+			if bytes.Contains(v.Value, []byte(s)) {
+				return path
+			}
+		case *types.AttributeValueMemberSS:
+			for _, e := range v.Value {
+				if strings.Contains(e, s) {
+					return path
+				}
+			}
+		case *types.AttributeValueMemberBS:
+			for _, e := range v.Value {
+				if bytes.Contains(e, []byte(s)) {
+					return path
+				}
+			}
+		case *types.AttributeValueMemberL:
+			for i, e := range v.Value {
+				if p := walk(path+"["+strconv.Itoa(i)+"]", e); p != "" {
+					return p
+				}
+			}
+		case *types.AttributeValueMemberM:
+			for k, e := range v.Value {
+				if p := walk(path+"."+k, e); p != "" {
+					return p
+				}
+			}
+		}
+		return ""
+	}
+	return walk("item", &types.AttributeValueMemberM{Value: item})
+}
+
+// Bearer is the Authorization header that carries secret, none when secret is empty.
+func Bearer(secret string) string {
+	if secret == "" {
+		return ""
+	}
+	return "Bearer " + secret
+}
+
+// Call sends a request to url, with this exact Authorization header and a JSON body (neither
+// when empty), and returns the answer's status and body.
+func Call(t testing.TB, method, url, authorization, body string) (int, []byte) {
+	t.Helper()
+	var r io.Reader
+	if body != "" {
+		r = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, url, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if authorization != "" {
+		req.Header.Set("Authorization", authorization)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.StatusCode, b
 }
 
 // Listener starts a loopback TCP listener that counts the connections it accepts and closes

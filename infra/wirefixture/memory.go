@@ -4,13 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"testing"
 )
 
@@ -48,23 +44,11 @@ func answer(conn net.Conn, status int, header http.Header, body []byte) {
 // seed fuzz corpora with what the provider really sends.
 func Bodies(tb testing.TB, name string) [][]byte {
 	tb.Helper()
-	raw, err := os.ReadFile(filepath.Join("testdata", name))
-	if err != nil {
-		tb.Fatalf("reading wire fixture: %v", err)
-	}
-	var exchanges []Exchange
-	if err := json.Unmarshal(raw, &exchanges); err != nil {
-		tb.Fatalf("decoding wire fixture %s: %v", name, err)
-	}
 	var out [][]byte
-	for _, e := range exchanges {
-		if e.Response.BodyBase64 == "" {
-			out = append(out, []byte(e.Response.Body))
-			continue
-		}
-		b, err := base64.StdEncoding.DecodeString(e.Response.BodyBase64)
+	for _, e := range Load(tb, name) {
+		b, err := e.Response.Bytes()
 		if err != nil {
-			tb.Fatalf("decoding a body of %s: %v", name, err)
+			tb.Fatalf("a body of %s: %v", name, err)
 		}
 		out = append(out, b)
 	}

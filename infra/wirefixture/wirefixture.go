@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -50,12 +51,53 @@ type Response struct {
 	BodyBase64 string            `json:"bodyBase64,omitempty"`
 }
 
-// Captured is a request the server received.
+// Captured is a request a server received.
 type Captured struct {
 	Method string
 	Path   string
+	Query  string
 	Header http.Header
 	Body   []byte
+}
+
+// Load reads the exchanges of testdata file name (a path relative to the test's package).
+func Load(tb testing.TB, name string) []Exchange {
+	tb.Helper()
+	raw, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		tb.Fatalf("reading wire fixture: %v", err)
+	}
+	var exchanges []Exchange
+	if err := json.Unmarshal(raw, &exchanges); err != nil {
+		tb.Fatalf("decoding wire fixture %s: %v", name, err)
+	}
+	return exchanges
+}
+
+// Bytes is the response's body, decoded when it is stored in base64.
+func (r Response) Bytes() ([]byte, error) {
+	if r.BodyBase64 == "" {
+		return []byte(r.Body), nil
+	}
+	b, err := base64.StdEncoding.DecodeString(r.BodyBase64)
+	if err != nil {
+		return nil, fmt.Errorf("bodyBase64: %w", err)
+	}
+	return b, nil
+}
+
+// ServeHTTP answers any request with the response, so a recorded answer can be served again.
+func (r Response) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	body, err := r.Bytes()
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	for k, v := range r.Headers {
+		w.Header().Set(k, v)
+	}
+	w.WriteHeader(r.Status)
+	_, _ = w.Write(body)
 }
 
 // Server replays (or records) one fixture file.
@@ -95,13 +137,7 @@ func serve(t *testing.T, name, upstream string, recording bool) *Server {
 	t.Helper()
 	s := &Server{t: t, file: filepath.Join("testdata", name), upstream: strings.TrimSuffix(upstream, "/"), recording: recording}
 	if !recording {
-		raw, err := os.ReadFile(s.file)
-		if err != nil {
-			t.Fatalf("reading wire fixture: %v", err)
-		}
-		if err := json.Unmarshal(raw, &s.exchanges); err != nil {
-			t.Fatalf("decoding wire fixture %s: %v", s.file, err)
-		}
+		s.exchanges = Load(t, name)
 	}
 	srv := httptest.NewServer(http.HandlerFunc(s.serve))
 	s.URL = srv.URL
@@ -126,7 +162,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	s.captured = append(s.captured, Captured{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
+	s.captured = append(s.captured, Captured{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header.Clone(), Body: body})
 	s.mu.Unlock()
 	if s.recording {
 		s.forward(w, r, body)
@@ -143,17 +179,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.next++
 	s.mu.Unlock()
 	s.check(ex.Request, r, body)
-	for k, v := range ex.Response.Headers {
-		w.Header().Set(k, v)
+	if _, err := ex.Response.Bytes(); err != nil {
+		s.t.Errorf("%s: %v", s.file, err)
 	}
-	out := []byte(ex.Response.Body)
-	if ex.Response.BodyBase64 != "" {
-		if out, err = base64.StdEncoding.DecodeString(ex.Response.BodyBase64); err != nil {
-			s.t.Errorf("%s: bodyBase64: %v", s.file, err)
-		}
-	}
-	w.WriteHeader(ex.Response.Status)
-	_, _ = w.Write(out)
+	ex.Response.ServeHTTP(w, r)
 }
 
 // check compares a replayed request with the recorded one.

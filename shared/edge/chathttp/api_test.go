@@ -31,6 +31,7 @@ import (
 	"github.com/agentharness/harness/shared/tool"
 	"github.com/agentharness/harness/shared/tool/builtintools"
 	"github.com/agentharness/harness/shared/turn"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -42,9 +43,18 @@ const demoConfig = `{
 
 type fixture struct {
 	srv    *httptest.Server
+	db     *dynamodb.Client
+	tables store.Tables
 	store  *store.Store
+	agents *agentstore.Service
 	acc    store.Account
 	secret string
+
+	mu sync.Mutex
+	// toolConfigs holds the config.tools of every turn, as the harness got it.
+	toolConfigs []map[string]json.RawMessage
+	// prompts holds the messages of every model call.
+	prompts [][]model.Message
 }
 
 // newFixture serves the harness over real HTTP against DynamoDB Local, with one account and
@@ -62,28 +72,24 @@ type fixtureOptions struct {
 	logger *slog.Logger
 	// tools replaces the tool builder.
 	tools func(map[string]json.RawMessage) (*tool.Set, error)
+	// maxBodyBytes bounds request bodies (4096 when zero, so a test can pass the bound).
+	maxBodyBytes int64
 }
 
 // newFixtureWith is newFixture with more of the harness's dependencies chosen by the test.
 func newFixtureWith(t *testing.T, o fixtureOptions) *fixture {
 	t.Helper()
-	model := o.model
 	db := testenv.DynamoDB(t)
-	st := store.New(db, testenv.Tables(t, db))
-	ctx := context.Background()
-	acc, secret, err := st.CreateAccount(ctx, "tester", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc := agentstore.New(st, testBox(t), builtintools.ConfigChecks(), nil)
-	if _, err := svc.Create(ctx, acc.ID, "demo", []byte(demoConfig)); err != nil {
-		t.Fatal(err)
-	}
+	tables := testenv.Tables(t, db)
+	st := store.New(db, tables)
+	f := &fixture{db: db, tables: tables, store: st, agents: agentstore.New(st, testBox(t), builtintools.ConfigChecks(), nil)}
+	f.acc, f.secret = f.account(t, "tester")
+	f.agent(t, f.acc.ID, "demo", demoConfig)
 	newModel := func(block json.RawMessage) (agent.Model, error) {
 		return provider.New(block, func(string) string { return "" })
 	}
-	if model != nil {
-		newModel = func(json.RawMessage) (agent.Model, error) { return model, nil }
+	if o.model != nil {
+		newModel = func(json.RawMessage) (agent.Model, error) { return o.model, nil }
 	}
 	buildTools := func(c map[string]json.RawMessage, vars tool.Vars) (*tool.Set, error) {
 		return builtintools.Build(c, tool.Env{Getenv: os.Getenv, Vars: vars})
@@ -91,10 +97,75 @@ func newFixtureWith(t *testing.T, o fixtureOptions) *fixture {
 	if o.tools != nil {
 		buildTools = func(c map[string]json.RawMessage, _ tool.Vars) (*tool.Set, error) { return o.tools(c) }
 	}
-	h := chathttp.New(chathttp.Options{Options: turn.Options{Store: st, Agents: svc, Tools: buildTools, Model: newModel, Logger: o.logger}, MaxBodyBytes: 4096})
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return &fixture{srv: srv, store: st, acc: acc, secret: secret}
+	maxBody := o.maxBodyBytes
+	if maxBody == 0 {
+		maxBody = 4096
+	}
+	h := chathttp.New(chathttp.Options{Options: turn.Options{Store: st, Agents: f.agents, Logger: o.logger,
+		Tools: func(c map[string]json.RawMessage, vars tool.Vars) (*tool.Set, error) {
+			f.mu.Lock()
+			f.toolConfigs = append(f.toolConfigs, c)
+			f.mu.Unlock()
+			return buildTools(c, vars)
+		},
+		Model: func(block json.RawMessage) (agent.Model, error) {
+			m, err := newModel(block)
+			if err != nil {
+				return nil, err
+			}
+			return &recordingModel{f: f, next: m}, nil
+		},
+	}, MaxBodyBytes: maxBody})
+	f.srv = httptest.NewServer(h)
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+// account creates an account as account-manage does, and returns it with its secret.
+func (f *fixture) account(t *testing.T, username string) (store.Account, string) {
+	t.Helper()
+	acc, secret, err := f.store.CreateAccount(context.Background(), username, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return acc, secret
+}
+
+// agent stores an agent config of an account, as account-manage does.
+func (f *fixture) agent(t *testing.T, accountID, agentID, config string) {
+	t.Helper()
+	if _, err := f.agents.Create(context.Background(), accountID, agentID, []byte(config)); err != nil {
+		t.Fatalf("creating agent %s: %v", agentID, err)
+	}
+}
+
+// recordingModel passes each call to the agent's own model and keeps the messages it was given.
+type recordingModel struct {
+	f    *fixture
+	next agent.Model
+}
+
+func (m *recordingModel) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.Event, error] {
+	m.f.mu.Lock()
+	m.f.prompts = append(m.f.prompts, slices.Clone(req.Messages))
+	m.f.mu.Unlock()
+	return m.next.Stream(ctx, req)
+}
+
+// lastToolOption returns an option of a tool as the latest turn's tool builder got it.
+func (f *fixture) lastToolOption(t *testing.T, toolName, option string) string {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.toolConfigs) == 0 {
+		t.Fatal("no turn has built its tools")
+	}
+	var opts map[string]any
+	if err := json.Unmarshal(f.toolConfigs[len(f.toolConfigs)-1][toolName], &opts); err != nil {
+		t.Fatalf("config.tools.%s of the latest turn: %v", toolName, err)
+	}
+	s, _ := opts[option].(string)
+	return s
 }
 
 // testBox seals agent secrets with a fresh local key.
@@ -137,8 +208,14 @@ func history(t *testing.T, f *fixture, conversationID string) []model.Message {
 // conversation returns the stored messages of one of the fixture account's conversations.
 func (f *fixture) conversation(t *testing.T, agentID, conversationID string) []model.Message {
 	t.Helper()
+	return f.conversationOf(t, f.acc.ID, agentID, conversationID)
+}
+
+// conversationOf returns the stored messages of an account's conversation.
+func (f *fixture) conversationOf(t *testing.T, accountID, agentID, conversationID string) []model.Message {
+	t.Helper()
 	ctx := context.Background()
-	turn, err := f.store.TakeLease(ctx, f.acc.ID, conversationID, agentID, time.Now(), time.Now().Add(time.Minute))
+	turn, err := f.store.TakeLease(ctx, accountID, conversationID, agentID, time.Now(), time.Now().Add(time.Minute))
 	if err != nil {
 		t.Fatalf("inspecting conversation: %v", err)
 	}
@@ -644,4 +721,48 @@ func TestModelErrorStreamPassesAISDKSchema(t *testing.T) {
 	if diff := cmp.Diff([]string{"start", "start-step", "text-start", "text-delta", "error", "finish"}, got.ChunkTypes); diff != "" {
 		t.Errorf("chunk types the AI SDK parsed (-want +got):\n%s", diff)
 	}
+}
+
+// turn runs a turn and returns its status with the stream's chunks, or its error body.
+func (f *fixture) turn(t *testing.T, secret, body string) (int, []map[string]any, []byte) {
+	t.Helper()
+	res := f.post(t, secret, body)
+	if res.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, nil, b
+	}
+	return res.StatusCode, chunks(t, res), nil
+}
+
+// mustTurn runs a turn that must finish and returns its streamed text.
+func (f *fixture) mustTurn(t *testing.T, secret, body string) string {
+	t.Helper()
+	status, cs, errBody := f.turn(t, secret, body)
+	if status != http.StatusOK {
+		t.Fatalf("turn %s = %d %s, want 200", body, status, errBody)
+	}
+	if last := cs[len(cs)-1]; last["type"] != "finish" || last["finishReason"] != "stop" {
+		t.Fatalf("turn %s ended with %v, want finish with finishReason stop", body, last)
+	}
+	var text strings.Builder
+	for _, c := range cs {
+		if c["type"] == "text-delta" {
+			text.WriteString(c["delta"].(string))
+		}
+	}
+	return text.String()
+}
+
+// call sends a request with an optional body and bearer token and returns the status and body.
+func (f *fixture) call(t *testing.T, method, path, bearer, body string) (int, []byte) {
+	t.Helper()
+	return testenv.Call(t, method, f.srv.URL+path, testenv.Bearer(bearer), body)
+}
+
+func messageTexts(msgs []model.Message) []string {
+	var out []string
+	for _, m := range msgs {
+		out = append(out, string(m.Role)+":"+m.Text())
+	}
+	return out
 }

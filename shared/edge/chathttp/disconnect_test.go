@@ -46,7 +46,7 @@ func TestSSEDisconnectLeavesTheTurnRunning(t *testing.T) {
 			t.Fatalf("the event never left processing: %+v", st)
 		}
 		time.Sleep(20 * time.Millisecond)
-		status, body := call(t, f.srv, "GET", "/status/ev-gone", f.secret, "")
+		status, body := f.call(t, "GET", "/status/ev-gone", f.secret, "")
 		if status != http.StatusOK {
 			t.Fatalf("GET /status = %d %s", status, body)
 		}

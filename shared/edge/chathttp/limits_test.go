@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/agentharness/harness/infra/testenv"
+	"github.com/agentharness/harness/shared/edge/chathttp"
 )
 
 // A user message is stored whole up to the size one stored message may hold; a larger one is
@@ -14,16 +15,15 @@ import (
 // body limit and fail inside a 200 stream, leaving the conversation bound to the agent).
 // POST /async shares the check; its refusal table covers it.
 func TestMessageSizeLimits(t *testing.T) {
-	f := newManageFixture(t, testAdminSecret, false)
-	acc := f.createAccount(t, "sizes")
-	f.createAgent(t, acc.Secret, withID("helper", helperConfig))
+	f := newFixtureWith(t, fixtureOptions{maxBodyBytes: chathttp.DefaultMaxBodyBytes})
+	f.agent(t, f.acc.ID, "helper", helperConfig)
 	text := func(kib int) string { return strings.Repeat("x", kib<<10) }
 
-	status, _, body := f.turn(t, acc.Secret, `{"agentId":"helper","id":"c300","message":"`+text(300)+`"}`)
+	status, _, body := f.turn(t, f.secret, `{"agentId":"helper","id":"c300","message":"`+text(300)+`"}`)
 	if status != http.StatusOK {
 		t.Fatalf("a 300 KiB message = %d %s, want 200", status, body)
 	}
-	if got := storedHistory(t, f.store, acc.AccountID, "helper", "c300"); len(got) != 2 || got[0] != "user:"+text(300) {
+	if got := messageTexts(f.conversation(t, "helper", "c300")); len(got) != 2 || got[0] != "user:"+text(300) {
 		t.Errorf("the 300 KiB message was not stored whole: %d messages", len(got))
 	}
 
@@ -38,7 +38,7 @@ func TestMessageSizeLimits(t *testing.T) {
 		{"1 MiB", "/", `{"agentId":"helper","id":"c1024","message":"` + text(1024) + `"}`, "", http.StatusRequestEntityTooLarge},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			status, body := call(t, f.harness, "POST", tt.path, acc.Secret, tt.body)
+			status, body := f.call(t, "POST", tt.path, f.secret, tt.body)
 			var got struct{ Error, Field string }
 			_ = json.Unmarshal(body, &got)
 			if status != tt.status || got.Field != tt.field || got.Error == "" {
@@ -46,9 +46,9 @@ func TestMessageSizeLimits(t *testing.T) {
 			}
 		})
 	}
-	items := testenv.ConversationItems(t, f.db, f.tables.Conversations, acc.AccountID)
+	items := testenv.ConversationItems(t, f.db, f.tables.Conversations, f.acc.ID)
 	for _, k := range items {
-		if !strings.HasPrefix(k, acc.AccountID+"#c300/") {
+		if !strings.HasPrefix(k, f.acc.ID+"#c300/") {
 			t.Errorf("a refused message wrote %s", k)
 		}
 	}

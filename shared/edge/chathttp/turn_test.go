@@ -9,15 +9,19 @@ import (
 	"io"
 	"iter"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentharness/harness/infra/testenv"
+	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/model/scriptedmodel"
 	"github.com/agentharness/harness/shared/tool"
+	"github.com/agentharness/harness/shared/tool/builtintools"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -249,6 +253,81 @@ func TestToolRunsAreLogged(t *testing.T) {
 	for _, r := range recs {
 		if (r["msg"] == "tool finished" && r["tool"] == "breaks") || (r["msg"] == "tool failed" && r["tool"] == "works") {
 			t.Errorf("record %v contradicts the tool's outcome", r)
+		}
+	}
+}
+
+// A tool whose required variable resolves neither from the agent's config nor from the
+// environment stops the turn with a 400 naming it, before the model is called and before
+// anything of the request is written.
+func TestMissingToolVariableStopsTheTurnBeforeTheModel(t *testing.T) {
+	f := newFixtureWith(t, fixtureOptions{tools: func(c map[string]json.RawMessage) (*tool.Set, error) {
+		return builtintools.Build(c, tool.Env{Getenv: func(string) string { return "" }})
+	}})
+	f.agent(t, f.acc.ID, "keyless", `{"name":"keyless","model":{"provider":"scripted","script":[{"text":"hi"}]},"tools":{"current_time":{},"tavilySearch":{"maxResults":3}}}`)
+	f.agent(t, f.acc.ID, "helper", helperConfig)
+	ctx := context.Background()
+
+	// rows returns the items of the turn tables that hold any of the strings.
+	rows := func(t *testing.T, strs ...string) []string {
+		t.Helper()
+		var found []string
+		for _, table := range []string{f.tables.Conversations, f.tables.Events, f.tables.Approvals} {
+			out, err := f.db.Scan(ctx, &dynamodb.ScanInput{TableName: &table})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, it := range out.Items {
+				for _, s := range strs {
+					if p := testenv.FindString(it, s); p != "" {
+						found = append(found, table+": "+p+" holds "+s)
+					}
+				}
+			}
+		}
+		return found
+	}
+
+	status, _, body := f.turn(t, f.secret, `{"agentId":"keyless","id":"conv-missing","eventId":"ev-missing","message":"search the news"}`)
+	var got struct{ Error string }
+	_ = json.Unmarshal(body, &got)
+	if status != http.StatusBadRequest || !strings.Contains(got.Error, "TAVILY_API_KEY") || !strings.Contains(got.Error, "config.tools.tavilySearch.apiKey") {
+		t.Errorf("turn = %d %s, want 400 with a JSON error naming TAVILY_API_KEY and config.tools.tavilySearch.apiKey", status, body)
+	}
+	f.mu.Lock()
+	calls := len(f.prompts)
+	f.mu.Unlock()
+	if calls != 0 {
+		t.Errorf("the model was called %d times, want never", calls)
+	}
+	if found := rows(t, "conv-missing", "ev-missing", "search the news"); len(found) != 0 {
+		t.Errorf("the refused turn wrote rows:\n%s", strings.Join(found, "\n"))
+	}
+
+	// The same look at the tables finds what a turn that runs writes.
+	f.mustTurn(t, f.secret, `{"agentId":"helper","id":"conv-ok","eventId":"ev-ok","message":"say hi"}`)
+	for _, s := range []string{"conv-ok", "ev-ok", "say hi"} {
+		if len(rows(t, s)) == 0 {
+			t.Errorf("no row holds %q after a turn that ran", s)
+		}
+	}
+}
+
+// A turn's tools get the key the agent's config keeps sealed, also after updates that leave it
+// out or send it back redacted.
+func TestATurnRunsWithItsAgentsStoredSecret(t *testing.T) {
+	const tavilyKey = "tvly-0b7d1c55-do-not-leak"
+	f := newFixture(t, nil)
+	f.agent(t, f.acc.ID, "searcher", `{"name":"searcher","model":{"provider":"scripted","script":[{"text":"hi"}]},"tools":{"tavilySearch":{"apiKey":"`+tavilyKey+`","maxResults":3}}}`)
+	for _, patch := range []string{"", `{"system":"You search briefly."}`, `{"tools":{"tavilySearch":{"apiKey":"` + agentconfig.Redacted + `","maxResults":5}}}`} {
+		if patch != "" {
+			if _, err := f.agents.Update(context.Background(), f.acc.ID, "searcher", []byte(patch)); err != nil {
+				t.Fatalf("update %s: %v", patch, err)
+			}
+		}
+		f.mustTurn(t, f.secret, `{"agentId":"searcher","message":"hi"}`)
+		if got := f.lastToolOption(t, "tavilySearch", "apiKey"); got != tavilyKey {
+			t.Errorf("after update %q the turn ran tavilySearch with apiKey %q, want %q", patch, got, tavilyKey)
 		}
 	}
 }

@@ -15,18 +15,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
-	"net/http/httptest"
-	"os"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/agentharness/harness/infra/wirefixture"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/model/anthropicmodel"
+	"github.com/agentharness/harness/shared/model/modeltest"
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/google/go-cmp/cmp"
 )
@@ -56,11 +53,7 @@ func serve(t *testing.T, name string, recordable bool, settings model.Settings) 
 	if !recordable {
 		srv = wirefixture.Replay(t, name)
 	} else {
-		if wirefixture.Recording() {
-			if key = os.Getenv("ANTHROPIC_API_KEY"); key == "" {
-				t.Fatal("-record calls the real Anthropic API: set ANTHROPIC_API_KEY")
-			}
-		}
+		key = modeltest.APIKey(t, "ANTHROPIC_API_KEY")
 		srv = wirefixture.Serve(t, name, "https://api.anthropic.com")
 	}
 	m, err := anthropicmodel.New(anthropicmodel.Config{Provider: "anthropic", Model: testModel, BaseURL: srv.URL, APIKey: key, Settings: settings}, "")
@@ -70,44 +63,22 @@ func serve(t *testing.T, name string, recordable bool, settings model.Settings) 
 	return m, srv.Requests
 }
 
-func collect(m *anthropicmodel.Model, req *model.Request) ([]model.Event, error) {
-	return collectCtx(context.Background(), m, req)
-}
-
-func collectCtx(ctx context.Context, m *anthropicmodel.Model, req *model.Request) ([]model.Event, error) {
-	var events []model.Event
-	for ev, err := range m.Stream(ctx, req) {
-		if err != nil {
-			return events, err
-		}
-		events = append(events, ev)
+// newModel returns a model that calls baseURL with a placeholder key.
+func newModel(t *testing.T, baseURL string) *anthropicmodel.Model {
+	t.Helper()
+	m, err := anthropicmodel.New(anthropicmodel.Config{Model: testModel, BaseURL: baseURL, APIKey: "test-key"}, "")
+	if err != nil {
+		t.Fatalf("New: %v", err)
 	}
-	return events, nil
-}
-
-func user(text string) model.Message {
-	return model.Message{Role: model.RoleUser, Parts: []model.Part{{Type: model.PartText, Text: text}}}
+	return m
 }
 
 func ptr[T any](v T) *T { return &v }
 
-// providerError asserts that err is a *model.ProviderError from the anthropic provider.
-func providerError(t *testing.T, err error) *model.ProviderError {
-	t.Helper()
-	var pe *model.ProviderError
-	if !errors.As(err, &pe) {
-		t.Fatalf("Stream error = %v (%T), want a *model.ProviderError", err, err)
-	}
-	if pe.Provider != "anthropic" {
-		t.Errorf("Provider = %q, want anthropic", pe.Provider)
-	}
-	return pe
-}
-
 func TestTextAnswer(t *testing.T) {
 	m, requests := serve(t, "text.json", true, model.Settings{TopP: ptr(0.9)})
 
-	got, err := collect(m, &model.Request{System: "Answer in one short sentence.", Messages: []model.Message{user("What is the capital of Norway?")}})
+	got, err := modeltest.Collect(t.Context(), m, &model.Request{System: "Answer in one short sentence.", Messages: []model.Message{modeltest.User("What is the capital of Norway?")}})
 	if err != nil {
 		t.Fatalf("Stream: %v", err)
 	}
@@ -136,8 +107,8 @@ func TestTextAnswer(t *testing.T) {
 func TestTwoToolCalls(t *testing.T) {
 	m, _ := serve(t, "tool_calls.json", true, model.Settings{})
 
-	got, err := collect(m, &model.Request{
-		Messages: []model.Message{user("What's the weather in Oslo for the next 3 days, and what time is it there?")},
+	got, err := modeltest.Collect(t.Context(), m, &model.Request{
+		Messages: []model.Message{modeltest.User("What's the weather in Oslo for the next 3 days, and what time is it there?")},
 		Tools:    []model.ToolSpec{weatherSpec, timeSpec},
 	})
 	if err != nil {
@@ -172,10 +143,10 @@ func TestConversationWithToolResults(t *testing.T) {
 	m, _ := serve(t, "tool_results.json", true, model.Settings{Temperature: ptr(0.2), MaxTokens: ptr(int64(512))})
 
 	const w, c = "toolu_01T1x1fJ34qAmk2tNTrN7Up6", "toolu_01PbRq4bX6sUzQz8WdM2aYkC"
-	got, err := collect(m, &model.Request{
+	got, err := modeltest.Collect(t.Context(), m, &model.Request{
 		System: "Be brief.",
 		Messages: []model.Message{
-			user("What's the weather in Oslo, and the time?"),
+			modeltest.User("What's the weather in Oslo, and the time?"),
 			{Role: model.RoleAssistant, Parts: []model.Part{
 				{Type: model.PartText, Text: "Checking both."},
 				{Type: model.PartToolCall, ToolCallID: w, ToolName: "weather", Input: json.RawMessage(`{"city":"Oslo","days":3}`)},
@@ -185,7 +156,7 @@ func TestConversationWithToolResults(t *testing.T) {
 				{Type: model.PartToolResult, ToolCallID: w, ToolName: "weather", Output: json.RawMessage(`{"forecast":["sun","rain","sun"]}`)},
 				{Type: model.PartToolResult, ToolCallID: c, ToolName: "current_time", Output: json.RawMessage(`{"error":"clock unavailable"}`), IsError: true},
 			}},
-			user("Never mind the time."),
+			modeltest.User("Never mind the time."),
 		},
 		Tools: []model.ToolSpec{weatherSpec, timeSpec},
 	})
@@ -206,7 +177,7 @@ func TestConversationWithToolResults(t *testing.T) {
 func TestRateLimitIsRetried(t *testing.T) {
 	m, requests := serve(t, "rate_limited.json", false, model.Settings{})
 
-	got, err := collect(m, &model.Request{Messages: []model.Message{user("Say hello.")}})
+	got, err := modeltest.Collect(t.Context(), m, &model.Request{Messages: []model.Message{modeltest.User("Say hello.")}})
 	if err != nil {
 		t.Fatalf("Stream: %v", err)
 	}
@@ -231,13 +202,13 @@ func TestRateLimitWaitPastDeadlineIsNotTaken(t *testing.T) {
 	defer cancel()
 
 	start := time.Now()
-	events, err := collectCtx(ctx, m, &model.Request{Messages: []model.Message{user("Say hello.")}})
+	events, err := modeltest.Collect(ctx, m, &model.Request{Messages: []model.Message{modeltest.User("Say hello.")}})
 	elapsed := time.Since(start)
 
 	if len(events) != 0 {
 		t.Errorf("events = %v, want none", events)
 	}
-	pe := providerError(t, err)
+	pe := modeltest.ProviderError(t, err, "anthropic")
 	// A context error here would mean the SDK slept into the deadline instead.
 	if pe.Status != http.StatusTooManyRequests || pe.RequestID != "req_011CVxE7mN2bV5cX8zL1kJ4H" {
 		t.Errorf("Status, RequestID = %d, %q; want 429, req_011CVxE7mN2bV5cX8zL1kJ4H (error: %v)", pe.Status, pe.RequestID, err)
@@ -253,30 +224,22 @@ func TestRateLimitWaitPastDeadlineIsNotTaken(t *testing.T) {
 // Without a wait named by the server, the SDK's backoff (about 0.5s before the first retry) is
 // what must fit the deadline: with 300ms left the 529 comes back at once.
 func TestOverloadedBackoffPastDeadlineIsNotTaken(t *testing.T) {
-	var calls atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		calls.Add(1)
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Request-Id", "req_529")
-		w.WriteHeader(529)
-		_, _ = io.WriteString(w, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"},"request_id":"req_529"}`)
-	}))
-	defer srv.Close()
-	m, err := anthropicmodel.New(anthropicmodel.Config{Model: testModel, BaseURL: srv.URL, APIKey: "test-key"}, "")
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
+	srv := modeltest.NewServer(t, wirefixture.Response{
+		Status:  529,
+		Headers: map[string]string{"Content-Type": "application/json", "Request-Id": "req_529"},
+		Body:    `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"},"request_id":"req_529"}`,
+	})
+	m := newModel(t, srv.URL)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 
-	_, err = collectCtx(ctx, m, &model.Request{Messages: []model.Message{user("hi")}})
+	_, err := modeltest.Collect(ctx, m, &model.Request{Messages: []model.Message{modeltest.User("hi")}})
 
-	pe := providerError(t, err)
+	pe := modeltest.ProviderError(t, err, "anthropic")
 	if pe.Status != 529 || pe.RequestID != "req_529" {
 		t.Errorf("Status, RequestID = %d, %q; want 529, req_529 (error: %v)", pe.Status, pe.RequestID, err)
 	}
-	if n := calls.Load(); n != 1 {
+	if n := len(srv.Requests()); n != 1 {
 		t.Errorf("server saw %d calls, want 1", n)
 	}
 }
@@ -284,12 +247,12 @@ func TestOverloadedBackoffPastDeadlineIsNotTaken(t *testing.T) {
 func TestBadRequestIsNotRetried(t *testing.T) {
 	m, requests := serve(t, "bad_request.json", true, model.Settings{Temperature: ptr(1.5)})
 
-	events, err := collect(m, &model.Request{Messages: []model.Message{user("Say hello.")}})
+	events, err := modeltest.Collect(t.Context(), m, &model.Request{Messages: []model.Message{modeltest.User("Say hello.")}})
 
 	if len(events) != 0 {
 		t.Errorf("events = %v, want none", events)
 	}
-	pe := providerError(t, err)
+	pe := modeltest.ProviderError(t, err, "anthropic")
 	if pe.Status != http.StatusBadRequest || pe.RequestID != "req_011CVxC9wQ3eR5tY7uI2oP4A" {
 		t.Errorf("Status, RequestID = %d, %q; want 400, req_011CVxC9wQ3eR5tY7uI2oP4A", pe.Status, pe.RequestID)
 	}
@@ -305,12 +268,12 @@ func TestBadRequestIsNotRetried(t *testing.T) {
 func TestErrorEventMidStream(t *testing.T) {
 	m, _ := serve(t, "overloaded.json", false, model.Settings{})
 
-	events, err := collect(m, &model.Request{Messages: []model.Message{user("Say hello.")}})
+	events, err := modeltest.Collect(t.Context(), m, &model.Request{Messages: []model.Message{modeltest.User("Say hello.")}})
 
 	if diff := cmp.Diff([]model.Event{{Type: model.EventTextDelta, Text: "Hel"}}, events); diff != "" {
 		t.Errorf("events before the error (-want +got):\n%s", diff)
 	}
-	pe := providerError(t, err)
+	pe := modeltest.ProviderError(t, err, "anthropic")
 	// Anthropic documents overloaded_error as the 529 a call gets before it streams.
 	if pe.Status != 529 || pe.RequestID != "req_011CVxD4sA6dF8gH1jK3lZ5X" {
 		t.Errorf("Status, RequestID = %d, %q; want 529, req_011CVxD4sA6dF8gH1jK3lZ5X", pe.Status, pe.RequestID)
@@ -321,21 +284,14 @@ func TestErrorEventMidStream(t *testing.T) {
 	}
 }
 
-// sseServer answers every call with body as an event stream.
-func sseServer(t *testing.T, body string) *anthropicmodel.Model {
+// sseServer returns a model whose every call is answered with body as an event stream, and the
+// server.
+func sseServer(t *testing.T, body string) (*anthropicmodel.Model, *modeltest.Server) {
 	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "text/event-stream")
-		w.Header().Set("Request-Id", "req_sse")
-		_, _ = io.WriteString(w, body)
-	}))
-	t.Cleanup(srv.Close)
-	m, err := anthropicmodel.New(anthropicmodel.Config{Model: testModel, BaseURL: srv.URL}, "test-key")
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	return m
+	answer := modeltest.SSE(body)
+	answer.Headers["Request-Id"] = "req_sse"
+	srv := modeltest.NewServer(t, answer)
+	return newModel(t, srv.URL), srv
 }
 
 func sse(events ...string) string {
@@ -365,7 +321,7 @@ func TestFinishReasons(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.stopReason, func(t *testing.T) {
-			m := sseServer(t, sse(
+			m, _ := sseServer(t, sse(
 				`{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-haiku-4-5-20251001","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":3,"output_tokens":1}}}`,
 				`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`,
 				`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}`,
@@ -373,7 +329,7 @@ func TestFinishReasons(t *testing.T) {
 				`{"type":"message_delta","delta":{"stop_reason":"`+tt.stopReason+`","stop_sequence":null},"usage":{"output_tokens":2}}`,
 				`{"type":"message_stop"}`,
 			))
-			got, err := collect(m, &model.Request{Messages: []model.Message{user("hi")}})
+			got, err := modeltest.Collect(t.Context(), m, &model.Request{Messages: []model.Message{modeltest.User("hi")}})
 			if err != nil {
 				t.Fatalf("Stream: %v", err)
 			}
@@ -389,65 +345,32 @@ func TestFinishReasons(t *testing.T) {
 }
 
 func TestStreamCutBeforeMessageStop(t *testing.T) {
-	m := sseServer(t, sse(
+	m, _ := sseServer(t, sse(
 		`{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-haiku-4-5-20251001","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":3,"output_tokens":1}}}`,
 		`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`,
 		`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}`,
 	))
 
-	_, err := collect(m, &model.Request{Messages: []model.Message{user("hi")}})
+	_, err := modeltest.Collect(t.Context(), m, &model.Request{Messages: []model.Message{modeltest.User("hi")}})
 
-	pe := providerError(t, err)
+	pe := modeltest.ProviderError(t, err, "anthropic")
 	if pe.RequestID != "req_sse" || !strings.Contains(pe.Error(), "before message_stop") {
 		t.Errorf("error = %v (request %q), want a cut stream of request req_sse", pe, pe.RequestID)
 	}
 }
 
 func TestStreamStopsWhenTheConsumerBreaks(t *testing.T) {
-	body, err := os.ReadFile("testdata/tool_calls.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var exchanges []wirefixture.Exchange
-	if err := json.Unmarshal(body, &exchanges); err != nil {
-		t.Fatal(err)
-	}
-	m := sseServer(t, exchanges[0].Response.Body)
-	for stop := 1; stop <= 10; stop++ {
-		n := 0
-		for _, err := range m.Stream(context.Background(), &model.Request{Messages: []model.Message{user("hi")}}) {
-			if err != nil {
-				t.Fatalf("Stream: %v", err)
-			}
-			n++
-			if n == stop {
-				break
-			}
-		}
-		if n != stop {
-			t.Errorf("consumer breaking after %d events saw %d", stop, n)
-		}
-	}
+	m, _ := sseServer(t, wirefixture.Load(t, "tool_calls.json")[0].Response.Body)
+	modeltest.CheckBreaks(t, m, &model.Request{Messages: []model.Message{modeltest.User("hi")}}, 10)
 }
 
 // TestMessageEdgeCases pins conversions the fixtures do not reach, from the body sent.
 func TestMessageEdgeCases(t *testing.T) {
-	sent := make(chan []byte, 1)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		sent <- b
-		w.Header().Set("Content-Type", "text/event-stream")
-		_, _ = io.WriteString(w, sse(`{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":1,"output_tokens":1}}}`, `{"type":"message_stop"}`))
-	}))
-	defer srv.Close()
-	m, err := anthropicmodel.New(anthropicmodel.Config{Model: testModel, BaseURL: srv.URL, APIKey: "test-key"}, "")
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
+	m, srv := sseServer(t, sse(`{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":1,"output_tokens":1}}}`, `{"type":"message_stop"}`))
 
-	got, err := collect(m, &model.Request{Messages: []model.Message{
+	got, err := modeltest.Collect(t.Context(), m, &model.Request{Messages: []model.Message{
 		{Role: model.RoleUser, Parts: []model.Part{{Type: model.PartText, Text: "Hello, "}, {Type: model.PartText, Text: ""}, {Type: model.PartText, Text: "world"}}},
-		user("and again"),
+		modeltest.User("and again"),
 		{Role: model.RoleAssistant, Parts: []model.Part{
 			// The loop stores arguments that were not JSON as a JSON string, and a call
 			// without arguments may have none; Anthropic takes only objects.
@@ -471,7 +394,11 @@ func TestMessageEdgeCases(t *testing.T) {
 		Messages  any   `json:"messages"`
 		MaxTokens int64 `json:"max_tokens"`
 	}
-	if err := json.Unmarshal(<-sent, &body); err != nil {
+	reqs := srv.Requests()
+	if len(reqs) != 1 {
+		t.Fatalf("server saw %d requests, want 1", len(reqs))
+	}
+	if err := json.Unmarshal(reqs[0].Body, &body); err != nil {
 		t.Fatalf("decoding the request body: %v", err)
 	}
 	if body.MaxTokens != anthropicmodel.DefaultMaxTokens {
@@ -479,7 +406,7 @@ func TestMessageEdgeCases(t *testing.T) {
 	}
 	// Empty text is dropped (Anthropic rejects empty text blocks), so is a message left empty;
 	// consecutive user messages form one turn; a result without output has no content.
-	want := decode(t, `[
+	want := modeltest.Decode(t, `[
 		{"role":"user","content":[{"type":"text","text":"Hello, "},{"type":"text","text":"world"},{"type":"text","text":"and again"}]},
 		{"role":"assistant","content":[
 			{"type":"tool_use","id":"a","name":"weather","input":{}},
@@ -493,15 +420,6 @@ func TestMessageEdgeCases(t *testing.T) {
 	}
 }
 
-func decode(t *testing.T, s string) any {
-	t.Helper()
-	var v any
-	if err := json.Unmarshal([]byte(s), &v); err != nil {
-		t.Fatalf("decoding %s: %v", s, err)
-	}
-	return v
-}
-
 // Requests the adapter cannot express fail before anything is sent.
 func TestStreamRejectsBadRequests(t *testing.T) {
 	tests := []struct {
@@ -511,7 +429,7 @@ func TestStreamRejectsBadRequests(t *testing.T) {
 	}{
 		{
 			name: "provider tool",
-			req: model.Request{Messages: []model.Message{user("news?")}, Tools: []model.ToolSpec{
+			req: model.Request{Messages: []model.Message{modeltest.User("news?")}, Tools: []model.ToolSpec{
 				weatherSpec, {Name: "search", ProviderTool: model.ProviderGoogleSearch},
 			}},
 			want: `tool search: the anthropic provider does not support the provider tool "google.google_search"`,
@@ -523,39 +441,19 @@ func TestStreamRejectsBadRequests(t *testing.T) {
 		},
 		{
 			name: "tool schema that is not JSON",
-			req:  model.Request{Messages: []model.Message{user("hi")}, Tools: []model.ToolSpec{{Name: "broken", InputSchema: json.RawMessage(`{`)}}},
+			req:  model.Request{Messages: []model.Message{modeltest.User("hi")}, Tools: []model.ToolSpec{{Name: "broken", InputSchema: json.RawMessage(`{`)}}},
 			want: "tool broken",
 		},
 		{
 			name: "tool schema that is not an object",
-			req:  model.Request{Messages: []model.Message{user("hi")}, Tools: []model.ToolSpec{{Name: "list", InputSchema: json.RawMessage(`{"type":"array"}`)}}},
+			req:  model.Request{Messages: []model.Message{modeltest.User("hi")}, Tools: []model.ToolSpec{{Name: "list", InputSchema: json.RawMessage(`{"type":"array"}`)}}},
 			want: `tool list: its input schema has type "array"`,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var calls atomic.Int32
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				calls.Add(1)
-				http.Error(w, "unexpected call", http.StatusTeapot)
-			}))
-			defer srv.Close()
-			m, err := anthropicmodel.New(anthropicmodel.Config{Model: testModel, BaseURL: srv.URL, APIKey: "test-key"}, "")
-			if err != nil {
-				t.Fatalf("New: %v", err)
-			}
-
-			events, err := collect(m, &tt.req)
-
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("Stream error = %v, want one containing %q", err, tt.want)
-			}
-			if len(events) != 0 {
-				t.Errorf("events = %v, want none", events)
-			}
-			if n := calls.Load(); n != 0 {
-				t.Errorf("server saw %d calls, want none", n)
-			}
+			srv := modeltest.NewServer(t, modeltest.Unexpected)
+			modeltest.CheckRefused(t, newModel(t, srv.URL), srv, &tt.req, tt.want)
 		})
 	}
 }
@@ -576,18 +474,7 @@ func TestNew(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m, err := anthropicmodel.New(tt.cfg, tt.envKey)
-			if tt.wantErr == "" {
-				if err != nil || m == nil {
-					t.Errorf("New() = %v, %v; want a model", m, err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("New() error = %v, want one containing %q", err, tt.wantErr)
-			}
-			if m != nil {
-				t.Errorf("New() model = %v, want nil on error", m)
-			}
+			modeltest.CheckNew(t, m, err, tt.wantErr)
 		})
 	}
 }

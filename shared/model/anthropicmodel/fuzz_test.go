@@ -5,15 +5,15 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/agentharness/harness/infra/wirefixture"
 	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/model/anthropicmodel"
+	"github.com/agentharness/harness/shared/model/modeltest"
 )
 
 // FuzzStream feeds any body to the adapter as the SSE answer of a Messages call: it yields
 // well-formed events or a provider error, and never panics.
 func FuzzStream(f *testing.F) {
-	wirefixture.FuzzStream(f, wirefixture.Stream{
+	modeltest.FuzzStream(f, modeltest.Stream{
 		Fixtures: []string{"text.json", "tool_calls.json", "tool_results.json", "overloaded.json"},
 		Seeds: []string{
 			"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":3}}}\n\n" +

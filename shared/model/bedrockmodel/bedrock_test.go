@@ -22,19 +22,17 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentharness/harness/infra/wirefixture"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/model/bedrockmodel"
+	"github.com/agentharness/harness/shared/model/modeltest"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
@@ -74,25 +72,6 @@ var (
 	weatherSpec = model.ToolSpec{Name: "weather", Description: "Forecast for a city.", InputSchema: json.RawMessage(weatherSchema)}
 	timeSpec    = model.ToolSpec{Name: "current_time", Description: "The current time in a time zone.", InputSchema: json.RawMessage(`{"type":"object","properties":{"timezone":{"type":"string"}}}`)}
 )
-
-func user(text string) model.Message {
-	return model.Message{Role: model.RoleUser, Parts: []model.Part{{Type: model.PartText, Text: text}}}
-}
-
-func collect(m *bedrockmodel.Model, req *model.Request) ([]model.Event, error) {
-	return collectCtx(context.Background(), m, req)
-}
-
-func collectCtx(ctx context.Context, m *bedrockmodel.Model, req *model.Request) ([]model.Event, error) {
-	var events []model.Event
-	for ev, err := range m.Stream(ctx, req) {
-		if err != nil {
-			return events, err
-		}
-		events = append(events, ev)
-	}
-	return events, nil
-}
 
 // fixture is a server answering from one testdata file, and the AWS config to call it with.
 type fixture struct {
@@ -163,26 +142,11 @@ func recordingConfig(t *testing.T) aws.Config {
 	return cfg
 }
 
-func respond(t *testing.T, w http.ResponseWriter, resp wirefixture.Response) {
-	for k, v := range resp.Headers {
-		w.Header().Set(k, v)
-	}
-	out := []byte(resp.Body)
-	if resp.BodyBase64 != "" {
-		var err error
-		if out, err = base64.StdEncoding.DecodeString(resp.BodyBase64); err != nil {
-			t.Errorf("bodyBase64: %v", err)
-		}
-	}
-	w.WriteHeader(resp.Status)
-	_, _ = w.Write(out)
-}
-
 func TestTextAnswer(t *testing.T) {
 	f := serve(t, "text.json", true)
 	m := f.model(t, bedrockmodel.Config{Provider: "bedrock", Model: modelID})
 
-	got, err := collect(m, &model.Request{System: "You are terse.", Messages: []model.Message{user("Say hello in three words.")}})
+	got, err := modeltest.Collect(t.Context(), m, &model.Request{System: "You are terse.", Messages: []model.Message{modeltest.User("Say hello in three words.")}})
 	if err != nil {
 		t.Fatalf("Stream: %v", err)
 	}
@@ -201,8 +165,8 @@ func TestToolCalls(t *testing.T) {
 	f := serve(t, "tool_calls.json", true)
 	m := f.model(t, bedrockmodel.Config{Provider: "bedrock", Model: modelID})
 
-	got, err := collect(m, &model.Request{
-		Messages: []model.Message{user("What's the weather in Oslo for three days, and the time there?")},
+	got, err := modeltest.Collect(t.Context(), m, &model.Request{
+		Messages: []model.Message{modeltest.User("What's the weather in Oslo for three days, and the time there?")},
 		Tools:    []model.ToolSpec{weatherSpec, timeSpec},
 	})
 	if err != nil {
@@ -233,10 +197,10 @@ func TestConversationRequest(t *testing.T) {
 	temp, topP, maxTokens := 0.3, 0.9, int64(512)
 	m := f.model(t, bedrockmodel.Config{Provider: "bedrock", Model: modelID, Settings: model.Settings{Temperature: &temp, TopP: &topP, MaxTokens: &maxTokens}})
 
-	got, err := collect(m, &model.Request{
+	got, err := modeltest.Collect(t.Context(), m, &model.Request{
 		System: "Be brief.",
 		Messages: []model.Message{
-			user("Weather in Oslo and Bergen?"),
+			modeltest.User("Weather in Oslo and Bergen?"),
 			{Role: model.RoleAssistant, Parts: []model.Part{
 				{Type: model.PartText, Text: "Checking both."},
 				{Type: model.PartToolCall, ToolCallID: "tooluse_oslo", ToolName: "weather", Input: json.RawMessage(`{"city":"Oslo"}`)},
@@ -246,7 +210,7 @@ func TestConversationRequest(t *testing.T) {
 				{Type: model.PartToolResult, ToolCallID: "tooluse_oslo", ToolName: "weather", Output: json.RawMessage(`{"sky":"sunny","high":21}`)},
 				{Type: model.PartToolResult, ToolCallID: "tooluse_bergen", ToolName: "weather", Output: json.RawMessage(`"the weather service timed out"`), IsError: true},
 			}},
-			user("Answer in one sentence."),
+			modeltest.User("Answer in one sentence."),
 		},
 		Tools: []model.ToolSpec{weatherSpec},
 	})
@@ -276,7 +240,7 @@ func TestThrottlingIsRetried(t *testing.T) {
 	f := serve(t, "throttled_then_ok.json", false)
 	m := f.model(t, bedrockmodel.Config{Provider: "bedrock", Model: modelID}, retryer)
 
-	got, err := collect(m, &model.Request{Messages: []model.Message{user("Say hello in three words.")}})
+	got, err := modeltest.Collect(t.Context(), m, &model.Request{Messages: []model.Message{modeltest.User("Say hello in three words.")}})
 	if err != nil {
 		t.Fatalf("Stream: %v", err)
 	}
@@ -296,15 +260,12 @@ func TestThrottlingGivesUpAfterThreeAttempts(t *testing.T) {
 	f := serve(t, "throttled_thrice.json", false)
 	m := f.model(t, bedrockmodel.Config{Provider: "bedrock", Model: modelID}, retryer)
 
-	events, err := collect(m, &model.Request{Messages: []model.Message{user("Say hello in three words.")}})
+	events, err := modeltest.Collect(t.Context(), m, &model.Request{Messages: []model.Message{modeltest.User("Say hello in three words.")}})
 
 	if len(events) != 0 {
 		t.Errorf("events = %v, want none", events)
 	}
-	var pe *model.ProviderError
-	if !errors.As(err, &pe) {
-		t.Fatalf("Stream error = %v (%T), want a *model.ProviderError", err, err)
-	}
+	pe := modeltest.ProviderError(t, err, "bedrock")
 	want := model.ProviderError{Provider: "bedrock", Status: http.StatusTooManyRequests, RequestID: "f3c1d0e2-5b6a-4c7d-8e9f-0a1b2c3d4e53"}
 	if got := (model.ProviderError{Provider: pe.Provider, Status: pe.Status, RequestID: pe.RequestID}); got != want {
 		t.Errorf("provider error = %+v, want %+v", got, want)
@@ -323,7 +284,7 @@ func TestThrottleWaitIsHonoured(t *testing.T) {
 			m := f.model(t, bedrockmodel.Config{Provider: "bedrock", Model: modelID}, retryer)
 
 			start := time.Now()
-			got, err := collect(m, &model.Request{Messages: []model.Message{user("Say hello in three words.")}})
+			got, err := modeltest.Collect(t.Context(), m, &model.Request{Messages: []model.Message{modeltest.User("Say hello in three words.")}})
 			elapsed := time.Since(start)
 			if err != nil {
 				t.Fatalf("Stream: %v", err)
@@ -355,16 +316,13 @@ func TestThrottleWaitPastDeadlineIsNotTaken(t *testing.T) {
 	defer cancel()
 
 	start := time.Now()
-	events, err := collectCtx(ctx, m, &model.Request{Messages: []model.Message{user("Say hello in three words.")}})
+	events, err := modeltest.Collect(ctx, m, &model.Request{Messages: []model.Message{modeltest.User("Say hello in three words.")}})
 	elapsed := time.Since(start)
 
 	if len(events) != 0 {
 		t.Errorf("events = %v, want none", events)
 	}
-	var pe *model.ProviderError
-	if !errors.As(err, &pe) {
-		t.Fatalf("Stream error = %v (%T), want a *model.ProviderError", err, err)
-	}
+	pe := modeltest.ProviderError(t, err, "bedrock")
 	// A canceled request here would mean the retryer slept into the deadline instead.
 	want := model.ProviderError{Provider: "bedrock", Status: http.StatusTooManyRequests, RequestID: "d1e2f3a4-b5c6-4d7e-8f90-a1b2c3d4e5f6"}
 	if got := (model.ProviderError{Provider: pe.Provider, Status: pe.Status, RequestID: pe.RequestID}); got != want {
@@ -402,15 +360,12 @@ func TestValidationErrorIsNotRetried(t *testing.T) {
 	f := serve(t, "validation_error.json", true)
 	m := f.model(t, bedrockmodel.Config{Provider: "bedrock", Model: "no-such-model"}, retryer)
 
-	events, err := collect(m, &model.Request{Messages: []model.Message{user("hi")}})
+	events, err := modeltest.Collect(t.Context(), m, &model.Request{Messages: []model.Message{modeltest.User("hi")}})
 
 	if len(events) != 0 {
 		t.Errorf("events = %v, want none", events)
 	}
-	var pe *model.ProviderError
-	if !errors.As(err, &pe) {
-		t.Fatalf("Stream error = %v (%T), want a *model.ProviderError", err, err)
-	}
+	pe := modeltest.ProviderError(t, err, "bedrock")
 	want := model.ProviderError{Provider: "bedrock", Status: http.StatusBadRequest, RequestID: "9b2f7c1e-3d4a-4e5b-8c6d-7e8f9a0b1c2d"}
 	if got := (model.ProviderError{Provider: pe.Provider, Status: pe.Status, RequestID: pe.RequestID}); got != want {
 		t.Errorf("provider error = %+v, want %+v", got, want)
@@ -438,16 +393,13 @@ func TestExceptionInsideTheStream(t *testing.T) {
 			f := serve(t, tt.fixture, false)
 			m := f.model(t, bedrockmodel.Config{Provider: "bedrock", Model: modelID}, retryer)
 
-			events, err := collect(m, &model.Request{Messages: []model.Message{user("Tell me a long story.")}})
+			events, err := modeltest.Collect(t.Context(), m, &model.Request{Messages: []model.Message{modeltest.User("Tell me a long story.")}})
 
 			wantEvents := []model.Event{{Type: model.EventTextDelta, Text: "Once upon"}}
 			if diff := cmp.Diff(wantEvents, events); diff != "" {
 				t.Errorf("events before the error (-want +got):\n%s", diff)
 			}
-			var pe *model.ProviderError
-			if !errors.As(err, &pe) {
-				t.Fatalf("Stream error = %v (%T), want a *model.ProviderError", err, err)
-			}
+			pe := modeltest.ProviderError(t, err, "bedrock")
 			want := model.ProviderError{Provider: "bedrock", Status: tt.wantStatus, RequestID: "5d6e7f80-9a1b-4c2d-8e3f-4a5b6c7d8e9f"}
 			if got := (model.ProviderError{Provider: pe.Provider, Status: pe.Status, RequestID: pe.RequestID}); got != want {
 				t.Errorf("provider error = %+v, want %+v", got, want)
@@ -464,49 +416,17 @@ func TestExceptionInsideTheStream(t *testing.T) {
 }
 
 func TestProviderToolIsUnsupported(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		t.Errorf("unexpected request %s %s", r.Method, r.URL.Path)
-		http.Error(w, "unexpected", http.StatusTeapot)
-	}))
-	defer srv.Close()
-	f := &fixture{url: srv.URL, awsCfg: testConfig("us-east-1")}
-	m := f.model(t, bedrockmodel.Config{Provider: "bedrock", Model: modelID})
+	srv := modeltest.NewServer(t, modeltest.Unexpected)
+	m := (&fixture{url: srv.URL, awsCfg: testConfig("us-east-1")}).model(t, bedrockmodel.Config{Provider: "bedrock", Model: modelID})
 
-	events, err := collect(m, &model.Request{
-		Messages: []model.Message{user("Search the web for today's news.")},
+	modeltest.CheckRefused(t, m, srv, &model.Request{
+		Messages: []model.Message{modeltest.User("Search the web for today's news.")},
 		Tools:    []model.ToolSpec{weatherSpec, {Name: "search", ProviderTool: model.ProviderGoogleSearch}},
-	})
-
-	if err == nil || !strings.Contains(err.Error(), "tool search") || !strings.Contains(err.Error(), model.ProviderGoogleSearch) {
-		t.Errorf("Stream error = %v, want one naming tool search and %s", err, model.ProviderGoogleSearch)
-	}
-	if len(events) != 0 {
-		t.Errorf("events = %v, want none", events)
-	}
+	}, `tool search: the bedrock provider does not support the provider-defined tool "`+model.ProviderGoogleSearch+`"`)
 }
 
 func testConfig(region string) aws.Config {
 	return aws.Config{Region: region, Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "test-secret", "")}
-}
-
-// streamServer answers every call with resp and keeps the requests' headers.
-func streamServer(t *testing.T, resp wirefixture.Response) (*httptest.Server, func() []http.Header) {
-	t.Helper()
-	var mu sync.Mutex
-	var headers []http.Header
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		mu.Lock()
-		headers = append(headers, r.Header.Clone())
-		mu.Unlock()
-		respond(t, w, resp)
-	}))
-	t.Cleanup(srv.Close)
-	return srv, func() []http.Header {
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]http.Header(nil), headers...)
-	}
 }
 
 func TestFinishReasons(t *testing.T) {
@@ -538,10 +458,10 @@ func TestFinishReasons(t *testing.T) {
 				msgs = append(msgs, event("messageStop", `{"stopReason":"`+tt.stopReason+`"}`))
 			}
 			msgs = append(msgs, event("metadata", `{"usage":{"inputTokens":3,"outputTokens":1,"totalTokens":4},"metrics":{"latencyMs":80}}`))
-			srv, _ := streamServer(t, eventStream("0f1e2d3c-4b5a-4697-8877-665544332211", msgs...))
+			srv := modeltest.NewServer(t, eventStream("0f1e2d3c-4b5a-4697-8877-665544332211", msgs...))
 			m := (&fixture{url: srv.URL, awsCfg: testConfig("us-east-1")}).model(t, bedrockmodel.Config{Model: modelID})
 
-			got, err := collect(m, &model.Request{Messages: []model.Message{user("hi")}})
+			got, err := modeltest.Collect(t.Context(), m, &model.Request{Messages: []model.Message{modeltest.User("hi")}})
 			if err != nil {
 				t.Fatalf("Stream: %v", err)
 			}
@@ -557,26 +477,10 @@ func TestFinishReasons(t *testing.T) {
 }
 
 func TestStreamStopsWhenTheConsumerBreaks(t *testing.T) {
-	for stop := 1; stop <= 8; stop++ {
-		t.Run(fmt.Sprint(stop), func(t *testing.T) {
-			srv, _ := streamServer(t, toolCallsStream())
-			m := (&fixture{url: srv.URL, awsCfg: testConfig("us-east-1")}).model(t, bedrockmodel.Config{Model: modelID})
-			req := &model.Request{Messages: []model.Message{user("What's the weather in Oslo for three days, and the time there?")}, Tools: []model.ToolSpec{weatherSpec, timeSpec}}
-			n := 0
-			for _, err := range m.Stream(context.Background(), req) {
-				if err != nil {
-					t.Fatalf("Stream: %v", err)
-				}
-				n++
-				if n == stop {
-					break
-				}
-			}
-			if n != stop {
-				t.Errorf("consumer breaking after %d events saw %d", stop, n)
-			}
-		})
-	}
+	srv := modeltest.NewServer(t, toolCallsStream())
+	m := (&fixture{url: srv.URL, awsCfg: testConfig("us-east-1")}).model(t, bedrockmodel.Config{Model: modelID})
+	req := &model.Request{Messages: []model.Message{modeltest.User("What's the weather in Oslo for three days, and the time there?")}, Tools: []model.ToolSpec{weatherSpec, timeSpec}}
+	modeltest.CheckBreaks(t, m, req, 8)
 }
 
 // TestSigning shows the calls are signed with the aws.Config's IAM credentials, for its region
@@ -591,19 +495,19 @@ func TestSigning(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv, headers := streamServer(t, eventStream("0f1e2d3c-4b5a-4697-8877-665544332211",
+			srv := modeltest.NewServer(t, eventStream("0f1e2d3c-4b5a-4697-8877-665544332211",
 				event("messageStart", `{"role":"assistant"}`),
 				event("messageStop", `{"stopReason":"end_turn"}`),
 			))
 			m := (&fixture{url: srv.URL, awsCfg: testConfig(tt.configRegion)}).model(t, bedrockmodel.Config{Model: modelID, Region: tt.blockRegion})
-			if _, err := collect(m, &model.Request{Messages: []model.Message{user("hi")}}); err != nil {
+			if _, err := modeltest.Collect(t.Context(), m, &model.Request{Messages: []model.Message{modeltest.User("hi")}}); err != nil {
 				t.Fatalf("Stream: %v", err)
 			}
-			h := headers()
-			if len(h) != 1 {
-				t.Fatalf("server saw %d requests, want 1", len(h))
+			reqs := srv.Requests()
+			if len(reqs) != 1 {
+				t.Fatalf("server saw %d requests, want 1", len(reqs))
 			}
-			auth := h[0].Get("Authorization")
+			auth := reqs[0].Header.Get("Authorization")
 			if !strings.HasPrefix(auth, "AWS4-HMAC-SHA256 Credential=AKIDTEST/") || !strings.Contains(auth, tt.wantScope) {
 				t.Errorf("Authorization = %q, want a SigV4 signature by AKIDTEST with scope %s", auth, tt.wantScope)
 			}
@@ -628,18 +532,7 @@ func TestNew(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m, err := bedrockmodel.New(tt.cfg, testConfig(tt.region))
-			if tt.wantErr == "" {
-				if err != nil || m == nil {
-					t.Errorf("New() = %v, %v; want a model", m, err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("New() error = %v, want one containing %q", err, tt.wantErr)
-			}
-			if m != nil {
-				t.Errorf("New() model = %v, want nil on error", m)
-			}
+			modeltest.CheckNew(t, m, err, tt.wantErr)
 		})
 	}
 }

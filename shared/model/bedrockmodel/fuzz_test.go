@@ -6,10 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/agentharness/harness/infra/wirefixture"
-	"github.com/agentharness/harness/shared/model"
+	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/model/bedrockmodel"
 	"github.com/agentharness/harness/shared/model/modeltest"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -17,35 +15,23 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/bedrockruntime"
 )
 
-// checkBody feeds body to the adapter as the event stream of a ConverseStream call: it must
+// fuzzed is the answer of a ConverseStream call, for the fuzz targets: the adapter must
 // yield well-formed events or a provider error, and never panic.
-func checkBody(t *testing.T, body []byte) {
-	t.Helper()
-	cfg := testConfig("us-east-1")
-	cfg.HTTPClient = &http.Client{Transport: wirefixture.Answer(http.StatusOK, http.Header{"Content-Type": {"application/vnd.amazon.eventstream"}}, body)}
-	m, err := bedrockmodel.New(bedrockmodel.Config{Provider: "bedrock", Model: modelID}, cfg,
-		func(o *bedrockruntime.Options) { o.BaseEndpoint = aws.String("http://bedrock.invalid") })
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	req := &model.Request{Messages: []model.Message{user("hi")}}
-	if err := modeltest.CheckStream(m.Stream(ctx, req)); err != nil {
-		t.Fatalf("stream %q: %v", body, err)
-	}
+var fuzzed = modeltest.Stream{
+	Fixtures:    []string{"text.json", "tool_calls.json", "conversation.json", "stream_model_error.json"},
+	Seeds:       []string{"\x00\x00\x00\x10\x00\x00\x00\x00"},
+	ContentType: "application/vnd.amazon.eventstream",
+	New: func(ctx context.Context, transport *http.Transport) (agent.Model, error) {
+		cfg := testConfig("us-east-1")
+		cfg.HTTPClient = &http.Client{Transport: transport}
+		m, err := bedrockmodel.New(bedrockmodel.Config{Provider: "bedrock", Model: modelID}, cfg,
+			func(o *bedrockruntime.Options) { o.BaseEndpoint = aws.String("http://bedrock.invalid") })
+		return m, err
+	},
 }
 
 // FuzzStreamBody decodes any bytes as an AWS event stream.
-func FuzzStreamBody(f *testing.F) {
-	for _, name := range []string{"text.json", "tool_calls.json", "conversation.json", "stream_model_error.json"} {
-		for _, b := range wirefixture.Bodies(f, name) {
-			f.Add(b)
-		}
-	}
-	f.Add([]byte{0, 0, 0, 16, 0, 0, 0, 0})
-	f.Fuzz(checkBody)
-}
+func FuzzStreamBody(f *testing.F) { modeltest.FuzzStream(f, fuzzed) }
 
 // FuzzStreamEvents sends well-framed event streams, so the fuzzing reaches the events rather
 // than the frames' checksums: each line of script is one message, "<event type> <JSON payload>",
@@ -86,6 +72,6 @@ func FuzzStreamEvents(f *testing.F) {
 				return // a header the format cannot hold (too long)
 			}
 		}
-		checkBody(t, buf.Bytes())
+		fuzzed.Check(t, buf.Bytes())
 	})
 }

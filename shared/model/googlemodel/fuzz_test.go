@@ -5,15 +5,15 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/agentharness/harness/infra/wirefixture"
 	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/model/googlemodel"
+	"github.com/agentharness/harness/shared/model/modeltest"
 )
 
 // FuzzStream feeds any body to the adapter as the streamed chunks of a streamGenerateContent
 // call: it yields well-formed events or a provider error, and never panics.
 func FuzzStream(f *testing.F) {
-	wirefixture.FuzzStream(f, wirefixture.Stream{
+	modeltest.FuzzStream(f, modeltest.Stream{
 		Fixtures: []string{"text.json", "tool_calls.json", "conversation.json", "google_search.json"},
 		Seeds: []string{
 			"data: {\"candidates\":[{\"content\":{\"parts\":[{\"functionCall\":{\"id\":\"c1\",\"name\":\"weather\",\"args\":{\"city\":\"Oslo\"}}},{\"text\":\"ok\"}],\"role\":\"model\"},\"finishReason\":\"STOP\"}]}\n\n",

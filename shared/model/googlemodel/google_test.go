@@ -14,22 +14,20 @@ package googlemodel_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
+	"maps"
 	"net/http"
-	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"os"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/agentharness/harness/infra/wirefixture"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/model/googlemodel"
+	"github.com/agentharness/harness/shared/model/modeltest"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -53,17 +51,7 @@ var (
 
 // apiKey is the real key when recording and a placeholder when replaying. Tests call it before
 // wirefixture.Serve, so a recording without a key stops before it can rewrite a fixture.
-func apiKey(t *testing.T) string {
-	t.Helper()
-	if !wirefixture.Recording() {
-		return "test-key"
-	}
-	key := os.Getenv("GOOGLE_API_KEY")
-	if key == "" {
-		t.Fatal("-record calls the real Gemini API: set GOOGLE_API_KEY")
-	}
-	return key
-}
+func apiKey(t *testing.T) string { return modeltest.APIKey(t, "GOOGLE_API_KEY") }
 
 func newModel(t *testing.T, baseURL, key string, settings model.Settings) *googlemodel.Model {
 	t.Helper()
@@ -76,27 +64,12 @@ func newModel(t *testing.T, baseURL, key string, settings model.Settings) *googl
 	return m
 }
 
-func collect(ctx context.Context, m *googlemodel.Model, req *model.Request) ([]model.Event, error) {
-	var events []model.Event
-	for ev, err := range m.Stream(ctx, req) {
-		if err != nil {
-			return events, err
-		}
-		events = append(events, ev)
-	}
-	return events, nil
-}
-
-func user(text string) model.Message {
-	return model.Message{Role: model.RoleUser, Parts: []model.Part{{Type: model.PartText, Text: text}}}
-}
-
 func TestTextAnswer(t *testing.T) {
 	key := apiKey(t)
 	srv := wirefixture.Serve(t, "text.json", upstream)
 	m := newModel(t, srv.URL, key, model.Settings{})
 
-	got, err := collect(context.Background(), m, &model.Request{System: "Answer in one sentence.", Messages: []model.Message{user("What is the capital of Norway?")}})
+	got, err := modeltest.Collect(t.Context(), m, &model.Request{System: "Answer in one sentence.", Messages: []model.Message{modeltest.User("What is the capital of Norway?")}})
 	if err != nil {
 		t.Fatalf("Stream: %v", err)
 	}
@@ -125,8 +98,8 @@ func TestTwoFunctionCalls(t *testing.T) {
 	srv := wirefixture.Serve(t, "tool_calls.json", upstream)
 	m := newModel(t, srv.URL, key, model.Settings{})
 
-	got, err := collect(context.Background(), m, &model.Request{
-		Messages: []model.Message{user("What's the weather in Oslo for three days, and the time there?")},
+	got, err := modeltest.Collect(t.Context(), m, &model.Request{
+		Messages: []model.Message{modeltest.User("What's the weather in Oslo for three days, and the time there?")},
 		Tools:    []model.ToolSpec{weatherSpec, timeSpec},
 	})
 	if err != nil {
@@ -163,7 +136,7 @@ func TestConversationWithToolResults(t *testing.T) {
 		System: "You are a concise travel assistant.",
 		Tools:  []model.ToolSpec{weatherSpec, timeSpec},
 		Messages: []model.Message{
-			user("What time is it in Oslo?"),
+			modeltest.User("What time is it in Oslo?"),
 			{Role: model.RoleAssistant, Parts: []model.Part{
 				{Type: model.PartToolCall, ToolCallID: "gemini_1_0", ToolName: "current_time", Input: json.RawMessage(`{"city":"Oslo"}`)},
 			}},
@@ -171,7 +144,7 @@ func TestConversationWithToolResults(t *testing.T) {
 				{Type: model.PartToolResult, ToolCallID: "gemini_1_0", ToolName: "current_time", Output: json.RawMessage(`"09:12"`)},
 			}},
 			{Role: model.RoleAssistant, Parts: []model.Part{{Type: model.PartText, Text: "It is 09:12 in Oslo."}}},
-			user("And the weather in Oslo and Bergen?"),
+			modeltest.User("And the weather in Oslo and Bergen?"),
 			{Role: model.RoleAssistant, Parts: []model.Part{
 				{Type: model.PartText, Text: "Checking both cities."},
 				{Type: model.PartToolCall, ToolCallID: "gemini_5_0", ToolName: "weather", Input: json.RawMessage(`{"city":"Oslo","days":1}`)},
@@ -183,7 +156,7 @@ func TestConversationWithToolResults(t *testing.T) {
 			}},
 		},
 	}
-	got, err := collect(context.Background(), m, req)
+	got, err := modeltest.Collect(t.Context(), m, req)
 	if err != nil {
 		t.Fatalf("Stream: %v", err)
 	}
@@ -202,8 +175,8 @@ func TestGoogleSearchSources(t *testing.T) {
 	srv := wirefixture.Serve(t, "google_search.json", upstream)
 	m := newModel(t, srv.URL, key, model.Settings{})
 
-	got, err := collect(context.Background(), m, &model.Request{
-		Messages: []model.Message{user("Who won the 2024 Nobel Prize in Literature?")},
+	got, err := modeltest.Collect(t.Context(), m, &model.Request{
+		Messages: []model.Message{modeltest.User("Who won the 2024 Nobel Prize in Literature?")},
 		Tools:    []model.ToolSpec{searchSpec},
 	})
 	if err != nil {
@@ -246,50 +219,19 @@ const overloaded503 = `{
 }
 `
 
-// injector answers the first n requests with status and body itself, and passes the rest to
-// next (a fixture server). It keeps every request's query and body.
-type injector struct {
-	mu      sync.Mutex
-	n       int
-	status  int
-	body    string
-	header  http.Header
-	next    http.Handler
-	queries []string
-	bodies  []string
-}
-
-func (in *injector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	in.mu.Lock()
-	in.queries = append(in.queries, r.URL.RawQuery)
-	in.bodies = append(in.bodies, string(body))
-	seen := len(in.bodies)
-	in.mu.Unlock()
-	if seen > in.n {
-		r.Body = io.NopCloser(strings.NewReader(string(body)))
-		in.next.ServeHTTP(w, r)
-		return
-	}
-	for k, v := range in.header {
-		w.Header()[k] = v
-	}
-	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
-	w.WriteHeader(in.status)
-	io.WriteString(w, in.body)
-}
-
-func (in *injector) requests() (queries, bodies []string) {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	return append([]string(nil), in.queries...), append([]string(nil), in.bodies...)
-}
-
-func serveInjector(t *testing.T, in *injector) *httptest.Server {
-	t.Helper()
-	srv := httptest.NewServer(in)
-	t.Cleanup(srv.Close)
-	return srv
+// inject answers the first n requests with status and body (and header, when given) itself,
+// and passes the rest to next (a fixture server).
+func inject(n, status int, body string, header map[string]string, next http.Handler) http.Handler {
+	var seen atomic.Int32
+	answer := wirefixture.Response{Status: status, Headers: map[string]string{"Content-Type": "application/json; charset=UTF-8"}, Body: body}
+	maps.Copy(answer.Headers, header)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if int(seen.Add(1)) > n {
+			next.ServeHTTP(w, r)
+			return
+		}
+		answer.ServeHTTP(w, r)
+	})
 }
 
 func proxyTo(t *testing.T, rawURL string) http.Handler {
@@ -304,12 +246,11 @@ func proxyTo(t *testing.T, rawURL string) http.Handler {
 func TestRateLimitIsRetried(t *testing.T) {
 	key := apiKey(t)
 	fixture := wirefixture.Serve(t, "retry.json", upstream)
-	in := &injector{n: 1, status: http.StatusTooManyRequests, body: fmt.Sprintf(rateLimited429, "0.100s"), next: proxyTo(t, fixture.URL)}
-	srv := serveInjector(t, in)
+	srv := modeltest.NewServer(t, inject(1, http.StatusTooManyRequests, fmt.Sprintf(rateLimited429, "0.100s"), nil, proxyTo(t, fixture.URL)))
 	m := newModel(t, srv.URL, key, model.Settings{})
 
 	start := time.Now()
-	got, err := collect(context.Background(), m, &model.Request{Messages: []model.Message{user("Say hello.")}})
+	got, err := modeltest.Collect(t.Context(), m, &model.Request{Messages: []model.Message{modeltest.User("Say hello.")}})
 	elapsed := time.Since(start)
 	if err != nil {
 		t.Fatalf("Stream: %v", err)
@@ -325,16 +266,16 @@ func TestRateLimitIsRetried(t *testing.T) {
 	if elapsed < 100*time.Millisecond || elapsed > time.Second {
 		t.Errorf("Stream took %v, want the 100ms the 429 asked for and little more", elapsed)
 	}
-	queries, bodies := in.requests()
-	if len(bodies) != 2 {
-		t.Fatalf("server saw %d requests, want 2 (the 429 and its retry)", len(bodies))
+	reqs := srv.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("server saw %d requests, want 2 (the 429 and its retry)", len(reqs))
 	}
-	if bodies[0] == "" || bodies[1] != bodies[0] {
-		t.Errorf("retried body %q, want the first body %q again", bodies[1], bodies[0])
+	if len(reqs[0].Body) == 0 || string(reqs[1].Body) != string(reqs[0].Body) {
+		t.Errorf("retried body %q, want the first body %q again", reqs[1].Body, reqs[0].Body)
 	}
-	for i, q := range queries {
-		if q != "alt=sse" {
-			t.Errorf("request %d query %q, want alt=sse", i+1, q)
+	for i, r := range reqs {
+		if r.Query != "alt=sse" {
+			t.Errorf("request %d query %q, want alt=sse", i+1, r.Query)
 		}
 	}
 }
@@ -342,22 +283,18 @@ func TestRateLimitIsRetried(t *testing.T) {
 // A 429 whose retry delay would outlast the context's deadline comes back at once, with the
 // request id a gateway in front of Gemini added.
 func TestRateLimitWaitPastDeadlineIsNotTaken(t *testing.T) {
-	in := &injector{n: 1, status: http.StatusTooManyRequests, body: fmt.Sprintf(rateLimited429, "5s"), header: http.Header{"X-Request-Id": {"req-7f3a"}}}
-	srv := serveInjector(t, in)
+	srv := modeltest.NewServer(t, inject(1, http.StatusTooManyRequests, fmt.Sprintf(rateLimited429, "5s"), map[string]string{"X-Request-Id": "req-7f3a"}, nil))
 	m := newModel(t, srv.URL, "test-key", model.Settings{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 
 	start := time.Now()
-	events, err := collect(ctx, m, &model.Request{Messages: []model.Message{user("Say hello.")}})
+	events, err := modeltest.Collect(ctx, m, &model.Request{Messages: []model.Message{modeltest.User("Say hello.")}})
 	elapsed := time.Since(start)
 
-	var pe *model.ProviderError
-	if !errors.As(err, &pe) {
-		t.Fatalf("Stream error = %v (%T), want a *model.ProviderError", err, err)
-	}
-	if pe.Provider != "google" || pe.Status != http.StatusTooManyRequests || pe.RequestID != "req-7f3a" {
-		t.Errorf("ProviderError{Provider: %q, Status: %d, RequestID: %q}, want google, 429, req-7f3a", pe.Provider, pe.Status, pe.RequestID)
+	pe := modeltest.ProviderError(t, err, "google")
+	if pe.Status != http.StatusTooManyRequests || pe.RequestID != "req-7f3a" {
+		t.Errorf("ProviderError{Status: %d, RequestID: %q}, want 429, req-7f3a", pe.Status, pe.RequestID)
 	}
 	if len(events) != 0 {
 		t.Errorf("events = %v, want none", events)
@@ -365,27 +302,25 @@ func TestRateLimitWaitPastDeadlineIsNotTaken(t *testing.T) {
 	if elapsed > 500*time.Millisecond {
 		t.Errorf("Stream took %v; it must not wait for a retry the deadline does not leave time for", elapsed)
 	}
-	if _, bodies := in.requests(); len(bodies) != 1 {
-		t.Errorf("server saw %d requests, want 1", len(bodies))
+	if n := len(srv.Requests()); n != 1 {
+		t.Errorf("server saw %d requests, want 1", n)
 	}
 }
 
 func TestServerErrorsExhaustTheRetries(t *testing.T) {
-	in := &injector{n: 3, status: http.StatusServiceUnavailable, body: overloaded503}
-	srv := serveInjector(t, in)
+	srv := modeltest.NewServer(t, inject(3, http.StatusServiceUnavailable, overloaded503, nil, nil))
 	m := newModel(t, srv.URL, "test-key", model.Settings{})
 
-	_, err := collect(context.Background(), m, &model.Request{Messages: []model.Message{user("Say hello.")}})
+	_, err := modeltest.Collect(t.Context(), m, &model.Request{Messages: []model.Message{modeltest.User("Say hello.")}})
 
-	var pe *model.ProviderError
-	if !errors.As(err, &pe) || pe.Status != http.StatusServiceUnavailable {
+	if pe := modeltest.ProviderError(t, err, "google"); pe.Status != http.StatusServiceUnavailable {
 		t.Fatalf("Stream error = %v, want a ProviderError with status 503", err)
 	}
 	if !strings.Contains(err.Error(), "The model is overloaded") {
 		t.Errorf("error %q, want Gemini's message kept for the log", err)
 	}
-	if _, bodies := in.requests(); len(bodies) != 3 {
-		t.Errorf("server saw %d requests, want 3 (one call and two retries)", len(bodies))
+	if n := len(srv.Requests()); n != 3 {
+		t.Errorf("server saw %d requests, want 3 (one call and two retries)", n)
 	}
 }
 
@@ -396,14 +331,10 @@ func TestInvalidArgumentIsNotRetried(t *testing.T) {
 	srv := wirefixture.Serve(t, "bad_key.json", upstream)
 	m := newModel(t, srv.URL, "not-a-valid-key", model.Settings{})
 
-	events, err := collect(context.Background(), m, &model.Request{Messages: []model.Message{user("Say hello.")}})
+	events, err := modeltest.Collect(t.Context(), m, &model.Request{Messages: []model.Message{modeltest.User("Say hello.")}})
 
-	var pe *model.ProviderError
-	if !errors.As(err, &pe) {
-		t.Fatalf("Stream error = %v (%T), want a *model.ProviderError", err, err)
-	}
-	if pe.Provider != "google" || pe.Status != http.StatusBadRequest {
-		t.Errorf("ProviderError{Provider: %q, Status: %d}, want google, 400", pe.Provider, pe.Status)
+	if pe := modeltest.ProviderError(t, err, "google"); pe.Status != http.StatusBadRequest {
+		t.Errorf("ProviderError{Status: %d}, want 400", pe.Status)
 	}
 	if !strings.Contains(err.Error(), "API key not valid") || !strings.Contains(err.Error(), "INVALID_ARGUMENT") {
 		t.Errorf("error %q, want Gemini's message and status kept for the log", err)
@@ -425,17 +356,17 @@ func TestStreamRejectsBadRequests(t *testing.T) {
 	}{
 		{
 			name: "unknown provider tool",
-			req:  model.Request{Messages: []model.Message{user("hi")}, Tools: []model.ToolSpec{{Name: "web_search", ProviderTool: "openai.web_search"}}},
+			req:  model.Request{Messages: []model.Message{modeltest.User("hi")}, Tools: []model.ToolSpec{{Name: "web_search", ProviderTool: "openai.web_search"}}},
 			want: `provider tool "openai.web_search"`,
 		},
 		{
 			name: "tool schema that is not JSON",
-			req:  model.Request{Messages: []model.Message{user("hi")}, Tools: []model.ToolSpec{{Name: "broken", InputSchema: json.RawMessage(`{`)}}},
+			req:  model.Request{Messages: []model.Message{modeltest.User("hi")}, Tools: []model.ToolSpec{{Name: "broken", InputSchema: json.RawMessage(`{`)}}},
 			want: "tool broken",
 		},
 		{
 			name: "call arguments that are not an object",
-			req: model.Request{Messages: []model.Message{user("hi"), {Role: model.RoleAssistant, Parts: []model.Part{
+			req: model.Request{Messages: []model.Message{modeltest.User("hi"), {Role: model.RoleAssistant, Parts: []model.Part{
 				{Type: model.PartToolCall, ToolCallID: "gemini_1_0", ToolName: "weather", Input: json.RawMessage(`[1]`)},
 			}}}},
 			want: "the arguments of the weather call",
@@ -448,41 +379,16 @@ func TestStreamRejectsBadRequests(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var hits int
-			var mu sync.Mutex
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				mu.Lock()
-				hits++
-				mu.Unlock()
-				http.Error(w, "unexpected request", http.StatusTeapot)
-			}))
-			defer srv.Close()
-			events, err := collect(context.Background(), newModel(t, srv.URL, "test-key", model.Settings{}), &tt.req)
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("Stream error = %v, want one containing %q", err, tt.want)
-			}
-			if len(events) != 0 {
-				t.Errorf("events = %v, want none", events)
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if hits != 0 {
-				t.Errorf("server received %d requests, want none", hits)
-			}
+			srv := modeltest.NewServer(t, modeltest.Unexpected)
+			modeltest.CheckRefused(t, newModel(t, srv.URL, "test-key", model.Settings{}), srv, &tt.req, tt.want)
 		})
 	}
 }
 
-// sseServer answers every request with body as an event stream.
-func sseServer(t *testing.T, body string) *httptest.Server {
+// sseServer returns a model whose every call is answered with body as an event stream.
+func sseServer(t *testing.T, body string) *googlemodel.Model {
 	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "text/event-stream")
-		io.WriteString(w, body)
-	}))
-	t.Cleanup(srv.Close)
-	return srv
+	return newModel(t, modeltest.NewServer(t, modeltest.SSE(body)).URL, "test-key", model.Settings{})
 }
 
 func TestFinishReasons(t *testing.T) {
@@ -507,8 +413,7 @@ func TestFinishReasons(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := sseServer(t, "data: "+tt.chunk+"\r\n\r\n")
-			events, err := collect(context.Background(), newModel(t, srv.URL, "test-key", model.Settings{}), &model.Request{Messages: []model.Message{user("hi")}})
+			events, err := modeltest.Collect(t.Context(), sseServer(t, "data: "+tt.chunk+"\r\n\r\n"), &model.Request{Messages: []model.Message{modeltest.User("hi")}})
 			if err != nil {
 				t.Fatalf("Stream: %v", err)
 			}
@@ -529,8 +434,7 @@ func TestThoughtsSkippedAndSourcesCitedOnce(t *testing.T) {
 	body := `data: {"candidates": [{"content": {"parts": [{"text": "Weighing the sources...","thought": true}],"role": "model"},"index": 0}]}` + "\r\n\r\n" +
 		`data: {"candidates": [{"content": {"parts": [{"text": "A."}],"role": "model"},"groundingMetadata": {"groundingChunks": [` + page + `]},"index": 0}]}` + "\r\n\r\n" +
 		`data: {"candidates": [{"content": {"parts": [{"text": " B."}],"role": "model"},"finishReason": "STOP","groundingMetadata": {"groundingChunks": [` + page + `,{"web": {"uri": "https://example.org/b","title": "example.org"}}]},"index": 0}],"usageMetadata": {"promptTokenCount": 5,"candidatesTokenCount": 2,"thoughtsTokenCount": 9,"totalTokenCount": 16}}` + "\r\n\r\n"
-	srv := sseServer(t, body)
-	got, err := collect(context.Background(), newModel(t, srv.URL, "test-key", model.Settings{}), &model.Request{Messages: []model.Message{user("hi")}, Tools: []model.ToolSpec{searchSpec}})
+	got, err := modeltest.Collect(t.Context(), sseServer(t, body), &model.Request{Messages: []model.Message{modeltest.User("hi")}, Tools: []model.ToolSpec{searchSpec}})
 	if err != nil {
 		t.Fatalf("Stream: %v", err)
 	}
@@ -548,24 +452,8 @@ func TestThoughtsSkippedAndSourcesCitedOnce(t *testing.T) {
 
 func TestStreamStopsWhenTheConsumerBreaks(t *testing.T) {
 	body := `data: {"candidates": [{"content": {"parts": [{"text": "Checking."},{"functionCall": {"name": "weather","args": {"city": "Oslo"}}}],"role": "model"},"finishReason": "STOP","groundingMetadata": {"groundingChunks": [{"web": {"uri": "https://example.org/a","title": "example.org"}}]},"index": 0}]}` + "\r\n\r\n"
-	srv := sseServer(t, body)
-	m := newModel(t, srv.URL, "test-key", model.Settings{})
 	// Text, three tool events, a source and the finish.
-	for stop := 1; stop <= 6; stop++ {
-		n := 0
-		for _, err := range m.Stream(context.Background(), &model.Request{Messages: []model.Message{user("hi")}}) {
-			if err != nil {
-				t.Fatalf("Stream: %v", err)
-			}
-			n++
-			if n == stop {
-				break
-			}
-		}
-		if n != stop {
-			t.Errorf("consumer breaking after %d events saw %d", stop, n)
-		}
-	}
+	modeltest.CheckBreaks(t, sseServer(t, body), &model.Request{Messages: []model.Message{modeltest.User("hi")}}, 6)
 }
 
 func TestNew(t *testing.T) {
@@ -584,18 +472,7 @@ func TestNew(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m, err := googlemodel.New(context.Background(), tt.cfg, tt.envKey)
-			if tt.wantErr == "" {
-				if err != nil || m == nil {
-					t.Errorf("New() = %v, %v; want a model", m, err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("New() error = %v, want one containing %q", err, tt.wantErr)
-			}
-			if m != nil {
-				t.Errorf("New() model = %v, want nil on error", m)
-			}
+			modeltest.CheckNew(t, m, err, tt.wantErr)
 		})
 	}
 }

@@ -1,5 +1,7 @@
-// Package modeltest checks the event streams model adapters produce, for the adapters' tests:
-// whatever a provider sends, the agent loop must get either well-formed events or an error.
+// Package modeltest is what the model adapters' tests share: the check of the event streams an
+// adapter produces (whatever a provider sends, the agent loop must get either well-formed events
+// or an error) and the fuzzing that feeds it, a server standing in for a provider's API that
+// keeps the requests it gets, and the calls and checks every adapter's tests make.
 package modeltest
 
 import (
@@ -8,6 +10,7 @@ import (
 	"fmt"
 	"iter"
 	"strings"
+	"testing"
 
 	"github.com/agentharness/harness/shared/model"
 )
@@ -101,4 +104,18 @@ func FileParts() model.Message {
 		{Type: model.PartFile, MediaType: "application/pdf", Filename: "report.pdf", Attachment: "att_pdf", Data: []byte("pdf-bytes")},
 		{Type: model.PartFile, MediaType: "application/zip", Filename: "data.zip", Attachment: "att_zip", Data: []byte("zip-bytes")},
 	}}
+}
+
+// CheckFileParts checks what an adapter sends of FileParts, marshalled: it holds each of want,
+// and not the zip's bytes in base64, the form every provider would carry them in.
+func CheckFileParts(t *testing.T, sent []byte, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(string(sent), w) {
+			t.Errorf("the message %s lacks %s", sent, w)
+		}
+	}
+	if strings.Contains(string(sent), "emlwLWJ5dGVz") {
+		t.Errorf("the zip's bytes were sent: %s", sent)
+	}
 }

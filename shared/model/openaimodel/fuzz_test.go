@@ -5,15 +5,15 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/agentharness/harness/infra/wirefixture"
 	"github.com/agentharness/harness/shared/agent"
+	"github.com/agentharness/harness/shared/model/modeltest"
 	"github.com/agentharness/harness/shared/model/openaimodel"
 )
 
 // FuzzStream feeds any body to the adapter as the SSE answer of a Chat Completions call: it
 // yields well-formed events or a provider error, and never panics.
 func FuzzStream(f *testing.F) {
-	wirefixture.FuzzStream(f, wirefixture.Stream{
+	modeltest.FuzzStream(f, modeltest.Stream{
 		Fixtures: []string{"text.json", "tool_calls.json", "conversation.json", "bad_request.json"},
 		Seeds: []string{
 			"data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"name\":\"weather\",\"arguments\":\"{}\"}}]}}]}\n\ndata: [DONE]\n\n",

@@ -14,7 +14,6 @@
 package openaimodel_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,7 +21,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -30,8 +28,8 @@ import (
 
 	"github.com/agentharness/harness/infra/mockopenai"
 	"github.com/agentharness/harness/infra/wirefixture"
-	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/model"
+	"github.com/agentharness/harness/shared/model/modeltest"
 	"github.com/agentharness/harness/shared/model/openaimodel"
 	"github.com/agentharness/harness/shared/model/provider"
 	"github.com/google/go-cmp/cmp"
@@ -53,20 +51,6 @@ var (
 	timeSpec    = model.ToolSpec{Name: "current_time", Description: "The current time in Oslo.", InputSchema: json.RawMessage(`{"type":"object","properties":{}}`)}
 )
 
-// apiKey is the real key when recording and a placeholder when replaying. Tests call it before
-// wirefixture.Serve, so a recording without a key stops before it can rewrite a fixture.
-func apiKey(t *testing.T) string {
-	t.Helper()
-	if !wirefixture.Recording() {
-		return "test-key"
-	}
-	key := os.Getenv("OPENAI_API_KEY")
-	if key == "" {
-		t.Fatal("-record calls the real OpenAI API: set OPENAI_API_KEY")
-	}
-	return key
-}
-
 // serve replays testdata/name and returns a model that calls it with the configured key.
 // Under -record a recordable fixture is recorded from the real API; the others are replayed.
 func serve(t *testing.T, name string, recordable bool, settings model.Settings) (*openaimodel.Model, *wirefixture.Server) {
@@ -74,7 +58,7 @@ func serve(t *testing.T, name string, recordable bool, settings model.Settings) 
 	var srv *wirefixture.Server
 	key := "test-key"
 	if recordable {
-		key = apiKey(t)
+		key = modeltest.APIKey(t, "OPENAI_API_KEY")
 		srv = wirefixture.Serve(t, name, upstream)
 	} else {
 		srv = wirefixture.Replay(t, name)
@@ -126,44 +110,12 @@ func newModel(t *testing.T, baseURL string) *openaimodel.Model {
 	return m
 }
 
-func collect(m *openaimodel.Model, req *model.Request) ([]model.Event, error) {
-	return collectCtx(context.Background(), m, req)
-}
-
-func collectCtx(ctx context.Context, m agent.Model, req *model.Request) ([]model.Event, error) {
-	var events []model.Event
-	for ev, err := range m.Stream(ctx, req) {
-		if err != nil {
-			return events, err
-		}
-		events = append(events, ev)
-	}
-	return events, nil
-}
-
-func user(text string) model.Message {
-	return model.Message{Role: model.RoleUser, Parts: []model.Part{{Type: model.PartText, Text: text}}}
-}
-
 func ptr[T any](v T) *T { return &v }
-
-// providerError asserts that err is a *model.ProviderError from the openai provider.
-func providerError(t *testing.T, err error) *model.ProviderError {
-	t.Helper()
-	var pe *model.ProviderError
-	if !errors.As(err, &pe) {
-		t.Fatalf("Stream error = %v (%T), want a *model.ProviderError", err, err)
-	}
-	if pe.Provider != "openai" {
-		t.Errorf("Provider = %q, want openai", pe.Provider)
-	}
-	return pe
-}
 
 func TestTextAnswer(t *testing.T) {
 	m, srv := serve(t, "text.json", true, model.Settings{})
 
-	got, err := collect(m, &model.Request{System: "Answer in one short sentence.", Messages: []model.Message{user("What is the capital of Norway?")}})
+	got, err := modeltest.Collect(t.Context(), m, &model.Request{System: "Answer in one short sentence.", Messages: []model.Message{modeltest.User("What is the capital of Norway?")}})
 	if err != nil {
 		t.Fatalf("Stream: %v", err)
 	}
@@ -190,8 +142,8 @@ func TestTextAnswer(t *testing.T) {
 func TestParallelToolCalls(t *testing.T) {
 	m, srv := serve(t, "tool_calls.json", true, model.Settings{})
 
-	got, err := collect(m, &model.Request{
-		Messages: []model.Message{user("What's the weather in Oslo for the next 3 days, and what time is it there?")},
+	got, err := modeltest.Collect(t.Context(), m, &model.Request{
+		Messages: []model.Message{modeltest.User("What's the weather in Oslo for the next 3 days, and what time is it there?")},
 		Tools:    []model.ToolSpec{weatherSpec, timeSpec},
 	})
 	if err != nil {
@@ -230,10 +182,10 @@ func TestConversationWithToolResults(t *testing.T) {
 	m, srv := serve(t, "conversation.json", true, model.Settings{Temperature: ptr(0.2), TopP: ptr(0.9), MaxTokens: ptr(int64(512))})
 
 	const w, c = "call_Wx4bH2kQe9", "call_P7mZc1rYt3"
-	got, err := collect(m, &model.Request{
+	got, err := modeltest.Collect(t.Context(), m, &model.Request{
 		System: "Be brief.",
 		Messages: []model.Message{
-			user("What's the weather in Oslo for the next 3 days, and what time is it there?"),
+			modeltest.User("What's the weather in Oslo for the next 3 days, and what time is it there?"),
 			{Role: model.RoleAssistant, Parts: []model.Part{
 				{Type: model.PartText, Text: "Checking both."},
 				{Type: model.PartToolCall, ToolCallID: w, ToolName: "weather", Input: json.RawMessage(`{"city":"Oslo","days":3}`)},
@@ -243,7 +195,7 @@ func TestConversationWithToolResults(t *testing.T) {
 				{Type: model.PartToolResult, ToolCallID: w, ToolName: "weather", Output: json.RawMessage(`{"forecast":["sun","rain","sun"]}`)},
 				{Type: model.PartToolResult, ToolCallID: c, ToolName: "current_time", Output: json.RawMessage(`{"error":"clock unavailable"}`), IsError: true},
 			}},
-			user("Never mind the time."),
+			modeltest.User("Never mind the time."),
 		},
 		Tools: []model.ToolSpec{weatherSpec, timeSpec},
 	})
@@ -272,7 +224,7 @@ func TestRateLimitIsRetried(t *testing.T) {
 	m, srv := serve(t, "rate_limited.json", false, model.Settings{})
 
 	start := time.Now()
-	got, err := collect(m, &model.Request{Messages: []model.Message{user("Say hello.")}})
+	got, err := modeltest.Collect(t.Context(), m, &model.Request{Messages: []model.Message{modeltest.User("Say hello.")}})
 	elapsed := time.Since(start)
 	if err != nil {
 		t.Fatalf("Stream: %v", err)
@@ -304,13 +256,13 @@ func TestRateLimitWaitPastDeadlineIsNotTaken(t *testing.T) {
 	defer cancel()
 
 	start := time.Now()
-	events, err := collectCtx(ctx, m, &model.Request{Messages: []model.Message{user("Say hello.")}})
+	events, err := modeltest.Collect(ctx, m, &model.Request{Messages: []model.Message{modeltest.User("Say hello.")}})
 	elapsed := time.Since(start)
 
 	if len(events) != 0 {
 		t.Errorf("events = %v, want none", events)
 	}
-	pe := providerError(t, err)
+	pe := modeltest.ProviderError(t, err, "openai")
 	// A context error here would mean the SDK slept into the deadline instead.
 	if pe.Status != http.StatusTooManyRequests || pe.RequestID != "req_f3c1d0e25b6a4c7d8e9f0a1b2c3d4e53" {
 		t.Errorf("Status, RequestID = %d, %q; want 429, req_f3c1d0e25b6a4c7d8e9f0a1b2c3d4e53 (error: %v)", pe.Status, pe.RequestID, err)
@@ -324,12 +276,12 @@ func TestRateLimitWaitPastDeadlineIsNotTaken(t *testing.T) {
 func TestBadRequestIsNotRetried(t *testing.T) {
 	m, srv := serve(t, "bad_request.json", true, model.Settings{Temperature: ptr(5.0)})
 
-	events, err := collect(m, &model.Request{Messages: []model.Message{user("Say hello.")}})
+	events, err := modeltest.Collect(t.Context(), m, &model.Request{Messages: []model.Message{modeltest.User("Say hello.")}})
 
 	if len(events) != 0 {
 		t.Errorf("events = %v, want none", events)
 	}
-	pe := providerError(t, err)
+	pe := modeltest.ProviderError(t, err, "openai")
 	if pe.Status != http.StatusBadRequest || pe.RequestID != "req_9b2f7c1e3d4a4e5b8c6d7e8f9a0b1c2d" {
 		t.Errorf("Status, RequestID = %d, %q; want 400, req_9b2f7c1e3d4a4e5b8c6d7e8f9a0b1c2d", pe.Status, pe.RequestID)
 	}
@@ -397,7 +349,7 @@ func TestAPIKeyOnTheWire(t *testing.T) {
 			if err != nil {
 				t.Fatalf("provider.New: %v", err)
 			}
-			if _, err := collectCtx(context.Background(), m, &model.Request{System: "Answer in one short sentence.", Messages: []model.Message{user("What is the capital of Norway?")}}); err != nil {
+			if _, err := modeltest.Collect(t.Context(), m, &model.Request{System: "Answer in one short sentence.", Messages: []model.Message{modeltest.User("What is the capital of Norway?")}}); err != nil {
 				t.Fatalf("Stream: %v", err)
 			}
 			reqs := srv.Requests()
@@ -444,11 +396,11 @@ func checkNoEnvironment(t *testing.T, h http.Header) {
 // OPENAI_CUSTOM_HEADERS from the process environment to every call; the adapter's must not.
 func TestProcessEnvironmentIsIgnored(t *testing.T) {
 	openAIEnv(t)
-	ask := &model.Request{System: "Answer in one short sentence.", Messages: []model.Message{user("What is the capital of Norway?")}}
+	ask := &model.Request{System: "Answer in one short sentence.", Messages: []model.Message{modeltest.User("What is the capital of Norway?")}}
 
 	t.Run("explicit base URL", func(t *testing.T) {
 		m, srv := serve(t, "text.json", false, model.Settings{})
-		if _, err := collect(m, ask); err != nil {
+		if _, err := modeltest.Collect(t.Context(), m, ask); err != nil {
 			t.Fatalf("Stream: %v", err)
 		}
 		reqs := srv.Requests()
@@ -462,7 +414,7 @@ func TestProcessEnvironmentIsIgnored(t *testing.T) {
 		if err != nil {
 			t.Fatalf("New: %v", err)
 		}
-		if _, err := collect(m, ask); err != nil {
+		if _, err := modeltest.Collect(t.Context(), m, ask); err != nil {
 			t.Fatalf("Stream: %v", err)
 		}
 		reqs := srv.Requests()
@@ -478,7 +430,7 @@ func TestProcessEnvironmentIsIgnored(t *testing.T) {
 	t.Run("no base URL", func(t *testing.T) {
 		// Calls without a base URL go to the internet: a transport standing in for it takes
 		// them, answering as text.json does.
-		tr := &offline{t: t, answer: fixtureResponse(t, "text.json")}
+		tr := &offline{t: t, answer: wirefixture.Load(t, "text.json")[0].Response}
 		saved := http.DefaultTransport
 		http.DefaultTransport = tr
 		t.Cleanup(func() { http.DefaultTransport = saved })
@@ -486,7 +438,7 @@ func TestProcessEnvironmentIsIgnored(t *testing.T) {
 		if err != nil {
 			t.Fatalf("New: %v", err)
 		}
-		got, err := collect(m, ask)
+		got, err := modeltest.Collect(t.Context(), m, ask)
 		if err != nil {
 			t.Fatalf("Stream: %v", err)
 		}
@@ -545,20 +497,6 @@ func (o *offline) requests() []*http.Request {
 	return append([]*http.Request(nil), o.seen...)
 }
 
-// fixtureResponse is the first recorded response of testdata/name.
-func fixtureResponse(t *testing.T, name string) wirefixture.Response {
-	t.Helper()
-	raw, err := os.ReadFile("testdata/" + name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var exchanges []wirefixture.Exchange
-	if err := json.NewDecoder(bytes.NewReader(raw)).Decode(&exchanges); err != nil || len(exchanges) == 0 {
-		t.Fatalf("decoding testdata/%s: %v", name, err)
-	}
-	return exchanges[0].Response
-}
-
 // weatherScript calls weather once, then answers the tool result with text.
 func weatherScript(r *mockopenai.Request) mockopenai.Reply {
 	if last := r.Messages[len(r.Messages)-1]; last.Role == "tool" {
@@ -573,8 +511,8 @@ func TestStreamToolCallThenText(t *testing.T) {
 	defer srv.Close()
 	m := newModel(t, srv.URL+"/v1")
 
-	req := &model.Request{System: "Be brief.", Messages: []model.Message{user("Weather in Oslo?")}, Tools: []model.ToolSpec{weatherSpec}}
-	got, err := collect(m, req)
+	req := &model.Request{System: "Be brief.", Messages: []model.Message{modeltest.User("Weather in Oslo?")}, Tools: []model.ToolSpec{weatherSpec}}
+	got, err := modeltest.Collect(t.Context(), m, req)
 	if err != nil {
 		t.Fatalf("first call: %v", err)
 	}
@@ -600,7 +538,7 @@ func TestStreamToolCallThenText(t *testing.T) {
 			{Type: model.PartToolResult, ToolCallID: "call_1", ToolName: "weather", Output: json.RawMessage(`{"sky":"sunny"}`)},
 		}},
 	)
-	got, err = collect(m, req)
+	got, err = modeltest.Collect(t.Context(), m, req)
 	if err != nil {
 		t.Fatalf("second call: %v", err)
 	}
@@ -633,7 +571,7 @@ func TestStreamToolCallThenText(t *testing.T) {
 	if diff := cmp.Diff(wantMessages, wireMessages(r)); diff != "" {
 		t.Errorf("request messages (-want +got):\n%s", diff)
 	}
-	wantTools := []wireTool{{Type: "function", Name: "weather", Description: "Forecast for a city.", Parameters: decode(t, weatherSchema)}}
+	wantTools := []wireTool{{Type: "function", Name: "weather", Description: "Forecast for a city.", Parameters: modeltest.Decode(t, weatherSchema)}}
 	if diff := cmp.Diff(wantTools, wireTools(t, r)); diff != "" {
 		t.Errorf("request tools (-want +got):\n%s", diff)
 	}
@@ -665,18 +603,9 @@ type wireTool struct {
 func wireTools(t *testing.T, r mockopenai.Request) []wireTool {
 	var out []wireTool
 	for _, tl := range r.Tools {
-		out = append(out, wireTool{Type: tl.Type, Name: tl.Function.Name, Description: tl.Function.Description, Parameters: decode(t, string(tl.Function.Parameters))})
+		out = append(out, wireTool{Type: tl.Type, Name: tl.Function.Name, Description: tl.Function.Description, Parameters: modeltest.Decode(t, string(tl.Function.Parameters))})
 	}
 	return out
-}
-
-func decode(t *testing.T, s string) any {
-	t.Helper()
-	var v any
-	if err := json.Unmarshal([]byte(s), &v); err != nil {
-		t.Fatalf("decoding %s: %v", s, err)
-	}
-	return v
 }
 
 // TestRequestShape pins how conversations are translated to OpenAI messages.
@@ -688,7 +617,7 @@ func TestRequestShape(t *testing.T) {
 	}{
 		{
 			name: "no system prompt",
-			req:  model.Request{Messages: []model.Message{user("hi")}},
+			req:  model.Request{Messages: []model.Message{modeltest.User("hi")}},
 			want: []wireMessage{{Role: "user", Text: "hi"}},
 		},
 		{
@@ -701,7 +630,7 @@ func TestRequestShape(t *testing.T) {
 		{
 			name: "assistant text with two tool calls and their results",
 			req: model.Request{System: "sys", Messages: []model.Message{
-				user("go"),
+				modeltest.User("go"),
 				{Role: model.RoleAssistant, Parts: []model.Part{
 					{Type: model.PartText, Text: "Checking."},
 					{Type: model.PartToolCall, ToolCallID: "a", ToolName: "weather", Input: json.RawMessage(`{"city":"Oslo"}`)},
@@ -712,7 +641,7 @@ func TestRequestShape(t *testing.T) {
 					{Type: model.PartToolResult, ToolCallID: "b", ToolName: "current_time", Output: json.RawMessage(`{"error":"clock broken"}`), IsError: true},
 				}},
 				{Role: model.RoleAssistant, Parts: []model.Part{{Type: model.PartText, Text: "Rain."}}},
-				user("thanks"),
+				modeltest.User("thanks"),
 			}},
 			want: []wireMessage{
 				{Role: "system", Text: "sys"},
@@ -733,7 +662,7 @@ func TestRequestShape(t *testing.T) {
 			mock := mockopenai.New(&mockopenai.Options{Script: func(*mockopenai.Request) mockopenai.Reply { return mockopenai.Reply{Text: "ok"} }})
 			srv := httptest.NewServer(mock)
 			defer srv.Close()
-			if _, err := collect(newModel(t, srv.URL+"/v1"), &tt.req); err != nil {
+			if _, err := modeltest.Collect(t.Context(), newModel(t, srv.URL+"/v1"), &tt.req); err != nil {
 				t.Fatalf("Stream: %v", err)
 			}
 			reqs := mock.Requests()
@@ -759,7 +688,7 @@ func TestSettingsAreSent(t *testing.T) {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	if _, err := collect(m, &model.Request{Messages: []model.Message{user("hi")}}); err != nil {
+	if _, err := modeltest.Collect(t.Context(), m, &model.Request{Messages: []model.Message{modeltest.User("hi")}}); err != nil {
 		t.Fatalf("Stream: %v", err)
 	}
 	reqs := mock.Requests()
@@ -794,46 +723,27 @@ func TestStreamRejectsBadRequests(t *testing.T) {
 		},
 		{
 			name: "tool schema that is not JSON",
-			req:  model.Request{Messages: []model.Message{user("hi")}, Tools: []model.ToolSpec{{Name: "broken", InputSchema: json.RawMessage(`{`)}}},
+			req:  model.Request{Messages: []model.Message{modeltest.User("hi")}, Tools: []model.ToolSpec{{Name: "broken", InputSchema: json.RawMessage(`{`)}}},
 			want: "tool broken",
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			mock := mockopenai.New(nil)
-			srv := httptest.NewServer(mock)
-			defer srv.Close()
-			events, err := collect(newModel(t, srv.URL+"/v1"), &tt.req)
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("Stream error = %v, want one containing %q", err, tt.want)
-			}
-			if len(events) != 0 {
-				t.Errorf("events = %v, want none", events)
-			}
-			if n := len(mock.Requests()); n != 0 {
-				t.Errorf("mock received %d requests, want none", n)
-			}
+			srv := modeltest.NewServer(t, mockopenai.New(nil))
+			modeltest.CheckRefused(t, newModel(t, srv.URL+"/v1"), srv, &tt.req, tt.want)
 		})
 	}
 }
 
 func TestServerErrorAfterRetries(t *testing.T) {
-	var mu sync.Mutex
-	attempts := 0
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		attempts++
-		mu.Unlock()
-		io.Copy(io.Discard, r.Body)
+	srv := modeltest.NewServer(t, wirefixture.Response{
+		Status: http.StatusInternalServerError,
 		// Retry at once: the test is about the outcome, not the SDK's backoff.
-		w.Header().Set("Retry-After-Ms", "0")
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusInternalServerError)
-		io.WriteString(w, `{"error":{"message":"The server had an error while processing your request.","type":"server_error","param":null,"code":null}}`)
-	}))
-	defer srv.Close()
+		Headers: map[string]string{"Retry-After-Ms": "0", "Content-Type": "application/json"},
+		Body:    `{"error":{"message":"The server had an error while processing your request.","type":"server_error","param":null,"code":null}}`,
+	})
 
-	events, err := collect(newModel(t, srv.URL), &model.Request{Messages: []model.Message{user("hi")}})
+	events, err := modeltest.Collect(t.Context(), newModel(t, srv.URL), &model.Request{Messages: []model.Message{modeltest.User("hi")}})
 
 	if len(events) != 0 {
 		t.Errorf("events = %v, want none", events)
@@ -849,9 +759,7 @@ func TestServerErrorAfterRetries(t *testing.T) {
 	if !errors.As(err, &pe) || pe.Provider != "openai" || pe.Status != http.StatusInternalServerError {
 		t.Errorf("error = %#v, want a *model.ProviderError from openai with status 500", err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if attempts != 3 {
+	if attempts := len(srv.Requests()); attempts != 3 {
 		t.Errorf("server saw %d attempts, want 3 (one call and two retries)", attempts)
 	}
 }
@@ -859,51 +767,32 @@ func TestServerErrorAfterRetries(t *testing.T) {
 // Without a wait named by the server, the SDK's backoff (about 0.5s before the first retry) is
 // what must fit the deadline: with 300ms left the 503 comes back at once.
 func TestServerErrorBackoffPastDeadlineIsNotTaken(t *testing.T) {
-	var mu sync.Mutex
-	attempts := 0
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		attempts++
-		mu.Unlock()
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("X-Request-Id", "req_503")
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = io.WriteString(w, `{"error":{"message":"The engine is currently overloaded, please try again later.","type":"server_error","param":null,"code":null}}`)
-	}))
-	defer srv.Close()
+	srv := modeltest.NewServer(t, wirefixture.Response{
+		Status:  http.StatusServiceUnavailable,
+		Headers: map[string]string{"Content-Type": "application/json", "X-Request-Id": "req_503"},
+		Body:    `{"error":{"message":"The engine is currently overloaded, please try again later.","type":"server_error","param":null,"code":null}}`,
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 
-	_, err := collectCtx(ctx, newModel(t, srv.URL), &model.Request{Messages: []model.Message{user("hi")}})
+	_, err := modeltest.Collect(ctx, newModel(t, srv.URL), &model.Request{Messages: []model.Message{modeltest.User("hi")}})
 
-	pe := providerError(t, err)
+	pe := modeltest.ProviderError(t, err, "openai")
 	if pe.Status != http.StatusServiceUnavailable || pe.RequestID != "req_503" {
 		t.Errorf("Status, RequestID = %d, %q; want 503, req_503 (error: %v)", pe.Status, pe.RequestID, err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if attempts != 1 {
+	if attempts := len(srv.Requests()); attempts != 1 {
 		t.Errorf("server saw %d attempts, want 1", attempts)
 	}
 }
 
-// sseServer answers every chat completion with body as an event stream, and keeps the last
-// request body.
-func sseServer(t *testing.T, body string) (*httptest.Server, *[]byte) {
+// sseServer returns a model whose every chat completion is answered with body as an event
+// stream; any other route is not found.
+func sseServer(t *testing.T, body string) *openaimodel.Model {
 	t.Helper()
-	var got []byte
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost || r.URL.Path != "/chat/completions" {
-			http.Error(w, "unexpected "+r.Method+" "+r.URL.Path, http.StatusNotFound)
-			return
-		}
-		got, _ = io.ReadAll(r.Body)
-		w.Header().Set("Content-Type", "text/event-stream")
-		io.WriteString(w, body)
-	}))
-	t.Cleanup(srv.Close)
-	return srv, &got
+	mux := http.NewServeMux()
+	mux.Handle("POST /chat/completions", modeltest.SSE(body))
+	return newModel(t, modeltest.NewServer(t, mux).URL)
 }
 
 func TestFinishReasons(t *testing.T) {
@@ -927,8 +816,7 @@ func TestFinishReasons(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			body := fmt.Sprintf(`data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"Hi"},"logprobs":null,"finish_reason":%s}]}`+"\n\n"+
 				"data: [DONE]\n\n", finish)
-			srv, _ := sseServer(t, body)
-			got, err := collect(newModel(t, srv.URL), &model.Request{Messages: []model.Message{user("hi")}})
+			got, err := modeltest.Collect(t.Context(), sseServer(t, body), &model.Request{Messages: []model.Message{modeltest.User("hi")}})
 			if err != nil {
 				t.Fatalf("Stream: %v", err)
 			}
@@ -944,23 +832,8 @@ func TestFinishReasons(t *testing.T) {
 }
 
 func TestStreamStopsWhenTheConsumerBreaks(t *testing.T) {
-	srv, _ := sseServer(t, fixtureResponse(t, "tool_calls.json").Body)
-	m := newModel(t, srv.URL)
-	for stop := 1; stop <= 16; stop++ {
-		n := 0
-		for _, err := range m.Stream(context.Background(), &model.Request{Messages: []model.Message{user("hi")}}) {
-			if err != nil {
-				t.Fatalf("Stream: %v", err)
-			}
-			n++
-			if n == stop {
-				break
-			}
-		}
-		if n != stop {
-			t.Errorf("consumer breaking after %d events saw %d", stop, n)
-		}
-	}
+	m := sseServer(t, wirefixture.Load(t, "tool_calls.json")[0].Response.Body)
+	modeltest.CheckBreaks(t, m, &model.Request{Messages: []model.Message{modeltest.User("hi")}}, 16)
 }
 
 func TestNew(t *testing.T) {
@@ -980,18 +853,7 @@ func TestNew(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m, err := openaimodel.New(tt.cfg, tt.envKey)
-			if tt.wantErr == "" {
-				if err != nil || m == nil {
-					t.Errorf("New() = %v, %v; want a model", m, err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("New() error = %v, want one containing %q", err, tt.wantErr)
-			}
-			if m != nil {
-				t.Errorf("New() model = %v, want nil on error", m)
-			}
+			modeltest.CheckNew(t, m, err, tt.wantErr)
 		})
 	}
 }

@@ -10,40 +10,26 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/agentharness/harness/infra/mockopenai"
+	"github.com/agentharness/harness/infra/wirefixture"
 	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/model"
+	"github.com/agentharness/harness/shared/model/modeltest"
 	"github.com/agentharness/harness/shared/model/provider"
 	"github.com/agentharness/harness/shared/wire/egress"
 )
 
-// countingServer serves h on 127.0.0.1 and counts the requests that reach it.
-func countingServer(t *testing.T, h http.Handler) (*httptest.Server, *atomic.Int32) {
-	t.Helper()
-	var n atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n.Add(1)
-		h.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	return srv, &n
-}
-
 // turn runs one model call and returns its text and its error.
 func turn(m agent.Model) (string, error) {
 	var text strings.Builder
-	req := &model.Request{Messages: []model.Message{{Role: model.RoleUser, Parts: []model.Part{{Type: model.PartText, Text: "hi"}}}}}
-	for ev, err := range m.Stream(context.Background(), req) {
-		if err != nil {
-			return text.String(), err
-		}
+	events, err := modeltest.Collect(context.Background(), m, &model.Request{Messages: []model.Message{modeltest.User("hi")}})
+	for _, ev := range events {
 		text.WriteString(ev.Text)
 	}
-	return text.String(), nil
+	return text.String(), err
 }
 
 // TestOwnBaseURLOnlyPublic points an openai agent's baseURL at a server on 127.0.0.1: refused at
@@ -64,7 +50,7 @@ func TestOwnBaseURLOnlyPublic(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			srv, hits := countingServer(t, mockopenai.New(nil))
+			srv := modeltest.NewServer(t, mockopenai.New(nil))
 			base := srv.URL + "/v1"
 			getenv := func(k string) string { return strings.ReplaceAll(tt.env[k], "%s", base) }
 			m, err := provider.New(json.RawMessage(fmt.Sprintf(`{"provider":"openai","model":"mock","baseURL":%q}`, base)), getenv)
@@ -73,8 +59,8 @@ func TestOwnBaseURLOnlyPublic(t *testing.T) {
 			}
 			text, err := turn(m)
 			if !tt.refused {
-				if err != nil || text == "" || hits.Load() == 0 {
-					t.Fatalf("turn = %q, %v (server saw %d requests); want an answer from the server", text, err, hits.Load())
+				if err != nil || text == "" || len(srv.Requests()) == 0 {
+					t.Fatalf("turn = %q, %v (server saw %d requests); want an answer from the server", text, err, len(srv.Requests()))
 				}
 				return
 			}
@@ -86,7 +72,7 @@ func TestOwnBaseURLOnlyPublic(t *testing.T) {
 			if be.Addr.String() != "127.0.0.1" || !strings.Contains(err.Error(), "resolves to 127.0.0.1, a loopback address") {
 				t.Errorf("error = %v, want it to name 127.0.0.1 as a loopback address", err)
 			}
-			if n := hits.Load(); n != 0 {
+			if n := len(srv.Requests()); n != 0 {
 				t.Errorf("the server saw %d requests, want 0", n)
 			}
 		})
@@ -105,9 +91,7 @@ func TestOwnBaseURLOnlyPublicEveryProvider(t *testing.T) {
 		for _, allow := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s, allowed %v", name, allow), func(t *testing.T) {
 				t.Parallel()
-				srv, hits := countingServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					http.Error(w, `{"error":{"message":"no"}}`, http.StatusBadRequest)
-				}))
+				srv := modeltest.NewServer(t, wirefixture.Response{Status: http.StatusBadRequest, Body: `{"error":{"message":"no"}}`})
 				getenv := env(nil)
 				if allow {
 					getenv = env(map[string]string{"MODEL_PRIVATE_ENDPOINTS": "allow"})
@@ -121,8 +105,8 @@ func TestOwnBaseURLOnlyPublicEveryProvider(t *testing.T) {
 				if blocked := errors.As(err, &be); blocked == allow {
 					t.Errorf("turn error = %v; want a *egress.BlockedError: %v", err, !allow)
 				}
-				if reached := hits.Load() > 0; reached != allow {
-					t.Errorf("the server saw %d requests; want some: %v", hits.Load(), allow)
+				if reached := len(srv.Requests()) > 0; reached != allow {
+					t.Errorf("the server saw %d requests; want some: %v", len(srv.Requests()), allow)
 				}
 			})
 		}

@@ -8,13 +8,10 @@ import (
 	"time"
 
 	"github.com/agentharness/harness/shared/model"
+	"github.com/agentharness/harness/shared/model/modeltest"
 	"github.com/agentharness/harness/shared/model/scriptedmodel"
 	"github.com/google/go-cmp/cmp"
 )
-
-func user(text string) model.Message {
-	return model.Message{Role: model.RoleUser, Parts: []model.Part{{Type: model.PartText, Text: text}}}
-}
 
 func assistantText(text string) model.Message {
 	return model.Message{Role: model.RoleAssistant, Parts: []model.Part{{Type: model.PartText, Text: text}}}
@@ -30,19 +27,6 @@ func toolResults(outputs ...string) model.Message {
 		m.Parts = append(m.Parts, model.Part{Type: model.PartToolResult, ToolCallID: "call_" + string(rune('a'+i)), ToolName: "t", Output: json.RawMessage(out)})
 	}
 	return m
-}
-
-// collect ranges over one Stream call and returns its events and the error that ended it.
-func collect(t *testing.T, m *scriptedmodel.Model, msgs []model.Message) ([]model.Event, error) {
-	t.Helper()
-	var events []model.Event
-	for ev, err := range m.Stream(context.Background(), &model.Request{Messages: msgs}) {
-		if err != nil {
-			return events, err
-		}
-		events = append(events, ev)
-	}
-	return events, nil
 }
 
 func mustNew(t *testing.T, script string) *scriptedmodel.Model {
@@ -98,20 +82,20 @@ func TestStream(t *testing.T) {
 		{
 			name:   "first call answers step 0",
 			script: timeScript,
-			msgs:   []model.Message{user("What time is it?")},
+			msgs:   []model.Message{modeltest.User("What time is it?")},
 			want:   concat(callEvents("call_1_1", "current_time", `{}`), []model.Event{finish(model.FinishToolCalls, 1, 0)}),
 		},
 		{
 			name:   "second call answers step 1 with the tool results",
 			script: timeScript,
-			msgs:   []model.Message{user("What time is it?"), assistantCall("call_1_1", "current_time"), toolResults(`"2026-01-01T00:00:00Z"`)},
+			msgs:   []model.Message{modeltest.User("What time is it?"), assistantCall("call_1_1", "current_time"), toolResults(`"2026-01-01T00:00:00Z"`)},
 			want:   concat(textEvents("It", " is", ` ["2026-01-01T00:00:00Z"]`), []model.Event{finish(model.FinishStop, 3, 3)}),
 		},
 		{
 			name:   "past the end answers the last step's text",
 			script: timeScript,
 			msgs: []model.Message{
-				user("What time is it?"), assistantCall("call_1_1", "current_time"), toolResults(`"2026-01-01T00:00:00Z"`),
+				modeltest.User("What time is it?"), assistantCall("call_1_1", "current_time"), toolResults(`"2026-01-01T00:00:00Z"`),
 				assistantText(`It is ["2026-01-01T00:00:00Z"]`),
 			},
 			want: concat(textEvents("It", " is", ` ["2026-01-01T00:00:00Z"]`), []model.Event{finish(model.FinishStop, 4, 3)}),
@@ -119,30 +103,30 @@ func TestStream(t *testing.T) {
 		{
 			name:   "past the end drops the last step's tool calls",
 			script: `[{"text":"Checking.","toolCalls":[{"name":"current_time"}]}]`,
-			msgs:   []model.Message{user("Time?"), assistantCall("call_1_1", "current_time"), toolResults(`"noon"`)},
+			msgs:   []model.Message{modeltest.User("Time?"), assistantCall("call_1_1", "current_time"), toolResults(`"noon"`)},
 			want:   concat(textEvents("Checking."), []model.Event{finish(model.FinishStop, 3, 1)}),
 		},
 		{
 			name:   "a new user message restarts at step 0",
 			script: timeScript,
 			msgs: []model.Message{
-				user("What time is it?"), assistantCall("call_1_1", "current_time"), toolResults(`"2026-01-01T00:00:00Z"`),
-				assistantText(`It is ["2026-01-01T00:00:00Z"]`), user("And now?"),
+				modeltest.User("What time is it?"), assistantCall("call_1_1", "current_time"), toolResults(`"2026-01-01T00:00:00Z"`),
+				assistantText(`It is ["2026-01-01T00:00:00Z"]`), modeltest.User("And now?"),
 			},
 			want: concat(callEvents("call_5_1", "current_time", `{}`), []model.Event{finish(model.FinishToolCalls, 5, 0)}),
 		},
 		{
 			name:   "toolResults is [] without results",
 			script: `[{"text":"Results: {{toolResults}}"}]`,
-			msgs:   []model.Message{user("hi")},
+			msgs:   []model.Message{modeltest.User("hi")},
 			want:   concat(textEvents("Results:", " []"), []model.Event{finish(model.FinishStop, 1, 2)}),
 		},
 		{
 			name:   "toolResults ignores results before the latest user message",
 			script: `[{"toolCalls":[{"name":"t"}]},{"text":"{{toolResults}}"}]`,
 			msgs: []model.Message{
-				user("one"), assistantCall("call_1_1", "t"), toolResults(`"old"`), assistantText("done"),
-				user("two"), assistantCall("call_5_1", "t"), toolResults(`"new"`),
+				modeltest.User("one"), assistantCall("call_1_1", "t"), toolResults(`"old"`), assistantText("done"),
+				modeltest.User("two"), assistantCall("call_5_1", "t"), toolResults(`"new"`),
 			},
 			want: concat(textEvents(`["new"]`), []model.Event{finish(model.FinishStop, 7, 1)}),
 		},
@@ -150,7 +134,7 @@ func TestStream(t *testing.T) {
 			name:   "toolResults collects every result since the latest user message",
 			script: `[{"toolCalls":[{"name":"t"},{"name":"t"}]},{"toolCalls":[{"name":"t"}]},{"text":"{{toolResults}}"}]`,
 			msgs: []model.Message{
-				user("go"), assistantCall("call_1_1", "t"), toolResults(`{"n":1}`, `{"n":2}`),
+				modeltest.User("go"), assistantCall("call_1_1", "t"), toolResults(`{"n":1}`, `{"n":2}`),
 				assistantCall("call_3_1", "t"), toolResults(`3`),
 			},
 			want: concat(textEvents(`[{"n":1},{"n":2},3]`), []model.Event{finish(model.FinishStop, 5, 1)}),
@@ -158,7 +142,7 @@ func TestStream(t *testing.T) {
 		{
 			name:   "text then several tool calls with their inputs",
 			script: `[{"text":"Let me look.","toolCalls":[{"name":"weather","input":{"city":"Oslo"}},{"name":"current_time"}]}]`,
-			msgs:   []model.Message{user("hi")},
+			msgs:   []model.Message{modeltest.User("hi")},
 			want: concat(
 				textEvents("Let", " me", " look."),
 				callEvents("call_1_1", "weather", `{"city":"Oslo"}`),
@@ -176,7 +160,7 @@ func TestStream(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := mustNew(t, tt.script)
-			got, err := collect(t, m, tt.msgs)
+			got, err := modeltest.Collect(t.Context(), m, &model.Request{Messages: tt.msgs})
 			if err != nil {
 				t.Fatalf("Stream: %v", err)
 			}
@@ -197,20 +181,20 @@ func TestStreamError(t *testing.T) {
 		{
 			name:   "error at step 0",
 			script: `[{"error":"provider overloaded"}]`,
-			msgs:   []model.Message{user("hi")},
+			msgs:   []model.Message{modeltest.User("hi")},
 			want:   "provider overloaded",
 		},
 		{
 			name:   "error after a tool step",
 			script: `[{"toolCalls":[{"name":"t"}]},{"error":"rate limited"}]`,
-			msgs:   []model.Message{user("hi"), assistantCall("call_1_1", "t"), toolResults(`1`)},
+			msgs:   []model.Message{modeltest.User("hi"), assistantCall("call_1_1", "t"), toolResults(`1`)},
 			want:   "rate limited",
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := mustNew(t, tt.script)
-			events, err := collect(t, m, tt.msgs)
+			events, err := modeltest.Collect(t.Context(), m, &model.Request{Messages: tt.msgs})
 			if err == nil || err.Error() != tt.want {
 				t.Fatalf("Stream error = %v, want %q", err, tt.want)
 			}
@@ -227,7 +211,7 @@ func TestStreamCanceledContext(t *testing.T) {
 	cancel()
 	var events []model.Event
 	var gotErr error
-	for ev, err := range m.Stream(ctx, &model.Request{Messages: []model.Message{user("hi")}}) {
+	for ev, err := range m.Stream(ctx, &model.Request{Messages: []model.Message{modeltest.User("hi")}}) {
 		if err != nil {
 			gotErr = err
 			break
@@ -244,21 +228,7 @@ func TestStreamCanceledContext(t *testing.T) {
 
 func TestStreamStopsWhenTheConsumerBreaks(t *testing.T) {
 	m := mustNew(t, `[{"text":"one two three","toolCalls":[{"name":"a"},{"name":"b"}]}]`)
-	for stop := 1; stop <= 9; stop++ {
-		n := 0
-		for _, err := range m.Stream(context.Background(), &model.Request{Messages: []model.Message{user("hi")}}) {
-			if err != nil {
-				t.Fatalf("Stream: %v", err)
-			}
-			n++
-			if n == stop {
-				break
-			}
-		}
-		if n != stop {
-			t.Errorf("consumer breaking after %d events saw %d", stop, n)
-		}
-	}
+	modeltest.CheckBreaks(t, m, &model.Request{Messages: []model.Message{modeltest.User("hi")}}, 9)
 }
 
 func TestNewRejects(t *testing.T) {
@@ -329,7 +299,7 @@ func TestStreamDelay(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		var gotErr error
-		for _, err := range m.Stream(ctx, &model.Request{Messages: []model.Message{user("hi")}}) {
+		for _, err := range m.Stream(ctx, &model.Request{Messages: []model.Message{modeltest.User("hi")}}) {
 			if err != nil {
 				gotErr = err
 				break
@@ -348,7 +318,7 @@ func TestStreamDelay(t *testing.T) {
 	}
 
 	fast := mustNew(t, `[{"text":"soon","delayMs":30}]`)
-	events, err := collect(t, fast, []model.Message{user("hi")})
+	events, err := modeltest.Collect(t.Context(), fast, &model.Request{Messages: []model.Message{modeltest.User("hi")}})
 	if err != nil || len(events) == 0 || events[0].Text != "soon" {
 		t.Errorf("after the delay: events %v, err %v; want the text", events, err)
 	}
@@ -363,7 +333,7 @@ func TestStreamStall(t *testing.T) {
 	var text string
 	go func() {
 		var gotErr error
-		for ev, err := range m.Stream(ctx, &model.Request{Messages: []model.Message{user("hi")}}) {
+		for ev, err := range m.Stream(ctx, &model.Request{Messages: []model.Message{modeltest.User("hi")}}) {
 			if err != nil {
 				gotErr = err
 				break

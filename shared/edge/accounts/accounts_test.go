@@ -1,34 +1,27 @@
-package chathttp_test
+package accounts_test
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
-	"iter"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentharness/harness/infra/testenv"
-	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/edge/accounts"
-	"github.com/agentharness/harness/shared/edge/chathttp"
-	"github.com/agentharness/harness/shared/model"
-	"github.com/agentharness/harness/shared/model/provider"
 	"github.com/agentharness/harness/shared/state/agentstore"
+	"github.com/agentharness/harness/shared/state/secrets"
 	"github.com/agentharness/harness/shared/state/store"
-	"github.com/agentharness/harness/shared/tool"
 	"github.com/agentharness/harness/shared/tool/builtintools"
-	"github.com/agentharness/harness/shared/turn"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddb "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/go-cmp/cmp"
@@ -42,7 +35,7 @@ const (
 	tavilyKey       = "tvly-0b7d1c55-do-not-leak"
 )
 
-// scriptedHi is a model block a turn can run.
+// scriptedHi is a model block that passes the config checks.
 const scriptedHi = `{"provider":"scripted","script":[{"text":"hi"}]}`
 
 // researcherConfig holds a model key and a tool key. Its openai model is only validated, never
@@ -55,8 +48,7 @@ const researcherConfig = `{
   "tools": {"current_time": {}, "tavilySearch": {"apiKey":"` + tavilyKey + `","maxResults":3}}
 }`
 
-// helperConfig is a full config whose scripted model runs turns; its tavilySearch key is only
-// handed to the tool builder.
+// helperConfig is a full config with a tool key.
 const helperConfig = `{
   "name": "helper",
   "system": "You help.",
@@ -67,46 +59,38 @@ const helperConfig = `{
 
 var testNow = time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC)
 
-// manageFixture serves account-manage and the harness over real HTTP, sharing one store and
-// one agents service over DynamoDB Local. The harness's model and tool builders record what
-// they are given, secrets included, so a test can see what a turn really ran with.
-type manageFixture struct {
-	manage  *httptest.Server
-	harness *httptest.Server
-	db      *dynamodb.Client
-	tables  store.Tables
-	store   *store.Store
-	agents  *agentstore.Service
+// fixture serves account-manage over real HTTP on DynamoDB Local, with the store and the
+// agents service it writes through, so a test can read what it stored.
+type fixture struct {
+	srv    *httptest.Server
+	db     *dynamodb.Client
+	tables store.Tables
+	store  *store.Store
+	agents *agentstore.Service
 
 	mu sync.Mutex
-	// toolConfigs holds the config.tools of every turn, as the harness got it.
-	toolConfigs []map[string]json.RawMessage
-	// prompts holds the messages of every model call.
-	prompts [][]model.Message
 	// queued holds the work messages account-manage sent; while enqueueErr is set, sending fails.
 	queued     []string
 	enqueueErr error
 }
 
 // purgeQueued reports whether account-manage queued the purge of accountID.
-func (f *manageFixture) purgeQueued(accountID string) bool {
+func (f *fixture) purgeQueued(accountID string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Contains(f.queued, `{"type":"purge","accountId":"`+accountID+`"}`)
 }
 
-func newManageFixture(t *testing.T, adminSecret string, openSignup bool) *manageFixture {
+func newFixture(t *testing.T, adminSecret string, openSignup bool) *fixture {
 	t.Helper()
 	db := testenv.DynamoDB(t)
 	tables := testenv.Tables(t, db)
 	st := store.New(db, tables)
 	clock := func() time.Time { return testNow }
-	svc := agentstore.New(st, testBox(t), builtintools.ConfigChecks(), clock)
-	f := &manageFixture{db: db, tables: tables, store: st, agents: svc}
-	quiet := slog.New(slog.DiscardHandler)
-	noenv := func(string) string { return "" }
-	f.manage = httptest.NewServer(accounts.NewFrom(accounts.Options{
-		Store: st, Agents: svc, AdminSecret: adminSecret, OpenSignup: openSignup, Now: clock, Logger: quiet,
+	svc := agentstore.New(st, secrets.New(secrets.NewRandomLocal()), builtintools.ConfigChecks(), clock)
+	f := &fixture{db: db, tables: tables, store: st, agents: svc}
+	f.srv = httptest.NewServer(accounts.NewFrom(accounts.Options{
+		Store: st, Agents: svc, AdminSecret: adminSecret, OpenSignup: openSignup, Now: clock, Logger: slog.New(slog.DiscardHandler),
 		Enqueue: func(_ context.Context, body string) error {
 			f.mu.Lock()
 			defer f.mu.Unlock()
@@ -117,95 +101,18 @@ func newManageFixture(t *testing.T, adminSecret string, openSignup bool) *manage
 			return nil
 		},
 	}))
-	t.Cleanup(f.manage.Close)
-	f.harness = httptest.NewServer(chathttp.New(chathttp.Options{Options: turn.Options{
-		Store:  st,
-		Agents: svc,
-		Tools: func(c map[string]json.RawMessage, _ tool.Vars) (*tool.Set, error) {
-			f.mu.Lock()
-			f.toolConfigs = append(f.toolConfigs, c)
-			f.mu.Unlock()
-			return builtintools.Build(c, tool.Env{Getenv: noenv})
-		},
-		Model: func(block json.RawMessage) (agent.Model, error) {
-			m, err := provider.New(block, noenv)
-			if err != nil {
-				return nil, err
-			}
-			return &recordingModel{f: f, next: m}, nil
-		},
-		Logger: quiet,
-	}}))
-	t.Cleanup(f.harness.Close)
+	t.Cleanup(f.srv.Close)
 	return f
 }
 
-// recordingModel passes each call to the agent's own model and keeps the messages it was given.
-type recordingModel struct {
-	f    *manageFixture
-	next agent.Model
-}
-
-func (m *recordingModel) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.Event, error] {
-	m.f.mu.Lock()
-	m.f.prompts = append(m.f.prompts, slices.Clone(req.Messages))
-	m.f.mu.Unlock()
-	return m.next.Stream(ctx, req)
-}
-
-// lastToolOption returns an option of a tool as the latest turn's tool builder got it.
-func (f *manageFixture) lastToolOption(t *testing.T, toolName, option string) string {
-	t.Helper()
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if len(f.toolConfigs) == 0 {
-		t.Fatal("no turn has built its tools")
-	}
-	var opts map[string]any
-	if err := json.Unmarshal(f.toolConfigs[len(f.toolConfigs)-1][toolName], &opts); err != nil {
-		t.Fatalf("config.tools.%s of the latest turn: %v", toolName, err)
-	}
-	s, _ := opts[option].(string)
-	return s
-}
-
-// call sends a request with an optional body and bearer token and returns the status and body.
-func call(t *testing.T, srv *httptest.Server, method, path, bearer, body string) (int, []byte) {
-	t.Helper()
-	var r io.Reader
-	if body != "" {
-		r = strings.NewReader(body)
-	}
-	req, err := http.NewRequest(method, srv.URL+path, r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if bearer != "" {
-		req.Header.Set("Authorization", "Bearer "+bearer)
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res.StatusCode, b
-}
-
 // do calls account-manage.
-func (f *manageFixture) do(t *testing.T, method, path, bearer, body string) (int, []byte) {
+func (f *fixture) do(t *testing.T, method, path, bearer, body string) (int, []byte) {
 	t.Helper()
-	return call(t, f.manage, method, path, bearer, body)
+	return testenv.Call(t, method, f.srv.URL+path, testenv.Bearer(bearer), body)
 }
 
 // must calls account-manage and fails the test unless it answers want.
-func (f *manageFixture) must(t *testing.T, want int, method, path, bearer, body string) []byte {
+func (f *fixture) must(t *testing.T, want int, method, path, bearer, body string) []byte {
 	t.Helper()
 	status, b := f.do(t, method, path, bearer, body)
 	if status != want {
@@ -241,13 +148,13 @@ type agentView struct {
 }
 
 // createAccount creates an account with the admin secret.
-func (f *manageFixture) createAccount(t *testing.T, username string) accountBody {
+func (f *fixture) createAccount(t *testing.T, username string) accountBody {
 	t.Helper()
 	return decodeJSON[accountBody](t, f.must(t, http.StatusCreated, "POST", "/accounts", testAdminSecret, `{"username":"`+username+`"}`))
 }
 
 // createAgent posts an agent config (with "agentId" inside it if wanted).
-func (f *manageFixture) createAgent(t *testing.T, secret, config string) agentView {
+func (f *fixture) createAgent(t *testing.T, secret, config string) agentView {
 	t.Helper()
 	return decodeJSON[agentView](t, f.must(t, http.StatusCreated, "POST", "/accounts/me/agents", secret, config))
 }
@@ -257,71 +164,8 @@ func withID(id, config string) string {
 	return `{"agentId":"` + id + `",` + strings.TrimPrefix(strings.TrimSpace(config), "{")
 }
 
-// turn runs a harness turn and returns its status with the stream's chunks, or its error body.
-func (f *manageFixture) turn(t *testing.T, secret, body string) (int, []map[string]any, []byte) {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, f.harness.URL+"/", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+secret)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(res.Body)
-		return res.StatusCode, nil, b
-	}
-	return res.StatusCode, chunks(t, res), nil
-}
-
-// mustTurn runs a harness turn that must finish and returns its streamed text.
-func (f *manageFixture) mustTurn(t *testing.T, secret, body string) string {
-	t.Helper()
-	status, cs, errBody := f.turn(t, secret, body)
-	if status != http.StatusOK {
-		t.Fatalf("turn %s = %d %s, want 200", body, status, errBody)
-	}
-	if last := cs[len(cs)-1]; last["type"] != "finish" || last["finishReason"] != "stop" {
-		t.Fatalf("turn %s ended with %v, want finish with finishReason stop", body, last)
-	}
-	var text strings.Builder
-	for _, c := range cs {
-		if c["type"] == "text-delta" {
-			text.WriteString(c["delta"].(string))
-		}
-	}
-	return text.String()
-}
-
-// storedHistory reads a conversation's messages straight from the store.
-func storedHistory(t *testing.T, st *store.Store, accountID, agentID, conversationID string) []string {
-	t.Helper()
-	ctx := context.Background()
-	turn, err := st.TakeLease(ctx, accountID, conversationID, agentID, time.Now(), time.Now().Add(time.Minute))
-	if err != nil {
-		t.Fatalf("inspecting conversation %s of %s: %v", conversationID, accountID, err)
-	}
-	defer turn.End(ctx, model.Usage{})
-	msgs, err := turn.History(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return messageTexts(msgs)
-}
-
-func messageTexts(msgs []model.Message) []string {
-	var out []string
-	for _, m := range msgs {
-		out = append(out, string(m.Role)+":"+m.Text())
-	}
-	return out
-}
-
 func TestCreateAccountNeedsAdminSecret(t *testing.T) {
-	f := newManageFixture(t, testAdminSecret, false)
+	f := newFixture(t, testAdminSecret, false)
 	for _, tt := range []struct {
 		name, bearer string
 		want         int
@@ -345,7 +189,7 @@ func TestCreateAccountNeedsAdminSecret(t *testing.T) {
 }
 
 func TestCreatedAccountSecretWorks(t *testing.T) {
-	f := newManageFixture(t, testAdminSecret, false)
+	f := newFixture(t, testAdminSecret, false)
 	body := f.must(t, http.StatusCreated, "POST", "/accounts", testAdminSecret, `{"username":"  ada  "}`)
 	raw := decodeJSON[map[string]any](t, body)
 	for _, k := range []string{"accountId", "username", "createdAt", "secret"} {
@@ -380,14 +224,14 @@ func TestCreatedAccountSecretWorks(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, it := range out.Items {
-		if p := findString(it, acc.Secret); p != "" {
+		if p := testenv.FindString(it, acc.Secret); p != "" {
 			t.Errorf("the accounts table holds the account secret at %s", p)
 		}
 	}
 }
 
 func TestOpenSignupNeedsNoAdminSecret(t *testing.T) {
-	f := newManageFixture(t, testAdminSecret, true)
+	f := newFixture(t, testAdminSecret, true)
 	acc := decodeJSON[accountBody](t, f.must(t, http.StatusCreated, "POST", "/accounts", "", `{"username":"walk-in"}`))
 	me := decodeJSON[accountBody](t, f.must(t, http.StatusOK, "GET", "/accounts/me", acc.Secret, ""))
 	if me.AccountID != acc.AccountID || me.Username != "walk-in" {
@@ -396,7 +240,7 @@ func TestOpenSignupNeedsNoAdminSecret(t *testing.T) {
 }
 
 func TestUsernameValidation(t *testing.T) {
-	f := newManageFixture(t, testAdminSecret, false)
+	f := newFixture(t, testAdminSecret, false)
 	acc := f.createAccount(t, "ada")
 	tests := []struct {
 		name, body, field string
@@ -435,9 +279,10 @@ func TestUsernameValidation(t *testing.T) {
 }
 
 func TestAccountMe(t *testing.T) {
-	f := newManageFixture(t, testAdminSecret, false)
+	f := newFixture(t, testAdminSecret, false)
 	acc := f.createAccount(t, "ada")
 	other := f.createAccount(t, "bob")
+	ctx := context.Background()
 
 	renamed := decodeJSON[accountBody](t, f.must(t, http.StatusOK, "PATCH", "/accounts/me", acc.Secret, `{"username":"ada lovelace"}`))
 	if renamed.AccountID != acc.AccountID || renamed.Username != "ada lovelace" {
@@ -450,12 +295,7 @@ func TestAccountMe(t *testing.T) {
 		t.Errorf("renaming one account renamed another: username = %q, want bob", got.Username)
 	}
 
-	// Rotating: the old secret fails at once, on both services; the new one works.
-	f.createAgent(t, acc.Secret, withID("helper", helperConfig))
-	// A turn first, so the harness knows the secret's account when it is rotated.
-	if got := f.mustTurn(t, acc.Secret, `{"agentId":"helper","message":"hi"}`); got != "hi" {
-		t.Errorf("turn before the rotation said %q, want hi", got)
-	}
+	// Rotating: the old secret fails at once, wherever it is looked up; the new one works.
 	rotated := decodeJSON[map[string]string](t, f.must(t, http.StatusOK, "POST", "/accounts/me/rotate-secret", acc.Secret, ""))
 	newSecret := rotated["secret"]
 	if rotated["accountId"] != acc.AccountID || !strings.HasPrefix(newSecret, "hsk_") || newSecret == acc.Secret {
@@ -464,17 +304,18 @@ func TestAccountMe(t *testing.T) {
 	if status, body := f.do(t, "GET", "/accounts/me", acc.Secret, ""); status != http.StatusUnauthorized {
 		t.Errorf("old secret after rotation: GET /accounts/me = %d %s, want 401", status, body)
 	}
-	if status, _, body := f.turn(t, acc.Secret, `{"agentId":"helper","message":"hi"}`); status != http.StatusUnauthorized {
-		t.Errorf("old secret after rotation: harness turn = %d %s, want 401", status, body)
+	if _, err := f.store.AccountBySecret(ctx, acc.Secret); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("old secret after rotation: AccountBySecret = %v, want store.ErrNotFound", err)
 	}
 	if got := decodeJSON[accountBody](t, f.must(t, http.StatusOK, "GET", "/accounts/me", newSecret, "")); got.AccountID != acc.AccountID {
 		t.Errorf("new secret is account %s, want %s", got.AccountID, acc.AccountID)
 	}
-	if got := f.mustTurn(t, newSecret, `{"agentId":"helper","message":"hi"}`); got != "hi" {
-		t.Errorf("turn with the new secret said %q, want hi", got)
+	if got, err := f.store.AccountBySecret(ctx, newSecret); err != nil || got.ID != acc.AccountID {
+		t.Errorf("new secret: AccountBySecret = %+v, %v; want account %s", got, err, acc.AccountID)
 	}
 
 	// Deleting: the secret stops working and the agents go with the account.
+	f.createAgent(t, newSecret, withID("helper", helperConfig))
 	f.createAgent(t, newSecret, withID("second", helperConfig))
 	f.createAgent(t, other.Secret, withID("helper", helperConfig))
 	f.must(t, http.StatusNoContent, "DELETE", "/accounts/me", newSecret, "")
@@ -485,7 +326,10 @@ func TestAccountMe(t *testing.T) {
 			t.Errorf("deleted account's secret: %s %s = %d %s, want 401", r.method, r.path, status, body)
 		}
 	}
-	left, err := f.store.ListAgents(context.Background(), acc.AccountID)
+	if _, err := f.store.AccountBySecret(ctx, newSecret); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("deleted account's secret: AccountBySecret = %v, want store.ErrNotFound", err)
+	}
+	left, err := f.store.ListAgents(ctx, acc.AccountID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -502,7 +346,7 @@ func TestAccountMe(t *testing.T) {
 }
 
 func TestAdminRoutes(t *testing.T) {
-	f := newManageFixture(t, testAdminSecret, false)
+	f := newFixture(t, testAdminSecret, false)
 	created := map[string]accountBody{}
 	for _, name := range []string{"a1", "a2", "a3", "a4", "a5"} {
 		acc := f.createAccount(t, name)
@@ -649,12 +493,12 @@ func TestAdminRoutes(t *testing.T) {
 }
 
 func TestAdminRoutesDisabledWithoutAdminSecret(t *testing.T) {
-	closed := newManageFixture(t, "", false)
+	closed := newFixture(t, "", false)
 	if status, body := closed.do(t, "POST", "/accounts", "", `{"username":"ada"}`); status != http.StatusForbidden {
 		t.Errorf("POST /accounts with signup closed and no admin secret = %d %s, want 403", status, body)
 	}
 
-	open := newManageFixture(t, "", true)
+	open := newFixture(t, "", true)
 	acc := decodeJSON[accountBody](t, open.must(t, http.StatusCreated, "POST", "/accounts", "", `{"username":"ada"}`))
 	routes := []struct{ method, path, body string }{
 		{"GET", "/accounts", ""},
@@ -677,7 +521,7 @@ func TestAdminRoutesDisabledWithoutAdminSecret(t *testing.T) {
 }
 
 func TestAgentLifecycle(t *testing.T) {
-	f := newManageFixture(t, testAdminSecret, false)
+	f := newFixture(t, testAdminSecret, false)
 	acc := f.createAccount(t, "ada")
 
 	generated := f.createAgent(t, acc.Secret, helperConfig)
@@ -754,8 +598,9 @@ func TestAgentLifecycle(t *testing.T) {
 			t.Errorf("%s on a deleted agent = %d %s, want 404", r.method, status, body)
 		}
 	}
-	if status, _, body := f.turn(t, acc.Secret, `{"agentId":"helper-2","message":"hi"}`); status != http.StatusNotFound {
-		t.Errorf("turn on a deleted agent = %d %s, want 404", status, body)
+	// A turn loads its agent as Load does: the deleted agent is not found.
+	if _, err := f.agents.Load(context.Background(), acc.AccountID, "helper-2"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Load of a deleted agent = %v, want store.ErrNotFound", err)
 	}
 	list = decodeJSON[struct{ Agents []agentView }](t, f.must(t, http.StatusOK, "GET", "/accounts/me/agents", acc.Secret, ""))
 	if len(list.Agents) != 1 || list.Agents[0].AgentID != generated.AgentID {
@@ -764,7 +609,7 @@ func TestAgentLifecycle(t *testing.T) {
 }
 
 func TestAgentConfigValidation(t *testing.T) {
-	f := newManageFixture(t, testAdminSecret, false)
+	f := newFixture(t, testAdminSecret, false)
 	acc := f.createAccount(t, "ada")
 	const openai = `{"provider":"openai","model":"gpt-4o-mini"}`
 	agentWith := func(model, tools string) string {
@@ -844,7 +689,7 @@ func TestAgentConfigValidation(t *testing.T) {
 }
 
 func TestAgentSecretsNeverLeave(t *testing.T) {
-	f := newManageFixture(t, testAdminSecret, false)
+	f := newFixture(t, testAdminSecret, false)
 	acc := f.createAccount(t, "ada")
 	ctx := context.Background()
 	const rotatedModelKey = "sk-model-rotated-5d2a-do-not-leak"
@@ -946,21 +791,12 @@ func TestAgentSecretsNeverLeave(t *testing.T) {
 		wantLoaded(t, "researcher", rotatedModelKey, tavilyKey)
 	})
 
-	t.Run("the harness runs turns with the kept secret", func(t *testing.T) {
-		f.mustTurn(t, acc.Secret, `{"agentId":"helper","message":"first"}`)
-		if got := f.lastToolOption(t, "tavilySearch", "apiKey"); got != tavilyKey {
-			t.Fatalf("turn before any PATCH ran tavilySearch with apiKey %q, want %q", got, tavilyKey)
-		}
+	t.Run("a PATCH of other fields keeps a tool's secret for the turns", func(t *testing.T) {
+		wantLoaded(t, "helper", "", tavilyKey)
 		keep(f.must(t, http.StatusOK, "PATCH", "/accounts/me/agents/helper", acc.Secret, `{"system":"You help briefly."}`))
-		f.mustTurn(t, acc.Secret, `{"agentId":"helper","message":"second"}`)
-		if got := f.lastToolOption(t, "tavilySearch", "apiKey"); got != tavilyKey {
-			t.Errorf("after a PATCH without the key, the turn ran tavilySearch with apiKey %q, want %q", got, tavilyKey)
-		}
+		wantLoaded(t, "helper", "", tavilyKey)
 		keep(f.must(t, http.StatusOK, "PATCH", "/accounts/me/agents/helper", acc.Secret, `{"tools":{"tavilySearch":{"apiKey":"[redacted]","maxResults":5}}}`))
-		f.mustTurn(t, acc.Secret, `{"agentId":"helper","message":"third"}`)
-		if got := f.lastToolOption(t, "tavilySearch", "apiKey"); got != tavilyKey {
-			t.Errorf("after a PATCH echoing %q, the turn ran tavilySearch with apiKey %q, want %q", agentconfig.Redacted, got, tavilyKey)
-		}
+		wantLoaded(t, "helper", "", tavilyKey)
 	})
 
 	t.Run("the placeholder is not a new secret", func(t *testing.T) {
@@ -996,7 +832,7 @@ func TestAgentSecretsNeverLeave(t *testing.T) {
 	for _, it := range out.Items {
 		id := it["agentId"].(*ddb.AttributeValueMemberS).Value
 		for _, s := range secretStrings {
-			if p := findString(it, s); p != "" {
+			if p := testenv.FindString(it, s); p != "" {
 				t.Errorf("agent %s stores secret %q in the clear at %s", id, s, p)
 			}
 		}
@@ -1007,61 +843,14 @@ func TestAgentSecretsNeverLeave(t *testing.T) {
 	}
 }
 
-// findString returns the path of an attribute of item that holds s, in a string or in bytes,
-// or "".
-func findString(item map[string]ddb.AttributeValue, s string) string {
-	var walk func(path string, v ddb.AttributeValue) string
-	walk = func(path string, v ddb.AttributeValue) string {
-		switch v := v.(type) {
-		case *ddb.AttributeValueMemberS:
-			if strings.Contains(v.Value, s) {
-				return path
-			}
-		case *ddb.AttributeValueMemberB:
-			if bytes.Contains(v.Value, []byte(s)) {
-				return path
-			}
-		case *ddb.AttributeValueMemberSS:
-			for _, e := range v.Value {
-				if strings.Contains(e, s) {
-					return path
-				}
-			}
-		case *ddb.AttributeValueMemberBS:
-			for _, e := range v.Value {
-				if bytes.Contains(e, []byte(s)) {
-					return path
-				}
-			}
-		case *ddb.AttributeValueMemberL:
-			for i, e := range v.Value {
-				if p := walk(path+"["+strconv.Itoa(i)+"]", e); p != "" {
-					return p
-				}
-			}
-		case *ddb.AttributeValueMemberM:
-			for k, e := range v.Value {
-				if p := walk(path+"."+k, e); p != "" {
-					return p
-				}
-			}
-		}
-		return ""
-	}
-	return walk("item", &ddb.AttributeValueMemberM{Value: item})
-}
-
 func TestAccountsAreIsolated(t *testing.T) {
-	f := newManageFixture(t, testAdminSecret, false)
+	f := newFixture(t, testAdminSecret, false)
 	a := f.createAccount(t, "alice")
 	b := f.createAccount(t, "bob")
 	const aConfig = `{"name":"alice private agent","system":"alice system prompt","model":{"provider":"scripted","script":[{"text":"alice answer"}]}}`
 	const bConfig = `{"name":"bob agent","model":{"provider":"scripted","script":[{"text":"bob answer"}]}}`
 	aAgent := f.createAgent(t, a.Secret, aConfig)
 	f.createAgent(t, b.Secret, withID("mine", bConfig))
-	if got := f.mustTurn(t, a.Secret, `{"agentId":"`+aAgent.AgentID+`","id":"conv-1","message":"alice private message"}`); got != "alice answer" {
-		t.Fatalf("alice's turn said %q, want alice answer", got)
-	}
 
 	t.Run("another account's agent is not found", func(t *testing.T) {
 		path := "/accounts/me/agents/" + aAgent.AgentID
@@ -1075,10 +864,6 @@ func TestAccountsAreIsolated(t *testing.T) {
 			if bytes.Contains(body, []byte("alice")) {
 				t.Errorf("bob %s alice's agent shows alice's data: %s", r.method, body)
 			}
-		}
-		status, _, body := f.turn(t, b.Secret, `{"agentId":"`+aAgent.AgentID+`","id":"conv-x","message":"hi"}`)
-		if status != http.StatusNotFound || bytes.Contains(body, []byte("alice")) {
-			t.Errorf("bob's turn on alice's agent = %d %s, want 404 without alice's data", status, body)
 		}
 		got := decodeJSON[agentView](t, f.must(t, http.StatusOK, "GET", path, a.Secret, ""))
 		if got.Version != 1 || got.Config["name"] != "alice private agent" {
@@ -1117,140 +902,25 @@ func TestAccountsAreIsolated(t *testing.T) {
 			}
 		}
 	})
-
-	t.Run("another account's conversation id starts a new conversation", func(t *testing.T) {
-		f.mu.Lock()
-		f.prompts = nil
-		f.mu.Unlock()
-		status, cs, body := f.turn(t, b.Secret, `{"agentId":"mine","id":"conv-1","message":"bob message"}`)
-		if status != http.StatusOK {
-			t.Fatalf("bob's turn on conversation conv-1 = %d %s, want 200", status, body)
-		}
-		stream, err := json.Marshal(cs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if bytes.Contains(stream, []byte("alice")) {
-			t.Errorf("bob's stream shows alice's conversation: %s", stream)
-		}
-		f.mu.Lock()
-		var seen []string
-		for _, p := range f.prompts {
-			seen = append(seen, messageTexts(p)...)
-		}
-		f.mu.Unlock()
-		if diff := cmp.Diff([]string{"user:bob message"}, seen); diff != "" {
-			t.Errorf("messages bob's model was given (-want +got):\n%s", diff)
-		}
-		if diff := cmp.Diff([]string{"user:bob message", "assistant:bob answer"}, storedHistory(t, f.store, b.AccountID, "mine", "conv-1")); diff != "" {
-			t.Errorf("bob's conv-1 (-want +got):\n%s", diff)
-		}
-		if diff := cmp.Diff([]string{"user:alice private message", "assistant:alice answer"}, storedHistory(t, f.store, a.AccountID, aAgent.AgentID, "conv-1")); diff != "" {
-			t.Errorf("alice's conv-1 (-want +got):\n%s", diff)
-		}
-	})
-}
-
-// A tool whose required variable resolves neither from the agent's config nor from the
-// environment stops the turn with a 400 naming it, before the model is called and before
-// anything of the request is written.
-func TestMissingToolVariableStopsTheTurnBeforeTheModel(t *testing.T) {
-	f := newManageFixture(t, testAdminSecret, false)
-	acc := f.createAccount(t, "ada")
-	f.createAgent(t, acc.Secret, withID("keyless", `{"name":"keyless","model":`+scriptedHi+`,"tools":{"current_time":{},"tavilySearch":{"maxResults":3}}}`))
-	f.createAgent(t, acc.Secret, withID("helper", helperConfig))
-	ctx := context.Background()
-
-	// rows returns the items of the turn tables that hold any of the strings.
-	rows := func(t *testing.T, strs ...string) []string {
-		t.Helper()
-		var found []string
-		for _, table := range []string{f.tables.Conversations, f.tables.Events, f.tables.Approvals} {
-			out, err := f.db.Scan(ctx, &dynamodb.ScanInput{TableName: &table})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, it := range out.Items {
-				for _, s := range strs {
-					if p := findString(it, s); p != "" {
-						found = append(found, table+": "+p+" holds "+s)
-					}
-				}
-			}
-		}
-		return found
-	}
-
-	status, _, body := f.turn(t, acc.Secret, `{"agentId":"keyless","id":"conv-missing","eventId":"ev-missing","message":"search the news"}`)
-	var got struct{ Error string }
-	_ = json.Unmarshal(body, &got)
-	if status != http.StatusBadRequest || !strings.Contains(got.Error, "TAVILY_API_KEY") || !strings.Contains(got.Error, "config.tools.tavilySearch.apiKey") {
-		t.Errorf("turn = %d %s, want 400 with a JSON error naming TAVILY_API_KEY and config.tools.tavilySearch.apiKey", status, body)
-	}
-	f.mu.Lock()
-	calls := len(f.prompts)
-	f.mu.Unlock()
-	if calls != 0 {
-		t.Errorf("the model was called %d times, want never", calls)
-	}
-	if found := rows(t, "conv-missing", "ev-missing", "search the news"); len(found) != 0 {
-		t.Errorf("the refused turn wrote rows:\n%s", strings.Join(found, "\n"))
-	}
-
-	// The same look at the tables finds what a turn that runs writes.
-	f.mustTurn(t, acc.Secret, `{"agentId":"helper","id":"conv-ok","eventId":"ev-ok","message":"say hi"}`)
-	for _, s := range []string{"conv-ok", "ev-ok", "say hi"} {
-		if len(rows(t, s)) == 0 {
-			t.Errorf("no row holds %q after a turn that ran", s)
-		}
-	}
-}
-
-// authorized sends a request with this exact Authorization header (none when empty) and
-// returns the status and body.
-func authorized(t *testing.T, srv *httptest.Server, method, path, authorization, body string) (int, []byte) {
-	t.Helper()
-	req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if authorization != "" {
-		req.Header.Set("Authorization", authorization)
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res.StatusCode, b
 }
 
 // The auth scheme is case-insensitive (RFC 7235 §2.1): "bearer x" and "BEARER x" work like
-// "Bearer x" on the account, admin and turn routes; other schemes and empty tokens do not.
+// "Bearer x" on the account and admin routes; other schemes and empty tokens do not.
 func TestBearerSchemeIsCaseInsensitive(t *testing.T) {
-	f := newManageFixture(t, testAdminSecret, false)
+	f := newFixture(t, testAdminSecret, false)
 	acc := f.createAccount(t, "ada")
-	f.createAgent(t, acc.Secret, withID("helper", helperConfig))
 	for _, scheme := range []string{"Bearer", "bearer", "BEARER", "bEaReR"} {
 		t.Run(scheme, func(t *testing.T) {
-			if status, body := authorized(t, f.manage, "GET", "/accounts/me", scheme+" "+acc.Secret, ""); status != http.StatusOK || !bytes.Contains(body, []byte(`"ada"`)) {
+			if status, body := testenv.Call(t, "GET", f.srv.URL+"/accounts/me", scheme+" "+acc.Secret, ""); status != http.StatusOK || !bytes.Contains(body, []byte(`"ada"`)) {
 				t.Errorf("GET /accounts/me with %q = %d %s, want 200", scheme+" <account secret>", status, body)
 			}
-			if status, body := authorized(t, f.manage, "GET", "/accounts", scheme+"  "+testAdminSecret, ""); status != http.StatusOK {
+			if status, body := testenv.Call(t, "GET", f.srv.URL+"/accounts", scheme+"  "+testAdminSecret, ""); status != http.StatusOK {
 				t.Errorf("GET /accounts with %q = %d %s, want 200", scheme+"  <admin secret>", status, body)
-			}
-			status, body := authorized(t, f.harness, "POST", "/", scheme+" "+acc.Secret, `{"agentId":"helper","message":"hi"}`)
-			if status != http.StatusOK || !bytes.Contains(body, []byte(`"type":"finish"`)) {
-				t.Errorf("POST / with %q = %d %s, want a turn that finishes", scheme+" <account secret>", status, body)
 			}
 		})
 	}
 	for _, auth := range []string{"", "Basic " + acc.Secret, "Token " + acc.Secret, "Bearer", "Bearer ", "Bearer" + acc.Secret, "Bearers " + acc.Secret, acc.Secret} {
-		if status, body := authorized(t, f.manage, "GET", "/accounts/me", auth, ""); status != http.StatusUnauthorized || !bytes.Contains(body, []byte("missing bearer token")) {
+		if status, body := testenv.Call(t, "GET", f.srv.URL+"/accounts/me", auth, ""); status != http.StatusUnauthorized || !bytes.Contains(body, []byte("missing bearer token")) {
 			t.Errorf("GET /accounts/me with Authorization %q = %d %s, want 401 missing bearer token", auth, status, body)
 		}
 	}

@@ -1,4 +1,4 @@
-package chathttp_test
+package accounts_test
 
 import (
 	"net/http"
@@ -14,7 +14,7 @@ import (
 // value.
 func TestAgentApprovalRuleRemoteRefsAreRefused(t *testing.T) {
 	addr, accepted := testenv.Listener(t)
-	f := newManageFixture(t, testAdminSecret, false)
+	f := newFixture(t, testAdminSecret, false)
 	acc := f.createAccount(t, "ada")
 	f.createAgent(t, acc.Secret, withID("steady", helperConfig))
 	before := f.must(t, http.StatusOK, "GET", "/accounts/me/agents/steady", acc.Secret, "")

@@ -1,9 +1,10 @@
-package chathttp
+package httpjson_test
 
 import (
-	"github.com/agentharness/harness/shared/wire/httpjson"
 	"net/http"
 	"testing"
+
+	"github.com/agentharness/harness/shared/wire/httpjson"
 )
 
 // bearer is the one reader of Authorization: Bearer for every route (the turn, account and

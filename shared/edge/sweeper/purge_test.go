@@ -1,35 +1,35 @@
-package chathttp_test
+package sweeper_test
 
 import (
 	"context"
 	"errors"
 	"log/slog"
-	"net/http"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/agentharness/harness/infra/testenv"
 	"github.com/agentharness/harness/shared/edge/sweeper"
+	"github.com/agentharness/harness/shared/state/store"
 )
 
-// A purge account-manage could not queue is not lost: the account is deleted all the same (204,
-// the secret stops working), and the sweeper queues its purge once it is due, once per retry
+// An account deleted without its purge queued (account-manage's send failed, or the process
+// died before it) is not lost: the sweeper queues its purge once it is due, once per retry
 // period, again after a failed send.
 func TestUnqueuedPurgeIsQueuedBySweeper(t *testing.T) {
-	f := newManageFixture(t, testAdminSecret, false)
-	acc := f.createAccount(t, "ada")
-	f.mu.Lock()
-	f.enqueueErr = errors.New("queue unavailable")
-	f.mu.Unlock()
-	f.must(t, http.StatusNoContent, "DELETE", "/accounts/me", acc.Secret, "")
-	if status, body := f.do(t, "GET", "/accounts/me", acc.Secret, ""); status != http.StatusUnauthorized {
-		t.Errorf("the deleted account's secret = %d %s, want 401", status, body)
+	ctx := context.Background()
+	db := testenv.DynamoDB(t)
+	st := store.New(db, testenv.Tables(t, db))
+	deleted := time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC)
+	acc, _, err := st.CreateAccount(ctx, "ada", deleted)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if f.purgeQueued(acc.AccountID) {
-		t.Fatal("the purge was queued although the queue failed")
+	// What account-manage's DELETE writes before it sends the purge.
+	if err := st.DeleteAccount(ctx, acc.ID, deleted); err != nil {
+		t.Fatal(err)
 	}
 
-	ctx := context.Background()
 	var sent []string
 	var sendErr error
 	send := func(_ context.Context, body string) error {
@@ -39,7 +39,7 @@ func TestUnqueuedPurgeIsQueuedBySweeper(t *testing.T) {
 		sent = append(sent, body)
 		return nil
 	}
-	want := `{"type":"purge","accountId":"` + acc.AccountID + `"}`
+	want := `{"type":"purge","accountId":"` + acc.ID + `"}`
 	for _, tt := range []struct {
 		at      time.Duration
 		failing bool
@@ -56,7 +56,7 @@ func TestUnqueuedPurgeIsQueuedBySweeper(t *testing.T) {
 		if tt.failing {
 			sendErr = errors.New("queue unavailable")
 		}
-		err := sweeper.NewFrom(nil, f.store, send, func() time.Time { return testNow.Add(tt.at) }, slog.New(slog.DiscardHandler)).QueuePurges(ctx)
+		err := sweeper.NewFrom(nil, st, send, func() time.Time { return deleted.Add(tt.at) }, slog.New(slog.DiscardHandler)).QueuePurges(ctx)
 		if tt.failing != (err != nil) {
 			t.Errorf("sweep at +%s = %v, want an error: %v", tt.at, err, tt.failing)
 		}

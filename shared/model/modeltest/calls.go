@@ -1,0 +1,124 @@
+package modeltest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/agentharness/harness/infra/wirefixture"
+	"github.com/agentharness/harness/shared/agent"
+	"github.com/agentharness/harness/shared/model"
+)
+
+// User is a user message of one text part.
+func User(text string) model.Message {
+	return model.Message{Role: model.RoleUser, Parts: []model.Part{{Type: model.PartText, Text: text}}}
+}
+
+// Collect ranges over one Stream call and returns its events and the error that ended it.
+func Collect(ctx context.Context, m agent.Model, req *model.Request) ([]model.Event, error) {
+	var events []model.Event
+	for ev, err := range m.Stream(ctx, req) {
+		if err != nil {
+			return events, err
+		}
+		events = append(events, ev)
+	}
+	return events, nil
+}
+
+// CheckBreaks ranges over req's stream n times, breaking after 1, 2, … n events: each must stop
+// where its consumer broke, without an error (a yield after a break panics).
+func CheckBreaks(t *testing.T, m agent.Model, req *model.Request, n int) {
+	t.Helper()
+	for stop := 1; stop <= n; stop++ {
+		seen := 0
+		for _, err := range m.Stream(t.Context(), req) {
+			if err != nil {
+				t.Fatalf("Stream: %v", err)
+			}
+			seen++
+			if seen == stop {
+				break
+			}
+		}
+		if seen != stop {
+			t.Errorf("consumer breaking after %d events saw %d", stop, seen)
+		}
+	}
+}
+
+// ProviderError asserts that err is a *model.ProviderError of provider, and returns it.
+func ProviderError(t *testing.T, err error, provider string) *model.ProviderError {
+	t.Helper()
+	var pe *model.ProviderError
+	if !errors.As(err, &pe) {
+		t.Fatalf("Stream error = %v (%T), want a *model.ProviderError", err, err)
+	}
+	if pe.Provider != provider {
+		t.Errorf("Provider = %q, want %s", pe.Provider, provider)
+	}
+	return pe
+}
+
+// CheckRefused runs req, which the adapter cannot express: it must fail with an error containing
+// want, with no event, before srv sees a request.
+func CheckRefused(t *testing.T, m agent.Model, srv *Server, req *model.Request, want string) {
+	t.Helper()
+	events, err := Collect(t.Context(), m, req)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Stream error = %v, want one containing %q", err, want)
+	}
+	if len(events) != 0 {
+		t.Errorf("events = %v, want none", events)
+	}
+	if n := len(srv.Requests()); n != 0 {
+		t.Errorf("server saw %d requests, want none", n)
+	}
+}
+
+// CheckNew checks what an adapter's New returned: a model when wantErr is empty, else no model
+// and an error containing wantErr.
+func CheckNew[M any](t *testing.T, m *M, err error, wantErr string) {
+	t.Helper()
+	if wantErr == "" {
+		if err != nil || m == nil {
+			t.Errorf("New() = %v, %v; want a model", m, err)
+		}
+		return
+	}
+	if err == nil || !strings.Contains(err.Error(), wantErr) {
+		t.Errorf("New() error = %v, want one containing %q", err, wantErr)
+	}
+	if m != nil {
+		t.Errorf("New() model = %v, want nil on error", m)
+	}
+}
+
+// APIKey is the provider's real key, read from variable, when the test records its fixtures
+// (wirefixture.Recording), and "test-key" when it replays them. A recording without the key
+// stops the test before it can rewrite a fixture.
+func APIKey(t *testing.T, variable string) string {
+	t.Helper()
+	if !wirefixture.Recording() {
+		return "test-key"
+	}
+	key := os.Getenv(variable)
+	if key == "" {
+		t.Fatalf("-record calls the provider's real API: set %s", variable)
+	}
+	return key
+}
+
+// Decode decodes JSON text into the maps and slices cmp compares.
+func Decode(t *testing.T, s string) any {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		t.Fatalf("decoding %s: %v", s, err)
+	}
+	return v
+}
