@@ -139,7 +139,7 @@ func (e *engineEnv) begin(req turn.Request, in turn.Input) (*turn.Run, error) {
 		return nil, err
 	}
 	return e.Begin(e.ctx, turn.Start{AccountID: e.account, Request: req, Input: in, Config: cfg,
-		Delivery: asynctools.Delivery{Kind: asynctools.DeliverAsync, EventID: req.EventID}})
+		Delivery: asynctools.Delivery{EventID: req.EventID}})
 }
 
 // run begins req's turn with in and runs it to its end, which it concludes.
