@@ -95,7 +95,11 @@ func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.
 			yield(model.Event{}, err)
 			return
 		}
-		out, err := m.client.ConverseStream(ctx, in, func(o *bedrockruntime.Options) {
+		// A client of its own for each stream: the SDK's event stream decoder keeps its buffer in
+		// the client's protocol, so two streams of one client (async prompt tools on the agent's
+		// model, or a stream still closing beside the next) would decode into the same buffer.
+		client := bedrockruntime.New(m.client.Options())
+		out, err := client.ConverseStream(ctx, in, func(o *bedrockruntime.Options) {
 			o.Retryer = withinDeadline(ctx, o.Retryer)
 		})
 		if err != nil {
