@@ -70,15 +70,19 @@ func Options(d lambdadeps.Deps) (turn.Options, error) {
 	if table := getenv("STREAMS_TABLE"); table != "" {
 		streams = streamlog.New(d.DB, table, streamlog.Options{Retention: retention, Blobs: results})
 	}
-	skillStore, err := skills.FromEnv(d.DB, d.S3, getenv)
+	skillStore, err := skills.FromConfig(d.DB, d.S3, skills.Config{Table: getenv("SKILLS_TABLE"), Bucket: getenv("SKILLS_BUCKET")})
 	if err != nil {
 		return turn.Options{}, err
 	}
-	mcp, err := mcptools.FromEnv(getenv)
+	mcp, err := mcptools.FromConfig(getenv("MCP_PRIVATE_ENDPOINTS"))
 	if err != nil {
 		return turn.Options{}, err
 	}
 	st := store.New(d.DB, tables)
+	models := provider.Config{
+		OpenAIKey: getenv("OPENAI_API_KEY"), OpenAIBaseURL: getenv("OPENAI_BASE_URL"), AnthropicKey: getenv("ANTHROPIC_API_KEY"),
+		GoogleKey: getenv("GOOGLE_API_KEY"), GeminiKey: getenv("GEMINI_API_KEY"), PrivateEndpoints: getenv("MODEL_PRIVATE_ENDPOINTS"),
+	}
 
 	env := tool.Env{Getenv: getenv, Send: workqueue.SQS(d.SQS), Logger: d.Logger}
 	var enqueue func(ctx context.Context, body string) error
@@ -98,7 +102,7 @@ func Options(d lambdadeps.Deps) (turn.Options, error) {
 		Sealer:           d.Sealer,
 		Attachments:      attachments.InBucket(d.S3, getenv("ASYNC_RESULTS_BUCKET")),
 		Results:          toolresults.New(results),
-		Model:            func(block json.RawMessage) (agent.Model, error) { return provider.New(block, getenv) },
+		Model:            func(block json.RawMessage) (agent.Model, error) { return provider.New(block, models) },
 		Logger:           d.Logger,
 		Async:            async,
 		Redriver:         redriver,
@@ -112,7 +116,11 @@ func Options(d lambdadeps.Deps) (turn.Options, error) {
 		// Left nil otherwise: a nil *skills.Store would make a non-nil SkillStore.
 		opts.Skills = skillStore
 	}
-	return opts, natslog.Attach(&opts, getenv, d.Secret, d.Logger)
+	nats := natslog.Config{
+		URL: getenv("NATS_URL"), Creds: getenv("NATS_CREDS"), NKeySeed: getenv("NATS_NKEY_SEED"), CredsSecret: getenv("NATS_CREDS_SECRET"),
+		Stream: getenv("NATS_STREAM"), Replicas: getenv("NATS_REPLICAS"),
+	}
+	return opts, natslog.Attach(&opts, nats, d.Secret, d.Logger)
 }
 
 // duration reads an optional positive Go duration from the environment.

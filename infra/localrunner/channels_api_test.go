@@ -99,7 +99,7 @@ func channelsRunner(t *testing.T) (*httptest.Server, *platformCalls, *channels.S
 		},
 	}
 	_, srv := testenv.Serve(t, opts)
-	box, err := secrets.FromEnv(context.Background(), func(k string) string { return env[k] }, nil)
+	box, err := secrets.FromConfig(context.Background(), secrets.Config{LocalKey: env["SECRETS_LOCAL_KEY"]}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -157,12 +157,7 @@ func New(opts Options) (*Runner, error) {
 	box := secrets.New(secrets.NewRandomLocal())
 	if key := opts.Getenv("SECRETS_LOCAL_KEY"); key != "" {
 		var err error
-		box, err = secrets.FromEnv(context.Background(), func(k string) string {
-			if k == "SECRETS_LOCAL_KEY" {
-				return key
-			}
-			return ""
-		}, nil)
+		box, err = secrets.FromConfig(context.Background(), secrets.Config{LocalKey: key}, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -206,7 +201,7 @@ func New(opts Options) (*Runner, error) {
 				return nil, err
 			}
 			r.store = store.New(opts.DB, tables)
-			if r.skills, err = skills.FromEnv(opts.DB, opts.S3, getenv); err != nil {
+			if r.skills, err = skills.FromConfig(opts.DB, opts.S3, skills.Config{Table: getenv("SKILLS_TABLE"), Bucket: getenv("SKILLS_BUCKET")}); err != nil {
 				return nil, err
 			}
 			r.agents = accounts.AgentService(r.store, r.skills, box, builtintools.ConfigChecks())

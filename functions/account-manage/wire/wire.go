@@ -48,15 +48,18 @@ func Options(d lambdadeps.Deps) (accounts.Options, error) {
 	if queue == "" || send == nil {
 		return accounts.Options{}, errors.New("account-manage needs ASYNC_WORK_QUEUE_URL and an SQS client: deleted accounts are purged on async-worker")
 	}
-	sk, err := skills.FromEnv(d.DB, d.S3, getenv)
+	sk, err := skills.FromConfig(d.DB, d.S3, skills.Config{Table: getenv("SKILLS_TABLE"), Bucket: getenv("SKILLS_BUCKET")})
 	if err != nil {
 		return accounts.Options{}, err
 	}
-	ch, err := channels.FromEnv(d.DB, d.Sealer, getenv)
+	ch, err := channels.FromConfig(d.DB, d.Sealer, getenv("CHANNELS_TABLE"))
 	if err != nil {
 		return accounts.Options{}, err
 	}
-	issuer, err := natsturns.IssuerFromEnv(context.Background(), getenv, d.Secret)
+	issuer, err := natsturns.IssuerFromConfig(context.Background(), natsturns.IssuerConfig{
+		URL: getenv("NATS_URL"), SigningSeed: getenv("NATS_ACCOUNT_SIGNING_SEED"), SigningSeedSecret: getenv("NATS_ACCOUNT_SIGNING_SEED_SECRET"),
+		Account: getenv("NATS_ACCOUNT"), Stream: getenv("NATS_STREAM"), CredentialsTTL: getenv("NATS_CREDENTIALS_TTL"), ClientURLs: getenv("NATS_CLIENT_URLS"),
+	}, d.Secret)
 	if err != nil {
 		return accounts.Options{}, err
 	}
@@ -68,7 +71,7 @@ func Options(d lambdadeps.Deps) (accounts.Options, error) {
 		conns = connections.New(d.DB, table)
 	}
 	st := store.New(d.DB, tables)
-	platforms := channels.APIsFrom(getenv)
+	platforms := channels.APIs{Slack: getenv("SLACK_API_URL"), Telegram: getenv("TELEGRAM_API_URL")}
 	return accounts.Options{
 		Store:       st,
 		Agents:      accounts.AgentService(st, sk, d.Sealer, d.Checks),

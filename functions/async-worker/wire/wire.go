@@ -30,7 +30,7 @@ func Worker(d lambdadeps.Deps) (*worker.Worker, error) {
 		return nil, err
 	}
 	eng := turn.New(topts)
-	sk, err := skills.FromEnv(d.DB, d.S3, d.Getenv)
+	sk, err := skills.FromConfig(d.DB, d.S3, skills.Config{Table: d.Getenv("SKILLS_TABLE"), Bucket: d.Getenv("SKILLS_BUCKET")})
 	if err != nil {
 		return nil, err
 	}
@@ -46,12 +46,12 @@ func Worker(d lambdadeps.Deps) (*worker.Worker, error) {
 			}
 		},
 	}
-	bindings, err := channels.FromEnv(d.DB, d.Sealer, d.Getenv)
+	bindings, err := channels.FromConfig(d.DB, d.Sealer, d.Getenv("CHANNELS_TABLE"))
 	if err != nil {
 		return nil, err
 	}
 	if bindings != nil {
-		opts.Channels = &channelturn.Turns{Bindings: bindings, APIs: channels.APIsFrom(d.Getenv), Logger: eng.Options().Logger}
+		opts.Channels = &channelturn.Turns{Bindings: bindings, APIs: channels.APIs{Slack: d.Getenv("SLACK_API_URL"), Telegram: d.Getenv("TELEGRAM_API_URL")}, Logger: eng.Options().Logger}
 		opts.Bindings = bindings
 	}
 	if wsOpts, ok := wsgateway.AppServer(d); ok {

@@ -128,7 +128,7 @@ func newManageFixture(t *testing.T, adminSecret string, openSignup bool) *manage
 			return builtintools.Build(c, tool.Env{Getenv: noenv})
 		},
 		Model: func(block json.RawMessage) (agent.Model, error) {
-			m, err := provider.New(block, noenv)
+			m, err := provider.New(block, provider.Config{})
 			if err != nil {
 				return nil, err
 			}

@@ -80,7 +80,7 @@ func newFixtureWith(t *testing.T, o fixtureOptions) *fixture {
 		t.Fatal(err)
 	}
 	newModel := func(block json.RawMessage) (agent.Model, error) {
-		return provider.New(block, func(string) string { return "" })
+		return provider.New(block, provider.Config{})
 	}
 	if model != nil {
 		newModel = func(json.RawMessage) (agent.Model, error) { return model, nil }

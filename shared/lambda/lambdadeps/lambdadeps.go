@@ -84,7 +84,7 @@ func Load(ctx context.Context, openSecrets bool) (Deps, error) {
 		d.Poster = &wsconn.Poster{Endpoint: endpoint, Region: cfg.Region, Credentials: cfg.Credentials}
 	}
 	if openSecrets {
-		d.Sealer, err = secrets.FromEnv(ctx, os.Getenv, func() secrets.KMSAPI { return kms.NewFromConfig(cfg) })
+		d.Sealer, err = secrets.FromConfig(ctx, secrets.Config{KMSKeyID: os.Getenv("SECRETS_KMS_KEY_ID"), LocalKey: os.Getenv("SECRETS_LOCAL_KEY")}, func() secrets.KMSAPI { return kms.NewFromConfig(cfg) })
 		if err != nil {
 			return Deps{}, err
 		}
