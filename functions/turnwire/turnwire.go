@@ -30,28 +30,27 @@ import (
 )
 
 // Options wires the engine of a function that runs turns: table names and fallback
-// credentials from the environment, models from the provider registry, agent secrets opened
-// with the sealer, async tool rows with their redriver, and turn streams copied to NATS where
-// NATS_URL says so (so a continuation on async-worker publishes where its turn began).
+// credentials from the config, models from the provider registry, agent secrets opened with the
+// sealer, async tool rows with their redriver, and turn streams copied to NATS where the config
+// says so (so a continuation on async-worker publishes where its turn began).
 func Options(d lambdadeps.Deps) (turn.Options, error) {
-	getenv := d.Getenv
-	tables, err := store.TablesFromEnv(getenv)
+	c := d.Config
+	if err := c.Require("ACCOUNTS_TABLE", "AGENTS_TABLE", "CONVERSATIONS_TABLE", "EVENTS_TABLE", "APPROVALS_TABLE"); err != nil {
+		return turn.Options{}, err
+	}
+	approvalTimeout, err := duration("APPROVAL_TIMEOUT", c.Turns.ApprovalTimeout)
 	if err != nil {
 		return turn.Options{}, err
 	}
-	approvalTimeout, err := duration(getenv, "APPROVAL_TIMEOUT")
+	asyncTimeout, err := duration("ASYNC_TOOL_TIMEOUT", c.Async.ToolTimeout)
 	if err != nil {
 		return turn.Options{}, err
 	}
-	asyncTimeout, err := duration(getenv, "ASYNC_TOOL_TIMEOUT")
+	treeDepth, err := count("TURN_TREE_MAX_DEPTH", c.Turns.TreeMaxDepth)
 	if err != nil {
 		return turn.Options{}, err
 	}
-	treeDepth, err := count(getenv, "TURN_TREE_MAX_DEPTH")
-	if err != nil {
-		return turn.Options{}, err
-	}
-	treeTurns, err := count(getenv, "TURN_TREE_MAX_TURNS")
+	treeTurns, err := count("TURN_TREE_MAX_TURNS", c.Turns.TreeMaxTurns)
 	if err != nil {
 		return turn.Options{}, err
 	}
@@ -59,34 +58,31 @@ func Options(d lambdadeps.Deps) (turn.Options, error) {
 	if err != nil {
 		return turn.Options{}, err
 	}
-	retention, err := duration(getenv, "STREAM_RETENTION")
+	retention, err := duration("STREAM_RETENTION", c.Streams.Retention)
 	if err != nil {
 		return turn.Options{}, err
 	}
 	// What is too large for an item goes to the async results bucket: stream outputs under
 	// streams/, cut tool results under tool-results/.
-	results := blobstore.NewS3(d.S3, getenv("ASYNC_RESULTS_BUCKET"))
+	results := blobstore.NewS3(d.S3, c.Async.ResultsBucket)
 	var streams *streamlog.Log
-	if table := getenv("STREAMS_TABLE"); table != "" {
+	if table := c.Streams.Table; table != "" {
 		streams = streamlog.New(d.DB, table, streamlog.Options{Retention: retention, Blobs: results})
 	}
-	skillStore, err := skills.FromConfig(d.DB, d.S3, skills.Config{Table: getenv("SKILLS_TABLE"), Bucket: getenv("SKILLS_BUCKET")})
+	skillStore, err := skills.FromConfig(d.DB, d.S3, skills.Config(c.Skills))
 	if err != nil {
 		return turn.Options{}, err
 	}
-	mcp, err := mcptools.FromConfig(getenv("MCP_PRIVATE_ENDPOINTS"))
+	mcp, err := mcptools.FromConfig(c.MCP.PrivateEndpoints)
 	if err != nil {
 		return turn.Options{}, err
 	}
-	st := store.New(d.DB, tables)
-	models := provider.Config{
-		OpenAIKey: getenv("OPENAI_API_KEY"), OpenAIBaseURL: getenv("OPENAI_BASE_URL"), AnthropicKey: getenv("ANTHROPIC_API_KEY"),
-		GoogleKey: getenv("GOOGLE_API_KEY"), GeminiKey: getenv("GEMINI_API_KEY"), PrivateEndpoints: getenv("MODEL_PRIVATE_ENDPOINTS"),
-	}
+	st := store.New(d.DB, store.Tables(c.Tables))
+	models := provider.Config(c.Models)
 
-	env := tool.Env{Getenv: getenv, Send: workqueue.SQS(d.SQS), Logger: d.Logger}
+	env := tool.Env{Getenv: c.Tools.Getenv, Send: workqueue.SQS(d.SQS), Logger: d.Logger}
 	var enqueue func(ctx context.Context, body string) error
-	if queue := getenv("ASYNC_WORK_QUEUE_URL"); queue != "" {
+	if queue := c.Async.WorkQueue; queue != "" {
 		enqueue = func(ctx context.Context, body string) error { return env.Send(ctx, queue, body) }
 	}
 	opts := turn.Options{
@@ -100,7 +96,7 @@ func Options(d lambdadeps.Deps) (turn.Options, error) {
 			return d.Tools(config, env)
 		},
 		Sealer:           d.Sealer,
-		Attachments:      attachments.InBucket(d.S3, getenv("ASYNC_RESULTS_BUCKET")),
+		Attachments:      attachments.InBucket(d.S3, c.Async.ResultsBucket),
 		Results:          toolresults.New(results),
 		Model:            func(block json.RawMessage) (agent.Model, error) { return provider.New(block, models) },
 		Logger:           d.Logger,
@@ -117,15 +113,14 @@ func Options(d lambdadeps.Deps) (turn.Options, error) {
 		opts.Skills = skillStore
 	}
 	nats := natslog.Config{
-		URL: getenv("NATS_URL"), Creds: getenv("NATS_CREDS"), NKeySeed: getenv("NATS_NKEY_SEED"), CredsSecret: getenv("NATS_CREDS_SECRET"),
-		Stream: getenv("NATS_STREAM"), Replicas: getenv("NATS_REPLICAS"),
+		URL: c.NATS.URL, Creds: c.NATS.Creds, NKeySeed: c.NATS.NKeySeed, CredsSecret: c.NATS.CredsSecret,
+		Stream: c.NATS.Stream, Replicas: c.NATS.Replicas,
 	}
 	return opts, natslog.Attach(&opts, nats, d.Secret, d.Logger)
 }
 
-// duration reads an optional positive Go duration from the environment.
-func duration(getenv func(string) string, name string) (time.Duration, error) {
-	v := getenv(name)
+// duration parses the optional positive Go duration v, the value of the variable name.
+func duration(name, v string) (time.Duration, error) {
 	if v == "" {
 		return 0, nil
 	}
@@ -136,9 +131,8 @@ func duration(getenv func(string) string, name string) (time.Duration, error) {
 	return d, nil
 }
 
-// count reads an optional positive whole number from the environment.
-func count(getenv func(string) string, name string) (int, error) {
-	v := getenv(name)
+// count parses the optional positive whole number v, the value of the variable name.
+func count(name, v string) (int, error) {
 	if v == "" {
 		return 0, nil
 	}

@@ -71,13 +71,7 @@ func harnessTurn(ctx context.Context, root, mockURL string, streamLog bool) (h h
 	}
 	if !streamLog {
 		opts.Functions = map[string]localrunner.Constructor{"HarnessProcessingFunction": func(d lambdadeps.Deps) (localrunner.Handlers, error) {
-			env := d.Getenv
-			d.Getenv = func(k string) string {
-				if k == "STREAMS_TABLE" {
-					return ""
-				}
-				return env(k)
-			}
+			d.Config.Streams.Table = ""
 			h, err := harnessprocessing.Handler(d)
 			return localrunner.Handlers{HTTP: h}, err
 		}}

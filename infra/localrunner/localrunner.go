@@ -107,8 +107,9 @@ type Options struct {
 	// bucket's name, a queue's URL. Resources.Name, from Provision, is one.
 	Name func(logicalID string) string
 	// Getenv supplies what the template does not set (credentials such as OPENAI_API_KEY) and
-	// overrides its empty parameter defaults (ADMIN_SECRET). SECRETS_LOCAL_KEY, when set, is
-	// the key agent secrets are sealed with; otherwise the runner makes one for its lifetime.
+	// overrides its empty parameter defaults (ADMIN_SECRET); each function's config is read from
+	// the two (lambdadeps.ConfigFrom). SECRETS_LOCAL_KEY, when set, is the key agent secrets are
+	// sealed with; otherwise the runner makes one for its lifetime.
 	Getenv func(string) string
 	Logger *slog.Logger
 	// BaseURL is where the runner is served (http://127.0.0.1:PORT). Functions whose template
@@ -181,27 +182,23 @@ func New(opts Options) (*Runner, error) {
 		if v, ok := env["AGENT_SERVICE_URL"]; ok && v == "" {
 			env["AGENT_SERVICE_URL"] = opts.BaseURL
 		}
-		getenv := func(k string) string {
+		config := lambdadeps.ConfigFrom(func(k string) string {
 			if v := env[k]; v != "" {
 				return v
 			}
 			return opts.Getenv(k)
-		}
+		})
 		logger := opts.Logger.With("function", fn.LogicalID)
 		h, err := build(lambdadeps.Deps{
-			DB: opts.DB, SQS: opts.SQS, S3: opts.S3, Sealer: box, Getenv: getenv,
+			DB: opts.DB, SQS: opts.SQS, S3: opts.S3, Sealer: box, Config: config,
 			Tools: builtintools.Build, Checks: builtintools.ConfigChecks(), Logger: logger, Poster: socks,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("building %s: %w", fn.LogicalID, err)
 		}
 		if fn.LogicalID == "AccountManageFunction" {
-			tables, err := store.AccountTablesFromEnv(getenv)
-			if err != nil {
-				return nil, err
-			}
-			r.store = store.New(opts.DB, tables)
-			if r.skills, err = skills.FromConfig(opts.DB, opts.S3, skills.Config{Table: getenv("SKILLS_TABLE"), Bucket: getenv("SKILLS_BUCKET")}); err != nil {
+			r.store = store.New(opts.DB, store.Tables{Accounts: config.Tables.Accounts, Agents: config.Tables.Agents})
+			if r.skills, err = skills.FromConfig(opts.DB, opts.S3, skills.Config(config.Skills)); err != nil {
 				return nil, err
 			}
 			r.agents = accounts.AgentService(r.store, r.skills, box, builtintools.ConfigChecks())

@@ -78,8 +78,8 @@ func TestNonBlockingSubagentsFanInThroughCrashes(t *testing.T) {
 		t.Fatal(err)
 	}
 	redriver.Late = sweeper.LateSubagents(async, store.New(sweeperDeps.DB, store.Tables{
-		Events: sweeperDeps.Getenv("EVENTS_TABLE"), Conversations: sweeperDeps.Getenv("CONVERSATIONS_TABLE"),
-	}), attachments.InBucket(sweeperDeps.S3, sweeperDeps.Getenv("ASYNC_RESULTS_BUCKET")))
+		Events: sweeperDeps.Config.Tables.Events, Conversations: sweeperDeps.Config.Tables.Conversations,
+	}), attachments.InBucket(sweeperDeps.S3, sweeperDeps.Config.Async.ResultsBucket))
 	var clock time.Time
 	redriver.Now = func() time.Time { return clock }
 	sweep := func(at time.Time) asynctools.SweepStats {

@@ -28,50 +28,49 @@ func Handler(d lambdadeps.Deps) (*accounts.Handler, error) {
 // Options is account-manage's wiring: tables, the skills' table and bucket, the channel
 // bindings' table, the WebSocket connections' table (closed through d.Poster), the admin
 // secret, the signup mode, the public URL and the NATS credentials' signing key
-// (natsturns.IssuerFromEnv, read with d.Secret when it is a secret) from d.Getenv, agent configs
-// checked by d.Checks and secrets sealed with d.Sealer.
+// (natsturns.IssuerFromConfig, read with d.Secret when it is a secret) from d.Config, agent
+// configs checked by d.Checks and secrets sealed with d.Sealer.
 func Options(d lambdadeps.Deps) (accounts.Options, error) {
-	getenv := d.Getenv
-	tables, err := store.AccountTablesFromEnv(getenv)
-	if err != nil {
+	c := d.Config
+	if err := c.Require("ACCOUNTS_TABLE", "AGENTS_TABLE"); err != nil {
 		return accounts.Options{}, err
 	}
 	var open bool
-	switch mode := getenv("ACCOUNT_SIGNUP"); mode {
+	switch mode := c.Accounts.Signup; mode {
 	case "", "admin":
 	case "open":
 		open = true
 	default:
 		return accounts.Options{}, fmt.Errorf("ACCOUNT_SIGNUP is %q, want admin or open", mode)
 	}
-	queue, send := getenv("ASYNC_WORK_QUEUE_URL"), workqueue.SQS(d.SQS)
+	queue, send := c.Async.WorkQueue, workqueue.SQS(d.SQS)
 	if queue == "" || send == nil {
 		return accounts.Options{}, errors.New("account-manage needs ASYNC_WORK_QUEUE_URL and an SQS client: deleted accounts are purged on async-worker")
 	}
-	sk, err := skills.FromConfig(d.DB, d.S3, skills.Config{Table: getenv("SKILLS_TABLE"), Bucket: getenv("SKILLS_BUCKET")})
+	sk, err := skills.FromConfig(d.DB, d.S3, skills.Config(c.Skills))
 	if err != nil {
 		return accounts.Options{}, err
 	}
-	ch, err := channels.FromConfig(d.DB, d.Sealer, getenv("CHANNELS_TABLE"))
+	ch, err := channels.FromConfig(d.DB, d.Sealer, c.Channels.Table)
 	if err != nil {
 		return accounts.Options{}, err
 	}
 	issuer, err := natsturns.IssuerFromConfig(context.Background(), natsturns.IssuerConfig{
-		URL: getenv("NATS_URL"), SigningSeed: getenv("NATS_ACCOUNT_SIGNING_SEED"), SigningSeedSecret: getenv("NATS_ACCOUNT_SIGNING_SEED_SECRET"),
-		Account: getenv("NATS_ACCOUNT"), Stream: getenv("NATS_STREAM"), CredentialsTTL: getenv("NATS_CREDENTIALS_TTL"), ClientURLs: getenv("NATS_CLIENT_URLS"),
+		URL: c.NATS.URL, SigningSeed: c.NATS.AccountSigningSeed, SigningSeedSecret: c.NATS.AccountSigningSeedSecret,
+		Account: c.NATS.Account, Stream: c.NATS.Stream, CredentialsTTL: c.NATS.CredentialsTTL, ClientURLs: c.NATS.ClientURLs,
 	}, d.Secret)
 	if err != nil {
 		return accounts.Options{}, err
 	}
 	var conns *connections.Registry
-	if table := getenv("CONNECTIONS_TABLE"); table != "" {
+	if table := c.WebSocket.ConnectionsTable; table != "" {
 		if d.Poster == nil {
 			return accounts.Options{}, errors.New("account-manage needs WEBSOCKET_ENDPOINT with CONNECTIONS_TABLE: a rotated secret closes the account's WebSocket connections")
 		}
 		conns = connections.New(d.DB, table)
 	}
-	st := store.New(d.DB, tables)
-	platforms := channels.APIs{Slack: getenv("SLACK_API_URL"), Telegram: getenv("TELEGRAM_API_URL")}
+	st := store.New(d.DB, store.Tables{Accounts: c.Tables.Accounts, Agents: c.Tables.Agents})
+	platforms := channels.APIs(c.Channels.APIs)
 	return accounts.Options{
 		Store:       st,
 		Agents:      accounts.AgentService(st, sk, d.Sealer, d.Checks),
@@ -80,10 +79,10 @@ func Options(d lambdadeps.Deps) (accounts.Options, error) {
 		Connections: conns,
 		Poster:      d.Poster,
 		NATS:        issuer,
-		ServiceURL:  getenv("AGENT_SERVICE_URL"),
+		ServiceURL:  c.Accounts.ServiceURL,
 		Identify:    platforms.Identify,
 		SetWebhook:  platforms.SetWebhook,
-		AdminSecret: getenv("ADMIN_SECRET"),
+		AdminSecret: c.Accounts.AdminSecret,
 		OpenSignup:  open,
 		Enqueue:     func(ctx context.Context, body string) error { return send(ctx, queue, body) },
 		Logger:      d.Logger,

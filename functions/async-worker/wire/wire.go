@@ -30,11 +30,11 @@ func Worker(d lambdadeps.Deps) (*worker.Worker, error) {
 		return nil, err
 	}
 	eng := turn.New(topts)
-	sk, err := skills.FromConfig(d.DB, d.S3, skills.Config{Table: d.Getenv("SKILLS_TABLE"), Bucket: d.Getenv("SKILLS_BUCKET")})
+	sk, err := skills.FromConfig(d.DB, d.S3, skills.Config(d.Config.Skills))
 	if err != nil {
 		return nil, err
 	}
-	queue := d.Getenv("ASYNC_WORK_QUEUE_URL")
+	queue := d.Config.Async.WorkQueue
 	send := workqueue.SQS(d.SQS)
 	opts := worker.Options{
 		Skills:  sk,
@@ -46,12 +46,12 @@ func Worker(d lambdadeps.Deps) (*worker.Worker, error) {
 			}
 		},
 	}
-	bindings, err := channels.FromConfig(d.DB, d.Sealer, d.Getenv("CHANNELS_TABLE"))
+	bindings, err := channels.FromConfig(d.DB, d.Sealer, d.Config.Channels.Table)
 	if err != nil {
 		return nil, err
 	}
 	if bindings != nil {
-		opts.Channels = &channelturn.Turns{Bindings: bindings, APIs: channels.APIs{Slack: d.Getenv("SLACK_API_URL"), Telegram: d.Getenv("TELEGRAM_API_URL")}, Logger: eng.Options().Logger}
+		opts.Channels = &channelturn.Turns{Bindings: bindings, APIs: channels.APIs(d.Config.Channels.APIs), Logger: eng.Options().Logger}
 		opts.Bindings = bindings
 	}
 	if wsOpts, ok := wsgateway.AppServer(d); ok {

@@ -22,10 +22,10 @@ func Handler(d lambdadeps.Deps) (*chathttp.Handler, error) {
 		return nil, err
 	}
 	send := workqueue.SQS(d.SQS)
-	queue := d.Getenv("ASYNC_WORK_QUEUE_URL")
+	queue := d.Config.Async.WorkQueue
 	enqueue := func(ctx context.Context, body string) error { return send(ctx, queue, body) }
 	h := chathttp.New(chathttp.Options{Options: opts, Enqueue: enqueue})
-	bindings, err := channels.FromConfig(d.DB, d.Sealer, d.Getenv("CHANNELS_TABLE"))
+	bindings, err := channels.FromConfig(d.DB, d.Sealer, d.Config.Channels.Table)
 	if err != nil {
 		return nil, err
 	}
@@ -33,7 +33,7 @@ func Handler(d lambdadeps.Deps) (*chathttp.Handler, error) {
 		eng := h.Engine()
 		o := eng.Options()
 		h.Handle("POST /channels/{bindingId}", &channelturn.Hook{
-			Bindings: bindings, Store: o.Store, Engine: eng, Enqueue: enqueue, APIs: channels.APIs{Slack: d.Getenv("SLACK_API_URL"), Telegram: d.Getenv("TELEGRAM_API_URL")}, Now: time.Now, Logger: o.Logger,
+			Bindings: bindings, Store: o.Store, Engine: eng, Enqueue: enqueue, APIs: channels.APIs(d.Config.Channels.APIs), Now: time.Now, Logger: o.Logger,
 		})
 	}
 	return h, nil

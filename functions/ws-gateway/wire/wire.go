@@ -18,12 +18,12 @@ import (
 // AppServer reads the WebSocket side's options from the function's dependencies; ok is false
 // where no WebSocket API is wired (no CONNECTIONS_TABLE or no poster).
 func AppServer(d lambdadeps.Deps) (opts appserver.Options, ok bool) {
-	table := d.Getenv("CONNECTIONS_TABLE")
+	table := d.Config.WebSocket.ConnectionsTable
 	if table == "" || d.Poster == nil {
 		return appserver.Options{}, false
 	}
 	send := workqueue.SQS(d.SQS)
-	queue := d.Getenv("ASYNC_WORK_QUEUE_URL")
+	queue := d.Config.Async.WorkQueue
 	return appserver.Options{
 		Connections: connections.New(d.DB, table),
 		Poster:      d.Poster,

@@ -1,8 +1,8 @@
 // Package lambdadeps holds Deps, what every function's handler is made from, and builds them
 // inside Lambda: the JSON logger, the AWS clients from the default credential chain, the
-// environment the SAM template sets, and for functions that open agent secrets the KMS sealer.
-// Each function's main only chooses its handler. It imports no handler package, so a function
-// links only the handler its main names.
+// Config read from the environment the SAM template sets (the one place that reads it), and for
+// functions that open agent secrets the KMS sealer. Each function's main only chooses its
+// handler. It imports no handler package, so a function links only the handler its main names.
 package lambdadeps
 
 import (
@@ -30,14 +30,14 @@ import (
 )
 
 // Deps are what every function's handler is built from: AWS clients, the secrets sealer, the
-// environment the SAM template sets, the tool factories and the logger. Lambda mains and the
-// local runner build handlers from the same Deps, so they serve the same thing.
+// config, the tool factories and the logger. Lambda mains and the local runner build handlers
+// from the same Deps, so they serve the same thing.
 type Deps struct {
 	DB     *dynamodb.Client
 	SQS    *sqs.Client
 	S3     *s3.Client
 	Sealer agentstore.Sealer
-	Getenv func(string) string
+	Config Config
 	// Tools builds an agent's ToolSet from its config.tools.
 	Tools func(config map[string]json.RawMessage, env tool.Env) (*tool.Set, error)
 	// Checks validate agent configs when they are written (account-manage).
@@ -57,16 +57,17 @@ type Poster interface {
 	Disconnect(ctx context.Context, connectionID string) error
 }
 
-// Load builds the deps from the environment; openSecrets adds the sealer of agent secrets.
-func Load(ctx context.Context, openSecrets bool) (Deps, error) {
-	logger := logging.New(os.Stderr, os.Getenv("LOG_LEVEL"))
+// Load builds the deps of a function configured by c; openSecrets adds the sealer of agent
+// secrets.
+func Load(ctx context.Context, c Config, openSecrets bool) (Deps, error) {
+	logger := logging.New(os.Stderr, c.LogLevel)
 	cfg, err := awsclient.Config(ctx)
 	if err != nil {
 		return Deps{}, fmt.Errorf("loading AWS config: %w", err)
 	}
 	d := Deps{
 		DB: awsclient.DynamoDB(cfg), SQS: awsclient.SQS(cfg), S3: awsclient.S3(cfg),
-		Getenv: os.Getenv, Logger: logger,
+		Config: c, Logger: logger,
 	}
 	sm := secretsmanager.NewFromConfig(cfg)
 	d.Secret = func(ctx context.Context, id string) (string, error) {
@@ -79,12 +80,12 @@ func Load(ctx context.Context, openSecrets bool) (Deps, error) {
 		}
 		return *out.SecretString, nil
 	}
-	if endpoint := os.Getenv("WEBSOCKET_ENDPOINT"); endpoint != "" {
+	if endpoint := c.WebSocket.Endpoint; endpoint != "" {
 		// Output for WebSocket clients goes through API Gateway's @connections endpoint.
 		d.Poster = &wsconn.Poster{Endpoint: endpoint, Region: cfg.Region, Credentials: cfg.Credentials}
 	}
 	if openSecrets {
-		d.Sealer, err = secrets.FromConfig(ctx, secrets.Config{KMSKeyID: os.Getenv("SECRETS_KMS_KEY_ID"), LocalKey: os.Getenv("SECRETS_LOCAL_KEY")}, func() secrets.KMSAPI { return kms.NewFromConfig(cfg) })
+		d.Sealer, err = secrets.FromConfig(ctx, secrets.Config(c.Secrets), func() secrets.KMSAPI { return kms.NewFromConfig(cfg) })
 		if err != nil {
 			return Deps{}, err
 		}
@@ -92,16 +93,17 @@ func Load(ctx context.Context, openSecrets bool) (Deps, error) {
 	return d, nil
 }
 
-// Main loads the deps and runs start, which builds the handler and hands it to Lambda; a
-// function that cannot start logs why and exits 1.
+// Main reads the config from the environment, loads the deps and runs start, which builds the
+// handler and hands it to Lambda; a function that cannot start logs why and exits 1.
 func Main(name string, openSecrets bool, start func(Deps) error) {
-	if limit, ok := MemoryLimit(os.Getenv); ok {
+	c := ConfigFrom(os.Getenv)
+	if limit, ok := MemoryLimit(c.Runtime); ok {
 		debug.SetMemoryLimit(limit)
 	}
-	if procs, ok := Procs(os.Getenv); ok {
+	if procs, ok := Procs(c.Runtime); ok {
 		runtime.GOMAXPROCS(min(procs, runtime.NumCPU()))
 	}
-	d, err := Load(context.Background(), openSecrets)
+	d, err := Load(context.Background(), c, openSecrets)
 	if err == nil {
 		err = start(d)
 	}
@@ -115,11 +117,11 @@ func Main(name string, openSecrets bool, start func(Deps) error) {
 // AWS_LAMBDA_FUNCTION_MEMORY_SIZE MB: three quarters of it, so that with the template's high GOGC
 // a turn that holds much (a long conversation) makes the collector work harder instead of running
 // the function out of memory. ok is false outside Lambda or when GOMEMLIMIT is set.
-func MemoryLimit(getenv func(string) string) (limit int64, ok bool) {
-	if getenv("GOMEMLIMIT") != "" {
+func MemoryLimit(r Runtime) (limit int64, ok bool) {
+	if r.GoMemLimit != "" {
 		return 0, false
 	}
-	mb, err := strconv.ParseInt(getenv("AWS_LAMBDA_FUNCTION_MEMORY_SIZE"), 10, 64)
+	mb, err := strconv.ParseInt(r.MemoryMB, 10, 64)
 	if err != nil || mb <= 0 {
 		return 0, false
 	}
@@ -136,11 +138,11 @@ const vCPUMemoryMB = 1769
 // threads: on the benchmark turn, one P used a quarter less CPU than two. An environment runs one
 // invocation at a time, whose work is I/O-bound, so one P loses no parallelism it could have had.
 // ok is false outside Lambda or when GOMAXPROCS is set.
-func Procs(getenv func(string) string) (procs int, ok bool) {
-	if getenv("GOMAXPROCS") != "" {
+func Procs(r Runtime) (procs int, ok bool) {
+	if r.GoMaxProcs != "" {
 		return 0, false
 	}
-	mb, err := strconv.Atoi(getenv("AWS_LAMBDA_FUNCTION_MEMORY_SIZE"))
+	mb, err := strconv.Atoi(r.MemoryMB)
 	if err != nil || mb <= 0 {
 		return 0, false
 	}
