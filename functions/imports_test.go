@@ -1,7 +1,13 @@
 package functions_test
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -96,5 +102,50 @@ func TestLayers(t *testing.T) {
 				t.Errorf("%s imports %s: an edge never imports another edge", pkg, imp)
 			}
 		}
+	}
+}
+
+// readers are the functions of the standard library that read the process environment.
+var readers = map[string]bool{"os.Getenv": true, "os.LookupEnv": true, "os.Environ": true, "os.ExpandEnv": true, "syscall.Getenv": true}
+
+// envReaders may read the environment: lambdadeps, which reads it once into each function's
+// Config, and awsclient, which loads the AWS SDK's own configuration (AWS_ENDPOINT_URL*...)
+// where the SDK reads it.
+var envReaders = []string{"../shared/lambda/lambdadeps", "../shared/wire/awsclient"}
+
+// No package under shared/ or functions/ but envReaders reads the environment (tests aside, and
+// whatever their build tags): each function's wire hands the packages their part of its config.
+func TestOnlyLambdadepsReadsTheEnvironment(t *testing.T) {
+	var found []string
+	for _, root := range []string{"../shared", "."} {
+		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+				return err
+			}
+			f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
+			if err != nil {
+				return err
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				sel, ok := n.(*ast.SelectorExpr)
+				if !ok {
+					return true
+				}
+				if x, ok := sel.X.(*ast.Ident); ok && readers[x.Name+"."+sel.Sel.Name] {
+					found = append(found, path)
+					if !slices.Contains(envReaders, filepath.Dir(path)) {
+						t.Errorf("%s reads the environment (%s.%s): read it into lambdadeps.Config, and have the function's wire pass the value down", path, x.Name, sel.Sel.Name)
+					}
+				}
+				return true
+			})
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !slices.Contains(found, "../shared/lambda/lambdadeps/lambdadeps.go") {
+		t.Fatalf("found the environment read in %v, not in lambdadeps.go: the scan looked in the wrong place", found)
 	}
 }
