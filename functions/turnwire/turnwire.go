@@ -11,7 +11,7 @@ import (
 
 	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/agentconfig"
-	"github.com/agentharness/harness/shared/lambda/lambdadeps"
+	"github.com/agentharness/harness/shared/lambda/agentdeps"
 	"github.com/agentharness/harness/shared/model/provider"
 	"github.com/agentharness/harness/shared/state/agentstore"
 	"github.com/agentharness/harness/shared/state/attachments"
@@ -33,7 +33,7 @@ import (
 // credentials from the config, models from the provider registry, agent secrets opened with the
 // sealer, async tool rows with their redriver, and turn streams copied to NATS where the config
 // says so (so a continuation on async-worker publishes where its turn began).
-func Options(d lambdadeps.Deps) (turn.Options, error) {
+func Options(d agentdeps.Deps) (turn.Options, error) {
 	c := d.Config
 	if err := c.Require("ACCOUNTS_TABLE", "AGENTS_TABLE", "CONVERSATIONS_TABLE", "EVENTS_TABLE", "APPROVALS_TABLE"); err != nil {
 		return turn.Options{}, err
@@ -54,7 +54,7 @@ func Options(d lambdadeps.Deps) (turn.Options, error) {
 	if err != nil {
 		return turn.Options{}, err
 	}
-	async, redriver, err := asyncwire.AsyncTools(d)
+	async, redriver, err := asyncwire.AsyncTools(d.Deps)
 	if err != nil {
 		return turn.Options{}, err
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/agentharness/harness/infra/localrunner"
 	"github.com/agentharness/harness/infra/template"
 	"github.com/agentharness/harness/infra/testenv"
-	"github.com/agentharness/harness/shared/lambda/lambdadeps"
+	"github.com/agentharness/harness/shared/lambda/agentdeps"
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -113,8 +113,8 @@ func startFake(t *testing.T, c *consumer, responseTypes string) (*localrunner.Ru
 		Name:          func(id string) string { return urls[id] },
 		ScheduleEvery: 50 * time.Millisecond,
 		Functions: map[string]localrunner.Constructor{
-			"Consumer": func(lambdadeps.Deps) (localrunner.Handlers, error) { return localrunner.Handlers{SQS: c.handle}, nil },
-			"Ticker": func(lambdadeps.Deps) (localrunner.Handlers, error) {
+			"Consumer": func(agentdeps.Deps) (localrunner.Handlers, error) { return localrunner.Handlers{SQS: c.handle}, nil },
+			"Ticker": func(agentdeps.Deps) (localrunner.Handlers, error) {
 				return localrunner.Handlers{Schedule: c.tick}, nil
 			},
 		},
@@ -316,8 +316,8 @@ func TestNewRefusesHandlersThatMissEvents(t *testing.T) {
 	_, err = localrunner.New(localrunner.Options{
 		Template: tpl, Name: func(id string) string { return id },
 		Functions: map[string]localrunner.Constructor{
-			"Consumer": func(lambdadeps.Deps) (localrunner.Handlers, error) { return localrunner.Handlers{}, nil },
-			"Ticker": func(lambdadeps.Deps) (localrunner.Handlers, error) {
+			"Consumer": func(agentdeps.Deps) (localrunner.Handlers, error) { return localrunner.Handlers{}, nil },
+			"Ticker": func(agentdeps.Deps) (localrunner.Handlers, error) {
 				return localrunner.Handlers{Schedule: func(context.Context) error { return nil }}, nil
 			},
 		},
@@ -363,13 +363,13 @@ Resources:
 		t.Fatal(err)
 	}
 	var got map[string]string
-	var deps lambdadeps.Deps
+	var deps agentdeps.Deps
 	_, err = localrunner.New(localrunner.Options{
 		Template: tpl, SQS: clients.SQS, S3: clients.S3, Name: res.Name, BaseURL: "http://127.0.0.1:1234",
 		Getenv: func(k string) string {
 			return map[string]string{"NATS_STREAM": "from-getenv", "OPENAI_API_KEY": "sk-x"}[k]
 		},
-		Functions: map[string]localrunner.Constructor{"Fn": func(d lambdadeps.Deps) (localrunner.Handlers, error) {
+		Functions: map[string]localrunner.Constructor{"Fn": func(d agentdeps.Deps) (localrunner.Handlers, error) {
 			deps = d
 			c := d.Config
 			got = map[string]string{

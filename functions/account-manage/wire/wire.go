@@ -7,7 +7,7 @@ import (
 	"fmt"
 
 	"github.com/agentharness/harness/shared/edge/accounts"
-	"github.com/agentharness/harness/shared/lambda/lambdadeps"
+	"github.com/agentharness/harness/shared/lambda/agentdeps"
 	"github.com/agentharness/harness/shared/state/channels"
 	"github.com/agentharness/harness/shared/state/connections"
 	"github.com/agentharness/harness/shared/state/skills"
@@ -17,7 +17,7 @@ import (
 )
 
 // Handler wires account-manage from d (Options).
-func Handler(d lambdadeps.Deps) (*accounts.Handler, error) {
+func Handler(d agentdeps.Deps) (*accounts.Handler, error) {
 	opts, err := Options(d)
 	if err != nil {
 		return nil, err
@@ -30,7 +30,7 @@ func Handler(d lambdadeps.Deps) (*accounts.Handler, error) {
 // secret, the signup mode, the public URL and the NATS credentials' signing key
 // (natsturns.IssuerFromConfig, read with d.Secret when it is a secret) from d.Config, agent
 // configs checked by d.Checks and secrets sealed with d.Sealer.
-func Options(d lambdadeps.Deps) (accounts.Options, error) {
+func Options(d agentdeps.Deps) (accounts.Options, error) {
 	c := d.Config
 	if err := c.Require("ACCOUNTS_TABLE", "AGENTS_TABLE"); err != nil {
 		return accounts.Options{}, err

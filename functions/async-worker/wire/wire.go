@@ -9,7 +9,7 @@ import (
 	"github.com/agentharness/harness/shared/edge/appserver"
 	"github.com/agentharness/harness/shared/edge/channelturn"
 	"github.com/agentharness/harness/shared/edge/worker"
-	"github.com/agentharness/harness/shared/lambda/lambdadeps"
+	"github.com/agentharness/harness/shared/lambda/agentdeps"
 	"github.com/agentharness/harness/shared/state/channels"
 	"github.com/agentharness/harness/shared/state/skills"
 	"github.com/agentharness/harness/shared/turn"
@@ -24,7 +24,7 @@ const busyRetrySeconds = 5
 // WebSocket API is wired, the chat channels' part where the deployment keeps channels, its own
 // queue and the skills store for purges, and a way to bring back soon a message whose
 // conversation was busy.
-func Worker(d lambdadeps.Deps) (*worker.Worker, error) {
+func Worker(d agentdeps.Deps) (*worker.Worker, error) {
 	topts, err := turnwire.Options(d)
 	if err != nil {
 		return nil, err

@@ -8,7 +8,7 @@ import (
 	"github.com/agentharness/harness/functions/turnwire"
 	"github.com/agentharness/harness/shared/edge/channelturn"
 	"github.com/agentharness/harness/shared/edge/chathttp"
-	"github.com/agentharness/harness/shared/lambda/lambdadeps"
+	"github.com/agentharness/harness/shared/lambda/agentdeps"
 	"github.com/agentharness/harness/shared/state/channels"
 	"github.com/agentharness/harness/shared/wire/workqueue"
 )
@@ -16,7 +16,7 @@ import (
 // Handler wires harness-processing: the turn engine, async-worker's queue for POST /async, and
 // the chat platforms' webhook where the deployment keeps channels (CHANNELS_TABLE), whose
 // turns run on async-worker.
-func Handler(d lambdadeps.Deps) (*chathttp.Handler, error) {
+func Handler(d agentdeps.Deps) (*chathttp.Handler, error) {
 	opts, err := turnwire.Options(d)
 	if err != nil {
 		return nil, err

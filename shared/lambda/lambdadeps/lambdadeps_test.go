@@ -80,7 +80,7 @@ func TestSecretReadsSecretsManager(t *testing.T) {
 	defer srv.Close()
 	t.Setenv("AWS_ENDPOINT_URL", srv.URL)
 	t.Setenv("AWS_REGION", "us-east-1")
-	d, err := lambdadeps.Load(context.Background(), lambdadeps.Config{}, false)
+	d, err := lambdadeps.Load(context.Background(), lambdadeps.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
