@@ -6,13 +6,13 @@ package main
 
 import (
 	"github.com/agentharness/harness/functions/account-manage/wire"
-	"github.com/agentharness/harness/shared/lambda/lambdadeps"
+	"github.com/agentharness/harness/shared/lambda/agentdeps"
 	"github.com/agentharness/harness/shared/lambda/lambdahttp"
 	"github.com/agentharness/harness/shared/tool/builtintools"
 )
 
 func main() {
-	lambdadeps.Main("account-manage", true, func(d lambdadeps.Deps) error {
+	agentdeps.Main("account-manage", func(d agentdeps.Deps) error {
 		d.Checks = builtintools.ConfigChecks()
 		h, err := wire.Handler(d)
 		if err != nil {

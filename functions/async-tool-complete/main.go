@@ -12,7 +12,7 @@ import (
 )
 
 func main() {
-	lambdadeps.Main("async-tool-complete", false, func(d lambdadeps.Deps) error {
+	lambdadeps.Main("async-tool-complete", func(d lambdadeps.Deps) error {
 		h, err := wire.Handler(d)
 		if err != nil {
 			return err

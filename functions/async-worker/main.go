@@ -9,13 +9,13 @@ package main
 
 import (
 	"github.com/agentharness/harness/functions/async-worker/wire"
-	"github.com/agentharness/harness/shared/lambda/lambdadeps"
+	"github.com/agentharness/harness/shared/lambda/agentdeps"
 	"github.com/agentharness/harness/shared/tool/builtintools"
 	"github.com/aws/aws-lambda-go/lambda"
 )
 
 func main() {
-	lambdadeps.Main("async-worker", true, func(d lambdadeps.Deps) error {
+	agentdeps.Main("async-worker", func(d agentdeps.Deps) error {
 		d.Tools = builtintools.Build
 		w, err := wire.Worker(d)
 		if err != nil {

@@ -6,7 +6,6 @@ package asyncwire
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/agentharness/harness/shared/lambda/lambdadeps"
 	"github.com/agentharness/harness/shared/state/blobstore"
@@ -17,12 +16,10 @@ import (
 // AsyncTools builds the async tool store (ASYNC_RESULTS_TABLE, with ASYNC_RESULTS_BUCKET for
 // large results) and the redriver that queues continuations on ASYNC_WORK_QUEUE_URL.
 func AsyncTools(d lambdadeps.Deps) (*asynctools.Store, *asynctools.Redriver, error) {
-	table, bucket, queue := d.Getenv("ASYNC_RESULTS_TABLE"), d.Getenv("ASYNC_RESULTS_BUCKET"), d.Getenv("ASYNC_WORK_QUEUE_URL")
-	for name, v := range map[string]string{"ASYNC_RESULTS_TABLE": table, "ASYNC_RESULTS_BUCKET": bucket, "ASYNC_WORK_QUEUE_URL": queue} {
-		if v == "" {
-			return nil, nil, fmt.Errorf("environment variable %s is not set", name)
-		}
+	if err := d.Config.Require("ASYNC_RESULTS_TABLE", "ASYNC_RESULTS_BUCKET", "ASYNC_WORK_QUEUE_URL"); err != nil {
+		return nil, nil, err
 	}
+	table, bucket, queue := d.Config.Async.ResultsTable, d.Config.Async.ResultsBucket, d.Config.Async.WorkQueue
 	if d.SQS == nil || d.S3 == nil {
 		return nil, nil, errors.New("async tools need SQS and S3 clients")
 	}

@@ -4,13 +4,13 @@ package main
 
 import (
 	"github.com/agentharness/harness/functions/harness-processing/wire"
-	"github.com/agentharness/harness/shared/lambda/lambdadeps"
+	"github.com/agentharness/harness/shared/lambda/agentdeps"
 	"github.com/agentharness/harness/shared/lambda/lambdahttp"
 	"github.com/agentharness/harness/shared/tool/builtintools"
 )
 
 func main() {
-	lambdadeps.Main("harness-processing", true, func(d lambdadeps.Deps) error {
+	agentdeps.Main("harness-processing", func(d agentdeps.Deps) error {
 		d.Tools = builtintools.Build
 		h, err := wire.Handler(d)
 		if err != nil {

@@ -14,7 +14,7 @@ import (
 )
 
 func main() {
-	lambdadeps.Main("sweeper", false, func(d lambdadeps.Deps) error {
+	lambdadeps.Main("sweeper", func(d lambdadeps.Deps) error {
 		s, err := wire.Sweeper(d)
 		if err != nil {
 			return err

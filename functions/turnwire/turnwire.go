@@ -11,7 +11,7 @@ import (
 
 	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/agentconfig"
-	"github.com/agentharness/harness/shared/lambda/lambdadeps"
+	"github.com/agentharness/harness/shared/lambda/agentdeps"
 	"github.com/agentharness/harness/shared/model/provider"
 	"github.com/agentharness/harness/shared/state/agentstore"
 	"github.com/agentharness/harness/shared/state/attachments"
@@ -30,59 +30,59 @@ import (
 )
 
 // Options wires the engine of a function that runs turns: table names and fallback
-// credentials from the environment, models from the provider registry, agent secrets opened
-// with the sealer, async tool rows with their redriver, and turn streams copied to NATS where
-// NATS_URL says so (so a continuation on async-worker publishes where its turn began).
-func Options(d lambdadeps.Deps) (turn.Options, error) {
-	getenv := d.Getenv
-	tables, err := store.TablesFromEnv(getenv)
+// credentials from the config, models from the provider registry, agent secrets opened with the
+// sealer, async tool rows with their redriver, and turn streams copied to NATS where the config
+// says so (so a continuation on async-worker publishes where its turn began).
+func Options(d agentdeps.Deps) (turn.Options, error) {
+	c := d.Config
+	if err := c.Require("ACCOUNTS_TABLE", "AGENTS_TABLE", "CONVERSATIONS_TABLE", "EVENTS_TABLE", "APPROVALS_TABLE"); err != nil {
+		return turn.Options{}, err
+	}
+	approvalTimeout, err := duration("APPROVAL_TIMEOUT", c.Turns.ApprovalTimeout)
 	if err != nil {
 		return turn.Options{}, err
 	}
-	approvalTimeout, err := duration(getenv, "APPROVAL_TIMEOUT")
+	asyncTimeout, err := duration("ASYNC_TOOL_TIMEOUT", c.Async.ToolTimeout)
 	if err != nil {
 		return turn.Options{}, err
 	}
-	asyncTimeout, err := duration(getenv, "ASYNC_TOOL_TIMEOUT")
+	treeDepth, err := count("TURN_TREE_MAX_DEPTH", c.Turns.TreeMaxDepth)
 	if err != nil {
 		return turn.Options{}, err
 	}
-	treeDepth, err := count(getenv, "TURN_TREE_MAX_DEPTH")
+	treeTurns, err := count("TURN_TREE_MAX_TURNS", c.Turns.TreeMaxTurns)
 	if err != nil {
 		return turn.Options{}, err
 	}
-	treeTurns, err := count(getenv, "TURN_TREE_MAX_TURNS")
+	async, redriver, err := asyncwire.AsyncTools(d.Deps)
 	if err != nil {
 		return turn.Options{}, err
 	}
-	async, redriver, err := asyncwire.AsyncTools(d)
-	if err != nil {
-		return turn.Options{}, err
-	}
-	retention, err := duration(getenv, "STREAM_RETENTION")
+	retention, err := duration("STREAM_RETENTION", c.Streams.Retention)
 	if err != nil {
 		return turn.Options{}, err
 	}
 	// What is too large for an item goes to the async results bucket: stream outputs under
 	// streams/, cut tool results under tool-results/.
-	results := blobstore.NewS3(d.S3, getenv("ASYNC_RESULTS_BUCKET"))
+	results := blobstore.NewS3(d.S3, c.Async.ResultsBucket)
 	var streams *streamlog.Log
-	if table := getenv("STREAMS_TABLE"); table != "" {
+	if table := c.Streams.Table; table != "" {
 		streams = streamlog.New(d.DB, table, streamlog.Options{Retention: retention, Blobs: results})
 	}
-	skillStore, err := skills.FromEnv(d.DB, d.S3, getenv)
+	skillStore, err := skills.FromConfig(d.DB, d.S3, skills.Config(c.Skills))
 	if err != nil {
 		return turn.Options{}, err
 	}
-	mcp, err := mcptools.FromEnv(getenv)
+	mcp, err := mcptools.FromConfig(c.MCP.PrivateEndpoints)
 	if err != nil {
 		return turn.Options{}, err
 	}
-	st := store.New(d.DB, tables)
+	st := store.New(d.DB, store.Tables(c.Tables))
+	models := provider.Config(c.Models)
 
-	env := tool.Env{Getenv: getenv, Send: workqueue.SQS(d.SQS), Logger: d.Logger}
+	env := tool.Env{Getenv: c.Tools.Getenv, Send: workqueue.SQS(d.SQS), Logger: d.Logger}
 	var enqueue func(ctx context.Context, body string) error
-	if queue := getenv("ASYNC_WORK_QUEUE_URL"); queue != "" {
+	if queue := c.Async.WorkQueue; queue != "" {
 		enqueue = func(ctx context.Context, body string) error { return env.Send(ctx, queue, body) }
 	}
 	opts := turn.Options{
@@ -96,9 +96,9 @@ func Options(d lambdadeps.Deps) (turn.Options, error) {
 			return d.Tools(config, env)
 		},
 		Sealer:           d.Sealer,
-		Attachments:      attachments.InBucket(d.S3, getenv("ASYNC_RESULTS_BUCKET")),
+		Attachments:      attachments.InBucket(d.S3, c.Async.ResultsBucket),
 		Results:          toolresults.New(results),
-		Model:            func(block json.RawMessage) (agent.Model, error) { return provider.New(block, getenv) },
+		Model:            func(block json.RawMessage) (agent.Model, error) { return provider.New(block, models) },
 		Logger:           d.Logger,
 		Async:            async,
 		Redriver:         redriver,
@@ -112,12 +112,15 @@ func Options(d lambdadeps.Deps) (turn.Options, error) {
 		// Left nil otherwise: a nil *skills.Store would make a non-nil SkillStore.
 		opts.Skills = skillStore
 	}
-	return opts, natslog.Attach(&opts, getenv, d.Secret, d.Logger)
+	nats := natslog.Config{
+		URL: c.NATS.URL, Creds: c.NATS.Creds, NKeySeed: c.NATS.NKeySeed, CredsSecret: c.NATS.CredsSecret,
+		Stream: c.NATS.Stream, Replicas: c.NATS.Replicas,
+	}
+	return opts, natslog.Attach(&opts, nats, d.Secret, d.Logger)
 }
 
-// duration reads an optional positive Go duration from the environment.
-func duration(getenv func(string) string, name string) (time.Duration, error) {
-	v := getenv(name)
+// duration parses the optional positive Go duration v, the value of the variable name.
+func duration(name, v string) (time.Duration, error) {
 	if v == "" {
 		return 0, nil
 	}
@@ -128,9 +131,8 @@ func duration(getenv func(string) string, name string) (time.Duration, error) {
 	return d, nil
 }
 
-// count reads an optional positive whole number from the environment.
-func count(getenv func(string) string, name string) (int, error) {
-	v := getenv(name)
+// count parses the optional positive whole number v, the value of the variable name.
+func count(name, v string) (int, error) {
 	if v == "" {
 		return 0, nil
 	}

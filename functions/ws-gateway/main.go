@@ -6,13 +6,13 @@ package main
 
 import (
 	"github.com/agentharness/harness/functions/ws-gateway/wire"
-	"github.com/agentharness/harness/shared/lambda/lambdadeps"
+	"github.com/agentharness/harness/shared/lambda/agentdeps"
 	"github.com/agentharness/harness/shared/tool/builtintools"
 	"github.com/aws/aws-lambda-go/lambda"
 )
 
 func main() {
-	lambdadeps.Main("ws-gateway", true, func(d lambdadeps.Deps) error {
+	agentdeps.Main("ws-gateway", func(d agentdeps.Deps) error {
 		d.Tools, d.Checks = builtintools.Build, builtintools.ConfigChecks()
 		g, err := wire.Gateway(d)
 		if err != nil {

@@ -21,7 +21,7 @@ import (
 
 	"github.com/agentharness/harness/infra/localrunner"
 	"github.com/agentharness/harness/infra/template"
-	"github.com/agentharness/harness/shared/lambda/lambdadeps"
+	"github.com/agentharness/harness/shared/lambda/agentdeps"
 	"github.com/agentharness/harness/shared/lambda/logging"
 	"github.com/agentharness/harness/shared/wire/awsclient"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -70,14 +70,8 @@ func harnessTurn(ctx context.Context, root, mockURL string, streamLog bool) (h h
 		Getenv: getenv, Logger: logging.New(io.Discard, ""),
 	}
 	if !streamLog {
-		opts.Functions = map[string]localrunner.Constructor{"HarnessProcessingFunction": func(d lambdadeps.Deps) (localrunner.Handlers, error) {
-			env := d.Getenv
-			d.Getenv = func(k string) string {
-				if k == "STREAMS_TABLE" {
-					return ""
-				}
-				return env(k)
-			}
+		opts.Functions = map[string]localrunner.Constructor{"HarnessProcessingFunction": func(d agentdeps.Deps) (localrunner.Handlers, error) {
+			d.Config.Streams.Table = ""
 			h, err := harnessprocessing.Handler(d)
 			return localrunner.Handlers{HTTP: h}, err
 		}}

@@ -16,7 +16,7 @@ import (
 	"github.com/agentharness/harness/infra/localrunner"
 	"github.com/agentharness/harness/infra/testenv"
 	"github.com/agentharness/harness/shared/edge/accounts"
-	"github.com/agentharness/harness/shared/lambda/lambdadeps"
+	"github.com/agentharness/harness/shared/lambda/agentdeps"
 	"github.com/agentharness/harness/shared/state/channels"
 	"github.com/agentharness/harness/shared/state/secrets"
 )
@@ -83,7 +83,7 @@ func channelsRunner(t *testing.T) (*httptest.Server, *platformCalls, *channels.S
 	opts := stack.Options(func(k string) string { return env[k] })
 	calls := &platformCalls{}
 	opts.Functions = map[string]localrunner.Constructor{
-		"AccountManageFunction": func(d lambdadeps.Deps) (localrunner.Handlers, error) {
+		"AccountManageFunction": func(d agentdeps.Deps) (localrunner.Handlers, error) {
 			o, err := accountmanage.Options(d)
 			if err != nil {
 				return localrunner.Handlers{}, err
@@ -99,7 +99,7 @@ func channelsRunner(t *testing.T) (*httptest.Server, *platformCalls, *channels.S
 		},
 	}
 	_, srv := testenv.Serve(t, opts)
-	box, err := secrets.FromEnv(context.Background(), func(k string) string { return env[k] }, nil)
+	box, err := secrets.FromConfig(context.Background(), secrets.Config{LocalKey: env["SECRETS_LOCAL_KEY"]}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

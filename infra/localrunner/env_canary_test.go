@@ -39,6 +39,7 @@ import (
 	"github.com/agentharness/harness/infra/natsserver"
 	"github.com/agentharness/harness/infra/testenv"
 	"github.com/agentharness/harness/infra/wirefixture"
+	"github.com/agentharness/harness/shared/lambda/lambdadeps"
 	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/wire/natsturns"
 )
@@ -99,14 +100,12 @@ func TestEveryEnvironmentVariableIsClassified(t *testing.T) {
 }
 
 // fixedNameReaders are the functions that read the environment by a name they are given, each
-// given only names the code spells (which envNamesRead collects from their callers).
+// given only names the code spells (which envNamesRead collects from their callers, or from
+// lambdadeps.Config's tags).
 var fixedNameReaders = []string{
+	"shared/lambda/lambdadeps/config.go ConfigFrom", // lambdadeps.Config's variables, its fields' tags
 	"shared/wire/awsclient/awsclient.go isSet",
 	"shared/tool/builtintools/tools.go context", // a builtin tool's own variables, Spec.Variables
-	"shared/model/provider/provider.go operatorSet",
-	"shared/model/provider/provider.go serviceKey",
-	"functions/turnwire/turnwire.go count",
-	"functions/turnwire/turnwire.go duration",
 }
 
 // TestNoNameFromAConfigReadsTheEnvironment fails on a function that reads the environment by a
@@ -114,8 +113,8 @@ var fixedNameReaders = []string{
 // must never reach the environment (a thread's variables are read through turn.Thread).
 func TestNoNameFromAConfigReadsTheEnvironment(t *testing.T) {
 	_, byName := envNamesRead(t)
-	if !slices.Contains(byName, "functions/turnwire/turnwire.go duration") {
-		t.Fatalf("found %v reading the environment by a name they are given, not turn's duration: the scan looked in the wrong place", byName)
+	if !slices.Contains(byName, "shared/lambda/lambdadeps/config.go ConfigFrom") {
+		t.Fatalf("found %v reading the environment by a name they are given, not lambdadeps' ConfigFrom: the scan looked in the wrong place", byName)
 	}
 	for _, f := range byName {
 		if !slices.Contains(fixedNameReaders, f) {
@@ -128,12 +127,13 @@ func TestNoNameFromAConfigReadsTheEnvironment(t *testing.T) {
 var envName = regexp.MustCompile(`^[A-Z][A-Z0-9]*(_[A-Z0-9]+)*$`)
 
 // envNamesRead are the variables the functions read, each with where it is read: those
-// template.yaml sets for any function, and those the Go code under shared/ and functions/ reads
-// by name: a name (a string constant, or a constant's name) passed to a call that reads the
-// environment (Getenv, getenv, LookupEnv, or a function that calls one), or passed along with
-// such a reader, and the names of the builtin tools' variables (builtintools.Variable), which
-// resolve from the environment last. byName are the functions ("file func") that read a
-// variable by a name they are given, not one the code spells.
+// template.yaml sets for any function, those of lambdadeps.Config (the functions' config, read
+// once at start), and those the Go code under shared/ and functions/ reads by name: a name (a
+// string constant, or a constant's name) passed to a call that reads the environment (Getenv,
+// getenv, LookupEnv, or a function that calls one), or passed along with such a reader, and the
+// names of the builtin tools' variables (builtintools.Variable), which resolve from the
+// environment last. byName are the functions ("file func") that read a variable by a name they
+// are given, not one the code spells.
 func envNamesRead(t *testing.T) (read map[string]string, byName []string) {
 	t.Helper()
 	read = map[string]string{}
@@ -146,6 +146,9 @@ func envNamesRead(t *testing.T) (read map[string]string, byName []string) {
 		for name := range env {
 			read[name] = "template.yaml (" + fn.LogicalID + ")"
 		}
+	}
+	for _, name := range lambdadeps.Variables() {
+		read[name] = "lambdadeps.Config"
 	}
 	root := testenv.Root(t)
 	fset := token.NewFileSet()

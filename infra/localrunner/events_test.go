@@ -18,7 +18,7 @@ import (
 	"github.com/agentharness/harness/infra/localrunner"
 	"github.com/agentharness/harness/infra/template"
 	"github.com/agentharness/harness/infra/testenv"
-	"github.com/agentharness/harness/shared/lambda/lambdadeps"
+	"github.com/agentharness/harness/shared/lambda/agentdeps"
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -113,8 +113,8 @@ func startFake(t *testing.T, c *consumer, responseTypes string) (*localrunner.Ru
 		Name:          func(id string) string { return urls[id] },
 		ScheduleEvery: 50 * time.Millisecond,
 		Functions: map[string]localrunner.Constructor{
-			"Consumer": func(lambdadeps.Deps) (localrunner.Handlers, error) { return localrunner.Handlers{SQS: c.handle}, nil },
-			"Ticker": func(lambdadeps.Deps) (localrunner.Handlers, error) {
+			"Consumer": func(agentdeps.Deps) (localrunner.Handlers, error) { return localrunner.Handlers{SQS: c.handle}, nil },
+			"Ticker": func(agentdeps.Deps) (localrunner.Handlers, error) {
 				return localrunner.Handlers{Schedule: c.tick}, nil
 			},
 		},
@@ -316,8 +316,8 @@ func TestNewRefusesHandlersThatMissEvents(t *testing.T) {
 	_, err = localrunner.New(localrunner.Options{
 		Template: tpl, Name: func(id string) string { return id },
 		Functions: map[string]localrunner.Constructor{
-			"Consumer": func(lambdadeps.Deps) (localrunner.Handlers, error) { return localrunner.Handlers{}, nil },
-			"Ticker": func(lambdadeps.Deps) (localrunner.Handlers, error) {
+			"Consumer": func(agentdeps.Deps) (localrunner.Handlers, error) { return localrunner.Handlers{}, nil },
+			"Ticker": func(agentdeps.Deps) (localrunner.Handlers, error) {
 				return localrunner.Handlers{Schedule: func(context.Context) error { return nil }}, nil
 			},
 		},
@@ -327,14 +327,14 @@ func TestNewRefusesHandlersThatMissEvents(t *testing.T) {
 	}
 }
 
-// Functions get the template's environment with queues resolved to their URLs and buckets to
-// their names, the runner's own URL for an empty AGENT_SERVICE_URL, Options.Getenv for what the
-// template leaves empty, and the clients of the options.
+// Functions get the config of the template's environment, with queues resolved to their URLs and
+// buckets to their names, the runner's own URL for an empty AGENT_SERVICE_URL, Options.Getenv for
+// what the template leaves empty, and the clients of the options.
 func TestFunctionEnvironment(t *testing.T) {
 	tpl, err := template.Parse([]byte(`
 Parameters:
   AgentServiceUrl: {Type: String, Default: ""}
-  Stage: {Type: String, Default: ""}
+  NatsStream: {Type: String, Default: ""}
 Resources:
   Jobs:
     Type: AWS::SQS::Queue
@@ -346,10 +346,10 @@ Resources:
       CodeUri: functions/fn/
       Environment:
         Variables:
-          JOBS_QUEUE_URL: !Ref Jobs
-          RESULTS_BUCKET: !Ref Results
+          ASYNC_WORK_QUEUE_URL: !Ref Jobs
+          ASYNC_RESULTS_BUCKET: !Ref Results
           AGENT_SERVICE_URL: !Ref AgentServiceUrl
-          STAGE: !Ref Stage
+          NATS_STREAM: !Ref NatsStream
           SECRETS_KMS_KEY_ID: some-key
       Events:
         Get: {Type: HttpApi, Properties: {Path: /x, Method: GET}}
@@ -363,15 +363,19 @@ Resources:
 		t.Fatal(err)
 	}
 	var got map[string]string
-	var deps lambdadeps.Deps
+	var deps agentdeps.Deps
 	_, err = localrunner.New(localrunner.Options{
 		Template: tpl, SQS: clients.SQS, S3: clients.S3, Name: res.Name, BaseURL: "http://127.0.0.1:1234",
-		Getenv: func(k string) string { return map[string]string{"STAGE": "from-getenv", "OPENAI_API_KEY": "sk-x"}[k] },
-		Functions: map[string]localrunner.Constructor{"Fn": func(d lambdadeps.Deps) (localrunner.Handlers, error) {
+		Getenv: func(k string) string {
+			return map[string]string{"NATS_STREAM": "from-getenv", "OPENAI_API_KEY": "sk-x"}[k]
+		},
+		Functions: map[string]localrunner.Constructor{"Fn": func(d agentdeps.Deps) (localrunner.Handlers, error) {
 			deps = d
-			got = map[string]string{}
-			for _, k := range []string{"JOBS_QUEUE_URL", "RESULTS_BUCKET", "AGENT_SERVICE_URL", "STAGE", "SECRETS_KMS_KEY_ID", "OPENAI_API_KEY"} {
-				got[k] = d.Getenv(k)
+			c := d.Config
+			got = map[string]string{
+				"ASYNC_WORK_QUEUE_URL": c.Async.WorkQueue, "ASYNC_RESULTS_BUCKET": c.Async.ResultsBucket,
+				"AGENT_SERVICE_URL": c.Accounts.ServiceURL, "NATS_STREAM": c.NATS.Stream,
+				"SECRETS_KMS_KEY_ID": c.Secrets.KMSKeyID, "OPENAI_API_KEY": c.Models.OpenAIKey,
 			}
 			return localrunner.Handlers{HTTP: http.NotFoundHandler()}, nil
 		}},
@@ -384,12 +388,12 @@ Resources:
 		t.Errorf("the queue's URL is %q", url)
 	}
 	want := map[string]string{
-		"JOBS_QUEUE_URL":     url,
-		"RESULTS_BUCKET":     strings.ToLower(res.Prefix + "Results"),
-		"AGENT_SERVICE_URL":  "http://127.0.0.1:1234",
-		"STAGE":              "from-getenv",
-		"SECRETS_KMS_KEY_ID": "", // KMS is not emulated: the runner's local key seals secrets
-		"OPENAI_API_KEY":     "sk-x",
+		"ASYNC_WORK_QUEUE_URL": url,
+		"ASYNC_RESULTS_BUCKET": strings.ToLower(res.Prefix + "Results"),
+		"AGENT_SERVICE_URL":    "http://127.0.0.1:1234",
+		"NATS_STREAM":          "from-getenv",
+		"SECRETS_KMS_KEY_ID":   "", // KMS is not emulated: the runner's local key seals secrets
+		"OPENAI_API_KEY":       "sk-x",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("the function's environment (-want +got):\n%s", diff)
@@ -397,7 +401,7 @@ Resources:
 	if deps.SQS != clients.SQS || deps.S3 != clients.S3 || deps.Sealer == nil || deps.Tools == nil || deps.Checks.Tool == nil || deps.Logger == nil {
 		t.Errorf("the function's deps lack a client, the sealer, the tools, the checks or the logger: %+v", deps)
 	}
-	if _, err := clients.S3.HeadBucket(t.Context(), &s3.HeadBucketInput{Bucket: aws.String(want["RESULTS_BUCKET"])}); err != nil {
+	if _, err := clients.S3.HeadBucket(t.Context(), &s3.HeadBucketInput{Bucket: aws.String(want["ASYNC_RESULTS_BUCKET"])}); err != nil {
 		t.Errorf("the bucket was not created: %v", err)
 	}
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/agentharness/harness/infra/template"
 	"github.com/agentharness/harness/shared/edge/accounts"
+	"github.com/agentharness/harness/shared/lambda/agentdeps"
 	"github.com/agentharness/harness/shared/lambda/lambdadeps"
 	"github.com/agentharness/harness/shared/state/agentstore"
 	"github.com/agentharness/harness/shared/state/secrets"
@@ -47,48 +48,50 @@ type Handlers struct {
 	Schedule  func(context.Context) error
 }
 
-// Constructor builds a function's handlers from the dependencies its main package builds.
-type Constructor func(lambdadeps.Deps) (Handlers, error)
+// Constructor builds a function's handlers from the dependencies its main package builds: the
+// runner gives every function those of one that reads agents, and the sweeper and
+// async-tool-complete use their lambdadeps.Deps.
+type Constructor func(agentdeps.Deps) (Handlers, error)
 
 // builtin maps template logical ids to what their main packages run.
 var builtin = map[string]Constructor{
-	"HarnessProcessingFunction": func(d lambdadeps.Deps) (Handlers, error) {
+	"HarnessProcessingFunction": func(d agentdeps.Deps) (Handlers, error) {
 		h, err := harnessprocessing.Handler(d)
 		if err != nil {
 			return Handlers{}, err
 		}
 		return Handlers{HTTP: h}, nil
 	},
-	"AccountManageFunction": func(d lambdadeps.Deps) (Handlers, error) {
+	"AccountManageFunction": func(d agentdeps.Deps) (Handlers, error) {
 		h, err := accountmanage.Handler(d)
 		if err != nil {
 			return Handlers{}, err
 		}
 		return Handlers{HTTP: h}, nil
 	},
-	"AsyncToolCompleteFunction": func(d lambdadeps.Deps) (Handlers, error) {
-		h, err := asynctoolcomplete.Handler(d)
+	"AsyncToolCompleteFunction": func(d agentdeps.Deps) (Handlers, error) {
+		h, err := asynctoolcomplete.Handler(d.Deps)
 		if err != nil {
 			return Handlers{}, err
 		}
 		return Handlers{HTTP: h}, nil
 	},
-	"AsyncWorkerFunction": func(d lambdadeps.Deps) (Handlers, error) {
+	"AsyncWorkerFunction": func(d agentdeps.Deps) (Handlers, error) {
 		w, err := asyncworker.Worker(d)
 		if err != nil {
 			return Handlers{}, err
 		}
 		return Handlers{SQS: w.Handle}, nil
 	},
-	"WsGatewayFunction": func(d lambdadeps.Deps) (Handlers, error) {
+	"WsGatewayFunction": func(d agentdeps.Deps) (Handlers, error) {
 		g, err := wsgateway.Gateway(d)
 		if err != nil {
 			return Handlers{}, err
 		}
 		return Handlers{WebSocket: g}, nil
 	},
-	"SweeperFunction": func(d lambdadeps.Deps) (Handlers, error) {
-		s, err := sweeperwire.Sweeper(d)
+	"SweeperFunction": func(d agentdeps.Deps) (Handlers, error) {
+		s, err := sweeperwire.Sweeper(d.Deps)
 		if err != nil {
 			return Handlers{}, err
 		}
@@ -107,8 +110,9 @@ type Options struct {
 	// bucket's name, a queue's URL. Resources.Name, from Provision, is one.
 	Name func(logicalID string) string
 	// Getenv supplies what the template does not set (credentials such as OPENAI_API_KEY) and
-	// overrides its empty parameter defaults (ADMIN_SECRET). SECRETS_LOCAL_KEY, when set, is
-	// the key agent secrets are sealed with; otherwise the runner makes one for its lifetime.
+	// overrides its empty parameter defaults (ADMIN_SECRET); each function's config is read from
+	// the two (lambdadeps.ConfigFrom). SECRETS_LOCAL_KEY, when set, is the key agent secrets are
+	// sealed with; otherwise the runner makes one for its lifetime.
 	Getenv func(string) string
 	Logger *slog.Logger
 	// BaseURL is where the runner is served (http://127.0.0.1:PORT). Functions whose template
@@ -144,8 +148,8 @@ type Runner struct {
 	running sync.WaitGroup
 }
 
-// New returns a runner for the template's functions, each built from an lambdadeps.Deps as its main
-// package builds it.
+// New returns a runner for the template's functions, each built from deps as its main package
+// builds them.
 func New(opts Options) (*Runner, error) {
 	if opts.Getenv == nil {
 		opts.Getenv = func(string) string { return "" }
@@ -157,12 +161,7 @@ func New(opts Options) (*Runner, error) {
 	box := secrets.New(secrets.NewRandomLocal())
 	if key := opts.Getenv("SECRETS_LOCAL_KEY"); key != "" {
 		var err error
-		box, err = secrets.FromEnv(context.Background(), func(k string) string {
-			if k == "SECRETS_LOCAL_KEY" {
-				return key
-			}
-			return ""
-		}, nil)
+		box, err = secrets.FromConfig(context.Background(), secrets.Config{LocalKey: key}, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -186,27 +185,23 @@ func New(opts Options) (*Runner, error) {
 		if v, ok := env["AGENT_SERVICE_URL"]; ok && v == "" {
 			env["AGENT_SERVICE_URL"] = opts.BaseURL
 		}
-		getenv := func(k string) string {
+		config := lambdadeps.ConfigFrom(func(k string) string {
 			if v := env[k]; v != "" {
 				return v
 			}
 			return opts.Getenv(k)
-		}
+		})
 		logger := opts.Logger.With("function", fn.LogicalID)
-		h, err := build(lambdadeps.Deps{
-			DB: opts.DB, SQS: opts.SQS, S3: opts.S3, Sealer: box, Getenv: getenv,
-			Tools: builtintools.Build, Checks: builtintools.ConfigChecks(), Logger: logger, Poster: socks,
+		h, err := build(agentdeps.Deps{
+			Deps:   lambdadeps.Deps{DB: opts.DB, SQS: opts.SQS, S3: opts.S3, Config: config, Logger: logger},
+			Sealer: box, Tools: builtintools.Build, Checks: builtintools.ConfigChecks(), Poster: socks,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("building %s: %w", fn.LogicalID, err)
 		}
 		if fn.LogicalID == "AccountManageFunction" {
-			tables, err := store.AccountTablesFromEnv(getenv)
-			if err != nil {
-				return nil, err
-			}
-			r.store = store.New(opts.DB, tables)
-			if r.skills, err = skills.FromEnv(opts.DB, opts.S3, getenv); err != nil {
+			r.store = store.New(opts.DB, store.Tables{Accounts: config.Tables.Accounts, Agents: config.Tables.Agents})
+			if r.skills, err = skills.FromConfig(opts.DB, opts.S3, skills.Config(config.Skills)); err != nil {
 				return nil, err
 			}
 			r.agents = accounts.AgentService(r.store, r.skills, box, builtintools.ConfigChecks())

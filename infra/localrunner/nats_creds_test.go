@@ -15,7 +15,7 @@ import (
 	"github.com/agentharness/harness/infra/natsserver"
 	"github.com/agentharness/harness/infra/testenv"
 	"github.com/agentharness/harness/shared/edge/accounts"
-	"github.com/agentharness/harness/shared/lambda/lambdadeps"
+	"github.com/agentharness/harness/shared/lambda/agentdeps"
 	"github.com/agentharness/harness/shared/wire/natsturns"
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
@@ -35,7 +35,7 @@ func natsRunner(t *testing.T, ns *natsserver.Server) *httptest.Server {
 	}
 	opts := testenv.Stack(t).Options(func(k string) string { return env[k] })
 	opts.Functions = map[string]localrunner.Constructor{
-		"AccountManageFunction": func(d lambdadeps.Deps) (localrunner.Handlers, error) {
+		"AccountManageFunction": func(d agentdeps.Deps) (localrunner.Handlers, error) {
 			o, err := accountmanage.Options(d)
 			if err != nil {
 				return localrunner.Handlers{}, err

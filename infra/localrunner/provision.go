@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/agentharness/harness/infra/template"
+	"github.com/agentharness/harness/shared/lambda/lambdadeps"
 	"github.com/agentharness/harness/shared/state/store"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -93,7 +94,8 @@ func StoreTables(tpl *template.Template, name func(logicalID string) string) (st
 		if err != nil {
 			return store.Tables{}, err
 		}
-		return store.TablesFromEnv(func(k string) string { return env[k] })
+		config := lambdadeps.ConfigFrom(func(k string) string { return env[k] })
+		return store.Tables(config.Tables), config.Require("ACCOUNTS_TABLE", "AGENTS_TABLE", "CONVERSATIONS_TABLE", "EVENTS_TABLE", "APPROVALS_TABLE")
 	}
 	return store.Tables{}, errNoHarness
 }

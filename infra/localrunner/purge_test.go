@@ -13,7 +13,7 @@ import (
 
 	"github.com/agentharness/harness/infra/localrunner"
 	"github.com/agentharness/harness/infra/testenv"
-	"github.com/agentharness/harness/shared/lambda/lambdadeps"
+	"github.com/agentharness/harness/shared/lambda/agentdeps"
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -50,7 +50,7 @@ func TestDeletingAnAccountPurgesItsConversations(t *testing.T) {
 			var mu sync.Mutex
 			passes := map[string]int{} // purge messages received, by account
 			opts.Functions = map[string]localrunner.Constructor{
-				"AsyncWorkerFunction": func(d lambdadeps.Deps) (localrunner.Handlers, error) {
+				"AsyncWorkerFunction": func(d agentdeps.Deps) (localrunner.Handlers, error) {
 					w, err := asyncworker.Worker(d)
 					if err != nil {
 						return localrunner.Handlers{}, err

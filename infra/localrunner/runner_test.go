@@ -20,7 +20,7 @@ import (
 	"github.com/agentharness/harness/infra/testenv"
 	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/edge/worker"
-	"github.com/agentharness/harness/shared/lambda/lambdadeps"
+	"github.com/agentharness/harness/shared/lambda/agentdeps"
 	"github.com/agentharness/harness/shared/model/modelblock"
 	"github.com/agentharness/harness/shared/tool/builtintools"
 )
@@ -315,7 +315,7 @@ func serveHoldingTurns(t *testing.T, stack *testenv.Resources) (*httptest.Server
 	workers := make(chan *worker.Worker, 1)
 	held := make(chan events.SQSMessage, 10)
 	opts.Functions = map[string]localrunner.Constructor{
-		"AsyncWorkerFunction": func(d lambdadeps.Deps) (localrunner.Handlers, error) {
+		"AsyncWorkerFunction": func(d agentdeps.Deps) (localrunner.Handlers, error) {
 			w, err := asyncworker.Worker(d)
 			if err != nil {
 				return localrunner.Handlers{}, err

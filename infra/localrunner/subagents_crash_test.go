@@ -17,6 +17,7 @@ import (
 	"github.com/agentharness/harness/infra/localrunner"
 	"github.com/agentharness/harness/infra/testenv"
 	"github.com/agentharness/harness/shared/edge/sweeper"
+	"github.com/agentharness/harness/shared/lambda/agentdeps"
 	"github.com/agentharness/harness/shared/lambda/lambdadeps"
 	"github.com/agentharness/harness/shared/state/attachments"
 	"github.com/agentharness/harness/shared/state/store"
@@ -51,16 +52,16 @@ func TestNonBlockingSubagentsFanInThroughCrashes(t *testing.T) {
 	c := newCrashes(stack.AsyncResultsTable)
 	var sweeperDeps lambdadeps.Deps
 	e := newCrashEnv(t, stack, map[string]localrunner.Constructor{
-		"AsyncWorkerFunction": func(d lambdadeps.Deps) (localrunner.Handlers, error) {
+		"AsyncWorkerFunction": func(d agentdeps.Deps) (localrunner.Handlers, error) {
 			w, err := asyncworker.Worker(c.wrap(d))
 			if err != nil {
 				return localrunner.Handlers{}, err
 			}
 			return localrunner.Handlers{SQS: w.Handle}, nil
 		},
-		"SweeperFunction": func(d lambdadeps.Deps) (localrunner.Handlers, error) {
-			sweeperDeps = d
-			s, err := sweeperwire.Sweeper(d)
+		"SweeperFunction": func(d agentdeps.Deps) (localrunner.Handlers, error) {
+			sweeperDeps = d.Deps
+			s, err := sweeperwire.Sweeper(d.Deps)
 			if err != nil {
 				return localrunner.Handlers{}, err
 			}
@@ -78,8 +79,8 @@ func TestNonBlockingSubagentsFanInThroughCrashes(t *testing.T) {
 		t.Fatal(err)
 	}
 	redriver.Late = sweeper.LateSubagents(async, store.New(sweeperDeps.DB, store.Tables{
-		Events: sweeperDeps.Getenv("EVENTS_TABLE"), Conversations: sweeperDeps.Getenv("CONVERSATIONS_TABLE"),
-	}), attachments.InBucket(sweeperDeps.S3, sweeperDeps.Getenv("ASYNC_RESULTS_BUCKET")))
+		Events: sweeperDeps.Config.Tables.Events, Conversations: sweeperDeps.Config.Tables.Conversations,
+	}), attachments.InBucket(sweeperDeps.S3, sweeperDeps.Config.Async.ResultsBucket))
 	var clock time.Time
 	redriver.Now = func() time.Time { return clock }
 	sweep := func(at time.Time) asynctools.SweepStats {
@@ -283,7 +284,7 @@ func (c *crashes) fired() (claims, sends int) {
 }
 
 // wrap gives a function copies of d's DynamoDB and SQS clients whose requests pass through c.
-func (c *crashes) wrap(d lambdadeps.Deps) lambdadeps.Deps {
+func (c *crashes) wrap(d agentdeps.Deps) agentdeps.Deps {
 	d.DB = dynamodb.New(d.DB.Options(), func(o *dynamodb.Options) { o.HTTPClient = intercept{next: o.HTTPClient, see: c.dynamoDB} })
 	d.SQS = sqs.New(d.SQS.Options(), func(o *sqs.Options) { o.HTTPClient = intercept{next: o.HTTPClient, see: c.sqs} })
 	return d

@@ -20,7 +20,7 @@ import (
 	"github.com/agentharness/harness/infra/localrunner"
 	"github.com/agentharness/harness/infra/testenv"
 	"github.com/agentharness/harness/shared/edge/appserver"
-	"github.com/agentharness/harness/shared/lambda/lambdadeps"
+	"github.com/agentharness/harness/shared/lambda/agentdeps"
 	"github.com/agentharness/harness/shared/wire/wsconn"
 )
 
@@ -42,7 +42,7 @@ func TestWebSocketOnAPIGateway(t *testing.T) {
 	opts := stack.Options(func(k string) string { return env[k] })
 	gateways := make(chan *appserver.Gateway, 1)
 	opts.Functions = map[string]localrunner.Constructor{
-		"WsGatewayFunction": func(d lambdadeps.Deps) (localrunner.Handlers, error) {
+		"WsGatewayFunction": func(d agentdeps.Deps) (localrunner.Handlers, error) {
 			d.Poster = poster
 			g, err := wsgateway.Gateway(d)
 			if err == nil {
@@ -50,7 +50,7 @@ func TestWebSocketOnAPIGateway(t *testing.T) {
 			}
 			return localrunner.Handlers{}, err
 		},
-		"AsyncWorkerFunction": func(d lambdadeps.Deps) (localrunner.Handlers, error) {
+		"AsyncWorkerFunction": func(d agentdeps.Deps) (localrunner.Handlers, error) {
 			d.Poster = poster
 			w, err := asyncworker.Worker(d)
 			if err != nil {
@@ -58,7 +58,7 @@ func TestWebSocketOnAPIGateway(t *testing.T) {
 			}
 			return localrunner.Handlers{SQS: w.Handle}, nil
 		},
-		"AccountManageFunction": func(d lambdadeps.Deps) (localrunner.Handlers, error) {
+		"AccountManageFunction": func(d agentdeps.Deps) (localrunner.Handlers, error) {
 			d.Poster = poster
 			h, err := accountmanage.Handler(d)
 			return localrunner.Handlers{HTTP: h}, err

@@ -331,6 +331,8 @@ func CallIDFrom(ctx context.Context) string {
 // Env is what tool factories may use from the harness: its environment, for fallback
 // credentials, a queue to hand outside work to, and a logger for what a build leaves out.
 type Env struct {
+	// Getenv is the deployment's value of a tool's variable, by its name: the function's config
+	// read at start, never the process environment itself.
 	Getenv func(string) string
 	// Vars are the variables of the thread the tools run in; a variable resolves from them
 	// before Getenv, and a scoped one from them only.

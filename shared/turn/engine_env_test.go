@@ -96,7 +96,7 @@ func newEngineEnv(t *testing.T) *engineEnv {
 			return set.With(dispatch)
 		},
 		Model: func(block json.RawMessage) (agent.Model, error) {
-			m, err := provider.New(block, func(string) string { return "" })
+			m, err := provider.New(block, provider.Config{})
 			return countedModel{Model: m, e: e}, err
 		},
 	})

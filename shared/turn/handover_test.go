@@ -65,7 +65,7 @@ func TestABlockingChildPastItsCallersMarginIsHandedOver(t *testing.T) {
 			return builtintools.Build(c, tool.Env{Getenv: os.Getenv, Vars: vars})
 		},
 		Model: func(block json.RawMessage) (agent.Model, error) {
-			return provider.New(block, func(string) string { return "" })
+			return provider.New(block, provider.Config{})
 		},
 		Enqueue: func(_ context.Context, body string) error {
 			var w turn.Work

@@ -77,7 +77,7 @@ func newPromptEnvWith(t *testing.T, adjust func(*promptEnv, *turn.Options)) *pro
 			return builtintools.Build(c, tool.Env{Getenv: os.Getenv, Vars: vars})
 		},
 		Model: func(block json.RawMessage) (agent.Model, error) {
-			m, err := provider.New(block, func(string) string { return "" })
+			m, err := provider.New(block, provider.Config{})
 			return recording{Model: m, e: e}, err
 		},
 	}

@@ -58,7 +58,7 @@ func newRules(t *testing.T) *rules {
 			return builtintools.Build(c, tool.Env{Getenv: os.Getenv})
 		},
 		Model: func(block json.RawMessage) (agent.Model, error) {
-			return provider.New(block, func(string) string { return "" })
+			return provider.New(block, provider.Config{})
 		},
 	})
 	return r

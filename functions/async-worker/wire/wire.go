@@ -9,7 +9,7 @@ import (
 	"github.com/agentharness/harness/shared/edge/appserver"
 	"github.com/agentharness/harness/shared/edge/channelturn"
 	"github.com/agentharness/harness/shared/edge/worker"
-	"github.com/agentharness/harness/shared/lambda/lambdadeps"
+	"github.com/agentharness/harness/shared/lambda/agentdeps"
 	"github.com/agentharness/harness/shared/state/channels"
 	"github.com/agentharness/harness/shared/state/skills"
 	"github.com/agentharness/harness/shared/turn"
@@ -24,17 +24,17 @@ const busyRetrySeconds = 5
 // WebSocket API is wired, the chat channels' part where the deployment keeps channels, its own
 // queue and the skills store for purges, and a way to bring back soon a message whose
 // conversation was busy.
-func Worker(d lambdadeps.Deps) (*worker.Worker, error) {
+func Worker(d agentdeps.Deps) (*worker.Worker, error) {
 	topts, err := turnwire.Options(d)
 	if err != nil {
 		return nil, err
 	}
 	eng := turn.New(topts)
-	sk, err := skills.FromEnv(d.DB, d.S3, d.Getenv)
+	sk, err := skills.FromConfig(d.DB, d.S3, skills.Config(d.Config.Skills))
 	if err != nil {
 		return nil, err
 	}
-	queue := d.Getenv("ASYNC_WORK_QUEUE_URL")
+	queue := d.Config.Async.WorkQueue
 	send := workqueue.SQS(d.SQS)
 	opts := worker.Options{
 		Edges:   map[string]worker.Edge{},
@@ -47,12 +47,12 @@ func Worker(d lambdadeps.Deps) (*worker.Worker, error) {
 			}
 		},
 	}
-	bindings, err := channels.FromEnv(d.DB, d.Sealer, d.Getenv)
+	bindings, err := channels.FromConfig(d.DB, d.Sealer, d.Config.Channels.Table)
 	if err != nil {
 		return nil, err
 	}
 	if bindings != nil {
-		opts.Edges[channelturn.Edge] = &channelturn.Turns{Bindings: bindings, APIs: channels.APIsFrom(d.Getenv), Logger: eng.Options().Logger}
+		opts.Edges[channelturn.Edge] = &channelturn.Turns{Bindings: bindings, APIs: channels.APIs(d.Config.Channels.APIs), Logger: eng.Options().Logger}
 		opts.Bindings = bindings
 	}
 	if wsOpts, ok := wsgateway.AppServer(d); ok {

@@ -7,20 +7,20 @@ import (
 	"github.com/agentharness/harness/functions/turnwire"
 	"github.com/agentharness/harness/shared/edge/channelturn"
 	"github.com/agentharness/harness/shared/edge/chathttp"
-	"github.com/agentharness/harness/shared/lambda/lambdadeps"
+	"github.com/agentharness/harness/shared/lambda/agentdeps"
 	"github.com/agentharness/harness/shared/state/channels"
 )
 
 // Handler wires harness-processing: the turn engine, async-worker's queue for POST /async, and
 // the chat platforms' webhook where the deployment keeps channels (CHANNELS_TABLE), whose
 // turns run on async-worker.
-func Handler(d lambdadeps.Deps) (*chathttp.Handler, error) {
+func Handler(d agentdeps.Deps) (*chathttp.Handler, error) {
 	opts, err := turnwire.Options(d)
 	if err != nil {
 		return nil, err
 	}
 	h := chathttp.New(chathttp.Options{Options: opts})
-	bindings, err := channels.FromEnv(d.DB, d.Sealer, d.Getenv)
+	bindings, err := channels.FromConfig(d.DB, d.Sealer, d.Config.Channels.Table)
 	if err != nil {
 		return nil, err
 	}
@@ -28,7 +28,7 @@ func Handler(d lambdadeps.Deps) (*chathttp.Handler, error) {
 		eng := h.Engine()
 		o := eng.Options()
 		h.Handle("POST /channels/{bindingId}", &channelturn.Hook{
-			Bindings: bindings, Store: o.Store, Engine: eng, APIs: channels.APIsFrom(d.Getenv), Now: time.Now, Logger: o.Logger,
+			Bindings: bindings, Store: o.Store, Engine: eng, APIs: channels.APIs(d.Config.Channels.APIs), Now: time.Now, Logger: o.Logger,
 		})
 	}
 	return h, nil

@@ -3,7 +3,6 @@ package wire
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"time"
 
@@ -22,19 +21,19 @@ func Sweeper(d lambdadeps.Deps) (*sweeper.Sweeper, error) {
 	if err != nil {
 		return nil, err
 	}
-	accounts := d.Getenv("ACCOUNTS_TABLE")
-	if accounts == "" {
-		return nil, errors.New("environment variable ACCOUNTS_TABLE is not set")
+	c := d.Config
+	if err := c.Require("ACCOUNTS_TABLE"); err != nil {
+		return nil, err
 	}
 	logger := d.Logger
 	if logger == nil {
 		logger = slog.Default()
 	}
-	queue, send := d.Getenv("ASYNC_WORK_QUEUE_URL"), workqueue.SQS(d.SQS)
+	queue, send := c.Async.WorkQueue, workqueue.SQS(d.SQS)
 	enqueue := func(ctx context.Context, body string) error { return send(ctx, queue, body) }
-	st := store.New(d.DB, store.Tables{Accounts: accounts, Events: d.Getenv("EVENTS_TABLE"), Conversations: d.Getenv("CONVERSATIONS_TABLE")})
+	st := store.New(d.DB, store.Tables{Accounts: c.Tables.Accounts, Events: c.Tables.Events, Conversations: c.Tables.Conversations})
 	if st.HasTurns() {
-		redriver.Late = sweeper.LateSubagents(redriver.Store, st, attachments.InBucket(d.S3, d.Getenv("ASYNC_RESULTS_BUCKET")))
+		redriver.Late = sweeper.LateSubagents(redriver.Store, st, attachments.InBucket(d.S3, c.Async.ResultsBucket))
 	}
 	return sweeper.NewFrom(redriver, st, enqueue, time.Now, logger), nil
 }

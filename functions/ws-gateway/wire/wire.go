@@ -7,7 +7,7 @@ import (
 
 	"github.com/agentharness/harness/functions/turnwire"
 	"github.com/agentharness/harness/shared/edge/appserver"
-	"github.com/agentharness/harness/shared/lambda/lambdadeps"
+	"github.com/agentharness/harness/shared/lambda/agentdeps"
 	"github.com/agentharness/harness/shared/state/agentstore"
 	"github.com/agentharness/harness/shared/state/connections"
 	"github.com/agentharness/harness/shared/turn"
@@ -15,8 +15,8 @@ import (
 
 // AppServer reads the WebSocket side's options from the function's dependencies; ok is false
 // where no WebSocket API is wired (no CONNECTIONS_TABLE or no poster).
-func AppServer(d lambdadeps.Deps) (opts appserver.Options, ok bool) {
-	table := d.Getenv("CONNECTIONS_TABLE")
+func AppServer(d agentdeps.Deps) (opts appserver.Options, ok bool) {
+	table := d.Config.WebSocket.ConnectionsTable
 	if table == "" || d.Poster == nil {
 		return appserver.Options{}, false
 	}
@@ -25,7 +25,7 @@ func AppServer(d lambdadeps.Deps) (opts appserver.Options, ok bool) {
 
 // Gateway wires ws-gateway: the turn engine, the connections table and the poster, and agent
 // creation with the same checks as account-manage.
-func Gateway(d lambdadeps.Deps) (*appserver.Gateway, error) {
+func Gateway(d agentdeps.Deps) (*appserver.Gateway, error) {
 	topts, err := turnwire.Options(d)
 	if err != nil {
 		return nil, err

@@ -86,7 +86,7 @@ func newFixtureWith(t *testing.T, o fixtureOptions) *fixture {
 	f.acc, f.secret = f.account(t, "tester")
 	f.agent(t, f.acc.ID, "demo", demoConfig)
 	newModel := func(block json.RawMessage) (agent.Model, error) {
-		return provider.New(block, func(string) string { return "" })
+		return provider.New(block, provider.Config{})
 	}
 	if o.model != nil {
 		newModel = func(json.RawMessage) (agent.Model, error) { return o.model, nil }

@@ -135,7 +135,7 @@ func newApprovalFixture(t *testing.T) *approvalFixture {
 			return builtintools.Build(cfg, tool.Env{Getenv: os.Getenv})
 		},
 		Model: func(block json.RawMessage) (agent.Model, error) {
-			return provider.New(block, func(string) string { return "" })
+			return provider.New(block, provider.Config{})
 		},
 	}})
 	srv := httptest.NewServer(h)

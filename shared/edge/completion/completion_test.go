@@ -57,7 +57,7 @@ func newCompleteFixture(t *testing.T) *completeFixture {
 	}
 	h, err := asynctoolcomplete.Handler(lambdadeps.Deps{
 		DB: res.DB, SQS: res.SQS, S3: res.S3,
-		Getenv: func(k string) string { return env[k] },
+		Config: lambdadeps.ConfigFrom(func(k string) string { return env[k] }),
 		Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {

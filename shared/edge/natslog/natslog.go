@@ -380,12 +380,22 @@ func (m *Mirror) retry(ctx context.Context, f func(context.Context) error) error
 	}
 }
 
-// Auth reads the connection's credentials: a creds file's text or path (NATS_CREDS), an NKey
-// user seed (NATS_NKEY_SEED), or either from a Secrets Manager secret (NATS_CREDS_SECRET)
-// through secret. nil: none.
-func Auth(ctx context.Context, getenv func(string) string, secret func(ctx context.Context, id string) (string, error)) (nats.Option, error) {
-	value := getenv("NATS_CREDS")
-	if id := getenv("NATS_CREDS_SECRET"); id != "" {
+// Config is how a function reaches NATS, as the NATS_* variables set it.
+type Config struct {
+	// URL is the servers, comma-separated (NATS_URL); empty: no mirror.
+	URL string
+	// Creds is a creds file's text or path (NATS_CREDS), NKeySeed an NKey user seed
+	// (NATS_NKEY_SEED), CredsSecret a Secrets Manager secret holding either (NATS_CREDS_SECRET).
+	Creds, NKeySeed, CredsSecret string
+	// Stream names the JetStream stream (NATS_STREAM), Replicas its replicas when the harness
+	// creates it (NATS_REPLICAS, 1 to 5; default 1).
+	Stream, Replicas string
+}
+
+// Auth is the connection's credentials c names, a secret's read through secret. nil: none.
+func Auth(ctx context.Context, c Config, secret func(ctx context.Context, id string) (string, error)) (nats.Option, error) {
+	value := c.Creds
+	if id := c.CredsSecret; id != "" {
 		if secret == nil {
 			return nil, errors.New("NATS_CREDS_SECRET is set but no Secrets Manager client is")
 		}
@@ -395,7 +405,7 @@ func Auth(ctx context.Context, getenv func(string) string, secret func(ctx conte
 		}
 		value = v
 	}
-	if seed := getenv("NATS_NKEY_SEED"); seed != "" && value == "" {
+	if seed := c.NKeySeed; seed != "" && value == "" {
 		value = seed
 	}
 	value = strings.TrimSpace(value)
@@ -437,23 +447,21 @@ func CredsAuth(creds string) (nats.Option, error) {
 	return nats.UserJWTAndSeed(userJWT, string(seed)), nil
 }
 
-// FromEnv returns the mirror NATS_URL configures, nil when it is unset: without it nothing of
-// NATS is loaded. NATS_STREAM names the stream, NATS_REPLICAS its replicas when it is created;
-// retention is its MaxAge.
-func FromEnv(ctx context.Context, getenv func(string) string, secret func(ctx context.Context, id string) (string, error), retention time.Duration, subject func(stream string) string, encode func(stream string, e streamlog.Entry) ([]byte, error), logger *slog.Logger) (*Mirror, error) {
-	url := getenv("NATS_URL")
-	if url == "" {
+// FromConfig returns the mirror c configures, nil without a URL: then nothing of NATS is
+// loaded. retention is the stream's MaxAge.
+func FromConfig(ctx context.Context, c Config, secret func(ctx context.Context, id string) (string, error), retention time.Duration, subject func(stream string) string, encode func(stream string, e streamlog.Entry) ([]byte, error), logger *slog.Logger) (*Mirror, error) {
+	if c.URL == "" {
 		return nil, nil
 	}
-	auth, err := Auth(ctx, getenv, secret)
+	auth, err := Auth(ctx, c, secret)
 	if err != nil {
 		return nil, err
 	}
 	replicas := 1
-	if v := getenv("NATS_REPLICAS"); v != "" {
+	if v := c.Replicas; v != "" {
 		if replicas, err = strconv.Atoi(v); err != nil || replicas < 1 || replicas > 5 {
 			return nil, fmt.Errorf("NATS_REPLICAS is %q, want 1 to 5", v)
 		}
 	}
-	return New(Options{URL: url, Auth: auth, Stream: getenv("NATS_STREAM"), Retention: retention, Replicas: replicas, Subject: subject, Encode: encode, Logger: logger}), nil
+	return New(Options{URL: c.URL, Auth: auth, Stream: c.Stream, Retention: retention, Replicas: replicas, Subject: subject, Encode: encode, Logger: logger}), nil
 }

@@ -263,12 +263,12 @@ func TestAuthConnectsWithEachFormOfCredentials(t *testing.T) {
 		}
 		return "", fmt.Errorf("no secret %s", id)
 	}
-	for name, env := range map[string]map[string]string{
-		"creds text": {"NATS_CREDS": ns.HarnessCreds},
-		"creds file": {"NATS_CREDS": path},
-		"secret":     {"NATS_CREDS_SECRET": "arn:creds"},
+	for name, c := range map[string]natslog.Config{
+		"creds text": {Creds: ns.HarnessCreds},
+		"creds file": {Creds: path},
+		"secret":     {CredsSecret: "arn:creds"},
 	} {
-		auth, err := natslog.Auth(context.Background(), func(k string) string { return env[k] }, secret)
+		auth, err := natslog.Auth(context.Background(), c, secret)
 		if err != nil || auth == nil {
 			t.Fatalf("%s: Auth = %v, %v", name, auth, err)
 		}
@@ -284,20 +284,20 @@ func TestAuthConnectsWithEachFormOfCredentials(t *testing.T) {
 		nc.Close()
 		t.Error("connected with no credentials, want a refusal (the check above proves nothing otherwise)")
 	}
-	for name, env := range map[string]map[string]string{
-		"secret without a client": {"NATS_CREDS_SECRET": "arn:creds"},
-		"missing file":            {"NATS_CREDS": filepath.Join(t.TempDir(), "none")},
-		"bad seed":                {"NATS_NKEY_SEED": "SUNOTASEED"},
+	for name, c := range map[string]natslog.Config{
+		"secret without a client": {CredsSecret: "arn:creds"},
+		"missing file":            {Creds: filepath.Join(t.TempDir(), "none")},
+		"bad seed":                {NKeySeed: "SUNOTASEED"},
 	} {
 		sec := secret
 		if name == "secret without a client" {
 			sec = nil
 		}
-		if _, err := natslog.Auth(context.Background(), func(k string) string { return env[k] }, sec); err == nil {
+		if _, err := natslog.Auth(context.Background(), c, sec); err == nil {
 			t.Errorf("%s: Auth succeeded, want an error", name)
 		}
 	}
-	if auth, err := natslog.Auth(context.Background(), func(string) string { return "" }, nil); auth != nil || err != nil {
+	if auth, err := natslog.Auth(context.Background(), natslog.Config{}, nil); auth != nil || err != nil {
 		t.Errorf("no credentials configured: Auth = %v, %v; want none", auth, err)
 	}
 }

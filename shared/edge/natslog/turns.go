@@ -11,14 +11,14 @@ import (
 	"github.com/agentharness/harness/shared/wire/natsturns"
 )
 
-// Attach makes the engine's turn streams go to NATS as well when NATS_URL is set; without it,
-// or without a stream log, it changes nothing. The three functions that run turns call it, so
-// a continuation on async-worker publishes to the subject its turn began on.
-func Attach(opts *turn.Options, getenv func(string) string, secret func(ctx context.Context, id string) (string, error), logger *slog.Logger) error {
+// Attach makes the engine's turn streams go to NATS as well when c has a URL; without one, or
+// without a stream log, it changes nothing. The three functions that run turns call it, so a
+// continuation on async-worker publishes to the subject its turn began on.
+func Attach(opts *turn.Options, c Config, secret func(ctx context.Context, id string) (string, error), logger *slog.Logger) error {
 	if opts.Streams == nil {
 		return nil
 	}
-	mirror, err := FromEnv(context.Background(), getenv, secret, opts.Streams.Retention(), func(stream string) string {
+	mirror, err := FromConfig(context.Background(), c, secret, opts.Streams.Retention(), func(stream string) string {
 		return natsturns.Subject(turn.StreamParts(stream))
 	}, Encode, logger)
 	if err != nil || mirror == nil {

@@ -27,7 +27,7 @@ func TestMemoryLimit(t *testing.T) {
 		{"not a number", map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "lots"}, 0, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			limit, ok := lambdadeps.MemoryLimit(func(k string) string { return tt.env[k] })
+			limit, ok := lambdadeps.MemoryLimit(lambdadeps.ConfigFrom(func(k string) string { return tt.env[k] }).Runtime)
 			if limit != tt.wantLimit || ok != tt.wantOK {
 				t.Errorf("MemoryLimit = %d, %v; want %d, %v", limit, ok, tt.wantLimit, tt.wantOK)
 			}
@@ -51,7 +51,7 @@ func TestProcs(t *testing.T) {
 		{"not a number", map[string]string{"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "lots"}, 0, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			procs, ok := lambdadeps.Procs(func(k string) string { return tt.env[k] })
+			procs, ok := lambdadeps.Procs(lambdadeps.ConfigFrom(func(k string) string { return tt.env[k] }).Runtime)
 			if procs != tt.wantProcs || ok != tt.wantOK {
 				t.Errorf("Procs = %d, %v; want %d, %v", procs, ok, tt.wantProcs, tt.wantOK)
 			}
@@ -80,7 +80,7 @@ func TestSecretReadsSecretsManager(t *testing.T) {
 	defer srv.Close()
 	t.Setenv("AWS_ENDPOINT_URL", srv.URL)
 	t.Setenv("AWS_REGION", "us-east-1")
-	d, err := lambdadeps.Load(context.Background(), false)
+	d, err := lambdadeps.Load(context.Background(), lambdadeps.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

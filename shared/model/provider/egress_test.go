@@ -52,8 +52,11 @@ func TestOwnBaseURLOnlyPublic(t *testing.T) {
 			t.Parallel()
 			srv := modeltest.NewServer(t, mockopenai.New(nil))
 			base := srv.URL + "/v1"
-			getenv := func(k string) string { return strings.ReplaceAll(tt.env[k], "%s", base) }
-			m, err := provider.New(json.RawMessage(fmt.Sprintf(`{"provider":"openai","model":"mock","baseURL":%q}`, base)), getenv)
+			vars := map[string]string{}
+			for k, v := range tt.env {
+				vars[k] = strings.ReplaceAll(v, "%s", base)
+			}
+			m, err := provider.New(json.RawMessage(fmt.Sprintf(`{"provider":"openai","model":"mock","baseURL":%q}`, base)), config(vars))
 			if err != nil {
 				t.Fatalf("provider.New: %v", err)
 			}
@@ -92,11 +95,11 @@ func TestOwnBaseURLOnlyPublicEveryProvider(t *testing.T) {
 			t.Run(fmt.Sprintf("%s, allowed %v", name, allow), func(t *testing.T) {
 				t.Parallel()
 				srv := modeltest.NewServer(t, wirefixture.Response{Status: http.StatusBadRequest, Body: `{"error":{"message":"no"}}`})
-				getenv := env(nil)
+				var c provider.Config
 				if allow {
-					getenv = env(map[string]string{"MODEL_PRIVATE_ENDPOINTS": "allow"})
+					c.PrivateEndpoints = "allow"
 				}
-				m, err := provider.New(json.RawMessage(fmt.Sprintf(block, srv.URL)), getenv)
+				m, err := provider.New(json.RawMessage(fmt.Sprintf(block, srv.URL)), c)
 				if err != nil {
 					t.Fatalf("provider.New: %v", err)
 				}
@@ -147,15 +150,9 @@ func TestModelsBuiltPerTurnShareConnections(t *testing.T) {
 	}
 	srv.Start()
 	t.Cleanup(srv.Close)
-	getenv := func(k string) string {
-		if k == "OPENAI_BASE_URL" {
-			return srv.URL + "/v1"
-		}
-		return ""
-	}
 	block := json.RawMessage(fmt.Sprintf(`{"provider":"openai","model":"m","baseURL":%q}`, srv.URL+"/v1"))
 	for i := range 5 {
-		m, err := provider.New(block, getenv)
+		m, err := provider.New(block, provider.Config{OpenAIBaseURL: srv.URL + "/v1"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -23,8 +23,18 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 )
 
-// New builds the model an agent's model block names. getenv supplies service-wide fallback
-// credentials such as OPENAI_API_KEY.
+// Config is what the operator sets for every agent's model: the service-wide fallback keys
+// (OPENAI_API_KEY, ANTHROPIC_API_KEY, GOOGLE_API_KEY or else GEMINI_API_KEY), the one base URL
+// besides OpenAI's own that the OpenAI key goes to (OPENAI_BASE_URL), and whether agents' own
+// base URLs may reach private addresses (MODEL_PRIVATE_ENDPOINTS, "allow").
+type Config struct {
+	OpenAIKey, OpenAIBaseURL string
+	AnthropicKey             string
+	GoogleKey, GeminiKey     string
+	PrivateEndpoints         string
+}
+
+// New builds the model an agent's model block names, with c's fallback keys.
 //
 // A service key goes only where the operator sends calls: the provider's own endpoint (a block
 // without baseURL) or the base URL the operator set (OPENAI_BASE_URL…). An agent that names any
@@ -35,7 +45,7 @@ import (
 // package egress), unless the operator set MODEL_PRIVATE_ENDPOINTS=allow: otherwise an account
 // could have the harness call into the operator's network (the Lambda runtime API, instance
 // metadata, private services).
-func New(block json.RawMessage, getenv func(string) string) (agent.Model, error) {
+func New(block json.RawMessage, c Config) (agent.Model, error) {
 	name, err := modelblock.ProviderOf(block)
 	if err != nil {
 		return nil, err
@@ -56,9 +66,9 @@ func New(block json.RawMessage, getenv func(string) string) (agent.Model, error)
 		if err := modelblock.Decode(block, &cfg); err != nil {
 			return nil, err
 		}
-		trusted := operatorSet(getenv, cfg.BaseURL, "OPENAI_BASE_URL")
-		cfg.Transport = transport(getenv, trusted)
-		return openaimodel.New(cfg, serviceKey(getenv, trusted, "OPENAI_API_KEY"))
+		trusted := operatorSet(cfg.BaseURL, c.OpenAIBaseURL)
+		cfg.Transport = transport(c, trusted)
+		return openaimodel.New(cfg, serviceKey(trusted, c.OpenAIKey))
 	case "anthropic":
 		var cfg anthropicmodel.Config
 		if err := modelblock.Decode(block, &cfg); err != nil {
@@ -67,9 +77,9 @@ func New(block json.RawMessage, getenv func(string) string) (agent.Model, error)
 		if err := ownKey(cfg.BaseURL, cfg.APIKey, "ANTHROPIC_API_KEY"); err != nil {
 			return nil, err
 		}
-		trusted := operatorSet(getenv, cfg.BaseURL, "")
-		cfg.Transport = transport(getenv, trusted)
-		return anthropicmodel.New(cfg, serviceKey(getenv, trusted, "ANTHROPIC_API_KEY"))
+		trusted := operatorSet(cfg.BaseURL, "")
+		cfg.Transport = transport(c, trusted)
+		return anthropicmodel.New(cfg, serviceKey(trusted, c.AnthropicKey))
 	case "google":
 		var cfg googlemodel.Config
 		if err := modelblock.Decode(block, &cfg); err != nil {
@@ -78,9 +88,9 @@ func New(block json.RawMessage, getenv func(string) string) (agent.Model, error)
 		if err := ownKey(cfg.BaseURL, cfg.APIKey, "GOOGLE_API_KEY"); err != nil {
 			return nil, err
 		}
-		trusted := operatorSet(getenv, cfg.BaseURL, "")
-		cfg.Transport = transport(getenv, trusted)
-		key := serviceKey(getenv, trusted, "GOOGLE_API_KEY", "GEMINI_API_KEY")
+		trusted := operatorSet(cfg.BaseURL, "")
+		cfg.Transport = transport(c, trusted)
+		key := serviceKey(trusted, c.GoogleKey, c.GeminiKey)
 		return googlemodel.New(context.Background(), cfg, key)
 	default: // bedrock; providerOf knows no other
 		var cfg bedrockmodel.Config
@@ -111,36 +121,32 @@ func ownKey(baseURL, apiKey, keyVar string) error {
 }
 
 // operatorSet reports whether calls go where the operator sends them: to the provider's own
-// endpoint (baseURL empty) or to the base URL the operator set in baseVar.
-func operatorSet(getenv func(string) string, baseURL, baseVar string) bool {
+// endpoint (baseURL empty) or to the base URL the operator set, trusted.
+func operatorSet(baseURL, trusted string) bool {
 	if baseURL == "" {
 		return true
-	}
-	trusted := ""
-	if baseVar != "" {
-		trusted = getenv(baseVar)
 	}
 	return trusted != "" && strings.TrimRight(baseURL, "/") == strings.TrimRight(trusted, "/")
 }
 
 // transport returns nil (the adapter's default) for calls where the operator sends them, and
 // otherwise one that connects only to public addresses unless the operator allows private ones.
-func transport(getenv func(string) string, trusted bool) *http.Transport {
-	if trusted || egress.PrivateAllowed(getenv) {
+func transport(c Config, trusted bool) *http.Transport {
+	if trusted || egress.PrivateAllowed(c.PrivateEndpoints) {
 		return nil
 	}
 	return egress.Transport()
 }
 
-// serviceKey returns the first set of keyVars when calls go where the operator sends them
+// serviceKey returns the first set of keys when calls go where the operator sends them
 // (trusted, from operatorSet), and "" otherwise.
-func serviceKey(getenv func(string) string, trusted bool, keyVars ...string) string {
+func serviceKey(trusted bool, keys ...string) string {
 	if !trusted {
 		return ""
 	}
-	for _, k := range keyVars {
-		if v := getenv(k); v != "" {
-			return v
+	for _, k := range keys {
+		if k != "" {
+			return k
 		}
 	}
 	return ""

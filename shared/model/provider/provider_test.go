@@ -16,7 +16,7 @@ func TestNew(t *testing.T) {
 	tests := []struct {
 		name      string
 		block     string
-		env       map[string]string // what getenv returns
+		env       map[string]string // the variables set
 		awsRegion string            // AWS_REGION, for bedrock
 		want      string            // the adapter's type
 	}{
@@ -85,7 +85,7 @@ func TestNew(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			clearAWS(t)
 			t.Setenv("AWS_REGION", tt.awsRegion)
-			m, err := provider.New(json.RawMessage(tt.block), env(tt.env))
+			m, err := provider.New(json.RawMessage(tt.block), config(tt.env))
 			if err != nil {
 				t.Fatalf("New(%s) = %v, want a model", tt.block, err)
 			}
@@ -123,7 +123,7 @@ func TestNewErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			clearAWS(t)
-			m, err := provider.New(json.RawMessage(tt.block), env(tt.env))
+			m, err := provider.New(json.RawMessage(tt.block), config(tt.env))
 			if err == nil {
 				t.Fatalf("New(%s) = %T, want an error", tt.block, m)
 			}
@@ -158,6 +158,10 @@ func clearAWS(t *testing.T) {
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY")
 }
 
-func env(vars map[string]string) func(string) string {
-	return func(name string) string { return vars[name] }
+// config is the Config the variables in vars set.
+func config(vars map[string]string) provider.Config {
+	return provider.Config{
+		OpenAIKey: vars["OPENAI_API_KEY"], OpenAIBaseURL: vars["OPENAI_BASE_URL"], AnthropicKey: vars["ANTHROPIC_API_KEY"],
+		GoogleKey: vars["GOOGLE_API_KEY"], GeminiKey: vars["GEMINI_API_KEY"], PrivateEndpoints: vars["MODEL_PRIVATE_ENDPOINTS"],
+	}
 }

@@ -15,11 +15,6 @@ type APIs struct {
 	Slack, Telegram string
 }
 
-// APIsFrom reads SLACK_API_URL and TELEGRAM_API_URL.
-func APIsFrom(getenv func(string) string) APIs {
-	return APIs{Slack: getenv("SLACK_API_URL"), Telegram: getenv("TELEGRAM_API_URL")}
-}
-
 // Slack and Telegram are a bot's clients.
 func (a APIs) SlackClient(botToken string) *slack.Client { return slack.New(a.Slack, botToken, nil) }
 func (a APIs) TelegramClient(botToken string) *telegram.Client {

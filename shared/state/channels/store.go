@@ -34,10 +34,9 @@ func New(db *dynamodb.Client, table string, sealer agentstore.Sealer) *Store {
 	return &Store{db: db, table: table, sealer: sealer}
 }
 
-// FromEnv is the store CHANNELS_TABLE names; nil when it is unset (the deployment keeps no
-// channel bindings).
-func FromEnv(db *dynamodb.Client, sealer agentstore.Sealer, getenv func(string) string) (*Store, error) {
-	table := getenv("CHANNELS_TABLE")
+// FromConfig is the store over table, as CHANNELS_TABLE names it; nil when it is empty (the
+// deployment keeps no channel bindings).
+func FromConfig(db *dynamodb.Client, sealer agentstore.Sealer, table string) (*Store, error) {
 	switch {
 	case table == "":
 		return nil, nil

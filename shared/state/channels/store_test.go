@@ -37,11 +37,9 @@ type stored struct {
 func newStore(t *testing.T) stored {
 	t.Helper()
 	stack := testenv.Stack(t)
-	s, err := channels.FromEnv(stack.DB, secrets.New(secrets.NewRandomLocal()), func(k string) string {
-		return map[string]string{"CHANNELS_TABLE": stack.Name("ChannelsTable")}[k]
-	})
+	s, err := channels.FromConfig(stack.DB, secrets.New(secrets.NewRandomLocal()), stack.Name("ChannelsTable"))
 	if err != nil || s == nil {
-		t.Fatalf("FromEnv = %v, %v", s, err)
+		t.Fatalf("FromConfig = %v, %v", s, err)
 	}
 	return stored{s, stack.DB, stack.Name("ChannelsTable")}
 }

@@ -8,7 +8,7 @@ import (
 )
 
 func ExampleBox() {
-	// In development the key comes from SECRETS_LOCAL_KEY; see FromEnv.
+	// In development the key comes from SECRETS_LOCAL_KEY; see FromConfig.
 	key, err := secrets.ParseLocalKey("AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=")
 	if err != nil {
 		panic(err)

@@ -5,7 +5,7 @@
 // The key that wraps data keys is a KeySource. In AWS it is a KMS key: the master key never
 // leaves KMS, and sealing or opening a secret costs one KMS call (GenerateDataKey or Decrypt)
 // whatever the secret's size, so the secret itself is never sent to KMS. In development it is a
-// local 32-byte key from the environment.
+// local 32-byte key (SECRETS_LOCAL_KEY).
 //
 // Every sealed secret is bound to associated data chosen by the caller, "accountId/agentId", both
 // in the AES-GCM tag and, with KMS, in the data key's encryption context: a sealed blob copied to

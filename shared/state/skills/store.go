@@ -43,19 +43,22 @@ func New(db *dynamodb.Client, table string, s3c *s3.Client, bucket string) *Stor
 	return &Store{db: db, table: table, blobs: blobstore.NewS3(s3c, bucket)}
 }
 
-// FromEnv is the store SKILLS_TABLE and SKILLS_BUCKET name; nil when neither is set (the
-// deployment keeps no skills).
-func FromEnv(db *dynamodb.Client, s3c *s3.Client, getenv func(string) string) (*Store, error) {
-	table, bucket := getenv("SKILLS_TABLE"), getenv("SKILLS_BUCKET")
+// Config names the skills' table and bucket, as SKILLS_TABLE and SKILLS_BUCKET set them.
+type Config struct {
+	Table, Bucket string
+}
+
+// FromConfig is the store c names; nil when it names neither (the deployment keeps no skills).
+func FromConfig(db *dynamodb.Client, s3c *s3.Client, c Config) (*Store, error) {
 	switch {
-	case table == "" && bucket == "":
+	case c.Table == "" && c.Bucket == "":
 		return nil, nil
-	case table == "" || bucket == "":
+	case c.Table == "" || c.Bucket == "":
 		return nil, errors.New("set SKILLS_TABLE and SKILLS_BUCKET together, or neither")
 	case db == nil || s3c == nil:
 		return nil, errors.New("skills need a DynamoDB and an S3 client")
 	}
-	return New(db, table, s3c, bucket), nil
+	return New(db, c.Table, s3c, c.Bucket), nil
 }
 
 // The keys are built from the authenticated account and a name that passed the grammar, never

@@ -26,11 +26,9 @@ type stored struct {
 func newStore(t *testing.T) stored {
 	t.Helper()
 	stack := testenv.Stack(t)
-	s, err := skills.FromEnv(stack.DB, stack.S3, func(k string) string {
-		return map[string]string{"SKILLS_TABLE": stack.Name("SkillsTable"), "SKILLS_BUCKET": stack.Name("SkillsBucket")}[k]
-	})
+	s, err := skills.FromConfig(stack.DB, stack.S3, skills.Config{Table: stack.Name("SkillsTable"), Bucket: stack.Name("SkillsBucket")})
 	if err != nil || s == nil {
-		t.Fatalf("FromEnv = %v, %v", s, err)
+		t.Fatalf("FromConfig = %v, %v", s, err)
 	}
 	return stored{s, stack}
 }

@@ -33,34 +33,6 @@ type Tables struct {
 	Approvals     string
 }
 
-// TablesFromEnv reads the table names the SAM template passes to functions.
-func TablesFromEnv(getenv func(string) string) (Tables, error) {
-	t := Tables{
-		Accounts:      getenv("ACCOUNTS_TABLE"),
-		Agents:        getenv("AGENTS_TABLE"),
-		Conversations: getenv("CONVERSATIONS_TABLE"),
-		Events:        getenv("EVENTS_TABLE"),
-		Approvals:     getenv("APPROVALS_TABLE"),
-	}
-	for name, v := range map[string]string{"ACCOUNTS_TABLE": t.Accounts, "AGENTS_TABLE": t.Agents, "CONVERSATIONS_TABLE": t.Conversations, "EVENTS_TABLE": t.Events, "APPROVALS_TABLE": t.Approvals} {
-		if v == "" {
-			return t, fmt.Errorf("environment variable %s is not set", name)
-		}
-	}
-	return t, nil
-}
-
-// AccountTablesFromEnv reads the tables account-manage uses: accounts and agents.
-func AccountTablesFromEnv(getenv func(string) string) (Tables, error) {
-	t := Tables{Accounts: getenv("ACCOUNTS_TABLE"), Agents: getenv("AGENTS_TABLE")}
-	for name, v := range map[string]string{"ACCOUNTS_TABLE": t.Accounts, "AGENTS_TABLE": t.Agents} {
-		if v == "" {
-			return t, fmt.Errorf("environment variable %s is not set", name)
-		}
-	}
-	return t, nil
-}
-
 // Sentinel errors callers branch on.
 var (
 	ErrNotFound = errors.New("not found")

@@ -28,7 +28,7 @@ func ExampleClient_Tools() {
 	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
 	defer srv.Close()
 
-	// httptest listens on loopback, which FromEnv's client refuses unless MCP_PRIVATE_ENDPOINTS=allow.
+	// httptest listens on loopback, which FromConfig's client refuses unless MCP_PRIVATE_ENDPOINTS=allow.
 	client := mcptools.New(mcptools.Options{HTTP: &http.Client{}})
 	tools, warnings := client.Tools(context.Background(), agentconfig.MCPServers{
 		"weather": {URL: srv.URL, NeedsApproval: json.RawMessage(`true`)},

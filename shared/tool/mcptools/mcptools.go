@@ -128,17 +128,18 @@ func New(opts Options) *Client {
 	return c
 }
 
-// FromEnv returns a Client whose requests dial public addresses only (egress.Transport()),
-// unless getenv(PrivateVar) is "allow": then they go through http.DefaultTransport. Either
-// transport is the process's own, so connections are reused from turn to turn.
-func FromEnv(getenv func(string) string) (*Client, error) {
+// FromConfig returns a Client whose requests dial public addresses only (egress.Transport()),
+// unless private, the operator's PrivateVar, is "allow": then they go through
+// http.DefaultTransport. Either transport is the process's own, so connections are reused from
+// turn to turn.
+func FromConfig(private string) (*Client, error) {
 	var rt http.RoundTripper = egress.Transport()
-	switch v := getenv(PrivateVar); v {
+	switch private {
 	case "":
 	case "allow":
 		rt = http.DefaultTransport
 	default:
-		return nil, fmt.Errorf("%s is %q: it must be \"allow\" or unset", PrivateVar, v)
+		return nil, fmt.Errorf("%s is %q: it must be \"allow\" or unset", PrivateVar, private)
 	}
 	return New(Options{HTTP: &http.Client{Transport: rt}}), nil
 }

@@ -717,23 +717,15 @@ func TestStaysOnOrigin(t *testing.T) {
 	}
 }
 
-// FromEnv's client calls public addresses only unless the operator allows private ones, and
+// FromConfig's client calls public addresses only unless the operator allows private ones, and
 // every client of a setting shares its transport.
-func TestFromEnv(t *testing.T) {
-	env := func(v string) func(string) string {
-		return func(k string) string {
-			if k == mcptools.PrivateVar {
-				return v
-			}
-			return ""
-		}
-	}
-	if _, err := mcptools.FromEnv(env("yes")); err == nil || !strings.Contains(err.Error(), mcptools.PrivateVar) {
-		t.Errorf("FromEnv with %s=yes: %v, want an error naming it", mcptools.PrivateVar, err)
+func TestFromConfig(t *testing.T) {
+	if _, err := mcptools.FromConfig("yes"); err == nil || !strings.Contains(err.Error(), mcptools.PrivateVar) {
+		t.Errorf("FromConfig with %s=yes: %v, want an error naming it", mcptools.PrivateVar, err)
 	}
 
 	f := newFake(t)
-	guarded, err := mcptools.FromEnv(env(""))
+	guarded, err := mcptools.FromConfig("")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -752,7 +744,7 @@ func TestFromEnv(t *testing.T) {
 		t.Errorf("the server saw %d requests, want none", len(f.headers()))
 	}
 
-	allowed, err := mcptools.FromEnv(env("allow"))
+	allowed, err := mcptools.FromConfig("allow")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -764,8 +756,8 @@ func TestFromEnv(t *testing.T) {
 		t.Errorf("echo = %s, %v", out, err)
 	}
 
-	again, _ := mcptools.FromEnv(env(""))
-	alsoAllowed, _ := mcptools.FromEnv(env("allow"))
+	again, _ := mcptools.FromConfig("")
+	alsoAllowed, _ := mcptools.FromConfig("allow")
 	if mcptools.Transport(guarded) != mcptools.Transport(again) || mcptools.Transport(guarded) != egress.Transport() {
 		t.Error("guarded clients do not share egress.Transport()")
 	}

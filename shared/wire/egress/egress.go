@@ -18,12 +18,12 @@ import (
 )
 
 // AllowVar is the variable with which the operator lets agents call private endpoints too:
-// PrivateAllowed reports whether it is "allow".
+// PrivateAllowed reports whether its value is "allow".
 const AllowVar = "MODEL_PRIVATE_ENDPOINTS"
 
-// PrivateAllowed reports whether the operator set AllowVar=allow.
-func PrivateAllowed(getenv func(string) string) bool {
-	return getenv(AllowVar) == "allow"
+// PrivateAllowed reports whether value, the operator's AllowVar, is "allow".
+func PrivateAllowed(value string) bool {
+	return value == "allow"
 }
 
 // BlockedError is a connection refused because of the address it would have gone to.

@@ -138,7 +138,7 @@ func TestTransportRefusesAtConnect(t *testing.T) {
 
 func TestPrivateAllowed(t *testing.T) {
 	for v, want := range map[string]bool{"allow": true, "": false, "deny": false, "1": false} {
-		if got := PrivateAllowed(func(string) string { return v }); got != want {
+		if got := PrivateAllowed(v); got != want {
 			t.Errorf("PrivateAllowed(%s=%q) = %v, want %v", AllowVar, v, got, want)
 		}
 	}

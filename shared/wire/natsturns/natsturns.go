@@ -292,19 +292,31 @@ func checkUserKey(key string) error {
 // expire, and the server closes their connections then, so the lifetime bounds how long.
 const maxTTL = time.Hour
 
-// IssuerFromEnv builds the Issuer a deployment configures, or nil when it hands out no NATS
-// credentials: NATS_URL is unset, or no signing seed is. The seed is NATS_ACCOUNT_SIGNING_SEED,
-// or the Secrets Manager secret NATS_ACCOUNT_SIGNING_SEED_SECRET names, read with secret.
-// NATS_ACCOUNT is the account's public key when the seed is a signing key; NATS_STREAM the
-// stream; NATS_CREDENTIALS_TTL how long credentials last (default 15m, at most 1h);
-// NATS_CLIENT_URLS, comma-separated, where clients connect (default NATS_URL).
-func IssuerFromEnv(ctx context.Context, getenv func(string) string, secret func(ctx context.Context, id string) (string, error)) (*Issuer, error) {
-	url := getenv("NATS_URL")
+// IssuerConfig is how a deployment hands out clients' NATS credentials, as the NATS_* variables
+// set it.
+type IssuerConfig struct {
+	// URL is the servers (NATS_URL); empty: no credentials.
+	URL string
+	// SigningSeed is the account's signing key seed (NATS_ACCOUNT_SIGNING_SEED), or
+	// SigningSeedSecret the Secrets Manager secret holding it (NATS_ACCOUNT_SIGNING_SEED_SECRET).
+	SigningSeed, SigningSeedSecret string
+	// Account is the account's public key when the seed is a signing key (NATS_ACCOUNT).
+	Account string
+	// Stream is the stream (NATS_STREAM); CredentialsTTL how long credentials last
+	// (NATS_CREDENTIALS_TTL: default 15m, at most 1h); ClientURLs, comma-separated, where
+	// clients connect (NATS_CLIENT_URLS, default URL).
+	Stream, CredentialsTTL, ClientURLs string
+}
+
+// IssuerFromConfig builds the Issuer c configures, or nil when it hands out no NATS
+// credentials: c has no URL, or no signing seed. A seed in Secrets Manager is read with secret.
+func IssuerFromConfig(ctx context.Context, c IssuerConfig, secret func(ctx context.Context, id string) (string, error)) (*Issuer, error) {
+	url := c.URL
 	if url == "" {
 		return nil, nil
 	}
-	seed := getenv("NATS_ACCOUNT_SIGNING_SEED")
-	if id := getenv("NATS_ACCOUNT_SIGNING_SEED_SECRET"); id != "" {
+	seed := c.SigningSeed
+	if id := c.SigningSeedSecret; id != "" {
 		if secret == nil {
 			return nil, errors.New("NATS_ACCOUNT_SIGNING_SEED_SECRET is set but no Secrets Manager client is")
 		}
@@ -317,14 +329,14 @@ func IssuerFromEnv(ctx context.Context, getenv func(string) string, secret func(
 		return nil, nil
 	}
 	ttl := 15 * time.Minute
-	if s := getenv("NATS_CREDENTIALS_TTL"); s != "" {
+	if s := c.CredentialsTTL; s != "" {
 		d, err := time.ParseDuration(s)
 		if err != nil || d <= 0 || d > maxTTL {
 			return nil, fmt.Errorf("NATS_CREDENTIALS_TTL is %q, want a positive duration of at most 1h, such as 15m", s)
 		}
 		ttl = d
 	}
-	urls := getenv("NATS_CLIENT_URLS")
+	urls := c.ClientURLs
 	if urls == "" {
 		urls = url
 	}
@@ -334,7 +346,7 @@ func IssuerFromEnv(ctx context.Context, getenv func(string) string, secret func(
 			servers = append(servers, u)
 		}
 	}
-	iss, err := NewIssuer(seed, getenv("NATS_ACCOUNT"), getenv("NATS_STREAM"), ttl, servers)
+	iss, err := NewIssuer(seed, c.Account, c.Stream, ttl, servers)
 	if err != nil {
 		return nil, fmt.Errorf("configuring NATS credentials: %w", err)
 	}

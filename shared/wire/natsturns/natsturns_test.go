@@ -306,7 +306,7 @@ func TestNewIssuerRefuses(t *testing.T) {
 	}
 }
 
-func TestIssuerFromEnv(t *testing.T) {
+func TestIssuerFromConfig(t *testing.T) {
 	account, accountSeed, signing, signingSeed := keys(t)
 	const secretID = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:nats-signing"
 	type want struct {
@@ -319,29 +319,29 @@ func TestIssuerFromEnv(t *testing.T) {
 	}
 	for _, tt := range []struct {
 		name   string
-		env    map[string]string
+		config natsturns.IssuerConfig
 		secret bool // pass a secrets reader holding signingSeed under secretID
 		want   want
 	}{
-		{"no NATS", map[string]string{"NATS_ACCOUNT_SIGNING_SEED": accountSeed}, true, want{nilIssuer: true}},
-		{"no seed", map[string]string{"NATS_URL": "nats://n:4222"}, true, want{nilIssuer: true}},
-		{"seed in the environment", map[string]string{"NATS_URL": "nats://n:4222", "NATS_ACCOUNT_SIGNING_SEED": accountSeed}, false,
+		{"no NATS", natsturns.IssuerConfig{SigningSeed: accountSeed}, true, want{nilIssuer: true}},
+		{"no seed", natsturns.IssuerConfig{URL: "nats://n:4222"}, true, want{nilIssuer: true}},
+		{"seed set", natsturns.IssuerConfig{URL: "nats://n:4222", SigningSeed: accountSeed}, false,
 			want{issuer: account, stream: "HARNESS_TURNS", ttl: 15 * time.Minute, servers: []string{"nats://n:4222"}}},
-		{"seed in Secrets Manager", map[string]string{
-			"NATS_URL": "nats://n:4222", "NATS_ACCOUNT_SIGNING_SEED_SECRET": secretID, "NATS_ACCOUNT": account,
-			"NATS_STREAM": "TURNS", "NATS_CREDENTIALS_TTL": "1h", "NATS_CLIENT_URLS": "wss://a.example, nats://b.example:4222,",
+		{"seed in Secrets Manager", natsturns.IssuerConfig{
+			URL: "nats://n:4222", SigningSeedSecret: secretID, Account: account,
+			Stream: "TURNS", CredentialsTTL: "1h", ClientURLs: "wss://a.example, nats://b.example:4222,",
 		}, true, want{issuer: signing, issuerAcc: account, stream: "TURNS", ttl: time.Hour, servers: []string{"wss://a.example", "nats://b.example:4222"}}},
-		{"a secret but no Secrets Manager", map[string]string{"NATS_URL": "nats://n", "NATS_ACCOUNT_SIGNING_SEED_SECRET": secretID}, false,
+		{"a secret but no Secrets Manager", natsturns.IssuerConfig{URL: "nats://n", SigningSeedSecret: secretID}, false,
 			want{err: "NATS_ACCOUNT_SIGNING_SEED_SECRET is set but no Secrets Manager client is"}},
-		{"a secret that cannot be read", map[string]string{"NATS_URL": "nats://n", "NATS_ACCOUNT_SIGNING_SEED_SECRET": "other"}, true,
+		{"a secret that cannot be read", natsturns.IssuerConfig{URL: "nats://n", SigningSeedSecret: "other"}, true,
 			want{err: "no secret other"}},
-		{"a bad ttl", map[string]string{"NATS_URL": "nats://n", "NATS_ACCOUNT_SIGNING_SEED": accountSeed, "NATS_CREDENTIALS_TTL": "soon"}, false,
+		{"a bad ttl", natsturns.IssuerConfig{URL: "nats://n", SigningSeed: accountSeed, CredentialsTTL: "soon"}, false,
 			want{err: "NATS_CREDENTIALS_TTL"}},
-		{"a zero ttl", map[string]string{"NATS_URL": "nats://n", "NATS_ACCOUNT_SIGNING_SEED": accountSeed, "NATS_CREDENTIALS_TTL": "0s"}, false,
+		{"a zero ttl", natsturns.IssuerConfig{URL: "nats://n", SigningSeed: accountSeed, CredentialsTTL: "0s"}, false,
 			want{err: "NATS_CREDENTIALS_TTL"}},
-		{"a ttl over an hour", map[string]string{"NATS_URL": "nats://n", "NATS_ACCOUNT_SIGNING_SEED": accountSeed, "NATS_CREDENTIALS_TTL": "61m"}, false,
+		{"a ttl over an hour", natsturns.IssuerConfig{URL: "nats://n", SigningSeed: accountSeed, CredentialsTTL: "61m"}, false,
 			want{err: "NATS_CREDENTIALS_TTL"}},
-		{"a bad seed", map[string]string{"NATS_URL": "nats://n", "NATS_ACCOUNT_SIGNING_SEED": "SUnope"}, false,
+		{"a bad seed", natsturns.IssuerConfig{URL: "nats://n", SigningSeed: "SUnope"}, false,
 			want{err: "not an nkey seed"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -356,24 +356,24 @@ func TestIssuerFromEnv(t *testing.T) {
 					return signingSeed + "\n", nil
 				}
 			}
-			iss, err := natsturns.IssuerFromEnv(context.Background(), func(k string) string { return tt.env[k] }, secret)
+			iss, err := natsturns.IssuerFromConfig(context.Background(), tt.config, secret)
 			switch {
 			case tt.want.err != "":
 				if err == nil || !strings.Contains(err.Error(), tt.want.err) {
-					t.Fatalf("IssuerFromEnv = %v, want an error saying %q", err, tt.want.err)
+					t.Fatalf("IssuerFromConfig = %v, want an error saying %q", err, tt.want.err)
 				}
 				return
 			case err != nil:
 				t.Fatal(err)
 			case tt.want.nilIssuer:
 				if iss != nil || len(asked) > 0 {
-					t.Errorf("IssuerFromEnv = %v (asked for secrets %v), want nil and no secret read", iss, asked)
+					t.Errorf("IssuerFromConfig = %v (asked for secrets %v), want nil and no secret read", iss, asked)
 				}
 				return
 			case iss == nil:
-				t.Fatal("IssuerFromEnv = nil, want an issuer")
+				t.Fatal("IssuerFromConfig = nil, want an issuer")
 			}
-			if id := tt.env["NATS_ACCOUNT_SIGNING_SEED_SECRET"]; id != "" && !cmp.Equal(asked, []string{id}) {
+			if id := tt.config.SigningSeedSecret; id != "" && !cmp.Equal(asked, []string{id}) {
 				t.Errorf("asked for secrets %v, want [%s]", asked, id)
 			}
 			iss.Now = func() time.Time { return clock }

@@ -6,12 +6,17 @@ import (
 	"fmt"
 )
 
-// FromEnv returns the Box the environment configures: SECRETS_KMS_KEY_ID (set by the deployed
-// template) selects that KMS key, with a client from kmsClient, which is only called then;
-// SECRETS_LOCAL_KEY (set by make dev) selects a local key, standard base64 of 32 bytes. Setting
-// neither or both is an error: secrets must not be sealed by whichever happens to win.
-func FromEnv(_ context.Context, getenv func(string) string, kmsClient func() KMSAPI) (*Box, error) {
-	keyID, localKey := getenv("SECRETS_KMS_KEY_ID"), getenv("SECRETS_LOCAL_KEY")
+// Config says which key seals secrets: a KMS key's id (SECRETS_KMS_KEY_ID, set by the deployed
+// template) or a local key, standard base64 of 32 bytes (SECRETS_LOCAL_KEY, set by make dev).
+type Config struct {
+	KMSKeyID, LocalKey string
+}
+
+// FromConfig returns the Box c configures, with a KMS client from kmsClient, which is only called
+// for a KMS key. Setting neither key or both is an error: secrets must not be sealed by whichever
+// happens to win.
+func FromConfig(_ context.Context, c Config, kmsClient func() KMSAPI) (*Box, error) {
+	keyID, localKey := c.KMSKeyID, c.LocalKey
 	switch {
 	case keyID != "" && localKey != "":
 		return nil, errors.New("both SECRETS_KMS_KEY_ID and SECRETS_LOCAL_KEY are set: set only one")

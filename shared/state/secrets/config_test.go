@@ -8,7 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-func TestFromEnv(t *testing.T) {
+func TestFromConfig(t *testing.T) {
 	const localKey = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
 	const shortKey = "AAECAwQFBgcICQoLDA0ODw==" // 16 bytes
 	tests := []struct {
@@ -73,22 +73,21 @@ func TestFromEnv(t *testing.T) {
 				}
 				return newFakeKMS(testKeyID)
 			}
-			getenv := func(k string) string { return tt.env[k] }
-			box, err := secrets.FromEnv(t.Context(), getenv, kmsClient)
+			box, err := secrets.FromConfig(t.Context(), secrets.Config{KMSKeyID: tt.env["SECRETS_KMS_KEY_ID"], LocalKey: tt.env["SECRETS_LOCAL_KEY"]}, kmsClient)
 			if clients != tt.wantClients {
 				t.Errorf("kmsClient called %d times, want %d", clients, tt.wantClients)
 			}
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("FromEnv error = %v, want one containing %q", err, tt.wantErr)
+					t.Fatalf("FromConfig error = %v, want one containing %q", err, tt.wantErr)
 				}
 				if v := tt.env["SECRETS_LOCAL_KEY"]; v != "" && strings.Contains(err.Error(), strings.TrimSpace(v)) {
-					t.Errorf("FromEnv error %q reveals the key", err)
+					t.Errorf("FromConfig error %q reveals the key", err)
 				}
 				return
 			}
 			if err != nil {
-				t.Fatalf("FromEnv: %v", err)
+				t.Fatalf("FromConfig: %v", err)
 			}
 			sealed, err := box.Seal(t.Context(), []byte("sk"), aad)
 			if err != nil {
