@@ -106,6 +106,7 @@ var fixedNameReaders = []string{
 	"shared/lambda/lambdadeps/config.go ConfigFrom", // lambdadeps.Config's variables, its fields' tags
 	"shared/wire/awsclient/awsclient.go isSet",
 	"shared/tool/builtintools/tools.go context", // a builtin tool's own variables, Spec.Variables
+	"shared/model/modeltest/calls.go APIKey",    // the provider tests' keys, when fixtures are recorded
 }
 
 // TestNoNameFromAConfigReadsTheEnvironment fails on a function that reads the environment by a
