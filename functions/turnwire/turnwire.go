@@ -22,6 +22,8 @@ import (
 	"github.com/agentharness/harness/shared/state/toolresults"
 	"github.com/agentharness/harness/shared/tool"
 	"github.com/agentharness/harness/shared/tool/mcptools"
+	"github.com/agentharness/harness/shared/tool/prompttools"
+	"github.com/agentharness/harness/shared/tool/skilltools"
 	"github.com/agentharness/harness/shared/wire/workqueue"
 
 	"github.com/agentharness/harness/functions/asyncwire"
@@ -85,34 +87,48 @@ func Options(d lambdadeps.Deps) (turn.Options, error) {
 	if queue := getenv("ASYNC_WORK_QUEUE_URL"); queue != "" {
 		enqueue = func(ctx context.Context, body string) error { return env.Send(ctx, queue, body) }
 	}
+	tools := func(config map[string]json.RawMessage, vars tool.Vars) (*tool.Set, error) {
+		env := env
+		env.Vars = vars
+		return d.Tools(config, env)
+	}
+	models := func(block json.RawMessage) (agent.Model, error) { return provider.New(block, getenv) }
+	var sk skilltools.Store
+	if skillStore != nil {
+		// Left nil otherwise: a nil *skills.Store would make a non-nil Store.
+		sk = skillStore
+	}
 	opts := turn.Options{
-		Enqueue:         enqueue,
-		ApprovalTimeout: approvalTimeout,
-		Store:           st,
-		Agents:          agentstore.New(st, d.Sealer, agentconfig.Checks{}, nil),
-		Tools: func(config map[string]json.RawMessage, vars tool.Vars) (*tool.Set, error) {
-			env := env
-			env.Vars = vars
-			return d.Tools(config, env)
-		},
+		Enqueue:          enqueue,
+		ApprovalTimeout:  approvalTimeout,
+		Store:            st,
+		Agents:           agentstore.New(st, d.Sealer, agentconfig.Checks{}, nil),
+		Tools:            tools,
 		Sealer:           d.Sealer,
 		Attachments:      attachments.InBucket(d.S3, getenv("ASYNC_RESULTS_BUCKET")),
 		Results:          toolresults.New(results),
-		Model:            func(block json.RawMessage) (agent.Model, error) { return provider.New(block, getenv) },
+		Model:            models,
 		Logger:           d.Logger,
 		Async:            async,
 		Redriver:         redriver,
 		AsyncToolTimeout: asyncTimeout,
 		Streams:          streams,
-		MCP:              mcp,
+		Toolsets:         Toolsets(models, tools, mcp, sk),
 		TreeMaxDepth:     treeDepth,
 		TreeMaxTurns:     treeTurns,
 	}
-	if skillStore != nil {
-		// Left nil otherwise: a nil *skills.Store would make a non-nil SkillStore.
-		opts.Skills = skillStore
-	}
 	return opts, natslog.Attach(&opts, getenv, d.Secret, d.Logger)
+}
+
+// Toolsets are what agents' configs name besides config.tools, in the order their tools were
+// always added: config.prompts, built as the engine builds agents (models, tools), the tools of
+// config.mcpServers (mcp), and config.skills (sk; nil: agents that name skills cannot run).
+func Toolsets(models func(json.RawMessage) (agent.Model, error), tools func(map[string]json.RawMessage, tool.Vars) (*tool.Set, error), mcp *mcptools.Client, sk skilltools.Store) []turn.Toolset {
+	return []turn.Toolset{
+		prompttools.New(prompttools.Options{Model: models, Tools: tools, NewID: turn.NewMessageID}),
+		mcp,
+		skilltools.New(sk),
+	}
 }
 
 // duration reads an optional positive Go duration from the environment.

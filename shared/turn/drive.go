@@ -62,7 +62,7 @@ type invocation struct {
 	// callerWaits: this is a blocking subagent call's child turn, run inside the call, which
 	// returns its end itself: there is no async call of the caller's to settle.
 	callerWaits bool
-	// treeTok is the turn's tree sealed for the MCP servers it calls (treeToken), made once.
+	// treeTok is the turn's tree sealed for the MCP servers it calls (Tree), made once.
 	treeOnce sync.Once
 	treeTok  string
 }
@@ -121,7 +121,7 @@ func (d *invocation) passes(ctx context.Context, n int, events func(agent.Config
 		d.history = append(d.history, model.WithoutNested(msgs)...)
 		return nil
 	}
-	d.cfg.KeepResult = d.keepResult
+	d.cfg.KeepResult = d.KeepResult
 	if n == 0 {
 		for _, w := range d.cfg.Warnings {
 			d.emit(Event{Kind: Warning, Warning: w})

@@ -21,7 +21,6 @@ import (
 	"github.com/agentharness/harness/shared/state/toolresults"
 	"github.com/agentharness/harness/shared/tool"
 	"github.com/agentharness/harness/shared/tool/asynctools"
-	"github.com/agentharness/harness/shared/tool/mcptools"
 )
 
 // Defaults for Options left zero.
@@ -54,8 +53,6 @@ type Options struct {
 	// Results keeps the whole of tool results cut to fit the conversation's record (results.go);
 	// nil: such results are only cut.
 	Results *toolresults.Store
-	// Skills reads accounts' skills (skills.go); nil: agents that name skills cannot run.
-	Skills SkillStore
 	// Model builds an agent's model from its model block.
 	Model func(block json.RawMessage) (agent.Model, error)
 	// Now is the clock; nil means time.Now.
@@ -79,9 +76,9 @@ type Options struct {
 	WaitMargin time.Duration
 	// Streams keeps every turn's output for clients that reconnect; nil keeps none.
 	Streams *streamlog.Log
-	// MCP lists the tools of agents' MCP servers (mcptools.Client); nil refuses agents that
-	// name servers.
-	MCP MCPTools
+	// Toolsets add to agents what their configs name besides config.tools (prompttools,
+	// skilltools, mcptools), in order; what no toolset offers, an agent does not get.
+	Toolsets []Toolset
 	// Subject names the NATS subject a turn's stream is copied to (natslog.Attach); nil where
 	// it is not.
 	Subject func(accountID, conversationID, turnKey string) string
@@ -324,7 +321,7 @@ func (e *Engine) newRun(s Start, lease *store.Lease, plan *turnPlan) *Run {
 	}
 	nameStream(&s)
 	d.delivery, d.newStream = s.Delivery, s.newStream
-	d.cfg.Model = d.withFiles(d.cfg.Model)
+	d.cfg.Model = d.WithFiles(d.cfg.Model)
 	if err := d.withNotifyParent(&d.cfg); err != nil {
 		d.log.Error("giving a subagent its notify_parent", "err", err)
 	}
@@ -345,7 +342,7 @@ func (r *Run) events(ctx context.Context, execute func(context.Context) Outcome)
 		ctx, cancel := context.WithCancelCause(ctx)
 		defer cancel(nil)
 		stopped := false
-		ctx = withCaller(ctx, r.d)
+		ctx = tool.WithTurn(ctx, r.d)
 		r.d.openLog(ctx)
 		defer r.d.watchStop(ctx, cancel)()
 		r.d.emit = func(ev Event) {
@@ -550,7 +547,7 @@ func (c *Continuation) Events(ctx context.Context, adapt func(*agent.Config) err
 		if err != nil {
 			return d.fail(ctx, err, "the agent could not continue: "+err.Error(), model.Usage{})
 		}
-		cfg.Pause, cfg.Model = d.e.pauseFunc(d.lease, d.agentID), d.withFiles(cfg.Model)
+		cfg.Pause, cfg.Model = d.e.pauseFunc(d.lease, d.agentID), d.WithFiles(cfg.Model)
 		if c.noApprovals {
 			cfg.Pause = nil
 		}
@@ -707,39 +704,26 @@ func (e *Engine) buildAgent(ctx context.Context, accountID, agentID string, cfg 
 	if err == nil && cfg.Subagent != nil {
 		tools, err = tools.With(e.subagentTools(cfg.Subagent, th)...)
 	}
-	if err == nil && len(cfg.Prompts) > 0 {
-		var prompts []tool.Tool
-		if prompts, err = e.promptTools(cfg.Prompts, m, vars); err == nil {
-			tools, err = tools.With(prompts...)
+	system, warnings := cfg.System, []string(nil)
+	for _, ts := range e.opts.Toolsets {
+		if err != nil {
+			break
 		}
-	}
-	var warnings []string
-	if err == nil && len(cfg.MCPServers) > 0 {
-		if e.opts.MCP == nil {
-			err = errNoMCP
-		} else {
-			mcp, unavailable := e.opts.MCP.Tools(ctx, cfg.MCPServers)
-			for _, w := range unavailable {
-				e.opts.Logger.WarnContext(ctx, "an MCP server's tools are not offered this turn", "accountId", accountID, "agentId", agentID, "err", w)
-				warnings = append(warnings, w.Error())
-			}
-			for i := range mcp {
-				mcp[i] = reportingProgress(mcp[i])
-			}
-			tools, err = tools.With(mcp...)
+		o, oerr := ts.Offer(ctx, tool.Build{AccountID: accountID, AgentID: agentID, Config: cfg, Model: m, Vars: vars})
+		var refused *tool.ConfigError
+		if errors.As(oerr, &refused) {
+			err = refused.Err
+			break
 		}
-	}
-	system := cfg.System
-	if err == nil && len(cfg.Skills) > 0 {
-		if e.opts.Skills == nil {
-			err = errNoSkills
-		} else {
-			set, lerr := e.skillsOf(ctx, accountID, cfg.Skills)
-			if lerr != nil {
-				return agent.Config{}, fmt.Errorf("reading the account's skills: %w", lerr)
-			}
-			system += set.prompt()
-			tools, err = tools.With(set.tools(e, accountID)...)
+		if oerr != nil {
+			return agent.Config{}, oerr
+		}
+		for _, w := range o.Warnings {
+			e.opts.Logger.WarnContext(ctx, "tools not offered this turn", "accountId", accountID, "agentId", agentID, "warning", w)
+		}
+		system, warnings = system+o.System, append(warnings, o.Warnings...)
+		if len(o.Tools) > 0 {
+			tools, err = tools.With(o.Tools...)
 		}
 	}
 	var missing []agentconfig.Variable
@@ -984,10 +968,8 @@ func (d *invocation) watchStop(ctx context.Context, cancel context.CancelCauseFu
 	return func() { close(done); <-ended }
 }
 
-// MCPTools lists the tools of an agent's MCP servers, and says why a server's are not offered.
-type MCPTools interface {
-	Tools(ctx context.Context, servers agentconfig.MCPServers) ([]tool.Tool, []mcptools.Warning)
+// Toolset adds to the agents whose config names its feature: each is asked whenever an agent is
+// built for a turn. Its tool.ConfigError refuses the agent; any other error fails the build.
+type Toolset interface {
+	Offer(ctx context.Context, b tool.Build) (tool.Offer, error)
 }
-
-// errNoMCP: the agent names MCP servers and the deployment has no MCP client.
-var errNoMCP = errors.New("it names MCP servers, and this deployment calls none")

@@ -6,7 +6,10 @@ package turn
 
 import (
 	"github.com/agentharness/harness/shared/agent"
+	"github.com/agentharness/harness/shared/tool"
 	"github.com/agentharness/harness/shared/tool/asynctools"
+	"github.com/agentharness/harness/shared/tool/mcptools"
+	"github.com/agentharness/harness/shared/tool/prompttools"
 )
 
 // Kind says which of an Event's fields is set.
@@ -41,16 +44,6 @@ const (
 	// MCP server's progress notifications.
 	ToolProgress
 )
-
-// ToolProgressState is a tool call's latest progress, for its client.
-type ToolProgressState struct {
-	ToolCallID string  `json:"toolCallId"`
-	ToolName   string  `json:"toolName"`
-	Progress   float64 `json:"progress"`
-	// Total is 0 when the tool does not know it.
-	Total   float64 `json:"total,omitempty"`
-	Message string  `json:"message,omitempty"`
-}
 
 // Subagent call states.
 const (
@@ -90,12 +83,29 @@ type Event struct {
 	Result     asynctools.Result
 	Decision   Decision
 	Error      string
-	Subagent   *SubagentProgress `json:",omitempty"`
-	PromptTool *PromptProgress   `json:",omitempty"`
-	Warning    string            `json:",omitempty"`
+	Subagent   *SubagentProgress     `json:",omitempty"`
+	PromptTool *prompttools.Progress `json:",omitempty"`
+	Warning    string                `json:",omitempty"`
 	// ToolProgress is a running call's progress (ToolProgress).
-	ToolProgress *ToolProgressState `json:",omitempty"`
+	ToolProgress *tool.Progress `json:",omitempty"`
 	// Child is the subagent conversation whose event this is, shown to its caller's client
 	// (CallerView); empty for the turn's own.
 	Child string `json:",omitempty"`
+}
+
+// The invocation is the turn its tools run in (tool.WithTurn): it shows its client what they
+// report, on the loop's goroutine, which alone may emit.
+var (
+	_ prompttools.Turn = (*invocation)(nil)
+	_ mcptools.Turn    = (*invocation)(nil)
+)
+
+// ShowPrompt tells the client how a prompt tool's call goes.
+func (d *invocation) ShowPrompt(p prompttools.Progress) {
+	d.emit(Event{Kind: PromptTool, PromptTool: &p})
+}
+
+// ShowProgress tells the client a running call's progress.
+func (d *invocation) ShowProgress(p tool.Progress) {
+	d.emit(Event{Kind: ToolProgress, ToolProgress: &p})
 }

@@ -28,15 +28,9 @@ import (
 // whose outside worker is async-worker: the child turn runs there as an /async turn, and its
 // end settles the caller's row (settleParent), which re-drives the caller like any completion.
 
-// callerKey carries the invocation a tool runs in, for the tools that call subagents.
-type callerKey struct{}
-
-func withCaller(ctx context.Context, d *invocation) context.Context {
-	return context.WithValue(ctx, callerKey{}, d)
-}
-
+// callerFrom is the invocation a subagent tool runs in.
 func callerFrom(ctx context.Context) (*invocation, bool) {
-	d, ok := ctx.Value(callerKey{}).(*invocation)
+	d, ok := tool.TurnFrom(ctx).(*invocation)
 	return d, ok
 }
 
