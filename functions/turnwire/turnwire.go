@@ -120,9 +120,10 @@ func Options(d lambdadeps.Deps) (turn.Options, error) {
 	return opts, natslog.Attach(&opts, getenv, d.Secret, d.Logger)
 }
 
-// Toolsets are what agents' configs name besides config.tools, in the order their tools were
-// always added: config.prompts, built as the engine builds agents (models, tools), the tools of
-// config.mcpServers (mcp), and config.skills (sk; nil: agents that name skills cannot run).
+// Toolsets are what agents' configs name besides config.tools and config.subagent (the engine's
+// own), in the order their tools were always added: config.prompts, built as the engine builds
+// agents (models, tools), the tools of config.mcpServers (mcp), and config.skills (sk; nil:
+// agents that name skills cannot run).
 func Toolsets(models func(json.RawMessage) (agent.Model, error), tools func(map[string]json.RawMessage, tool.Vars) (*tool.Set, error), mcp *mcptools.Client, sk skilltools.Store) []turn.Toolset {
 	return []turn.Toolset{
 		prompttools.New(prompttools.Options{Model: models, Tools: tools, NewID: turn.NewMessageID}),

@@ -8,9 +8,9 @@ import (
 	"github.com/agentharness/harness/shared/model"
 )
 
-// A toolset adds to the agents whose config names its feature (config.prompts, config.skills,
-// config.mcpServers): the engine (turn.Toolset) asks each, whenever it builds an agent for a
-// turn, with a Build, and gets an Offer.
+// A toolset adds to the agents whose config names its feature (config.subagent, config.prompts,
+// config.skills, config.mcpServers): the engine (turn.Toolset) asks each, whenever it builds an
+// agent for a turn, with a Build, and gets an Offer.
 
 // Build is an agent as the engine builds it for a turn, as a toolset is told of it.
 type Build struct {
@@ -34,6 +34,8 @@ type Offer struct {
 	// Warnings say what the toolset could not offer this turn, which goes on without it (an
 	// MCP server that could not be reached); the turn's client is told.
 	Warnings []string
+	// Immediate gives the calls a turn begins with (agent.Config.Immediate); nil: none.
+	Immediate func(m model.Message) []model.Part
 }
 
 // ConfigError is a toolset's refusal of an agent: its config asks for what the toolset cannot

@@ -21,6 +21,7 @@ import (
 	"github.com/agentharness/harness/shared/state/toolresults"
 	"github.com/agentharness/harness/shared/tool"
 	"github.com/agentharness/harness/shared/tool/asynctools"
+	"github.com/agentharness/harness/shared/tool/subagenttools"
 )
 
 // Defaults for Options left zero.
@@ -76,8 +77,9 @@ type Options struct {
 	WaitMargin time.Duration
 	// Streams keeps every turn's output for clients that reconnect; nil keeps none.
 	Streams *streamlog.Log
-	// Toolsets add to agents what their configs name besides config.tools (prompttools,
-	// skilltools, mcptools), in order; what no toolset offers, an agent does not get.
+	// Toolsets add to agents what their configs name besides config.tools and config.subagent
+	// (prompttools, skilltools, mcptools), in order; what no toolset offers, an agent does not
+	// get.
 	Toolsets []Toolset
 	// Subject names the NATS subject a turn's stream is copied to (natslog.Attach); nil where
 	// it is not.
@@ -97,6 +99,8 @@ type Options struct {
 // of a turn in one order (Run.Finish). Transports range over its events.
 type Engine struct {
 	opts Options
+	// toolsets are the options' after the engine's own, config.subagent's, whose calls it runs.
+	toolsets []Toolset
 }
 
 // New returns an engine, with defaults for the options left zero.
@@ -125,7 +129,7 @@ func New(opts Options) *Engine {
 	if opts.TreeMaxTurns <= 0 {
 		opts.TreeMaxTurns = DefaultTreeMaxTurns
 	}
-	return &Engine{opts: opts}
+	return &Engine{opts: opts, toolsets: append([]Toolset{subagenttools.Toolset{}}, opts.Toolsets...)}
 }
 
 // Options returns the options the engine runs with, defaults filled in.
@@ -701,11 +705,9 @@ func (e *Engine) buildAgent(ctx context.Context, accountID, agentID string, cfg 
 		return ok && v.Scoped
 	}}
 	tools, err := e.opts.Tools(cfg.Tools, vars)
-	if err == nil && cfg.Subagent != nil {
-		tools, err = tools.With(e.subagentTools(cfg.Subagent, th)...)
-	}
 	system, warnings := cfg.System, []string(nil)
-	for _, ts := range e.opts.Toolsets {
+	var immediate func(model.Message) []model.Part
+	for _, ts := range e.toolsets {
 		if err != nil {
 			break
 		}
@@ -722,6 +724,9 @@ func (e *Engine) buildAgent(ctx context.Context, accountID, agentID string, cfg 
 			e.opts.Logger.WarnContext(ctx, "tools not offered this turn", "accountId", accountID, "agentId", agentID, "warning", w)
 		}
 		system, warnings = system+o.System, append(warnings, o.Warnings...)
+		if o.Immediate != nil {
+			immediate = o.Immediate
+		}
 		if len(o.Tools) > 0 {
 			tools, err = tools.With(o.Tools...)
 		}
@@ -740,7 +745,7 @@ func (e *Engine) buildAgent(ctx context.Context, accountID, agentID string, cfg 
 	if err != nil {
 		return agent.Config{}, invalid(err)
 	}
-	return agent.Config{Model: m, Tools: tools, System: system, MaxSteps: cfg.MaxSteps, NewID: NewMessageID, Immediate: immediateCalls(cfg.Subagent, th), Warnings: warnings}, nil
+	return agent.Config{Model: m, Tools: tools, System: system, MaxSteps: cfg.MaxSteps, NewID: NewMessageID, Immediate: immediate, Warnings: warnings}, nil
 }
 
 // NewMessageID names a message the harness creates.

@@ -10,6 +10,7 @@ import (
 	"github.com/agentharness/harness/shared/tool/asynctools"
 	"github.com/agentharness/harness/shared/tool/mcptools"
 	"github.com/agentharness/harness/shared/tool/prompttools"
+	"github.com/agentharness/harness/shared/tool/subagenttools"
 )
 
 // Kind says which of an Event's fields is set.
@@ -94,10 +95,11 @@ type Event struct {
 }
 
 // The invocation is the turn its tools run in (tool.WithTurn): it shows its client what they
-// report, on the loop's goroutine, which alone may emit.
+// report, on the loop's goroutine, which alone may emit, and runs their subagent calls.
 var (
-	_ prompttools.Turn = (*invocation)(nil)
-	_ mcptools.Turn    = (*invocation)(nil)
+	_ prompttools.Turn   = (*invocation)(nil)
+	_ mcptools.Turn      = (*invocation)(nil)
+	_ subagenttools.Turn = (*invocation)(nil)
 )
 
 // ShowPrompt tells the client how a prompt tool's call goes.

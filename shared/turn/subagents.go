@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/agentharness/harness/shared/agent"
@@ -18,6 +17,7 @@ import (
 	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/tool"
 	"github.com/agentharness/harness/shared/tool/asynctools"
+	"github.com/agentharness/harness/shared/tool/subagenttools"
 	"github.com/agentharness/harness/shared/turn/subagent"
 	"github.com/agentharness/harness/shared/wire/workqueue"
 )
@@ -28,240 +28,22 @@ import (
 // whose outside worker is async-worker: the child turn runs there as an /async turn, and its
 // end settles the caller's row (settleParent), which re-drives the caller like any completion.
 
-// callerFrom is the invocation a subagent tool runs in.
-func callerFrom(ctx context.Context) (*invocation, bool) {
-	d, ok := tool.TurnFrom(ctx).(*invocation)
-	return d, ok
+// CallSubagent runs or dispatches the child turn of a call of a subagent tool (subagenttools).
+func (d *invocation) CallSubagent(ctx context.Context, c subagenttools.Call) (any, error) {
+	return d.e.call(ctx, d, c)
 }
 
-// subagentTools are the model-facing tools of config.subagent for the thread th: one per agent
-// whose optional flag, if any, is on there, and run_subagent when asked for.
-func (e *Engine) subagentTools(s *agentconfig.Subagent, th *Thread) []tool.Tool {
-	var out []tool.Tool
-	var on, resumable []agentconfig.SubagentTool
-	for _, t := range s.Agents {
-		if !offered(t, th) {
-			continue
-		}
-		if t.Resumable != nil {
-			resumable = append(resumable, t)
-			continue
-		}
-		on = append(on, t)
-		prop := t.MessageProperty()
-		out = append(out, tool.Tool{
-			Name:        t.Name,
-			Description: cmp.Or(t.Description, "Runs the agent "+t.Name+" on a task and returns its answer."),
-			InputSchema: messageSchema(prop, nil, t),
-			Async:       callMode(t),
-			Subagent:    true,
-			Execute: func(ctx context.Context, input json.RawMessage) (any, error) {
-				var args map[string]json.RawMessage
-				if err := json.Unmarshal(input, &args); err != nil {
-					return nil, err
-				}
-				a := callArgs{toolName: t.Name}
-				for _, f := range []struct {
-					prop string
-					to   any
-				}{{prop, &a.message}, {t.InitAgentNameProperty, &a.named}, {t.InitAttachmentsProperty, &a.files}} {
-					if raw, ok := args[f.prop]; ok && f.prop != "" {
-						if err := json.Unmarshal(raw, f.to); err != nil {
-							return nil, err
-						}
-					}
-				}
-				return e.call(ctx, s, t, a)
-			},
-		})
-	}
-	out = append(out, e.instanceTools(s, resumable)...)
-	if !s.RunSubagent || len(on) == 0 {
-		return out
-	}
-	byName, names, lines := catalog(on, func(t agentconfig.SubagentTool) string { return t.Name })
-	return append(out, tool.Tool{
-		Name:        agentconfig.RunSubagent,
-		Description: "Runs one of these agents on a task and returns its answer. " + strings.Join(lines, "; "),
-		InputSchema: messageSchema(agentconfig.DefaultMessageProperty, names, agentconfig.SubagentTool{}),
-		Async:       callMode(on[0]),
-		Subagent:    true,
-		Execute: func(ctx context.Context, input json.RawMessage) (any, error) {
-			args, err := stringArgs(input)
-			if err != nil {
-				return nil, err
-			}
-			return e.call(ctx, s, byName[args["agent"]], callArgs{toolName: agentconfig.RunSubagent, message: args[agentconfig.DefaultMessageProperty]})
-		},
-	})
+// Instances are the resumable instances the invocation's conversation made, by name.
+func (d *invocation) Instances(ctx context.Context) (map[string]store.Instance, error) {
+	return d.e.opts.Store.Instances(ctx, d.accountID, d.conversationID)
 }
 
-// offered reports whether the agent's optional flag, if it has one, is on: a variable of the
-// thread th, never of the process environment (an account names the flag).
-func offered(t agentconfig.SubagentTool, th *Thread) bool {
-	return t.Optional == "" || agentconfig.FlagOn(th.Get(t.Optional))
-}
-
-// immediateCalls are the calls of config.subagent's immediate agents (whose flag, if any, is on
-// in the thread th) that each turn begins with, given the user's message as theirs; nil when
-// there are none.
-func immediateCalls(s *agentconfig.Subagent, th *Thread) func(model.Message) []model.Part {
-	if s == nil {
-		return nil
-	}
-	var now []agentconfig.SubagentTool
-	for _, t := range s.Agents {
-		if t.Immediate != nil && t.Resumable == nil && offered(t, th) {
-			now = append(now, t)
-		}
-	}
-	if len(now) == 0 {
-		return nil
-	}
-	return func(m model.Message) []model.Part {
-		calls := make([]model.Part, 0, len(now))
-		for _, t := range now {
-			input, _ := json.Marshal(map[string]string{t.MessageProperty(): m.Text()})
-			// Named after the message, so each turn's call (and its child) is its own.
-			calls = append(calls, model.Part{Type: model.PartToolCall, ToolCallID: "immediate_" + t.Name + "_" + m.ID, ToolName: t.Name, Input: input})
-		}
-		return calls
-	}
-}
-
-// catalog indexes the agents a tool chooses among: by name, their sorted names, and a line for
-// the tool's description each ("<label>: <description>").
-func catalog(agents []agentconfig.SubagentTool, label func(agentconfig.SubagentTool) string) (map[string]agentconfig.SubagentTool, []string, []string) {
-	byName := map[string]agentconfig.SubagentTool{}
-	var names, lines []string
-	for _, t := range agents {
-		byName[t.Name] = t
-		names = append(names, t.Name)
-		lines = append(lines, label(t)+": "+cmp.Or(t.Description, "an agent"))
-	}
-	sort.Strings(names)
-	return byName, names, lines
-}
-
-// instanceName is the grammar of a resumable instance's name.
-const instanceName = `^[A-Za-z0-9][A-Za-z0-9 _.-]{0,63}$`
-
-// instanceTools are subagent_create and subagent_message, for the resumable agents.
-func (e *Engine) instanceTools(s *agentconfig.Subagent, resumable []agentconfig.SubagentTool) []tool.Tool {
-	if len(resumable) == 0 {
-		return nil
-	}
-	byName, names, lines := catalog(resumable, func(t agentconfig.SubagentTool) string {
-		return fmt.Sprintf("%s (at most %d)", t.Name, t.Resumable.Instances())
-	})
-	schema := func(props map[string]any, required ...string) json.RawMessage {
-		b, _ := json.Marshal(map[string]any{"type": "object", "properties": props, "required": required, "additionalProperties": false})
-		return b
-	}
-	name := map[string]any{"type": "string", "pattern": instanceName, "description": "The instance's name, which later messages address it by."}
-	message := map[string]any{"type": "string", "minLength": 1, "maxLength": 100000, "description": "The message for the instance."}
-	return []tool.Tool{{
-		Name: agentconfig.SubagentCreate,
-		Description: "Creates a named instance of one of these agents, which keeps its conversation across your turns, " +
-			"and sends it its first message; its answer comes back to you later. " + strings.Join(lines, "; "),
-		InputSchema: schema(map[string]any{"agent": map[string]any{"type": "string", "enum": names}, "name": name, "message": message}, "agent", "name", "message"),
-		Async:       asynctools.ExternalDispatch, Subagent: true,
-		Execute: func(ctx context.Context, input json.RawMessage) (any, error) {
-			args, err := stringArgs(input)
-			if err != nil {
-				return nil, err
-			}
-			return e.call(ctx, s, byName[args["agent"]], callArgs{toolName: agentconfig.SubagentCreate, message: args["message"], instance: args["name"], create: true})
-		},
-	}, {
-		Name:        agentconfig.SubagentMessage,
-		Description: "Sends a message to an instance made with subagent_create, by its name; its answer comes back to you later.",
-		InputSchema: schema(map[string]any{"name": name, "message": message}, "name", "message"),
-		Async:       asynctools.ExternalDispatch, Subagent: true,
-		Execute: func(ctx context.Context, input json.RawMessage) (any, error) {
-			args, err := stringArgs(input)
-			if err != nil {
-				return nil, err
-			}
-			d, ok := callerFrom(ctx)
-			if !ok {
-				return nil, errors.New("a subagent can only be called from a turn")
-			}
-			instances, err := e.opts.Store.Instances(ctx, d.accountID, d.conversationID)
-			if err != nil {
-				return nil, err
-			}
-			in, found := instances[args["name"]]
-			if !found {
-				return nil, fmt.Errorf("no subagent instance is named %q here: create it with subagent_create", args["name"])
-			}
-			t, found := byName[in.Agent]
-			if !found {
-				return nil, fmt.Errorf("instance %q runs %s, which is no longer a resumable agent of subagent.agents", in.Name, in.Agent)
-			}
-			return e.call(ctx, s, t, callArgs{toolName: agentconfig.SubagentMessage, message: args["message"], instance: in.Name})
-		},
-	}}
-}
-
-// stringArgs decodes a subagent tool's input, whose schema makes every property a string.
-func stringArgs(input json.RawMessage) (map[string]string, error) {
-	var args map[string]string
-	return args, json.Unmarshal(input, &args)
-}
-
-// callMode is a subagent tool's execution: inline for a blocking call, else dispatched.
-func callMode(t agentconfig.SubagentTool) string {
-	if t.IsBlocking() {
-		return ""
-	}
-	return asynctools.ExternalDispatch
-}
-
-// messageSchema is the input of a subagent tool: the message under prop, for run_subagent the
-// agent's name out of names, and t's optional properties: a name for the child
-// (initAgentNameProperty) and files for it (initAttachmentsProperty).
-func messageSchema(prop string, names []string, t agentconfig.SubagentTool) json.RawMessage {
-	props := map[string]any{prop: map[string]any{"type": "string", "minLength": 1, "maxLength": 100000, "description": "The task or message for the agent."}}
-	if p := t.InitAgentNameProperty; p != "" {
-		props[p] = map[string]any{"type": "string", "pattern": instanceName, "description": "A name for this run of the agent, shown to the user."}
-	}
-	if p := t.InitAttachmentsProperty; p != "" {
-		props[p] = map[string]any{"type": "array", "maxItems": maxChildFiles, "uniqueItems": true, "description": "Files of this conversation to give the agent, by their attachment ids.",
-			"items": map[string]any{"type": "string", "pattern": attachments.IDPattern}}
-	}
-	required := []string{prop}
-	if names != nil {
-		props["agent"] = map[string]any{"type": "string", "enum": names, "description": "The agent to run."}
-		required = append([]string{"agent"}, required...)
-	}
-	b, _ := json.Marshal(map[string]any{"type": "object", "properties": props, "required": required, "additionalProperties": false})
-	return b
-}
-
-// callArgs are what a subagent call was asked: through the tool toolName, the message for the
-// child; for a resumable instance its name (instance) and whether the call creates it; for a
-// plain call the name the model gave the child (initAgentNameProperty), if any.
-type callArgs struct {
-	toolName, message, instance, named string
-	create                             bool
-	// files are attachment ids of the caller's thread the child gets (initAttachmentsProperty).
-	files []string
-}
-
-// maxChildFiles bounds the files one call gives its child.
-const maxChildFiles = 10
-
-// call checks a subagent call against the limits, creates the child's conversation and runs or
-// dispatches its turn: a plain call (no instance), or a message to a resumable instance, which a
-// creating call makes (it must not exist yet). Its errors are tool errors the caller's model
-// sees.
-func (e *Engine) call(ctx context.Context, s *agentconfig.Subagent, t agentconfig.SubagentTool, a callArgs) (any, error) {
-	message, instance, create := a.message, a.instance, a.create
-	d, ok := callerFrom(ctx)
-	if !ok {
-		return nil, errors.New("a subagent can only be called from a turn")
-	}
+// call checks the call c, made in the invocation d, against the limits, creates the child's
+// conversation and runs or dispatches its turn: a plain call (no instance), or a message to a
+// resumable instance, which a creating call makes (it must not exist yet). Its errors are tool
+// errors the caller's model sees.
+func (e *Engine) call(ctx context.Context, d *invocation, c subagenttools.Call) (any, error) {
+	s, t, message, instance, create := c.Config, c.Agent, c.Message, c.Instance, c.Create
 	depth := d.lease.Parent().Depth + 1
 	if depth > s.Depth() {
 		return nil, fmt.Errorf("cannot call %s: this conversation is already %d subagent call(s) deep, and subagent.maxDepth is %d", t.Name, depth-1, s.Depth())
@@ -282,7 +64,7 @@ func (e *Engine) call(ctx context.Context, s *agentconfig.Subagent, t agentconfi
 	// and with those its immediate entry gives each instance.
 	stored, err := e.opts.Agents.Load(ctx, d.accountID, t.AgentID)
 	var vars store.Vars
-	label, task := cmp.Or(a.named, t.Name), message
+	label, task := cmp.Or(c.Named, t.Name), message
 	if err == nil {
 		vars = childVars(d.lease.Vars(), stored.Variables)
 		vars, label, task, err = e.instanceEnv(ctx, d, t, vars, label, message)
@@ -334,7 +116,7 @@ func (e *Engine) call(ctx context.Context, s *agentconfig.Subagent, t agentconfi
 	if err := e.opts.Store.CreateChild(ctx, d.accountID, child, t.AgentID, link, vars); err != nil {
 		return nil, err
 	}
-	files, err := e.giveFiles(ctx, d, child, a.files)
+	files, err := e.giveFiles(ctx, d, child, c.Files)
 	if err != nil {
 		return nil, err
 	}
@@ -368,7 +150,7 @@ func (e *Engine) call(ctx context.Context, s *agentconfig.Subagent, t agentconfi
 		}
 		return answer, err
 	}
-	return e.runChild(ctx, d, t, a.toolName, cfg, msg, progress, tree)
+	return e.runChild(ctx, d, t, c.Tool, cfg, msg, progress, tree)
 }
 
 // runChild runs a blocking call's child turn inside the call, telling the caller's client as
