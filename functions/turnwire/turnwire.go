@@ -92,7 +92,15 @@ func Options(d lambdadeps.Deps) (turn.Options, error) {
 		env.Vars = vars
 		return d.Tools(config, env)
 	}
-	models := func(block json.RawMessage) (agent.Model, error) { return provider.New(block, getenv) }
+	files := attachments.InBucket(d.S3, getenv("ASYNC_RESULTS_BUCKET"))
+	// Every model reads the bytes of the files its requests carry, from its turn's thread.
+	models := func(block json.RawMessage) (agent.Model, error) {
+		m, err := provider.New(block, getenv)
+		if err != nil {
+			return nil, err
+		}
+		return files.Model(m), nil
+	}
 	var sk skilltools.Store
 	if skillStore != nil {
 		// Left nil otherwise: a nil *skills.Store would make a non-nil Store.
@@ -105,7 +113,7 @@ func Options(d lambdadeps.Deps) (turn.Options, error) {
 		Agents:           agentstore.New(st, d.Sealer, agentconfig.Checks{}, nil),
 		Tools:            tools,
 		Sealer:           d.Sealer,
-		Attachments:      attachments.InBucket(d.S3, getenv("ASYNC_RESULTS_BUCKET")),
+		Attachments:      files,
 		Results:          toolresults.New(results),
 		Model:            models,
 		Logger:           d.Logger,

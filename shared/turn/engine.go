@@ -49,7 +49,8 @@ type Options struct {
 	Tools func(config map[string]json.RawMessage, vars tool.Vars) (*tool.Set, error)
 	// Sealer seals and opens thread variables (vars.go); nil: requests cannot set any.
 	Sealer agentstore.Sealer
-	// Attachments keeps threads' files (files.go); nil: messages carry none.
+	// Attachments keeps threads' files (files.go), which models read through its Model; nil:
+	// messages carry none.
 	Attachments *attachments.Store
 	// Results keeps the whole of tool results cut to fit the conversation's record (results.go);
 	// nil: such results are only cut.
@@ -325,7 +326,6 @@ func (e *Engine) newRun(s Start, lease *store.Lease, plan *turnPlan) *Run {
 	}
 	nameStream(&s)
 	d.delivery, d.newStream = s.Delivery, s.newStream
-	d.cfg.Model = d.WithFiles(d.cfg.Model)
 	if err := d.withNotifyParent(&d.cfg); err != nil {
 		d.log.Error("giving a subagent its notify_parent", "err", err)
 	}
@@ -551,7 +551,7 @@ func (c *Continuation) Events(ctx context.Context, adapt func(*agent.Config) err
 		if err != nil {
 			return d.fail(ctx, err, "the agent could not continue: "+err.Error(), model.Usage{})
 		}
-		cfg.Pause, cfg.Model = d.e.pauseFunc(d.lease, d.agentID), d.WithFiles(cfg.Model)
+		cfg.Pause = d.e.pauseFunc(d.lease, d.agentID)
 		if c.noApprovals {
 			cfg.Pause = nil
 		}

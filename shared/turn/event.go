@@ -6,6 +6,7 @@ package turn
 
 import (
 	"github.com/agentharness/harness/shared/agent"
+	"github.com/agentharness/harness/shared/state/attachments"
 	"github.com/agentharness/harness/shared/tool"
 	"github.com/agentharness/harness/shared/tool/asynctools"
 	"github.com/agentharness/harness/shared/tool/mcptools"
@@ -94,12 +95,14 @@ type Event struct {
 	Child string `json:",omitempty"`
 }
 
-// The invocation is the turn its tools run in (tool.WithTurn): it shows its client what they
-// report, on the loop's goroutine, which alone may emit, and runs their subagent calls.
+// The invocation is the turn its tools and models run in (tool.WithTurn): it shows its client
+// what they report, on the loop's goroutine, which alone may emit, runs their subagent calls,
+// and names the thread whose files they read.
 var (
 	_ prompttools.Turn   = (*invocation)(nil)
 	_ mcptools.Turn      = (*invocation)(nil)
 	_ subagenttools.Turn = (*invocation)(nil)
+	_ attachments.Turn   = (*invocation)(nil)
 )
 
 // ShowPrompt tells the client how a prompt tool's call goes.

@@ -61,8 +61,6 @@ type Turn interface {
 	ShowPrompt(Progress)
 	// File is a file part for the attachment id of the turn's thread.
 	File(ctx context.Context, id string) (model.Part, error)
-	// WithFiles makes m read the bytes of the thread's files its requests carry.
-	WithFiles(m agent.Model) agent.Model
 	// KeepResult keeps the whole of a result cut to fit the record (agent.Config.KeepResult).
 	KeepResult(ctx context.Context, whole json.RawMessage) string
 }
@@ -148,7 +146,7 @@ func (s *Toolset) run(ctx context.Context, name string, p *agentconfig.Prompt, b
 		}
 	}
 	if inTurn {
-		cfg.Model, cfg.KeepResult = t.WithFiles(cfg.Model), t.KeepResult
+		cfg.KeepResult = t.KeepResult
 	}
 	if len(p.Tools) > 0 {
 		if cfg.Tools, err = s.opts.Tools(p.Tools, vars); err != nil {
