@@ -18,6 +18,7 @@ import (
 	"github.com/agentharness/harness/shared/state/attachments"
 	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/state/streamlog"
+	"github.com/agentharness/harness/shared/state/threadvars"
 	"github.com/agentharness/harness/shared/state/toolresults"
 	"github.com/agentharness/harness/shared/tool"
 	"github.com/agentharness/harness/shared/tool/asynctools"
@@ -609,7 +610,7 @@ func (e *Engine) OpenedAgent(ctx context.Context, o *store.Opening, req Request,
 	if err == nil {
 		stored, err = e.opts.Agents.Config(ctx, a)
 	}
-	th := e.threadOf(ctx, o.Account.ID, req.Variables, func() (store.Vars, error) { return withSealed(o.Vars(), req.Sealed), nil })
+	th := e.threadOf(ctx, o.Account.ID, req.Variables, func() (store.Vars, error) { return threadvars.With(o.Vars(), req.Sealed), nil })
 	cfg, err := e.buildAgent(ctx, o.Account.ID, req.AgentID, stored, err, th)
 	return e.agentFor(cfg, err, req, stream)
 }
@@ -675,14 +676,14 @@ func waitingForAsyncError(conversationID string, resultIDs []string) error {
 // LoadAgent loads the agent and builds its model and tools for the thread th, before anything
 // is written. A required variable (the agent's, or a tool's) that does not resolve stops the
 // turn here, before any model call.
-func (e *Engine) LoadAgent(ctx context.Context, accountID, agentID string, th *Thread) (agent.Config, error) {
+func (e *Engine) LoadAgent(ctx context.Context, accountID, agentID string, th *threadvars.Thread) (agent.Config, error) {
 	stored, err := e.opts.Agents.Load(ctx, accountID, agentID)
 	return e.buildAgent(ctx, accountID, agentID, stored, err, th)
 }
 
 // buildAgent builds the model and tools of the stored agent config cfg (loaded with err) for
 // the thread th (nil: none, which requires no variable).
-func (e *Engine) buildAgent(ctx context.Context, accountID, agentID string, cfg *agentconfig.Config, err error, th *Thread) (agent.Config, error) {
+func (e *Engine) buildAgent(ctx context.Context, accountID, agentID string, cfg *agentconfig.Config, err error, th *threadvars.Thread) (agent.Config, error) {
 	if errors.Is(err, store.ErrNotFound) {
 		return agent.Config{}, &Refusal{Kind: NotFound, Message: "agent " + agentID + " not found"}
 	}
@@ -731,10 +732,7 @@ func (e *Engine) buildAgent(ctx context.Context, accountID, agentID string, cfg 
 			tools, err = tools.With(o.Tools...)
 		}
 	}
-	var missing []agentconfig.Variable
-	if th != nil {
-		missing = missingVariables(th, cfg.Variables)
-	}
+	missing := th.Missing(cfg.Variables)
 	if terr := th.Err(); terr != nil {
 		return agent.Config{}, terr
 	}

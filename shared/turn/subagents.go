@@ -15,6 +15,7 @@ import (
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/state/attachments"
 	"github.com/agentharness/harness/shared/state/store"
+	"github.com/agentharness/harness/shared/state/threadvars"
 	"github.com/agentharness/harness/shared/tool"
 	"github.com/agentharness/harness/shared/tool/asynctools"
 	"github.com/agentharness/harness/shared/tool/subagenttools"
@@ -66,7 +67,7 @@ func (e *Engine) call(ctx context.Context, d *invocation, c subagenttools.Call) 
 	var vars store.Vars
 	label, task := cmp.Or(c.Named, t.Name), message
 	if err == nil {
-		vars = childVars(d.lease.Vars(), stored.Variables)
+		vars = threadvars.ForChild(d.lease.Vars(), stored.Variables)
 		vars, label, task, err = e.instanceEnv(ctx, d, t, vars, label, message)
 	}
 	cfg, err := e.buildAgent(ctx, d.accountID, t.AgentID, stored, err, e.storedThread(ctx, d.accountID, vars))
