@@ -47,33 +47,6 @@ const (
 	ToolProgress
 )
 
-// Subagent call states.
-const (
-	SubagentStarted  = "started"
-	SubagentMessage  = "message"
-	SubagentFinished = "finished"
-	// SubagentWaiting: a blocking call's child stopped to wait (Status says for what: approval
-	// of a call, or its own async calls), and the call was handed over; its answer comes as
-	// the call's async result.
-	SubagentWaiting = "waiting"
-)
-
-// SubagentProgress is one step of a subagent call, for the caller's client.
-type SubagentProgress struct {
-	ToolCallID string `json:"toolCallId"`
-	Agent      string `json:"agent"`
-	ThreadID   string `json:"threadId"`
-	// EventID is the child's turn, for GET /status/{eventId}.
-	EventID string `json:"eventId,omitempty"`
-	// State is SubagentStarted, SubagentMessage, SubagentWaiting or SubagentFinished.
-	State string `json:"state"`
-	// Text is the task the child was given (SubagentStarted), one of its messages
-	// (SubagentMessage), or its answer or error (SubagentFinished).
-	Text string `json:"text,omitempty"`
-	// Status is how a finished child's turn ended, or what a waiting one waits for.
-	Status string `json:"status,omitempty"`
-}
-
 // Event is one thing a turn's output says.
 type Event struct {
 	Kind Kind
@@ -85,9 +58,9 @@ type Event struct {
 	Result     asynctools.Result
 	Decision   Decision
 	Error      string
-	Subagent   *SubagentProgress     `json:",omitempty"`
-	PromptTool *prompttools.Progress `json:",omitempty"`
-	Warning    string                `json:",omitempty"`
+	Subagent   *subagenttools.Progress `json:",omitempty"`
+	PromptTool *prompttools.Progress   `json:",omitempty"`
+	Warning    string                  `json:",omitempty"`
 	// ToolProgress is a running call's progress (ToolProgress).
 	ToolProgress *tool.Progress `json:",omitempty"`
 	// Child is the subagent conversation whose event this is, shown to its caller's client

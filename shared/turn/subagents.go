@@ -13,7 +13,6 @@ import (
 	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/model"
-	"github.com/agentharness/harness/shared/state/attachments"
 	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/state/threadvars"
 	"github.com/agentharness/harness/shared/tool"
@@ -117,13 +116,15 @@ func (e *Engine) call(ctx context.Context, d *invocation, c subagenttools.Call) 
 	if err := e.opts.Store.CreateChild(ctx, d.accountID, child, t.AgentID, link, vars); err != nil {
 		return nil, err
 	}
-	files, err := e.giveFiles(ctx, d, child, c.Files)
+	files, err := subagent.GiveFiles(ctx, e.opts.Attachments, d.accountID, d.conversationID, child, c.Files, func(id string) (string, string) {
+		return d.fileInfo(id, "application/octet-stream")
+	})
 	if err != nil {
 		return nil, err
 	}
 	// A message id of the call's own: an instance takes many.
 	msg := model.Message{ID: "msg_" + strings.TrimPrefix(callKey, "conv_"), Role: model.RoleUser, Parts: append([]model.Part{{Type: model.PartText, Text: task}}, files...)}
-	progress := SubagentProgress{ToolCallID: callID, Agent: label, ThreadID: child}
+	progress := subagenttools.Progress{ToolCallID: callID, Agent: label, ThreadID: child}
 	switch {
 	case dispatched:
 		progress.EventID = subagent.EventID(resultID)
@@ -146,7 +147,7 @@ func (e *Engine) call(ctx context.Context, d *invocation, c subagenttools.Call) 
 	if dispatched {
 		answer, err := e.dispatchChild(ctx, d.accountID, t, child, resultID, msg, tree)
 		if err == nil {
-			progress.State, progress.Text = SubagentStarted, task
+			progress.State, progress.Text = subagenttools.Started, task
 			d.emit(Event{Kind: Subagent, Subagent: &progress})
 		}
 		return answer, err
@@ -160,7 +161,7 @@ func (e *Engine) call(ctx context.Context, d *invocation, c subagenttools.Call) 
 // call becomes a dispatched async call of the caller's pass (handOver), which the child's end
 // settles like a non-blocking call's, and the caller's client is shown the child's held calls,
 // whose decisions it sends to the caller (ChildDecisions).
-func (e *Engine) runChild(ctx context.Context, d *invocation, t agentconfig.SubagentTool, toolName string, cfg agent.Config, msg model.Message, progress SubagentProgress, tree TreePosition) (any, error) {
+func (e *Engine) runChild(ctx context.Context, d *invocation, t agentconfig.SubagentTool, toolName string, cfg agent.Config, msg model.Message, progress subagenttools.Progress, tree TreePosition) (any, error) {
 	run, err := e.Begin(ctx, Start{
 		AccountID: d.accountID, Request: Request{ConversationID: progress.ThreadID, AgentID: t.AgentID, EventID: progress.EventID},
 		Input: Input{Message: &msg}, Config: cfg, Delivery: asynctools.Delivery{Kind: asynctools.DeliverAsync}, Tree: tree,
@@ -177,7 +178,7 @@ func (e *Engine) runChild(ctx context.Context, d *invocation, t agentconfig.Suba
 		p.State, p.Text, p.Status = state, text, status
 		d.emit(Event{Kind: Subagent, Subagent: &p})
 	}
-	tell(SubagentStarted, msg.Text(), "")
+	tell(subagenttools.Started, msg.Text(), "")
 	run.d.callerWaits = true
 	texts := map[string]string{}
 	view := NewCallerView(progress.ThreadID)
@@ -198,7 +199,7 @@ func (e *Engine) runChild(ctx context.Context, d *invocation, t agentconfig.Suba
 		case agent.TextDelta:
 			texts[le.ID] += le.Text
 		case agent.TextEnd:
-			tell(SubagentMessage, texts[le.ID], "")
+			tell(subagenttools.Message, texts[le.ID], "")
 		}
 	}
 	o := run.Outcome()
@@ -229,12 +230,12 @@ func (e *Engine) runChild(ctx context.Context, d *invocation, t agentconfig.Suba
 		for _, ev := range held {
 			d.emit(ev)
 		}
-		tell(SubagentWaiting, "", o.Status)
+		tell(subagenttools.Waiting, "", o.Status)
 		return nil, &tool.Deferred{Output: placeholder}
 	}
 	answer := subagent.Answer{Agent: t.Name, ThreadID: progress.ThreadID, Status: o.Status, Text: subagent.LastText(run.d.history)}
 	answer.Attachments = e.returnFiles(ctx, d.accountID, progress.ThreadID, d.conversationID, answer.Text)
-	tell(SubagentFinished, answer.Text, o.Status)
+	tell(subagenttools.Finished, answer.Text, o.Status)
 	switch o.Status {
 	case store.EventFailed:
 		return nil, fmt.Errorf("%s failed: %s", t.Name, cmp.Or(o.Error, "its turn failed"))
@@ -285,7 +286,7 @@ var errHandOver = errors.New("the caller stops waiting: the subagent goes on on 
 // continueChild queues the turn of a blocking child handed over at its caller's margin for
 // async-worker, which takes it up where it stopped (its message is stored: the turn goes on from
 // its last finished step) under the same event, whose end settles the call.
-func (e *Engine) continueChild(ctx context.Context, accountID string, t agentconfig.SubagentTool, progress SubagentProgress, msg model.Message, tree TreePosition) error {
+func (e *Engine) continueChild(ctx context.Context, accountID string, t agentconfig.SubagentTool, progress subagenttools.Progress, msg model.Message, tree TreePosition) error {
 	if e.opts.Enqueue == nil {
 		return errors.New("this function has no queue to async-worker")
 	}
@@ -297,31 +298,6 @@ func (e *Engine) continueChild(ctx context.Context, accountID string, t agentcon
 		return err
 	}
 	return e.opts.Enqueue(context.WithoutCancel(ctx), string(body))
-}
-
-// giveFiles copies the caller's files ids to the child's thread, for its first message: each as
-// the caller's messages show it (its media type and name), under the same id (attachments).
-func (e *Engine) giveFiles(ctx context.Context, d *invocation, child string, ids []string) ([]model.Part, error) {
-	if len(ids) == 0 {
-		return nil, nil
-	}
-	if e.opts.Attachments == nil {
-		return nil, errors.New("this deployment keeps no files")
-	}
-	var out []model.Part
-	for _, id := range ids {
-		err := e.opts.Attachments.Copy(ctx, d.accountID, d.conversationID, child, id)
-		if errors.Is(err, attachments.ErrNotFound) {
-			return nil, fmt.Errorf("this conversation has no attachment %q", id)
-		}
-		if err != nil {
-			return nil, err
-		}
-		p := model.Part{Type: model.PartFile, Attachment: id}
-		p.MediaType, p.Filename = d.fileInfo(id, "application/octet-stream")
-		out = append(out, p)
-	}
-	return out, nil
 }
 
 // returnFiles returns to the caller the files of the child's thread its answer names
@@ -466,7 +442,7 @@ func (d *invocation) landed(r asynctools.Result) {
 	if !d.cfg.Tools.IsSubagent(r.ToolName) {
 		return
 	}
-	p := SubagentProgress{ToolCallID: r.ToolCallID, Agent: r.ToolName, EventID: subagent.EventID(r.ID), State: SubagentFinished, Status: store.EventFailed, Text: r.Error}
+	p := subagenttools.Progress{ToolCallID: r.ToolCallID, Agent: r.ToolName, EventID: subagent.EventID(r.ID), State: subagenttools.Finished, Status: store.EventFailed, Text: r.Error}
 	var a subagent.Answer
 	if r.Status == asynctools.Completed && json.Unmarshal(r.Response, &a) == nil {
 		p.Agent, p.ThreadID, p.Status, p.Text = a.Agent, a.ThreadID, a.Status, a.Text

@@ -17,6 +17,7 @@ import (
 	"github.com/agentharness/harness/shared/state/connections"
 	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/tool/asynctools"
+	"github.com/agentharness/harness/shared/tool/subagenttools"
 	"github.com/agentharness/harness/shared/turn"
 	"github.com/agentharness/harness/shared/wire/httpjson"
 	"github.com/agentharness/harness/shared/wire/wsconn"
@@ -113,7 +114,7 @@ type subagentSnapshot struct {
 }
 
 // subagent sends update_subagent_state: every subagent call of the run so far, one changed.
-func (o *wsOut) subagent(ctx context.Context, p turn.SubagentProgress) {
+func (o *wsOut) subagent(ctx context.Context, p subagenttools.Progress) {
 	now := o.now().UnixMilli()
 	o.mu.Lock()
 	i := slices.IndexFunc(o.subagents, func(s subagentSnapshot) bool { return s.ToolCallID == p.ToolCallID })
@@ -126,9 +127,9 @@ func (o *wsOut) subagent(ctx context.Context, p turn.SubagentProgress) {
 	}
 	snap := &o.subagents[i]
 	switch {
-	case p.State == turn.SubagentStarted && p.Text != "":
+	case p.State == subagenttools.Started && p.Text != "":
 		snap.Description, snap.Status = p.Text, "running"
-	case p.State != turn.SubagentFinished:
+	case p.State != subagenttools.Finished:
 		snap.Status = "running"
 	case p.Status == store.EventCompleted:
 		snap.Status, snap.DurationMS = "completed", now-snap.StartTime

@@ -39,6 +39,33 @@ type Call struct {
 	Files []string
 }
 
+// Progress states of a call.
+const (
+	Started  = "started"
+	Message  = "message"
+	Finished = "finished"
+	// Waiting: a blocking call's child stopped to wait (Status says for what: approval of a
+	// call, or its own async calls), and the call was handed over; its answer comes as the
+	// call's async result.
+	Waiting = "waiting"
+)
+
+// Progress is one step of a subagent call, for the caller's client.
+type Progress struct {
+	ToolCallID string `json:"toolCallId"`
+	Agent      string `json:"agent"`
+	ThreadID   string `json:"threadId"`
+	// EventID is the child's turn, for GET /status/{eventId}.
+	EventID string `json:"eventId,omitempty"`
+	// State is Started, Message, Waiting or Finished.
+	State string `json:"state"`
+	// Text is the task the child was given (Started), one of its messages (Message), or its
+	// answer or error (Finished).
+	Text string `json:"text,omitempty"`
+	// Status is how a finished child's turn ended, or what a waiting one waits for.
+	Status string `json:"status,omitempty"`
+}
+
 // Turn is what a subagent call needs of the turn it is made in (the engine's, tool.TurnFrom).
 type Turn interface {
 	// CallSubagent runs or dispatches the call's child turn and returns its answer; its errors
