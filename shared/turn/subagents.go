@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
 	"strings"
 
 	"github.com/agentharness/harness/shared/agent"
@@ -160,7 +159,7 @@ func (e *Engine) call(ctx context.Context, d *invocation, c subagenttools.Call) 
 // that stops to wait (for approval of a call, or for its own async calls) is handed over: the
 // call becomes a dispatched async call of the caller's pass (handOver), which the child's end
 // settles like a non-blocking call's, and the caller's client is shown the child's held calls,
-// whose decisions it sends to the caller (ChildDecisions).
+// whose decisions it sends to the caller (follow.ToChild).
 func (e *Engine) runChild(ctx context.Context, d *invocation, t agentconfig.SubagentTool, toolName string, cfg agent.Config, msg model.Message, progress subagenttools.Progress, tree TreePosition) (any, error) {
 	run, err := e.Begin(ctx, Start{
 		AccountID: d.accountID, Request: Request{ConversationID: progress.ThreadID, AgentID: t.AgentID, EventID: progress.EventID},
@@ -343,7 +342,7 @@ func NewCallerView(thread string, held ...string) *CallerView {
 }
 
 // ShownCallID is the id a call of the subagent conversation thread is shown under to its
-// caller's client; ChildDecisions reads it back.
+// caller's client; follow.ToChild reads it back.
 func ShownCallID(thread, callID string) string { return thread + ":" + callID }
 
 // See returns what the caller's client is shown of ev, in order: nothing for most events.
@@ -487,76 +486,6 @@ func (d *invocation) settleParent(ctx context.Context, res Outcome) {
 	}
 }
 
-// ChildRoute is where ChildDecisions sent decisions: the caller's conversation they were sent
-// to, and the subagent's calls they decide.
-type ChildRoute struct {
-	Caller string
-	Calls  []string
-}
-
-// ChildDecisions routes decisions sent to a conversation that waits for its subagents: when
-// every approval they decide belongs to one subagent conversation below req's, req is turned to
-// that conversation (its agent, and the event its held step was reported under) and in's
-// decisions to the ids the child knows its calls by, so they resume the child, whose end then
-// goes on with its caller as always. The route is nil, and req and in untouched, when the
-// decisions are the conversation's own or name approvals it does not know.
-func (e *Engine) ChildDecisions(ctx context.Context, accountID string, req *Request, in *Input) (*ChildRoute, error) {
-	if len(in.Decisions) == 0 || in.Message != nil || req.ConversationID == "" {
-		return nil, nil
-	}
-	ids := make([]string, 0, len(in.Decisions))
-	for _, dec := range in.Decisions {
-		ids = append(ids, dec.ApprovalID)
-	}
-	rows, err := e.opts.Store.Approvals(ctx, accountID, ids)
-	if err != nil {
-		return nil, err
-	}
-	child := ""
-	route := &ChildRoute{Caller: req.ConversationID}
-	for _, id := range ids {
-		a, found := rows[id]
-		if !found || a.ConversationID == req.ConversationID || (child != "" && a.ConversationID != child) {
-			return nil, nil
-		}
-		child = a.ConversationID
-		route.Calls = append(route.Calls, a.ToolCallID)
-	}
-	var head store.Head
-	for conv, hop := child, 0; hop <= agentconfig.MaxDepthLimit; hop++ {
-		h, err := e.opts.Store.ConversationHead(ctx, accountID, conv)
-		if errors.Is(err, store.ErrNotFound) {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		if conv == child {
-			head = h
-		}
-		switch h.Parent.ConversationID {
-		case "":
-			return nil, nil
-		case req.ConversationID:
-			// The variables a request sets are its conversation's: none go to the child.
-			req.ConversationID, req.AgentID, req.Variables, req.Sealed = child, head.AgentID, nil, nil
-			decisions := slices.Clone(in.Decisions)
-			for i := range decisions {
-				decisions[i].ToolCallID = strings.TrimPrefix(decisions[i].ToolCallID, ShownCallID(child, ""))
-			}
-			in.Decisions = decisions
-			if head.PausedEvent != "" {
-				// The event the child's held step was reported under: a non-blocking call's,
-				// whose end settles the call.
-				req.EventID = head.PausedEvent
-			}
-			return route, nil
-		}
-		conv = h.Parent.ConversationID
-	}
-	return nil, nil
-}
-
 // notifyParent is the notify_parent tool of a turn an explicit resumable instance runs for its
 // caller's call: it answers the call with a message, once. ok is false for any other turn.
 func (d *invocation) notifyParent() (t tool.Tool, ok bool) {
@@ -619,59 +548,4 @@ func (e *Engine) stopChild(ctx context.Context, accountID, resultID string) {
 	if err != nil {
 		e.opts.Logger.WarnContext(ctx, "asking a cancelled call's subagent to stop", "resultId", resultID, "err", err)
 	}
-}
-
-// HeldByChildren are the calls held for approval in the subagents whose async calls the
-// conversation's turn waits for, as its client is shown them (CallerView's events: each call's
-// input, then its approval request): a client that follows the waiting turn sees them, and its
-// decisions, sent to the conversation, go to the child (ChildDecisions). Calls already shown
-// (their approvals in shown) are left out.
-func (e *Engine) HeldByChildren(ctx context.Context, accountID, conversationID string, shown map[string]bool) ([]Event, error) {
-	head, err := e.opts.Store.ConversationHead(ctx, accountID, conversationID)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && head.AsyncGroup == "") {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var out []Event
-	now := e.opts.Now()
-	for _, resultID := range head.PendingAsync {
-		ev, err := e.opts.Store.Event(ctx, accountID, subagent.EventID(resultID))
-		if errors.Is(err, store.ErrNotFound) {
-			continue // not a subagent's call
-		}
-		if err != nil {
-			return nil, err
-		}
-		var detail struct {
-			PendingApprovals []PendingApproval `json:"pendingApprovals"`
-		}
-		if ev.Status != store.EventWaiting || json.Unmarshal(ev.Detail, &detail) != nil {
-			continue
-		}
-		ids := make([]string, 0, len(detail.PendingApprovals))
-		for _, p := range detail.PendingApprovals {
-			if !shown[p.ApprovalID] {
-				ids = append(ids, p.ApprovalID)
-			}
-		}
-		if len(ids) == 0 {
-			continue
-		}
-		rows, err := e.opts.Store.Approvals(ctx, accountID, ids)
-		if err != nil {
-			return nil, err
-		}
-		view := NewCallerView(ev.ConversationID)
-		for _, id := range ids {
-			a, ok := rows[id]
-			if !ok || a.Status != store.ApprovalPending || a.Expired(now) {
-				continue
-			}
-			out = append(out, view.See(Event{Kind: Loop, Loop: agent.Event{Type: agent.ToolInputAvailable, ToolCallID: a.ToolCallID, ToolName: a.ToolName, Input: a.Input}})...)
-			out = append(out, view.See(Event{Kind: Loop, Loop: agent.Event{Type: agent.ToolApprovalRequest, ToolCallID: a.ToolCallID, ToolName: a.ToolName, ApprovalID: a.ID, Text: a.RequestReason}})...)
-		}
-	}
-	return out, nil
 }

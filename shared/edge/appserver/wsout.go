@@ -19,6 +19,7 @@ import (
 	"github.com/agentharness/harness/shared/tool/asynctools"
 	"github.com/agentharness/harness/shared/tool/subagenttools"
 	"github.com/agentharness/harness/shared/turn"
+	"github.com/agentharness/harness/shared/turn/follow"
 	"github.com/agentharness/harness/shared/wire/httpjson"
 	"github.com/agentharness/harness/shared/wire/wsconn"
 )
@@ -160,7 +161,7 @@ func (h *server) newOut(accountID string, rt runtimeScope, runID string) *wsOut 
 		now: h.opts.Now, account: accountID, rt: rt, runID: runID, calls: map[string]toolCallView{},
 		window: textWindow, logged: -1,
 		follow: func(ctx context.Context, after int64) (iter.Seq2[turn.Logged, error], bool, error) {
-			return h.eng.Follow(ctx, accountID, rt.ConversationID, after)
+			return follow.Turn(ctx, h.eng, accountID, rt.ConversationID, after)
 		},
 	}
 }
