@@ -486,48 +486,21 @@ func (d *invocation) settleParent(ctx context.Context, res Outcome) {
 	}
 }
 
-// notifyParent is the notify_parent tool of a turn an explicit resumable instance runs for its
-// caller's call: it answers the call with a message, once. ok is false for any other turn.
-func (d *invocation) notifyParent() (t tool.Tool, ok bool) {
+// withNotifyParent adds notify_parent to cfg's tools where the turn is an explicit resumable
+// instance's, run for its caller's call, which the tool answers once.
+func (d *invocation) withNotifyParent(cfg *agent.Config) error {
 	resultID, isCall := subagent.CallOf(d.turnID)
 	p := d.lease.Parent()
 	if !isCall || !p.Explicit || d.e.opts.Async == nil {
-		return t, false
-	}
-	return tool.Tool{
-		Name:        agentconfig.NotifyParent,
-		Description: "Answers the agent that sent you this message. Call it once, with your answer: it does not see your replies otherwise.",
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"message":{"type":"string","minLength":1,"maxLength":100000,"description":"Your answer."}},"required":["message"],"additionalProperties":false}`),
-		Execute: func(ctx context.Context, input json.RawMessage) (any, error) {
-			var args struct {
-				Message string `json:"message"`
-			}
-			if err := json.Unmarshal(input, &args); err != nil {
-				return nil, err
-			}
-			o, err := subagent.Notified(p.Tool, d.conversationID, d.turnID, args.Message, d.e.returnFiles(ctx, d.accountID, d.conversationID, p.ConversationID, args.Message))
-			if err != nil {
-				return nil, err
-			}
-			otherwise, err := subagent.Settle(ctx, d.e.opts.Async, d.e.opts.Redriver, resultID, o, d.e.opts.Now())
-			if err != nil {
-				return nil, err
-			}
-			if otherwise != "" {
-				return map[string]any{"delivered": false, "reason": "this message was answered already (" + otherwise + ")"}, nil
-			}
-			return map[string]any{"delivered": true}, nil
-		},
-	}, true
-}
-
-// withNotifyParent adds notify_parent to cfg's tools where the turn has a caller to notify.
-func (d *invocation) withNotifyParent(cfg *agent.Config) error {
-	t, ok := d.notifyParent()
-	if !ok {
 		return nil
 	}
-	tools, err := cfg.Tools.With(t)
+	tools, err := cfg.Tools.With(subagenttools.NotifyParent(func(ctx context.Context, message string) (string, error) {
+		o, err := subagent.Notified(p.Tool, d.conversationID, d.turnID, message, d.e.returnFiles(ctx, d.accountID, d.conversationID, p.ConversationID, message))
+		if err != nil {
+			return "", err
+		}
+		return subagent.Settle(ctx, d.e.opts.Async, d.e.opts.Redriver, resultID, o, d.e.opts.Now())
+	}))
 	if err != nil {
 		return err
 	}

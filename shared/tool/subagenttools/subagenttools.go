@@ -1,8 +1,8 @@
 // Package subagenttools offers an agent's config.subagent as tools: one per agent it may call
-// whose optional flag, if any, is on in the thread; run_subagent, to choose among them; and
-// subagent_create and subagent_message, for resumable instances. The turn a call is made in runs
-// it (Turn): a blocking call's child turn runs inside the call, a non-blocking call's is
-// dispatched.
+// whose optional flag, if any, is on in the thread; run_subagent, to choose among them;
+// subagent_create and subagent_message, for resumable instances; and notify_parent, with which
+// an explicit instance answers its caller. The turn a call is made in runs it (Turn): a blocking
+// call's child turn runs inside the call, a non-blocking call's is dispatched.
 package subagenttools
 
 import (
@@ -272,6 +272,33 @@ func instanceTools(s *agentconfig.Subagent, resumable []agentconfig.SubagentTool
 			return turn.CallSubagent(ctx, Call{Config: s, Agent: t, Tool: agentconfig.SubagentMessage, Message: args["message"], Instance: in.Name})
 		},
 	}}
+}
+
+// NotifyParent is the notify_parent tool of a turn an explicit resumable instance runs for its
+// caller's call: it answers the call with a message, through settle, which says how the call
+// was settled otherwise already, if it was.
+func NotifyParent(settle func(ctx context.Context, message string) (settledOtherwise string, err error)) tool.Tool {
+	return tool.Tool{
+		Name:        agentconfig.NotifyParent,
+		Description: "Answers the agent that sent you this message. Call it once, with your answer: it does not see your replies otherwise.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"message":{"type":"string","minLength":1,"maxLength":100000,"description":"Your answer."}},"required":["message"],"additionalProperties":false}`),
+		Execute: func(ctx context.Context, input json.RawMessage) (any, error) {
+			var args struct {
+				Message string `json:"message"`
+			}
+			if err := json.Unmarshal(input, &args); err != nil {
+				return nil, err
+			}
+			otherwise, err := settle(ctx, args.Message)
+			if err != nil {
+				return nil, err
+			}
+			if otherwise != "" {
+				return map[string]any{"delivered": false, "reason": "this message was answered already (" + otherwise + ")"}, nil
+			}
+			return map[string]any{"delivered": true}, nil
+		},
+	}
 }
 
 // stringArgs decodes a subagent tool's input, whose schema makes every property a string.
