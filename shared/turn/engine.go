@@ -48,7 +48,8 @@ type Options struct {
 	Agents *agentstore.Service
 	// Tools builds an agent's ToolSet from its config.tools, for a thread with vars.
 	Tools func(config map[string]json.RawMessage, vars tool.Vars) (*tool.Set, error)
-	// Sealer seals and opens thread variables (vars.go); nil: requests cannot set any.
+	// Sealer seals and opens thread variables (threadvars) and the tree MCP calls carry
+	// (tree.go); nil: requests cannot set variables.
 	Sealer agentstore.Sealer
 	// Attachments keeps threads' files (files.go), which models read through its Model; nil:
 	// messages carry none.
