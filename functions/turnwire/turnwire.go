@@ -22,6 +22,8 @@ import (
 	"github.com/agentharness/harness/shared/state/toolresults"
 	"github.com/agentharness/harness/shared/tool"
 	"github.com/agentharness/harness/shared/tool/mcptools"
+	"github.com/agentharness/harness/shared/tool/prompttools"
+	"github.com/agentharness/harness/shared/tool/skilltools"
 	"github.com/agentharness/harness/shared/wire/workqueue"
 
 	"github.com/agentharness/harness/functions/asyncwire"
@@ -78,45 +80,68 @@ func Options(d agentdeps.Deps) (turn.Options, error) {
 		return turn.Options{}, err
 	}
 	st := store.New(d.DB, store.Tables(c.Tables))
-	models := provider.Config(c.Models)
+	providers := provider.Config(c.Models)
 
 	env := tool.Env{Getenv: c.Tools.Getenv, Send: workqueue.SQS(d.SQS), Logger: d.Logger}
 	var enqueue func(ctx context.Context, body string) error
 	if queue := c.Async.WorkQueue; queue != "" {
 		enqueue = func(ctx context.Context, body string) error { return env.Send(ctx, queue, body) }
 	}
+	tools := func(config map[string]json.RawMessage, vars tool.Vars) (*tool.Set, error) {
+		env := env
+		env.Vars = vars
+		return d.Tools(config, env)
+	}
+	files := attachments.InBucket(d.S3, c.Async.ResultsBucket)
+	// Every model reads the bytes of the files its requests carry, from its turn's thread.
+	models := func(block json.RawMessage) (agent.Model, error) {
+		m, err := provider.New(block, providers)
+		if err != nil {
+			return nil, err
+		}
+		return files.Model(m), nil
+	}
+	var sk skilltools.Store
+	if skillStore != nil {
+		// Left nil otherwise: a nil *skills.Store would make a non-nil Store.
+		sk = skillStore
+	}
 	opts := turn.Options{
-		Enqueue:         enqueue,
-		ApprovalTimeout: approvalTimeout,
-		Store:           st,
-		Agents:          agentstore.New(st, d.Sealer, agentconfig.Checks{}, nil),
-		Tools: func(config map[string]json.RawMessage, vars tool.Vars) (*tool.Set, error) {
-			env := env
-			env.Vars = vars
-			return d.Tools(config, env)
-		},
+		Enqueue:          enqueue,
+		ApprovalTimeout:  approvalTimeout,
+		Store:            st,
+		Agents:           agentstore.New(st, d.Sealer, agentconfig.Checks{}, nil),
+		Tools:            tools,
 		Sealer:           d.Sealer,
-		Attachments:      attachments.InBucket(d.S3, c.Async.ResultsBucket),
+		Attachments:      files,
 		Results:          toolresults.New(results),
-		Model:            func(block json.RawMessage) (agent.Model, error) { return provider.New(block, models) },
+		Model:            models,
 		Logger:           d.Logger,
 		Async:            async,
 		Redriver:         redriver,
 		AsyncToolTimeout: asyncTimeout,
 		Streams:          streams,
-		MCP:              mcp,
+		Toolsets:         Toolsets(models, tools, mcp, sk),
 		TreeMaxDepth:     treeDepth,
 		TreeMaxTurns:     treeTurns,
-	}
-	if skillStore != nil {
-		// Left nil otherwise: a nil *skills.Store would make a non-nil SkillStore.
-		opts.Skills = skillStore
 	}
 	nats := natslog.Config{
 		URL: c.NATS.URL, Creds: c.NATS.Creds, NKeySeed: c.NATS.NKeySeed, CredsSecret: c.NATS.CredsSecret,
 		Stream: c.NATS.Stream, Replicas: c.NATS.Replicas,
 	}
 	return opts, natslog.Attach(&opts, nats, d.Secret, d.Logger)
+}
+
+// Toolsets are what agents' configs name besides config.tools and config.subagent (the engine's
+// own), in the order their tools were always added: config.prompts, built as the engine builds
+// agents (models, tools), the tools of config.mcpServers (mcp), and config.skills (sk; nil:
+// agents that name skills cannot run).
+func Toolsets(models func(json.RawMessage) (agent.Model, error), tools func(map[string]json.RawMessage, tool.Vars) (*tool.Set, error), mcp *mcptools.Client, sk skilltools.Store) []turn.Toolset {
+	return []turn.Toolset{
+		prompttools.New(prompttools.Options{Model: models, Tools: tools, NewID: turn.NewMessageID}),
+		mcp,
+		skilltools.New(sk),
+	}
 }
 
 // duration parses the optional positive Go duration v, the value of the variable name.

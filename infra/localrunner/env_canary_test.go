@@ -111,7 +111,7 @@ var fixedNameReaders = []string{
 
 // TestNoNameFromAConfigReadsTheEnvironment fails on a function that reads the environment by a
 // name it is given, unless it is one of fixedNameReaders: a name an account configures or sends
-// must never reach the environment (a thread's variables are read through turn.Thread).
+// must never reach the environment (a thread's variables are read through threadvars.Thread).
 func TestNoNameFromAConfigReadsTheEnvironment(t *testing.T) {
 	_, byName := envNamesRead(t)
 	if !slices.Contains(byName, "shared/lambda/lambdadeps/config.go ConfigFrom") {
@@ -119,7 +119,7 @@ func TestNoNameFromAConfigReadsTheEnvironment(t *testing.T) {
 	}
 	for _, f := range byName {
 		if !slices.Contains(fixedNameReaders, f) {
-			t.Errorf("%s reads the environment by a name it is given: no name an account configures or sends may reach the environment; read the thread's variables (turn.Thread), or, if every name it gets is spelled in the code, add it to fixedNameReaders", f)
+			t.Errorf("%s reads the environment by a name it is given: no name an account configures or sends may reach the environment; read the thread's variables (threadvars.Thread), or, if every name it gets is spelled in the code, add it to fixedNameReaders", f)
 		}
 	}
 }

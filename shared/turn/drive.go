@@ -64,7 +64,7 @@ type invocation struct {
 	callerWaits bool
 	// watch looks at the edge's own signals at each stop poll (Run.Watch); nil: none.
 	watch func(context.Context) bool
-	// treeTok is the turn's tree sealed for the MCP servers it calls (treeToken), made once.
+	// treeTok is the turn's tree sealed for the MCP servers it calls (Tree), made once.
 	treeOnce sync.Once
 	treeTok  string
 }
@@ -123,7 +123,7 @@ func (d *invocation) passes(ctx context.Context, n int, events func(agent.Config
 		d.history = append(d.history, model.WithoutNested(msgs)...)
 		return nil
 	}
-	d.cfg.KeepResult = d.keepResult
+	d.cfg.KeepResult = d.KeepResult
 	if n == 0 {
 		for _, w := range d.cfg.Warnings {
 			d.emit(Event{Kind: Warning, Warning: w})

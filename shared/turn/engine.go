@@ -18,10 +18,11 @@ import (
 	"github.com/agentharness/harness/shared/state/attachments"
 	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/state/streamlog"
+	"github.com/agentharness/harness/shared/state/threadvars"
 	"github.com/agentharness/harness/shared/state/toolresults"
 	"github.com/agentharness/harness/shared/tool"
 	"github.com/agentharness/harness/shared/tool/asynctools"
-	"github.com/agentharness/harness/shared/tool/mcptools"
+	"github.com/agentharness/harness/shared/tool/subagenttools"
 )
 
 // Defaults for Options left zero.
@@ -47,15 +48,15 @@ type Options struct {
 	Agents *agentstore.Service
 	// Tools builds an agent's ToolSet from its config.tools, for a thread with vars.
 	Tools func(config map[string]json.RawMessage, vars tool.Vars) (*tool.Set, error)
-	// Sealer seals and opens thread variables (vars.go); nil: requests cannot set any.
+	// Sealer seals and opens thread variables (threadvars) and the tree MCP calls carry
+	// (tree.go); nil: requests cannot set variables.
 	Sealer agentstore.Sealer
-	// Attachments keeps threads' files (files.go); nil: messages carry none.
+	// Attachments keeps threads' files (files.go), which models read through its Model; nil:
+	// messages carry none.
 	Attachments *attachments.Store
 	// Results keeps the whole of tool results cut to fit the conversation's record (results.go);
 	// nil: such results are only cut.
 	Results *toolresults.Store
-	// Skills reads accounts' skills (skills.go); nil: agents that name skills cannot run.
-	Skills SkillStore
 	// Model builds an agent's model from its model block.
 	Model func(block json.RawMessage) (agent.Model, error)
 	// Now is the clock; nil means time.Now.
@@ -79,9 +80,10 @@ type Options struct {
 	WaitMargin time.Duration
 	// Streams keeps every turn's output for clients that reconnect; nil keeps none.
 	Streams *streamlog.Log
-	// MCP lists the tools of agents' MCP servers (mcptools.Client); nil refuses agents that
-	// name servers.
-	MCP MCPTools
+	// Toolsets add to agents what their configs name besides config.tools and config.subagent
+	// (prompttools, skilltools, mcptools), in order; what no toolset offers, an agent does not
+	// get.
+	Toolsets []Toolset
 	// Subject names the NATS subject a turn's stream is copied to (natslog.Attach); nil where
 	// it is not.
 	Subject func(accountID, conversationID, turnKey string) string
@@ -100,6 +102,8 @@ type Options struct {
 // of a turn in one order (Run.Finish). Transports range over its events.
 type Engine struct {
 	opts Options
+	// toolsets are the options' after the engine's own, config.subagent's, whose calls it runs.
+	toolsets []Toolset
 }
 
 // New returns an engine, with defaults for the options left zero.
@@ -128,7 +132,7 @@ func New(opts Options) *Engine {
 	if opts.TreeMaxTurns <= 0 {
 		opts.TreeMaxTurns = DefaultTreeMaxTurns
 	}
-	return &Engine{opts: opts}
+	return &Engine{opts: opts, toolsets: append([]Toolset{subagenttools.Toolset{}}, opts.Toolsets...)}
 }
 
 // Options returns the options the engine runs with, defaults filled in.
@@ -324,7 +328,6 @@ func (e *Engine) newRun(s Start, lease *store.Lease, plan *turnPlan) *Run {
 	}
 	nameStream(&s)
 	d.delivery, d.newStream = s.Delivery, s.newStream
-	d.cfg.Model = d.withFiles(d.cfg.Model)
 	if err := d.withNotifyParent(&d.cfg); err != nil {
 		d.log.Error("giving a subagent its notify_parent", "err", err)
 	}
@@ -345,7 +348,7 @@ func (r *Run) events(ctx context.Context, execute func(context.Context) Outcome)
 		ctx, cancel := context.WithCancelCause(ctx)
 		defer cancel(nil)
 		stopped := false
-		ctx = withCaller(ctx, r.d)
+		ctx = tool.WithTurn(ctx, r.d)
 		r.d.openLog(ctx)
 		defer r.d.watchStop(ctx, cancel)()
 		r.d.emit = func(ev Event) {
@@ -556,7 +559,7 @@ func (c *Continuation) Events(ctx context.Context, adapt func(*agent.Config) err
 		if err != nil {
 			return d.fail(ctx, err, "the agent could not continue: "+err.Error(), model.Usage{})
 		}
-		cfg.Pause, cfg.Model = d.e.pauseFunc(d.lease, d.agentID), d.withFiles(cfg.Model)
+		cfg.Pause = d.e.pauseFunc(d.lease, d.agentID)
 		if c.noApprovals {
 			cfg.Pause = nil
 		}
@@ -614,7 +617,7 @@ func (e *Engine) OpenedAgent(ctx context.Context, o *store.Opening, req Request,
 	if err == nil {
 		stored, err = e.opts.Agents.Config(ctx, a)
 	}
-	th := e.threadOf(ctx, o.Account.ID, req.Variables, func() (store.Vars, error) { return withSealed(o.Vars(), req.Sealed), nil })
+	th := e.threadOf(ctx, o.Account.ID, req.Variables, func() (store.Vars, error) { return threadvars.With(o.Vars(), req.Sealed), nil })
 	cfg, err := e.buildAgent(ctx, o.Account.ID, req.AgentID, stored, err, th)
 	return e.agentFor(cfg, err, req, stream)
 }
@@ -680,14 +683,14 @@ func waitingForAsyncError(conversationID string, resultIDs []string) error {
 // LoadAgent loads the agent and builds its model and tools for the thread th, before anything
 // is written. A required variable (the agent's, or a tool's) that does not resolve stops the
 // turn here, before any model call.
-func (e *Engine) LoadAgent(ctx context.Context, accountID, agentID string, th *Thread) (agent.Config, error) {
+func (e *Engine) LoadAgent(ctx context.Context, accountID, agentID string, th *threadvars.Thread) (agent.Config, error) {
 	stored, err := e.opts.Agents.Load(ctx, accountID, agentID)
 	return e.buildAgent(ctx, accountID, agentID, stored, err, th)
 }
 
 // buildAgent builds the model and tools of the stored agent config cfg (loaded with err) for
 // the thread th (nil: none, which requires no variable).
-func (e *Engine) buildAgent(ctx context.Context, accountID, agentID string, cfg *agentconfig.Config, err error, th *Thread) (agent.Config, error) {
+func (e *Engine) buildAgent(ctx context.Context, accountID, agentID string, cfg *agentconfig.Config, err error, th *threadvars.Thread) (agent.Config, error) {
 	if errors.Is(err, store.ErrNotFound) {
 		return agent.Config{}, &Refusal{Kind: NotFound, Message: "agent " + agentID + " not found"}
 	}
@@ -710,48 +713,33 @@ func (e *Engine) buildAgent(ctx context.Context, accountID, agentID string, cfg 
 		return ok && v.Scoped
 	}}
 	tools, err := e.opts.Tools(cfg.Tools, vars)
-	if err == nil && cfg.Subagent != nil {
-		tools, err = tools.With(e.subagentTools(cfg.Subagent, th)...)
-	}
-	if err == nil && len(cfg.Prompts) > 0 {
-		var prompts []tool.Tool
-		if prompts, err = e.promptTools(cfg.Prompts, m, vars); err == nil {
-			tools, err = tools.With(prompts...)
+	system, warnings := cfg.System, []string(nil)
+	var immediate func(model.Message) []model.Part
+	for _, ts := range e.toolsets {
+		if err != nil {
+			break
+		}
+		o, oerr := ts.Offer(ctx, tool.Build{AccountID: accountID, AgentID: agentID, Config: cfg, Model: m, Vars: vars})
+		var refused *tool.ConfigError
+		if errors.As(oerr, &refused) {
+			err = refused.Err
+			break
+		}
+		if oerr != nil {
+			return agent.Config{}, oerr
+		}
+		for _, w := range o.Warnings {
+			e.opts.Logger.WarnContext(ctx, "tools not offered this turn", "accountId", accountID, "agentId", agentID, "warning", w)
+		}
+		system, warnings = system+o.System, append(warnings, o.Warnings...)
+		if o.Immediate != nil {
+			immediate = o.Immediate
+		}
+		if len(o.Tools) > 0 {
+			tools, err = tools.With(o.Tools...)
 		}
 	}
-	var warnings []string
-	if err == nil && len(cfg.MCPServers) > 0 {
-		if e.opts.MCP == nil {
-			err = errNoMCP
-		} else {
-			mcp, unavailable := e.opts.MCP.Tools(ctx, cfg.MCPServers)
-			for _, w := range unavailable {
-				e.opts.Logger.WarnContext(ctx, "an MCP server's tools are not offered this turn", "accountId", accountID, "agentId", agentID, "err", w)
-				warnings = append(warnings, w.Error())
-			}
-			for i := range mcp {
-				mcp[i] = reportingProgress(mcp[i])
-			}
-			tools, err = tools.With(mcp...)
-		}
-	}
-	system := cfg.System
-	if err == nil && len(cfg.Skills) > 0 {
-		if e.opts.Skills == nil {
-			err = errNoSkills
-		} else {
-			set, lerr := e.skillsOf(ctx, accountID, cfg.Skills)
-			if lerr != nil {
-				return agent.Config{}, fmt.Errorf("reading the account's skills: %w", lerr)
-			}
-			system += set.prompt()
-			tools, err = tools.With(set.tools(e, accountID)...)
-		}
-	}
-	var missing []agentconfig.Variable
-	if th != nil {
-		missing = missingVariables(th, cfg.Variables)
-	}
+	missing := th.Missing(cfg.Variables)
 	if terr := th.Err(); terr != nil {
 		return agent.Config{}, terr
 	}
@@ -762,7 +750,7 @@ func (e *Engine) buildAgent(ctx context.Context, accountID, agentID string, cfg 
 	if err != nil {
 		return agent.Config{}, invalid(err)
 	}
-	return agent.Config{Model: m, Tools: tools, System: system, MaxSteps: cfg.MaxSteps, NewID: NewMessageID, Immediate: immediateCalls(cfg.Subagent, th), Warnings: warnings}, nil
+	return agent.Config{Model: m, Tools: tools, System: system, MaxSteps: cfg.MaxSteps, NewID: NewMessageID, Immediate: immediate, Warnings: warnings}, nil
 }
 
 // NewMessageID names a message the harness creates.
@@ -995,10 +983,8 @@ func (d *invocation) watchStop(ctx context.Context, cancel context.CancelCauseFu
 	return func() { close(done); <-ended }
 }
 
-// MCPTools lists the tools of an agent's MCP servers, and says why a server's are not offered.
-type MCPTools interface {
-	Tools(ctx context.Context, servers agentconfig.MCPServers) ([]tool.Tool, []mcptools.Warning)
+// Toolset adds to the agents whose config names its feature: each is asked whenever an agent is
+// built for a turn. Its tool.ConfigError refuses the agent; any other error fails the build.
+type Toolset interface {
+	Offer(ctx context.Context, b tool.Build) (tool.Offer, error)
 }
-
-// errNoMCP: the agent names MCP servers and the deployment has no MCP client.
-var errNoMCP = errors.New("it names MCP servers, and this deployment calls none")

@@ -6,7 +6,12 @@ package turn
 
 import (
 	"github.com/agentharness/harness/shared/agent"
+	"github.com/agentharness/harness/shared/state/attachments"
+	"github.com/agentharness/harness/shared/tool"
 	"github.com/agentharness/harness/shared/tool/asynctools"
+	"github.com/agentharness/harness/shared/tool/mcptools"
+	"github.com/agentharness/harness/shared/tool/prompttools"
+	"github.com/agentharness/harness/shared/tool/subagenttools"
 )
 
 // Kind says which of an Event's fields is set.
@@ -42,43 +47,6 @@ const (
 	ToolProgress
 )
 
-// ToolProgressState is a tool call's latest progress, for its client.
-type ToolProgressState struct {
-	ToolCallID string  `json:"toolCallId"`
-	ToolName   string  `json:"toolName"`
-	Progress   float64 `json:"progress"`
-	// Total is 0 when the tool does not know it.
-	Total   float64 `json:"total,omitempty"`
-	Message string  `json:"message,omitempty"`
-}
-
-// Subagent call states.
-const (
-	SubagentStarted  = "started"
-	SubagentMessage  = "message"
-	SubagentFinished = "finished"
-	// SubagentWaiting: a blocking call's child stopped to wait (Status says for what: approval
-	// of a call, or its own async calls), and the call was handed over; its answer comes as
-	// the call's async result.
-	SubagentWaiting = "waiting"
-)
-
-// SubagentProgress is one step of a subagent call, for the caller's client.
-type SubagentProgress struct {
-	ToolCallID string `json:"toolCallId"`
-	Agent      string `json:"agent"`
-	ThreadID   string `json:"threadId"`
-	// EventID is the child's turn, for GET /status/{eventId}.
-	EventID string `json:"eventId,omitempty"`
-	// State is SubagentStarted, SubagentMessage, SubagentWaiting or SubagentFinished.
-	State string `json:"state"`
-	// Text is the task the child was given (SubagentStarted), one of its messages
-	// (SubagentMessage), or its answer or error (SubagentFinished).
-	Text string `json:"text,omitempty"`
-	// Status is how a finished child's turn ended, or what a waiting one waits for.
-	Status string `json:"status,omitempty"`
-}
-
 // Event is one thing a turn's output says.
 type Event struct {
 	Kind Kind
@@ -90,12 +58,32 @@ type Event struct {
 	Result     asynctools.Result
 	Decision   Decision
 	Error      string
-	Subagent   *SubagentProgress `json:",omitempty"`
-	PromptTool *PromptProgress   `json:",omitempty"`
-	Warning    string            `json:",omitempty"`
+	Subagent   *subagenttools.Progress `json:",omitempty"`
+	PromptTool *prompttools.Progress   `json:",omitempty"`
+	Warning    string                  `json:",omitempty"`
 	// ToolProgress is a running call's progress (ToolProgress).
-	ToolProgress *ToolProgressState `json:",omitempty"`
+	ToolProgress *tool.Progress `json:",omitempty"`
 	// Child is the subagent conversation whose event this is, shown to its caller's client
 	// (CallerView); empty for the turn's own.
 	Child string `json:",omitempty"`
+}
+
+// The invocation is the turn its tools and models run in (tool.WithTurn): it shows its client
+// what they report, on the loop's goroutine, which alone may emit, runs their subagent calls,
+// and names the thread whose files they read.
+var (
+	_ prompttools.Turn   = (*invocation)(nil)
+	_ mcptools.Turn      = (*invocation)(nil)
+	_ subagenttools.Turn = (*invocation)(nil)
+	_ attachments.Turn   = (*invocation)(nil)
+)
+
+// ShowPrompt tells the client how a prompt tool's call goes.
+func (d *invocation) ShowPrompt(p prompttools.Progress) {
+	d.emit(Event{Kind: PromptTool, PromptTool: &p})
+}
+
+// ShowProgress tells the client a running call's progress.
+func (d *invocation) ShowProgress(p tool.Progress) {
+	d.emit(Event{Kind: ToolProgress, ToolProgress: &p})
 }

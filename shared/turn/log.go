@@ -3,20 +3,15 @@ package turn
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"iter"
 	"strings"
-	"time"
 
-	"github.com/agentharness/harness/shared/model"
-	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/state/streamlog"
 )
 
 // Every turn's output also goes to a durable log (Options.Streams), written here where the
 // events are produced, once for every transport: a client that reconnects reads what it missed
-// from it (Engine.Follow). An invocation's part of a turn ends its log entries with its Outcome,
+// from it (follow.Turn). An invocation's part of a turn ends its log entries with its Outcome,
 // flushed before the lease is given back, so a reader never waits on a turn that is over.
 
 // logEntry is one entry of a turn's stream log: an event, or how an invocation's part ended.
@@ -34,16 +29,13 @@ func DecodeLogged(seq int64, payload []byte) (Logged, error) {
 	return Logged{Seq: seq, Event: le.Event, Outcome: le.Outcome}, nil
 }
 
-// Logged is one entry of a turn's stream log, as Follow reads it: an event the turn said, or
+// Logged is one entry of a turn's stream log, as follow.Turn reads it: an event the turn said, or
 // how one invocation's part of it ended (the last entry before a wait, and the turn's end).
 type Logged struct {
 	Seq     int64
 	Event   *Event
 	Outcome *Outcome
 }
-
-// followPoll is how often Follow looks for more of a running turn's output.
-const followPoll = 100 * time.Millisecond
 
 // StreamOf names the stream log of a conversation's turn, by the key its deliveries carry
 // (asynctools.Delivery.TurnKey: the turn's event id where it has one); store.Head.Stream holds
@@ -133,92 +125,4 @@ func (d *invocation) closeLog(ctx context.Context, o Outcome) (flush func()) {
 			d.log.ErrorContext(ctx, "closing the turn's stream log", "err", err)
 		}
 	}
-}
-
-// Follow reads the output of the conversation's latest turn from its stream log, from its start
-// (after = -1) or after a sequence number, and then follows it live until the turn waits or
-// ends. found is false when the conversation wrote no turn within the log's retention, or when
-// no log is configured.
-func (e *Engine) Follow(ctx context.Context, accountID, conversationID string, after int64) (entries iter.Seq2[Logged, error], found bool, err error) {
-	if e.opts.Streams == nil {
-		return nil, false, nil
-	}
-	head, err := e.opts.Store.ConversationHead(ctx, accountID, conversationID)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, false, nil
-	}
-	if err != nil || head.Stream == "" {
-		return nil, false, err
-	}
-	stream := head.Stream
-	// A turn whose invocation died leaves its stream open; its writer says how the turn ended
-	// before it gives the lease back, so a free lease means it never will.
-	gone := func(ctx context.Context) (bool, error) {
-		head, err := e.opts.Store.ConversationHead(ctx, accountID, conversationID)
-		if err != nil {
-			return false, err
-		}
-		return head.Stream != stream || !head.LeaseUntil.After(e.opts.Now()), nil
-	}
-	return func(yield func(Logged, error) bool) {
-		for entry, err := range e.opts.Streams.Follow(ctx, stream, after, followPoll, gone) {
-			if errors.Is(err, streamlog.ErrWriterGone) {
-				if yield(Logged{Seq: after + 1, Event: &Event{Kind: Failed, Error: writerGoneText}}, nil) {
-					yield(Logged{Seq: after + 2, Outcome: &Outcome{Status: store.EventFailed, Reason: model.FinishError, Error: writerGoneText}}, nil)
-				}
-				return
-			}
-			if err != nil {
-				yield(Logged{}, err)
-				return
-			}
-			logged, err := DecodeLogged(entry.Seq, entry.Payload)
-			if err != nil {
-				yield(Logged{}, fmt.Errorf("stream %s: %w", stream, err))
-				return
-			}
-			if !yield(logged, nil) {
-				return
-			}
-			after = entry.Seq
-		}
-	}, true, nil
-}
-
-// writerGoneText is how a followed turn ends when its invocation stopped before it finished.
-const writerGoneText = "the turn's invocation stopped before it finished; the conversation keeps every step finished before it"
-
-// StreamNext is the place the next entry of the conversation's latest turn's stream log takes,
-// so a reader may follow only what is written from now on; found is false when the
-// conversation has no turn in the log, or no log is configured.
-func (e *Engine) StreamNext(ctx context.Context, accountID, conversationID string) (next int64, found bool, err error) {
-	if e.opts.Streams == nil {
-		return 0, false, nil
-	}
-	head, err := e.opts.Store.ConversationHead(ctx, accountID, conversationID)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && head.Stream == "") {
-		return 0, false, nil
-	}
-	if err != nil {
-		return 0, false, err
-	}
-	next, err = e.opts.Streams.Next(ctx, head.Stream)
-	return next, err == nil, err
-}
-
-// GoesOn reports whether the conversation's turn goes on by itself: it waits for no decision,
-// and for no async call that has not settled (a settled group's continuation is on its way).
-func (e *Engine) GoesOn(ctx context.Context, accountID, conversationID string) (bool, error) {
-	head, err := e.opts.Store.ConversationHead(ctx, accountID, conversationID)
-	if err != nil {
-		return false, err
-	}
-	if len(head.PendingApprovals) > 0 {
-		return false, nil
-	}
-	if head.AsyncGroup == "" || e.opts.Async == nil {
-		return true, nil
-	}
-	st, err := e.opts.Async.Load(ctx, head.AsyncGroup)
-	return err == nil && st.Settled(), err
 }

@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 )
 
-// keepResult keeps the whole of a tool result the loop cut to fit the conversation's record
+// KeepResult keeps the whole of a tool result the loop cut to fit the conversation's record
 // (agent.Config.KeepResult) and returns its key. A result that cannot be kept is no reason to
 // fail the turn: the model and the record still get the cut result, without a key.
-func (d *invocation) keepResult(ctx context.Context, whole json.RawMessage) string {
+func (d *invocation) KeepResult(ctx context.Context, whole json.RawMessage) string {
 	if d.e.opts.Results == nil {
 		return ""
 	}

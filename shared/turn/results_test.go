@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentharness/harness/functions/turnwire"
 	"github.com/agentharness/harness/infra/testenv"
 	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/model"
@@ -25,10 +26,11 @@ import (
 // bigSystem is the system prompt of the agents whose tools return large results.
 const bigSystem = "You read large results."
 
-// newBigEnv is a promptEnv whose agents have the tool "dump" (returning testenv.BigText of the
-// size asked for) whatever their config names, may call MCP servers on loopback, and keep the
-// whole of a cut result in the stack's results bucket. The engine logs to the test.
-func newBigEnv(t *testing.T) *promptEnv {
+// newBigEnv runs turns (testenv.Turns) of agents that have the tool "dump" (returning
+// testenv.BigText of the size asked for) whatever their config names, may call MCP servers on
+// loopback, and keep the whole of a cut result in the stack's results bucket. The engine logs to
+// the test.
+func newBigEnv(t *testing.T) *testenv.Turns {
 	t.Helper()
 	dump := tool.Tool{Name: "dump", Description: "Returns a text of the given size.",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"bytes":{"type":"integer"}},"required":["bytes"]}`),
@@ -39,10 +41,10 @@ func newBigEnv(t *testing.T) *promptEnv {
 			}
 			return testenv.BigText(args.Bytes), nil
 		}}
-	return newPromptEnvWith(t, func(e *promptEnv, o *turn.Options) {
+	return testenv.NewTurns(t, func(e *testenv.Turns, o *turn.Options) {
 		o.Tools = func(map[string]json.RawMessage, tool.Vars) (*tool.Set, error) { return tool.NewSet(dump) }
-		o.MCP = mcptools.New(mcptools.Options{HTTP: &http.Client{}})
-		o.Results = toolresults.New(blobstore.NewS3(e.stack.S3, e.stack.Bucket))
+		o.Toolsets = turnwire.Toolsets(o.Model, o.Tools, mcptools.New(mcptools.Options{HTTP: &http.Client{}}), nil)
+		o.Results = toolresults.New(blobstore.NewS3(e.Stack.S3, e.Stack.Bucket))
 		o.Logger = slog.New(slog.NewTextHandler(testWriter{t}, nil))
 	})
 }
@@ -94,12 +96,12 @@ func cutText(t *testing.T, out, whole json.RawMessage, limit int) string {
 
 // keptResult checks the stored result p: its key is the account's and the conversation's, and
 // the object there holds the whole result, which the cut one begins; it returns the whole.
-func (e *promptEnv) keptResult(t *testing.T, conv string, p model.Part, limit int) json.RawMessage {
+func keptResult(t *testing.T, e *testenv.Turns, conv string, p model.Part, limit int) json.RawMessage {
 	t.Helper()
-	if prefix := "tool-results/" + e.acc + "/" + conv + "/"; !strings.HasPrefix(p.OutputKey, prefix) {
+	if prefix := "tool-results/" + e.Account + "/" + conv + "/"; !strings.HasPrefix(p.OutputKey, prefix) {
 		t.Fatalf("the stored result of %s has key %q, want one under %s", p.ToolName, p.OutputKey, prefix)
 	}
-	whole, err := blobstore.NewS3(e.stack.S3, e.stack.Bucket).Get(e.ctx, p.OutputKey)
+	whole, err := blobstore.NewS3(e.Stack.S3, e.Stack.Bucket).Get(e.Ctx, p.OutputKey)
 	if err != nil {
 		t.Fatalf("reading the kept result of %s: %v", p.ToolName, err)
 	}
@@ -139,10 +141,10 @@ func TestLargeToolResultsAreCutAndKept(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			agentID := strings.ReplaceAll(tt.tool, "_", "-")
-			e.agent(agentID, tt.config)
-			before := len(e.requestsOf(bigSystem))
+			e.Agent(agentID, tt.config)
+			before := len(e.RequestsOf(bigSystem))
 			conv := "conv-" + agentID
-			o, events := e.say(conv, agentID, "go")
+			o, events := e.Say(conv, agentID, "go")
 			if o.Status != store.EventCompleted {
 				t.Fatalf("the turn ended %s (%s), want completed", o.Status, o.Error)
 			}
@@ -153,25 +155,25 @@ func TestLargeToolResultsAreCutAndKept(t *testing.T) {
 					told = ev.Loop.Output
 				}
 			}
-			reqs := e.requestsOf(bigSystem)[before:]
+			reqs := e.RequestsOf(bigSystem)[before:]
 			if len(reqs) != 2 {
 				t.Fatalf("the model was called %d times, want 2", len(reqs))
 			}
-			sent := resultOf(t, reqs[1].Messages, tt.tool)
-			stored := resultOf(t, e.history(conv), tt.tool)
+			sent := testenv.ResultOf(t, reqs[1].Messages, tt.tool)
+			stored := testenv.ResultOf(t, e.History(conv), tt.tool)
 			if string(told) != string(sent.Output) || string(stored.Output) != string(sent.Output) {
 				t.Errorf("the client was told %.100s…, the model sent %.100s…, the conversation keeps %.100s…: want the same cut result", told, sent.Output, stored.Output)
 			}
-			kept := e.keptResult(t, conv, stored, agent.MaxResultBytes)
+			kept := keptResult(t, e, conv, stored, agent.MaxResultBytes)
 			if tt.exact && string(kept) != string(whole) {
 				t.Errorf("the kept result is %d bytes, want the tool's whole result of %d", len(kept), len(whole))
 			}
 			if tt.tool == "digest" {
 				// The prompt's own loop got the same treatment: its nested result is cut and kept.
-				for _, m := range e.history(conv) {
+				for _, m := range e.History(conv) {
 					for _, p := range m.Parts {
 						if m.IsNested() && p.Type == model.PartToolResult && p.ToolName == "dump" {
-							if got := e.keptResult(t, conv, p, agent.MaxResultBytes); string(got) != string(whole) {
+							if got := keptResult(t, e, conv, p, agent.MaxResultBytes); string(got) != string(whole) {
 								t.Errorf("the prompt's nested result kept %d bytes, want %d", len(got), len(whole))
 							}
 							return
@@ -193,14 +195,14 @@ func TestManyLargeResultsShareTheirStep(t *testing.T) {
 	for range calls {
 		list = append(list, `{"name":"dump","input":{"bytes":`+strconv.Itoa(size)+`}}`)
 	}
-	e.agent("many", `{"name":"many","system":"`+bigSystem+`","model":{"provider":"scripted","script":[
+	e.Agent("many", `{"name":"many","system":"`+bigSystem+`","model":{"provider":"scripted","script":[
 		{"toolCalls":[`+strings.Join(list, ",")+`]},{"text":"Read them."}]}}`)
-	o, _ := e.say("conv-many", "many", "go")
+	o, _ := e.Say("conv-many", "many", "go")
 	if o.Status != store.EventCompleted {
 		t.Fatalf("the turn ended %s (%s), want completed", o.Status, o.Error)
 	}
 	whole, _ := json.Marshal(testenv.BigText(size))
-	for _, m := range e.history("conv-many") {
+	for _, m := range e.History("conv-many") {
 		if m.Role != model.RoleTool {
 			continue
 		}
@@ -212,7 +214,7 @@ func TestManyLargeResultsShareTheirStep(t *testing.T) {
 		}
 		for i, p := range m.Parts {
 			t.Run(fmt.Sprint("call ", i+1), func(t *testing.T) {
-				if got := e.keptResult(t, "conv-many", p, agent.StepResultBytes/calls); string(got) != string(whole) {
+				if got := keptResult(t, e, "conv-many", p, agent.StepResultBytes/calls); string(got) != string(whole) {
 					t.Errorf("the kept result is %d bytes, want %d", len(got), len(whole))
 				}
 			})

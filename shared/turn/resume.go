@@ -226,7 +226,7 @@ func (d *invocation) decideThenWait(ctx context.Context, decisions map[string]ag
 		return ids
 	}
 	cfg := d.cfg
-	cfg.Async, cfg.KeepResult, d.pass = p.Run, d.keepResult, p
+	cfg.Async, cfg.KeepResult, d.pass = p.Run, d.KeepResult, p
 	cfg.Save = func(ctx context.Context, msgs []model.Message) error {
 		if err := d.lease.WaitForAsync(ctx, w.group, expected(), d.recordedOverrides(), msgs...); err != nil {
 			return err

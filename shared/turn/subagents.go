@@ -7,17 +7,16 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
-	"sort"
 	"strings"
 
 	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/model"
-	"github.com/agentharness/harness/shared/state/attachments"
 	"github.com/agentharness/harness/shared/state/store"
+	"github.com/agentharness/harness/shared/state/threadvars"
 	"github.com/agentharness/harness/shared/tool"
 	"github.com/agentharness/harness/shared/tool/asynctools"
+	"github.com/agentharness/harness/shared/tool/subagenttools"
 	"github.com/agentharness/harness/shared/turn/subagent"
 	"github.com/agentharness/harness/shared/wire/workqueue"
 )
@@ -28,246 +27,22 @@ import (
 // whose outside worker is async-worker: the child turn runs there as an /async turn, and its
 // end settles the caller's row (settleParent), which re-drives the caller like any completion.
 
-// callerKey carries the invocation a tool runs in, for the tools that call subagents.
-type callerKey struct{}
-
-func withCaller(ctx context.Context, d *invocation) context.Context {
-	return context.WithValue(ctx, callerKey{}, d)
+// CallSubagent runs or dispatches the child turn of a call of a subagent tool (subagenttools).
+func (d *invocation) CallSubagent(ctx context.Context, c subagenttools.Call) (any, error) {
+	return d.e.call(ctx, d, c)
 }
 
-func callerFrom(ctx context.Context) (*invocation, bool) {
-	d, ok := ctx.Value(callerKey{}).(*invocation)
-	return d, ok
+// Instances are the resumable instances the invocation's conversation made, by name.
+func (d *invocation) Instances(ctx context.Context) (map[string]store.Instance, error) {
+	return d.e.opts.Store.Instances(ctx, d.accountID, d.conversationID)
 }
 
-// subagentTools are the model-facing tools of config.subagent for the thread th: one per agent
-// whose optional flag, if any, is on there, and run_subagent when asked for.
-func (e *Engine) subagentTools(s *agentconfig.Subagent, th *Thread) []tool.Tool {
-	var out []tool.Tool
-	var on, resumable []agentconfig.SubagentTool
-	for _, t := range s.Agents {
-		if !offered(t, th) {
-			continue
-		}
-		if t.Resumable != nil {
-			resumable = append(resumable, t)
-			continue
-		}
-		on = append(on, t)
-		prop := t.MessageProperty()
-		out = append(out, tool.Tool{
-			Name:        t.Name,
-			Description: cmp.Or(t.Description, "Runs the agent "+t.Name+" on a task and returns its answer."),
-			InputSchema: messageSchema(prop, nil, t),
-			Async:       callMode(t),
-			Subagent:    true,
-			Execute: func(ctx context.Context, input json.RawMessage) (any, error) {
-				var args map[string]json.RawMessage
-				if err := json.Unmarshal(input, &args); err != nil {
-					return nil, err
-				}
-				a := callArgs{toolName: t.Name}
-				for _, f := range []struct {
-					prop string
-					to   any
-				}{{prop, &a.message}, {t.InitAgentNameProperty, &a.named}, {t.InitAttachmentsProperty, &a.files}} {
-					if raw, ok := args[f.prop]; ok && f.prop != "" {
-						if err := json.Unmarshal(raw, f.to); err != nil {
-							return nil, err
-						}
-					}
-				}
-				return e.call(ctx, s, t, a)
-			},
-		})
-	}
-	out = append(out, e.instanceTools(s, resumable)...)
-	if !s.RunSubagent || len(on) == 0 {
-		return out
-	}
-	byName, names, lines := catalog(on, func(t agentconfig.SubagentTool) string { return t.Name })
-	return append(out, tool.Tool{
-		Name:        agentconfig.RunSubagent,
-		Description: "Runs one of these agents on a task and returns its answer. " + strings.Join(lines, "; "),
-		InputSchema: messageSchema(agentconfig.DefaultMessageProperty, names, agentconfig.SubagentTool{}),
-		Async:       callMode(on[0]),
-		Subagent:    true,
-		Execute: func(ctx context.Context, input json.RawMessage) (any, error) {
-			args, err := stringArgs(input)
-			if err != nil {
-				return nil, err
-			}
-			return e.call(ctx, s, byName[args["agent"]], callArgs{toolName: agentconfig.RunSubagent, message: args[agentconfig.DefaultMessageProperty]})
-		},
-	})
-}
-
-// offered reports whether the agent's optional flag, if it has one, is on: a variable of the
-// thread th, never of the process environment (an account names the flag).
-func offered(t agentconfig.SubagentTool, th *Thread) bool {
-	return t.Optional == "" || agentconfig.FlagOn(th.Get(t.Optional))
-}
-
-// immediateCalls are the calls of config.subagent's immediate agents (whose flag, if any, is on
-// in the thread th) that each turn begins with, given the user's message as theirs; nil when
-// there are none.
-func immediateCalls(s *agentconfig.Subagent, th *Thread) func(model.Message) []model.Part {
-	if s == nil {
-		return nil
-	}
-	var now []agentconfig.SubagentTool
-	for _, t := range s.Agents {
-		if t.Immediate != nil && t.Resumable == nil && offered(t, th) {
-			now = append(now, t)
-		}
-	}
-	if len(now) == 0 {
-		return nil
-	}
-	return func(m model.Message) []model.Part {
-		calls := make([]model.Part, 0, len(now))
-		for _, t := range now {
-			input, _ := json.Marshal(map[string]string{t.MessageProperty(): m.Text()})
-			// Named after the message, so each turn's call (and its child) is its own.
-			calls = append(calls, model.Part{Type: model.PartToolCall, ToolCallID: "immediate_" + t.Name + "_" + m.ID, ToolName: t.Name, Input: input})
-		}
-		return calls
-	}
-}
-
-// catalog indexes the agents a tool chooses among: by name, their sorted names, and a line for
-// the tool's description each ("<label>: <description>").
-func catalog(agents []agentconfig.SubagentTool, label func(agentconfig.SubagentTool) string) (map[string]agentconfig.SubagentTool, []string, []string) {
-	byName := map[string]agentconfig.SubagentTool{}
-	var names, lines []string
-	for _, t := range agents {
-		byName[t.Name] = t
-		names = append(names, t.Name)
-		lines = append(lines, label(t)+": "+cmp.Or(t.Description, "an agent"))
-	}
-	sort.Strings(names)
-	return byName, names, lines
-}
-
-// instanceName is the grammar of a resumable instance's name.
-const instanceName = `^[A-Za-z0-9][A-Za-z0-9 _.-]{0,63}$`
-
-// instanceTools are subagent_create and subagent_message, for the resumable agents.
-func (e *Engine) instanceTools(s *agentconfig.Subagent, resumable []agentconfig.SubagentTool) []tool.Tool {
-	if len(resumable) == 0 {
-		return nil
-	}
-	byName, names, lines := catalog(resumable, func(t agentconfig.SubagentTool) string {
-		return fmt.Sprintf("%s (at most %d)", t.Name, t.Resumable.Instances())
-	})
-	schema := func(props map[string]any, required ...string) json.RawMessage {
-		b, _ := json.Marshal(map[string]any{"type": "object", "properties": props, "required": required, "additionalProperties": false})
-		return b
-	}
-	name := map[string]any{"type": "string", "pattern": instanceName, "description": "The instance's name, which later messages address it by."}
-	message := map[string]any{"type": "string", "minLength": 1, "maxLength": 100000, "description": "The message for the instance."}
-	return []tool.Tool{{
-		Name: agentconfig.SubagentCreate,
-		Description: "Creates a named instance of one of these agents, which keeps its conversation across your turns, " +
-			"and sends it its first message; its answer comes back to you later. " + strings.Join(lines, "; "),
-		InputSchema: schema(map[string]any{"agent": map[string]any{"type": "string", "enum": names}, "name": name, "message": message}, "agent", "name", "message"),
-		Async:       asynctools.ExternalDispatch, Subagent: true,
-		Execute: func(ctx context.Context, input json.RawMessage) (any, error) {
-			args, err := stringArgs(input)
-			if err != nil {
-				return nil, err
-			}
-			return e.call(ctx, s, byName[args["agent"]], callArgs{toolName: agentconfig.SubagentCreate, message: args["message"], instance: args["name"], create: true})
-		},
-	}, {
-		Name:        agentconfig.SubagentMessage,
-		Description: "Sends a message to an instance made with subagent_create, by its name; its answer comes back to you later.",
-		InputSchema: schema(map[string]any{"name": name, "message": message}, "name", "message"),
-		Async:       asynctools.ExternalDispatch, Subagent: true,
-		Execute: func(ctx context.Context, input json.RawMessage) (any, error) {
-			args, err := stringArgs(input)
-			if err != nil {
-				return nil, err
-			}
-			d, ok := callerFrom(ctx)
-			if !ok {
-				return nil, errors.New("a subagent can only be called from a turn")
-			}
-			instances, err := e.opts.Store.Instances(ctx, d.accountID, d.conversationID)
-			if err != nil {
-				return nil, err
-			}
-			in, found := instances[args["name"]]
-			if !found {
-				return nil, fmt.Errorf("no subagent instance is named %q here: create it with subagent_create", args["name"])
-			}
-			t, found := byName[in.Agent]
-			if !found {
-				return nil, fmt.Errorf("instance %q runs %s, which is no longer a resumable agent of subagent.agents", in.Name, in.Agent)
-			}
-			return e.call(ctx, s, t, callArgs{toolName: agentconfig.SubagentMessage, message: args["message"], instance: in.Name})
-		},
-	}}
-}
-
-// stringArgs decodes a subagent tool's input, whose schema makes every property a string.
-func stringArgs(input json.RawMessage) (map[string]string, error) {
-	var args map[string]string
-	return args, json.Unmarshal(input, &args)
-}
-
-// callMode is a subagent tool's execution: inline for a blocking call, else dispatched.
-func callMode(t agentconfig.SubagentTool) string {
-	if t.IsBlocking() {
-		return ""
-	}
-	return asynctools.ExternalDispatch
-}
-
-// messageSchema is the input of a subagent tool: the message under prop, for run_subagent the
-// agent's name out of names, and t's optional properties: a name for the child
-// (initAgentNameProperty) and files for it (initAttachmentsProperty).
-func messageSchema(prop string, names []string, t agentconfig.SubagentTool) json.RawMessage {
-	props := map[string]any{prop: map[string]any{"type": "string", "minLength": 1, "maxLength": 100000, "description": "The task or message for the agent."}}
-	if p := t.InitAgentNameProperty; p != "" {
-		props[p] = map[string]any{"type": "string", "pattern": instanceName, "description": "A name for this run of the agent, shown to the user."}
-	}
-	if p := t.InitAttachmentsProperty; p != "" {
-		props[p] = map[string]any{"type": "array", "maxItems": maxChildFiles, "uniqueItems": true, "description": "Files of this conversation to give the agent, by their attachment ids.",
-			"items": map[string]any{"type": "string", "pattern": attachments.IDPattern}}
-	}
-	required := []string{prop}
-	if names != nil {
-		props["agent"] = map[string]any{"type": "string", "enum": names, "description": "The agent to run."}
-		required = append([]string{"agent"}, required...)
-	}
-	b, _ := json.Marshal(map[string]any{"type": "object", "properties": props, "required": required, "additionalProperties": false})
-	return b
-}
-
-// callArgs are what a subagent call was asked: through the tool toolName, the message for the
-// child; for a resumable instance its name (instance) and whether the call creates it; for a
-// plain call the name the model gave the child (initAgentNameProperty), if any.
-type callArgs struct {
-	toolName, message, instance, named string
-	create                             bool
-	// files are attachment ids of the caller's thread the child gets (initAttachmentsProperty).
-	files []string
-}
-
-// maxChildFiles bounds the files one call gives its child.
-const maxChildFiles = 10
-
-// call checks a subagent call against the limits, creates the child's conversation and runs or
-// dispatches its turn: a plain call (no instance), or a message to a resumable instance, which a
-// creating call makes (it must not exist yet). Its errors are tool errors the caller's model
-// sees.
-func (e *Engine) call(ctx context.Context, s *agentconfig.Subagent, t agentconfig.SubagentTool, a callArgs) (any, error) {
-	message, instance, create := a.message, a.instance, a.create
-	d, ok := callerFrom(ctx)
-	if !ok {
-		return nil, errors.New("a subagent can only be called from a turn")
-	}
+// call checks the call c, made in the invocation d, against the limits, creates the child's
+// conversation and runs or dispatches its turn: a plain call (no instance), or a message to a
+// resumable instance, which a creating call makes (it must not exist yet). Its errors are tool
+// errors the caller's model sees.
+func (e *Engine) call(ctx context.Context, d *invocation, c subagenttools.Call) (any, error) {
+	s, t, message, instance, create := c.Config, c.Agent, c.Message, c.Instance, c.Create
 	depth := d.lease.Parent().Depth + 1
 	if depth > s.Depth() {
 		return nil, fmt.Errorf("cannot call %s: this conversation is already %d subagent call(s) deep, and subagent.maxDepth is %d", t.Name, depth-1, s.Depth())
@@ -288,9 +63,9 @@ func (e *Engine) call(ctx context.Context, s *agentconfig.Subagent, t agentconfi
 	// and with those its immediate entry gives each instance.
 	stored, err := e.opts.Agents.Load(ctx, d.accountID, t.AgentID)
 	var vars store.Vars
-	label, task := cmp.Or(a.named, t.Name), message
+	label, task := cmp.Or(c.Named, t.Name), message
 	if err == nil {
-		vars = childVars(d.lease.Vars(), stored.Variables)
+		vars = threadvars.ForChild(d.lease.Vars(), stored.Variables)
 		vars, label, task, err = e.instanceEnv(ctx, d, t, vars, label, message)
 	}
 	cfg, err := e.buildAgent(ctx, d.accountID, t.AgentID, stored, err, e.storedThread(ctx, d.accountID, vars))
@@ -340,13 +115,15 @@ func (e *Engine) call(ctx context.Context, s *agentconfig.Subagent, t agentconfi
 	if err := e.opts.Store.CreateChild(ctx, d.accountID, child, t.AgentID, link, vars); err != nil {
 		return nil, err
 	}
-	files, err := e.giveFiles(ctx, d, child, a.files)
+	files, err := subagent.GiveFiles(ctx, e.opts.Attachments, d.accountID, d.conversationID, child, c.Files, func(id string) (string, string) {
+		return d.fileInfo(id, "application/octet-stream")
+	})
 	if err != nil {
 		return nil, err
 	}
 	// A message id of the call's own: an instance takes many.
 	msg := model.Message{ID: "msg_" + strings.TrimPrefix(callKey, "conv_"), Role: model.RoleUser, Parts: append([]model.Part{{Type: model.PartText, Text: task}}, files...)}
-	progress := SubagentProgress{ToolCallID: callID, Agent: label, ThreadID: child}
+	progress := subagenttools.Progress{ToolCallID: callID, Agent: label, ThreadID: child}
 	switch {
 	case dispatched:
 		progress.EventID = subagent.EventID(resultID)
@@ -369,12 +146,12 @@ func (e *Engine) call(ctx context.Context, s *agentconfig.Subagent, t agentconfi
 	if dispatched {
 		answer, err := e.dispatchChild(ctx, d.accountID, t, child, resultID, msg, tree)
 		if err == nil {
-			progress.State, progress.Text = SubagentStarted, task
+			progress.State, progress.Text = subagenttools.Started, task
 			d.emit(Event{Kind: Subagent, Subagent: &progress})
 		}
 		return answer, err
 	}
-	return e.runChild(ctx, d, t, a.toolName, cfg, msg, progress, tree)
+	return e.runChild(ctx, d, t, c.Tool, cfg, msg, progress, tree)
 }
 
 // runChild runs a blocking call's child turn inside the call, telling the caller's client as
@@ -382,8 +159,8 @@ func (e *Engine) call(ctx context.Context, s *agentconfig.Subagent, t agentconfi
 // that stops to wait (for approval of a call, or for its own async calls) is handed over: the
 // call becomes a dispatched async call of the caller's pass (handOver), which the child's end
 // settles like a non-blocking call's, and the caller's client is shown the child's held calls,
-// whose decisions it sends to the caller (ChildDecisions).
-func (e *Engine) runChild(ctx context.Context, d *invocation, t agentconfig.SubagentTool, toolName string, cfg agent.Config, msg model.Message, progress SubagentProgress, tree TreePosition) (any, error) {
+// whose decisions it sends to the caller (follow.ToChild).
+func (e *Engine) runChild(ctx context.Context, d *invocation, t agentconfig.SubagentTool, toolName string, cfg agent.Config, msg model.Message, progress subagenttools.Progress, tree TreePosition) (any, error) {
 	run, err := e.Begin(ctx, Start{
 		AccountID: d.accountID, Request: Request{ConversationID: progress.ThreadID, AgentID: t.AgentID, EventID: progress.EventID},
 		Input: Input{Message: &msg}, Config: cfg, Tree: tree,
@@ -400,7 +177,7 @@ func (e *Engine) runChild(ctx context.Context, d *invocation, t agentconfig.Suba
 		p.State, p.Text, p.Status = state, text, status
 		d.emit(Event{Kind: Subagent, Subagent: &p})
 	}
-	tell(SubagentStarted, msg.Text(), "")
+	tell(subagenttools.Started, msg.Text(), "")
 	run.d.callerWaits = true
 	texts := map[string]string{}
 	view := NewCallerView(progress.ThreadID)
@@ -421,7 +198,7 @@ func (e *Engine) runChild(ctx context.Context, d *invocation, t agentconfig.Suba
 		case agent.TextDelta:
 			texts[le.ID] += le.Text
 		case agent.TextEnd:
-			tell(SubagentMessage, texts[le.ID], "")
+			tell(subagenttools.Message, texts[le.ID], "")
 		}
 	}
 	o := run.Outcome()
@@ -452,12 +229,12 @@ func (e *Engine) runChild(ctx context.Context, d *invocation, t agentconfig.Suba
 		for _, ev := range held {
 			d.emit(ev)
 		}
-		tell(SubagentWaiting, "", o.Status)
+		tell(subagenttools.Waiting, "", o.Status)
 		return nil, &tool.Deferred{Output: placeholder}
 	}
 	answer := subagent.Answer{Agent: t.Name, ThreadID: progress.ThreadID, Status: o.Status, Text: subagent.LastText(run.d.history)}
 	answer.Attachments = e.returnFiles(ctx, d.accountID, progress.ThreadID, d.conversationID, answer.Text)
-	tell(SubagentFinished, answer.Text, o.Status)
+	tell(subagenttools.Finished, answer.Text, o.Status)
 	switch o.Status {
 	case store.EventFailed:
 		return nil, fmt.Errorf("%s failed: %s", t.Name, cmp.Or(o.Error, "its turn failed"))
@@ -508,7 +285,7 @@ var errHandOver = errors.New("the caller stops waiting: the subagent goes on on 
 // continueChild queues the turn of a blocking child handed over at its caller's margin for
 // async-worker, which takes it up where it stopped (its message is stored: the turn goes on from
 // its last finished step) under the same event, whose end settles the call.
-func (e *Engine) continueChild(ctx context.Context, accountID string, t agentconfig.SubagentTool, progress SubagentProgress, msg model.Message, tree TreePosition) error {
+func (e *Engine) continueChild(ctx context.Context, accountID string, t agentconfig.SubagentTool, progress subagenttools.Progress, msg model.Message, tree TreePosition) error {
 	if e.opts.Enqueue == nil {
 		return errors.New("this function has no queue to async-worker")
 	}
@@ -520,31 +297,6 @@ func (e *Engine) continueChild(ctx context.Context, accountID string, t agentcon
 		return err
 	}
 	return e.opts.Enqueue(context.WithoutCancel(ctx), string(body))
-}
-
-// giveFiles copies the caller's files ids to the child's thread, for its first message: each as
-// the caller's messages show it (its media type and name), under the same id (attachments).
-func (e *Engine) giveFiles(ctx context.Context, d *invocation, child string, ids []string) ([]model.Part, error) {
-	if len(ids) == 0 {
-		return nil, nil
-	}
-	if e.opts.Attachments == nil {
-		return nil, errors.New("this deployment keeps no files")
-	}
-	var out []model.Part
-	for _, id := range ids {
-		err := e.opts.Attachments.Copy(ctx, d.accountID, d.conversationID, child, id)
-		if errors.Is(err, attachments.ErrNotFound) {
-			return nil, fmt.Errorf("this conversation has no attachment %q", id)
-		}
-		if err != nil {
-			return nil, err
-		}
-		p := model.Part{Type: model.PartFile, Attachment: id}
-		p.MediaType, p.Filename = d.fileInfo(id, "application/octet-stream")
-		out = append(out, p)
-	}
-	return out, nil
 }
 
 // returnFiles returns to the caller the files of the child's thread its answer names
@@ -590,7 +342,7 @@ func NewCallerView(thread string, held ...string) *CallerView {
 }
 
 // ShownCallID is the id a call of the subagent conversation thread is shown under to its
-// caller's client; ChildDecisions reads it back.
+// caller's client; follow.ToChild reads it back.
 func ShownCallID(thread, callID string) string { return thread + ":" + callID }
 
 // See returns what the caller's client is shown of ev, in order: nothing for most events.
@@ -689,7 +441,7 @@ func (d *invocation) landed(r asynctools.Result) {
 	if !d.cfg.Tools.IsSubagent(r.ToolName) {
 		return
 	}
-	p := SubagentProgress{ToolCallID: r.ToolCallID, Agent: r.ToolName, EventID: subagent.EventID(r.ID), State: SubagentFinished, Status: store.EventFailed, Text: r.Error}
+	p := subagenttools.Progress{ToolCallID: r.ToolCallID, Agent: r.ToolName, EventID: subagent.EventID(r.ID), State: subagenttools.Finished, Status: store.EventFailed, Text: r.Error}
 	var a subagent.Answer
 	if r.Status == asynctools.Completed && json.Unmarshal(r.Response, &a) == nil {
 		p.Agent, p.ThreadID, p.Status, p.Text = a.Agent, a.ThreadID, a.Status, a.Text
@@ -734,118 +486,21 @@ func (d *invocation) settleParent(ctx context.Context, res Outcome) {
 	}
 }
 
-// ChildRoute is where ChildDecisions sent decisions: the caller's conversation they were sent
-// to, and the subagent's calls they decide.
-type ChildRoute struct {
-	Caller string
-	Calls  []string
-}
-
-// ChildDecisions routes decisions sent to a conversation that waits for its subagents: when
-// every approval they decide belongs to one subagent conversation below req's, req is turned to
-// that conversation (its agent, and the event its held step was reported under) and in's
-// decisions to the ids the child knows its calls by, so they resume the child, whose end then
-// goes on with its caller as always. The route is nil, and req and in untouched, when the
-// decisions are the conversation's own or name approvals it does not know.
-func (e *Engine) ChildDecisions(ctx context.Context, accountID string, req *Request, in *Input) (*ChildRoute, error) {
-	if len(in.Decisions) == 0 || in.Message != nil || req.ConversationID == "" {
-		return nil, nil
-	}
-	ids := make([]string, 0, len(in.Decisions))
-	for _, dec := range in.Decisions {
-		ids = append(ids, dec.ApprovalID)
-	}
-	rows, err := e.opts.Store.Approvals(ctx, accountID, ids)
-	if err != nil {
-		return nil, err
-	}
-	child := ""
-	route := &ChildRoute{Caller: req.ConversationID}
-	for _, id := range ids {
-		a, found := rows[id]
-		if !found || a.ConversationID == req.ConversationID || (child != "" && a.ConversationID != child) {
-			return nil, nil
-		}
-		child = a.ConversationID
-		route.Calls = append(route.Calls, a.ToolCallID)
-	}
-	var head store.Head
-	for conv, hop := child, 0; hop <= agentconfig.MaxDepthLimit; hop++ {
-		h, err := e.opts.Store.ConversationHead(ctx, accountID, conv)
-		if errors.Is(err, store.ErrNotFound) {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		if conv == child {
-			head = h
-		}
-		switch h.Parent.ConversationID {
-		case "":
-			return nil, nil
-		case req.ConversationID:
-			// The variables a request sets are its conversation's: none go to the child.
-			req.ConversationID, req.AgentID, req.Variables, req.Sealed = child, head.AgentID, nil, nil
-			decisions := slices.Clone(in.Decisions)
-			for i := range decisions {
-				decisions[i].ToolCallID = strings.TrimPrefix(decisions[i].ToolCallID, ShownCallID(child, ""))
-			}
-			in.Decisions = decisions
-			if head.PausedEvent != "" {
-				// The event the child's held step was reported under: a non-blocking call's,
-				// whose end settles the call.
-				req.EventID = head.PausedEvent
-			}
-			return route, nil
-		}
-		conv = h.Parent.ConversationID
-	}
-	return nil, nil
-}
-
-// notifyParent is the notify_parent tool of a turn an explicit resumable instance runs for its
-// caller's call: it answers the call with a message, once. ok is false for any other turn.
-func (d *invocation) notifyParent() (t tool.Tool, ok bool) {
+// withNotifyParent adds notify_parent to cfg's tools where the turn is an explicit resumable
+// instance's, run for its caller's call, which the tool answers once.
+func (d *invocation) withNotifyParent(cfg *agent.Config) error {
 	resultID, isCall := subagent.CallOf(d.turnID)
 	p := d.lease.Parent()
 	if !isCall || !p.Explicit || d.e.opts.Async == nil {
-		return t, false
-	}
-	return tool.Tool{
-		Name:        agentconfig.NotifyParent,
-		Description: "Answers the agent that sent you this message. Call it once, with your answer: it does not see your replies otherwise.",
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"message":{"type":"string","minLength":1,"maxLength":100000,"description":"Your answer."}},"required":["message"],"additionalProperties":false}`),
-		Execute: func(ctx context.Context, input json.RawMessage) (any, error) {
-			var args struct {
-				Message string `json:"message"`
-			}
-			if err := json.Unmarshal(input, &args); err != nil {
-				return nil, err
-			}
-			o, err := subagent.Notified(p.Tool, d.conversationID, d.turnID, args.Message, d.e.returnFiles(ctx, d.accountID, d.conversationID, p.ConversationID, args.Message))
-			if err != nil {
-				return nil, err
-			}
-			otherwise, err := subagent.Settle(ctx, d.e.opts.Async, d.e.opts.Redriver, resultID, o, d.e.opts.Now())
-			if err != nil {
-				return nil, err
-			}
-			if otherwise != "" {
-				return map[string]any{"delivered": false, "reason": "this message was answered already (" + otherwise + ")"}, nil
-			}
-			return map[string]any{"delivered": true}, nil
-		},
-	}, true
-}
-
-// withNotifyParent adds notify_parent to cfg's tools where the turn has a caller to notify.
-func (d *invocation) withNotifyParent(cfg *agent.Config) error {
-	t, ok := d.notifyParent()
-	if !ok {
 		return nil
 	}
-	tools, err := cfg.Tools.With(t)
+	tools, err := cfg.Tools.With(subagenttools.NotifyParent(func(ctx context.Context, message string) (string, error) {
+		o, err := subagent.Notified(p.Tool, d.conversationID, d.turnID, message, d.e.returnFiles(ctx, d.accountID, d.conversationID, p.ConversationID, message))
+		if err != nil {
+			return "", err
+		}
+		return subagent.Settle(ctx, d.e.opts.Async, d.e.opts.Redriver, resultID, o, d.e.opts.Now())
+	}))
 	if err != nil {
 		return err
 	}
@@ -866,59 +521,4 @@ func (e *Engine) stopChild(ctx context.Context, accountID, resultID string) {
 	if err != nil {
 		e.opts.Logger.WarnContext(ctx, "asking a cancelled call's subagent to stop", "resultId", resultID, "err", err)
 	}
-}
-
-// HeldByChildren are the calls held for approval in the subagents whose async calls the
-// conversation's turn waits for, as its client is shown them (CallerView's events: each call's
-// input, then its approval request): a client that follows the waiting turn sees them, and its
-// decisions, sent to the conversation, go to the child (ChildDecisions). Calls already shown
-// (their approvals in shown) are left out.
-func (e *Engine) HeldByChildren(ctx context.Context, accountID, conversationID string, shown map[string]bool) ([]Event, error) {
-	head, err := e.opts.Store.ConversationHead(ctx, accountID, conversationID)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && head.AsyncGroup == "") {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var out []Event
-	now := e.opts.Now()
-	for _, resultID := range head.PendingAsync {
-		ev, err := e.opts.Store.Event(ctx, accountID, subagent.EventID(resultID))
-		if errors.Is(err, store.ErrNotFound) {
-			continue // not a subagent's call
-		}
-		if err != nil {
-			return nil, err
-		}
-		var detail struct {
-			PendingApprovals []PendingApproval `json:"pendingApprovals"`
-		}
-		if ev.Status != store.EventWaiting || json.Unmarshal(ev.Detail, &detail) != nil {
-			continue
-		}
-		ids := make([]string, 0, len(detail.PendingApprovals))
-		for _, p := range detail.PendingApprovals {
-			if !shown[p.ApprovalID] {
-				ids = append(ids, p.ApprovalID)
-			}
-		}
-		if len(ids) == 0 {
-			continue
-		}
-		rows, err := e.opts.Store.Approvals(ctx, accountID, ids)
-		if err != nil {
-			return nil, err
-		}
-		view := NewCallerView(ev.ConversationID)
-		for _, id := range ids {
-			a, ok := rows[id]
-			if !ok || a.Status != store.ApprovalPending || a.Expired(now) {
-				continue
-			}
-			out = append(out, view.See(Event{Kind: Loop, Loop: agent.Event{Type: agent.ToolInputAvailable, ToolCallID: a.ToolCallID, ToolName: a.ToolName, Input: a.Input}})...)
-			out = append(out, view.See(Event{Kind: Loop, Loop: agent.Event{Type: agent.ToolApprovalRequest, ToolCallID: a.ToolCallID, ToolName: a.ToolName, ApprovalID: a.ID, Text: a.RequestReason}})...)
-		}
-	}
-	return out, nil
 }

@@ -105,9 +105,9 @@ func (d *invocation) stopTree(ctx context.Context, res Outcome) {
 	}
 }
 
-// treeToken seals the invocation's tree position for TreeHeader, once per invocation; empty
-// where the engine has no sealer.
-func (d *invocation) treeToken(ctx context.Context) string {
+// Tree is TreeHeader and the invocation's tree position sealed for it, once per invocation;
+// empty where the engine has no sealer.
+func (d *invocation) Tree(ctx context.Context) (header, value string) {
 	d.treeOnce.Do(func() {
 		if d.e.opts.Sealer == nil {
 			return
@@ -120,7 +120,7 @@ func (d *invocation) treeToken(ctx context.Context) string {
 		}
 		d.treeTok = base64.RawURLEncoding.EncodeToString(sealed)
 	})
-	return d.treeTok
+	return TreeHeader, d.treeTok
 }
 
 // OpenTree reads the tree position a TreeHeader value carries: the calling turn's. A value

@@ -11,6 +11,7 @@ import (
 	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/state/store"
+	"github.com/agentharness/harness/shared/state/threadvars"
 	"github.com/agentharness/harness/shared/turn/subagent"
 	"github.com/agentharness/harness/shared/wire/workqueue"
 )
@@ -93,14 +94,14 @@ func (e *Engine) BootInstance(ctx context.Context, accountID, threadID, requestI
 	if e.opts.Enqueue == nil {
 		return store.Booted{}, errors.New("subagent instances run on async-worker, and this function has no queue to it")
 	}
-	sealed, err := e.sealVars(ctx, accountID, values)
+	sealed, err := threadvars.Seal(ctx, e.opts.Sealer, accountID, values)
 	if err != nil {
 		return store.Booted{}, err
 	}
 	stored, err := e.opts.Agents.Load(ctx, accountID, r.AgentID)
 	var vars store.Vars
 	if err == nil {
-		vars = withSealed(childVars(caller, stored.Variables), sealed)
+		vars = threadvars.With(threadvars.ForChild(caller, stored.Variables), sealed)
 	}
 	_, err = e.buildAgent(ctx, accountID, r.AgentID, stored, err, e.storedThread(ctx, accountID, vars))
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/tool/asynctools"
 	"github.com/agentharness/harness/shared/turn"
+	"github.com/agentharness/harness/shared/turn/follow"
 	"github.com/agentharness/harness/shared/wire/httpjson"
 	"github.com/agentharness/harness/shared/wire/ids"
 	"github.com/agentharness/harness/shared/wire/strictjson"
@@ -627,7 +628,7 @@ func (c *call) input(ctx context.Context) error {
 // follows as usual. routed is false, and nothing done, for the conversation's own approvals.
 func (c *call) childDecision(ctx context.Context, rt runtimeScope, req *turn.Request, in turn.Input, refuse func(string) error) (routed bool, err error) {
 	h := c.g.h
-	route, err := h.eng.ChildDecisions(ctx, c.conn.AccountID, req, &in)
+	route, err := follow.ToChild(ctx, h.eng, c.conn.AccountID, req, &in)
 	if err != nil {
 		return true, refuse(c.refusal(ctx, err))
 	}

@@ -17,7 +17,9 @@ import (
 	"github.com/agentharness/harness/shared/state/connections"
 	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/tool/asynctools"
+	"github.com/agentharness/harness/shared/tool/subagenttools"
 	"github.com/agentharness/harness/shared/turn"
+	"github.com/agentharness/harness/shared/turn/follow"
 	"github.com/agentharness/harness/shared/wire/httpjson"
 	"github.com/agentharness/harness/shared/wire/wsconn"
 )
@@ -113,7 +115,7 @@ type subagentSnapshot struct {
 }
 
 // subagent sends update_subagent_state: every subagent call of the run so far, one changed.
-func (o *wsOut) subagent(ctx context.Context, p turn.SubagentProgress) {
+func (o *wsOut) subagent(ctx context.Context, p subagenttools.Progress) {
 	now := o.now().UnixMilli()
 	o.mu.Lock()
 	i := slices.IndexFunc(o.subagents, func(s subagentSnapshot) bool { return s.ToolCallID == p.ToolCallID })
@@ -126,9 +128,9 @@ func (o *wsOut) subagent(ctx context.Context, p turn.SubagentProgress) {
 	}
 	snap := &o.subagents[i]
 	switch {
-	case p.State == turn.SubagentStarted && p.Text != "":
+	case p.State == subagenttools.Started && p.Text != "":
 		snap.Description, snap.Status = p.Text, "running"
-	case p.State != turn.SubagentFinished:
+	case p.State != subagenttools.Finished:
 		snap.Status = "running"
 	case p.Status == store.EventCompleted:
 		snap.Status, snap.DurationMS = "completed", now-snap.StartTime
@@ -159,7 +161,7 @@ func (h *server) newOut(accountID string, rt runtimeScope, runID string) *wsOut 
 		now: h.opts.Now, account: accountID, rt: rt, runID: runID, calls: map[string]toolCallView{},
 		window: textWindow, logged: -1,
 		follow: func(ctx context.Context, after int64) (iter.Seq2[turn.Logged, error], bool, error) {
-			return h.eng.Follow(ctx, accountID, rt.ConversationID, after)
+			return follow.Turn(ctx, h.eng, accountID, rt.ConversationID, after)
 		},
 	}
 }

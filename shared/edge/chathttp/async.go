@@ -10,6 +10,7 @@ import (
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/turn"
+	"github.com/agentharness/harness/shared/turn/follow"
 	"github.com/agentharness/harness/shared/wire/httpjson"
 )
 
@@ -43,7 +44,7 @@ func (h *Handler) asyncTurn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Decisions on a subagent's held calls, sent to its caller, go to the subagent.
-	route, err := h.eng.ChildDecisions(ctx, acc.ID, &req.Request, &in)
+	route, err := follow.ToChild(ctx, h.eng, acc.ID, &req.Request, &in)
 	if err == nil && route != nil {
 		_, err = h.eng.Agent(ctx, acc.ID, req.Request, false)
 	}
@@ -98,7 +99,7 @@ func (h *Handler) signFiles(ctx context.Context, accountID, conversationID strin
 
 // childApprovals adds to a waiting turn's status the approvals its non-blocking subagents wait
 // for, each naming its subagent; a decision sent to the turn's conversation reaches the child
-// (turn.Engine.ChildDecisions).
+// (follow.ToChild).
 func (h *Handler) childApprovals(ctx context.Context, accountID string, children []store.Child, out map[string]any) error {
 	var pending []map[string]any
 	for _, c := range children {

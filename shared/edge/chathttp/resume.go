@@ -16,6 +16,7 @@ import (
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/turn"
+	"github.com/agentharness/harness/shared/turn/follow"
 	"github.com/agentharness/harness/shared/wire/httpjson"
 )
 
@@ -37,7 +38,7 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	entries, found, err := h.eng.Follow(ctx, accountID, conv, after)
+	entries, found, err := follow.Turn(ctx, h.eng, accountID, conv, after)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -71,13 +72,13 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request) {
 }
 
 // sendHeld shows, after the part of a turn that waits for async calls, the calls its subagents
-// hold for approval that the client was not shown yet (turn.Engine.HeldByChildren), so it can
+// hold for approval that the client was not shown yet (follow.Held), so it can
 // decide them.
 func (h *Handler) sendHeld(ctx context.Context, out *aisdk.Writer, accountID, conv string, o turn.Outcome, shown map[string]bool, log *slog.Logger) {
 	if o.Status != store.EventWaitingAsync {
 		return
 	}
-	held, err := h.eng.HeldByChildren(ctx, accountID, conv, shown)
+	held, err := follow.Held(ctx, h.eng, accountID, conv, shown)
 	if err != nil {
 		log.ErrorContext(ctx, "reading the calls the turn's subagents hold", "err", err)
 	}
@@ -125,7 +126,7 @@ func relayLog(out *aisdk.Writer, entries iter.Seq2[turn.Logged, error], after in
 // continuation to begin (it is queued for async-worker as the subagent ends).
 const callerWait = time.Minute
 
-// childRun is a request whose decisions went to a subagent (turn.Engine.ChildDecisions): the
+// childRun is a request whose decisions went to a subagent (follow.ToChild): the
 // caller's conversation they were sent to, the place in its stream log its client has read to,
 // and what of the subagent's turn that client is shown.
 type childRun struct {
@@ -140,11 +141,11 @@ type childRun struct {
 // childTurn routes the request to the subagent whose held calls its decisions answer; nil when
 // they are the conversation's own.
 func (h *Handler) childTurn(ctx context.Context, accountID string, req *turnRequest, in *turn.Input) (*childRun, error) {
-	route, err := h.eng.ChildDecisions(ctx, accountID, &req.Request, in)
+	route, err := follow.ToChild(ctx, h.eng, accountID, &req.Request, in)
 	if err != nil || route == nil {
 		return nil, err
 	}
-	next, found, err := h.eng.StreamNext(ctx, accountID, route.Caller)
+	next, found, err := follow.Next(ctx, h.eng, accountID, route.Caller)
 	if err != nil {
 		return nil, err
 	}
@@ -159,7 +160,7 @@ func (h *Handler) childTurn(ctx context.Context, accountID string, req *turnRequ
 func (h *Handler) followCaller(ctx context.Context, out *aisdk.Writer, accountID string, c *childRun, log *slog.Logger) {
 	waits := turn.Outcome{Status: store.EventWaitingAsync, Reason: model.FinishToolCalls}
 	waiting := aisdk.TurnFinish(c.caller, waits)
-	goesOn, err := h.eng.GoesOn(ctx, accountID, c.caller)
+	goesOn, err := follow.GoesOn(ctx, h.eng, accountID, c.caller)
 	if err != nil {
 		log.ErrorContext(ctx, "reading whether the caller goes on", "err", err)
 	}
@@ -173,7 +174,7 @@ func (h *Handler) followCaller(ctx context.Context, out *aisdk.Writer, accountID
 		deadline = dl
 	}
 	for after := c.after; ; {
-		entries, found, err := h.eng.Follow(ctx, accountID, c.caller, after)
+		entries, found, err := follow.Turn(ctx, h.eng, accountID, c.caller, after)
 		if err != nil || !found {
 			log.ErrorContext(ctx, "following the caller", "found", found, "err", err)
 			_ = out.Send(waiting)

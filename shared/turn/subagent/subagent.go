@@ -127,6 +127,32 @@ var attachmentRef = regexp.MustCompile(attachments.IDText)
 // maxReturnedFiles bounds the files one answer returns.
 const maxReturnedFiles = 10
 
+// GiveFiles copies the caller's files ids to the child's thread, for the child's first message:
+// each as a file part that info describes (its media type and name in the caller's messages),
+// under the same id.
+func GiveFiles(ctx context.Context, files *attachments.Store, accountID, caller, child string, ids []string, info func(id string) (mediaType, filename string)) ([]model.Part, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	if files == nil {
+		return nil, errors.New("this deployment keeps no files")
+	}
+	var out []model.Part
+	for _, id := range ids {
+		err := files.Copy(ctx, accountID, caller, child, id)
+		if errors.Is(err, attachments.ErrNotFound) {
+			return nil, fmt.Errorf("this conversation has no attachment %q", id)
+		}
+		if err != nil {
+			return nil, err
+		}
+		p := model.Part{Type: model.PartFile, Attachment: id}
+		p.MediaType, p.Filename = info(id)
+		out = append(out, p)
+	}
+	return out, nil
+}
+
 // ReturnFiles copies to the caller's thread the files of the child's thread its answer names, so
 // each id it returns is valid where it goes (001 section 7), and returns the ids copied; none
 // where files has no store. A named id the child does not hold is not a file of its.

@@ -1,4 +1,11 @@
-package turn
+// Package prompttools offers an agent's config.prompts as tools. A prompt tool's call runs a
+// model loop of its own inside the call: the prompt's system prompt, the call's input as its
+// first user message, its own model and tools. Its messages are kept in the conversation marked
+// nested (model.KindNested), between the call and its result, so /status and the stored history
+// show them while the calling model sees only the result the SubpromptConfig flags shape. Its
+// tokens count toward the turn's usage, and a failure of the nested loop is the call's error,
+// never the turn's.
+package prompttools
 
 import (
 	"cmp"
@@ -6,7 +13,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"sort"
 	"strings"
 
@@ -14,28 +20,20 @@ import (
 	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/approval"
 	"github.com/agentharness/harness/shared/model"
-	"github.com/agentharness/harness/shared/state/attachments"
 	"github.com/agentharness/harness/shared/tool"
 	"github.com/agentharness/harness/shared/tool/asynctools"
 )
 
-// A prompt tool (config.prompts) runs a model loop of its own inside the call: the prompt's
-// system prompt, the call's input as its first user message, its own model and tools. Its
-// messages are kept in the conversation marked nested (model.KindNested), between the call and
-// its result, so /status and the stored history show them while the calling model sees only
-// the result the SubpromptConfig flags shape. Its tokens count toward the turn's usage, and a
-// failure of the nested loop is the call's error, never the turn's.
-
-// Prompt tool progress states.
+// Progress states of a call, and of each tool call of its nested loop.
 const (
-	PromptRunning   = "running"
-	PromptCompleted = "completed"
-	PromptFailed    = "failed"
+	Running   = "running"
+	Completed = "completed"
+	Failed    = "failed"
 )
 
-// PromptProgress is the state of a prompt tool's call, for the caller's client: sent as the call
+// Progress is the state of a prompt tool's call, for the caller's client: sent as the call
 // starts, after each of its nested steps and as it ends.
-type PromptProgress struct {
+type Progress struct {
 	ToolCallID string `json:"toolCallId"`
 	Prompt     string `json:"prompt"`
 	State      string `json:"state"`
@@ -44,23 +42,49 @@ type PromptProgress struct {
 	// Text is the nested loop's latest text.
 	Text string `json:"text,omitempty"`
 	// ToolCalls are the nested loop's calls so far.
-	ToolCalls []NestedCallState `json:"toolCalls,omitempty"`
-	Usage     *model.Usage      `json:"usage,omitempty"`
-	Error     string            `json:"error,omitempty"`
+	ToolCalls []CallState  `json:"toolCalls,omitempty"`
+	Usage     *model.Usage `json:"usage,omitempty"`
+	Error     string       `json:"error,omitempty"`
 }
 
-// NestedCallState is one tool call of a nested loop, as its progress shows it.
-type NestedCallState struct {
+// CallState is one tool call of a nested loop, as its progress shows it.
+type CallState struct {
 	ToolCallID string `json:"toolCallId"`
 	ToolName   string `json:"toolName"`
-	// State is PromptRunning, PromptCompleted or PromptFailed.
+	// State is Running, Completed or Failed.
 	State string `json:"state"`
 }
 
-// promptTools are the model-facing tools of config.prompts; base is the agent's model, which a
-// prompt without a model block of its own runs on, and vars the thread's variables, which its
-// tools resolve theirs from.
-func (e *Engine) promptTools(prompts agentconfig.Prompts, base agent.Model, vars tool.Vars) ([]tool.Tool, error) {
+// Turn is what a prompt's call needs of the turn it runs in (the engine's, tool.TurnFrom).
+type Turn interface {
+	// ShowPrompt tells the turn's client how a call goes; only on the loop's goroutine.
+	ShowPrompt(Progress)
+	// File is a file part for the attachment id of the turn's thread.
+	File(ctx context.Context, id string) (model.Part, error)
+	// KeepResult keeps the whole of a result cut to fit the record (agent.Config.KeepResult).
+	KeepResult(ctx context.Context, whole json.RawMessage) string
+}
+
+// Options are what prompt tools are built with: the engine's own builders (turn.Options).
+type Options struct {
+	// Model builds a prompt's own model block; a prompt without one runs on its agent's model.
+	Model func(block json.RawMessage) (agent.Model, error)
+	// Tools builds a prompt's config.tools for the thread's variables.
+	Tools func(config map[string]json.RawMessage, vars tool.Vars) (*tool.Set, error)
+	// NewID names the nested loop's messages.
+	NewID func() string
+}
+
+// Toolset offers config.prompts (turn.Toolset).
+type Toolset struct{ opts Options }
+
+// New returns the toolset of config.prompts.
+func New(opts Options) *Toolset { return &Toolset{opts: opts} }
+
+// Offer gives the model-facing tools of the agent's prompts: a prompt without a model block of
+// its own runs on the agent's model, and its tools resolve their variables from the thread's.
+func (s *Toolset) Offer(_ context.Context, b tool.Build) (tool.Offer, error) {
+	prompts := b.Config.Prompts
 	names := make([]string, 0, len(prompts))
 	for name := range prompts {
 		names = append(names, name)
@@ -74,13 +98,13 @@ func (e *Engine) promptTools(prompts agentconfig.Prompts, base agent.Model, vars
 			Description: cmp.Or(p.Description, "Runs the prompt "+name+" on a task and returns its answer."),
 			InputSchema: p.Schema(),
 			Execute: func(ctx context.Context, input json.RawMessage) (any, error) {
-				return e.runPrompt(ctx, name, p, base, vars, input)
+				return s.run(ctx, name, p, b.Model, b.Vars, input)
 			},
 		}
 		if len(p.NeedsApproval) > 0 {
 			policy, err := approval.Parse(p.NeedsApproval)
 			if err != nil {
-				return nil, fmt.Errorf("prompts.%s.needsApproval: %w", name, err)
+				return tool.Offer{}, &tool.ConfigError{Err: fmt.Errorf("prompts.%s.needsApproval: %w", name, err)}
 			}
 			t.Approval = policy
 		}
@@ -89,7 +113,7 @@ func (e *Engine) promptTools(prompts agentconfig.Prompts, base agent.Model, vars
 		}
 		out = append(out, t)
 	}
-	return out, nil
+	return tool.Offer{Tools: out}, nil
 }
 
 // promptCall is one tool call of a nested loop, as includeToolCalls returns it.
@@ -107,25 +131,25 @@ type promptError struct {
 	Error    string `json:"error"`
 }
 
-// runPrompt runs one call of the prompt name: its nested loop, recorded in the call's
-// transcript, and the result its flags shape.
-func (e *Engine) runPrompt(ctx context.Context, name string, p *agentconfig.Prompt, base agent.Model, vars tool.Vars, input json.RawMessage) (any, error) {
-	d, inTurn := callerFrom(ctx)
-	first, err := e.promptMessage(ctx, d, p, input)
+// run runs one call of the prompt name: its nested loop, recorded in the call's transcript, and
+// the result its flags shape.
+func (s *Toolset) run(ctx context.Context, name string, p *agentconfig.Prompt, base agent.Model, vars tool.Vars, input json.RawMessage) (any, error) {
+	t, inTurn := tool.TurnFrom(ctx).(Turn)
+	first, err := s.message(ctx, t, p, input)
 	if err != nil {
 		return nil, err
 	}
-	cfg := agent.Config{Model: base, System: p.System, MaxSteps: p.Steps(), NewID: NewMessageID}
+	cfg := agent.Config{Model: base, System: p.System, MaxSteps: p.Steps(), NewID: s.opts.NewID}
 	if len(p.Model) > 0 {
-		if cfg.Model, err = e.opts.Model(p.Model); err != nil {
+		if cfg.Model, err = s.opts.Model(p.Model); err != nil {
 			return nil, fmt.Errorf("prompt %s cannot run: %w", name, err)
 		}
 	}
 	if inTurn {
-		cfg.Model, cfg.KeepResult = d.withFiles(cfg.Model), d.keepResult
+		cfg.KeepResult = t.KeepResult
 	}
 	if len(p.Tools) > 0 {
-		if cfg.Tools, err = e.opts.Tools(p.Tools, vars); err != nil {
+		if cfg.Tools, err = s.opts.Tools(p.Tools, vars); err != nil {
 			return nil, fmt.Errorf("prompt %s cannot run: %w", name, err)
 		}
 	}
@@ -143,14 +167,14 @@ func (e *Engine) runPrompt(ctx context.Context, name string, p *agentconfig.Prom
 		keep(msgs...)
 		return nil
 	}
-	progress := PromptProgress{ToolCallID: mark.ToolCallID, Prompt: name, State: PromptRunning}
+	progress := Progress{ToolCallID: mark.ToolCallID, Prompt: name, State: Running}
 	tell := func() {}
 	if inTurn && !asynctools.InBackground(ctx) {
 		// Inline, the call runs on the loop's goroutine, which alone may emit.
 		tell = func() {
 			p := progress
-			p.ToolCalls = append([]NestedCallState(nil), progress.ToolCalls...)
-			d.emit(Event{Kind: PromptTool, PromptTool: &p})
+			p.ToolCalls = append([]CallState(nil), progress.ToolCalls...)
+			t.ShowPrompt(p)
 		}
 	}
 	tell()
@@ -170,18 +194,18 @@ func (e *Engine) runPrompt(ctx context.Context, name string, p *agentconfig.Prom
 	}
 	progress.Usage = &run.usage
 	if run.failure != nil {
-		progress.State, progress.Error = PromptFailed, promptFailure(run.failure)
+		progress.State, progress.Error = Failed, failure(run.failure)
 		tell()
 		return nil, fmt.Errorf("prompt %s failed: %s", name, progress.Error)
 	}
-	progress.State = PromptCompleted
+	progress.State = Completed
 	tell()
 	return run.shape(p), nil
 }
 
-// promptMessage is a call's first user message: its input's message property (or the whole
-// input), with the files its attachments property names.
-func (e *Engine) promptMessage(ctx context.Context, d *invocation, p *agentconfig.Prompt, input json.RawMessage) (model.Message, error) {
+// message is a call's first user message: its input's message property (or the whole input),
+// with the files of the turn t its attachments property names.
+func (s *Toolset) message(ctx context.Context, t Turn, p *agentconfig.Prompt, input json.RawMessage) (model.Message, error) {
 	var args map[string]json.RawMessage
 	if err := json.Unmarshal(input, &args); err != nil {
 		return model.Message{}, err
@@ -193,7 +217,7 @@ func (e *Engine) promptMessage(ctx context.Context, d *invocation, p *agentconfi
 			text = string(raw) // not a string: the value as JSON
 		}
 	}
-	msg := model.Message{ID: NewMessageID(), Role: model.RoleUser, Parts: []model.Part{{Type: model.PartText, Text: text}}}
+	msg := model.Message{ID: s.opts.NewID(), Role: model.RoleUser, Parts: []model.Part{{Type: model.PartText, Text: text}}}
 	var ids []string
 	if raw, ok := args[p.InitAttachmentsProperty]; ok && p.InitAttachmentsProperty != "" {
 		if err := json.Unmarshal(raw, &ids); err != nil {
@@ -201,10 +225,10 @@ func (e *Engine) promptMessage(ctx context.Context, d *invocation, p *agentconfi
 		}
 	}
 	for _, id := range ids {
-		if d == nil || e.opts.Attachments == nil {
+		if t == nil {
 			return model.Message{}, errors.New("this deployment keeps no files")
 		}
-		part, err := e.threadFile(ctx, d, id)
+		part, err := t.File(ctx, id)
 		if err != nil {
 			return model.Message{}, err
 		}
@@ -213,40 +237,8 @@ func (e *Engine) promptMessage(ctx context.Context, d *invocation, p *agentconfi
 	return msg, nil
 }
 
-// threadFile is a file part for the attachment id of the invocation's own thread, as the
-// thread's messages show it (its media type and name). Beside the loop (an async call), whose
-// history it cannot read, the type is told from the bytes.
-func (e *Engine) threadFile(ctx context.Context, d *invocation, id string) (model.Part, error) {
-	data, err := e.opts.Attachments.Get(ctx, d.accountID, d.conversationID, id)
-	if errors.Is(err, attachments.ErrNotFound) || !attachments.ValidID(id) {
-		return model.Part{}, fmt.Errorf("this conversation has no attachment %q", id)
-	}
-	if err != nil {
-		return model.Part{}, err
-	}
-	p := model.Part{Type: model.PartFile, Attachment: id, Data: data, MediaType: http.DetectContentType(data)}
-	if !asynctools.InBackground(ctx) {
-		p.MediaType, p.Filename = d.fileInfo(id, p.MediaType)
-	}
-	return p, nil
-}
-
-// fileInfo is the media type and name the thread's messages give the attachment id; fallback
-// and no name when none does.
-func (d *invocation) fileInfo(id, fallback string) (mediaType, filename string) {
-	mediaType = fallback
-	for _, m := range d.history {
-		for _, q := range m.Parts {
-			if q.Type == model.PartFile && q.Attachment == id {
-				mediaType, filename = q.MediaType, q.Filename
-			}
-		}
-	}
-	return mediaType, filename
-}
-
-// promptFailure is what the caller's model is told of a nested loop that failed.
-func promptFailure(err error) string {
+// failure is what the caller's model is told of a nested loop that failed.
+func failure(err error) string {
 	var pe *model.ProviderError
 	switch {
 	case errors.As(err, &pe):
@@ -269,7 +261,7 @@ type nestedRun struct {
 	failure error
 }
 
-func (r *nestedRun) observe(ev agent.Event, progress *PromptProgress) {
+func (r *nestedRun) observe(ev agent.Event, progress *Progress) {
 	call := func(id string) *promptCall {
 		for i := range r.calls {
 			if r.calls[i].ToolCallID == id {
@@ -292,22 +284,22 @@ func (r *nestedRun) observe(ev agent.Event, progress *PromptProgress) {
 			r.calls = append(r.calls, promptCall{ToolCallID: id, ToolName: name, Error: msg})
 		}
 		r.errs = append(r.errs, promptError{ToolName: name, Error: msg})
-		state(id, PromptFailed)
+		state(id, Failed)
 	}
 	switch ev.Type {
 	case agent.TextDelta:
 		r.step.WriteString(ev.Text)
 	case agent.ToolInputAvailable:
 		r.calls = append(r.calls, promptCall{ToolCallID: ev.ToolCallID, ToolName: ev.ToolName, Input: ev.Input})
-		progress.ToolCalls = append(progress.ToolCalls, NestedCallState{ToolCallID: ev.ToolCallID, ToolName: ev.ToolName, State: PromptRunning})
+		progress.ToolCalls = append(progress.ToolCalls, CallState{ToolCallID: ev.ToolCallID, ToolName: ev.ToolName, State: Running})
 	case agent.ToolOutput:
 		if c := call(ev.ToolCallID); c != nil {
 			c.Output = ev.Output
 		}
-		state(ev.ToolCallID, PromptCompleted)
+		state(ev.ToolCallID, Completed)
 	case agent.ToolInputError:
 		r.calls = append(r.calls, promptCall{ToolCallID: ev.ToolCallID, ToolName: ev.ToolName, Input: ev.Input})
-		progress.ToolCalls = append(progress.ToolCalls, NestedCallState{ToolCallID: ev.ToolCallID, ToolName: ev.ToolName})
+		progress.ToolCalls = append(progress.ToolCalls, CallState{ToolCallID: ev.ToolCallID, ToolName: ev.ToolName})
 		failed(ev.ToolCallID, ev.ToolName, ev.ErrorText)
 	case agent.ToolOutputError, agent.ToolOutputDenied:
 		failed(ev.ToolCallID, ev.ToolName, ev.ErrorText)

@@ -1,4 +1,4 @@
-package turn
+package subagenttools_test
 
 import (
 	"context"
@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"github.com/agentharness/harness/shared/agentconfig"
-	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/tool"
 	"github.com/agentharness/harness/shared/tool/asynctools"
+	"github.com/agentharness/harness/shared/tool/subagenttools"
 )
 
 func TestSubagentToolsFollowTheirConfig(t *testing.T) {
@@ -21,10 +21,17 @@ func TestSubagentToolsFollowTheirConfig(t *testing.T) {
 	],"runSubagent":true}}`), &c); err != nil {
 		t.Fatal(err)
 	}
-	e := New(Options{})
-	th := e.threadOf(context.Background(), "acc_1", map[string]string{"EDITOR_ON": "Yes", "CRITIC_ON": "off"}, func() (store.Vars, error) { return nil, nil })
-	tools := e.subagentTools(c.Subagent, th)
-	set, err := tool.NewSet(tools...)
+	thread := map[string]string{"EDITOR_ON": "Yes", "CRITIC_ON": "off"}
+	vars := tool.Vars{Get: func(name string) string { return thread[name] }}
+	offer := func(c *agentconfig.Config) []tool.Tool {
+		t.Helper()
+		o, err := subagenttools.Toolset{}.Offer(context.Background(), tool.Build{Config: c, Vars: vars})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o.Tools
+	}
+	set, err := tool.NewSet(offer(&c)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +45,7 @@ func TestSubagentToolsFollowTheirConfig(t *testing.T) {
 	if err := json.Unmarshal([]byte(`{"model":{},"subagent":{"agents":[{"name":"finder","agentId":"agt_1"}]}}`), &blocking); err != nil {
 		t.Fatal(err)
 	}
-	if got := e.subagentTools(blocking.Subagent, th); len(got) != 1 || got[0].Async != "" {
+	if got := offer(&blocking); len(got) != 1 || got[0].Async != "" {
 		t.Errorf("a blocking agent's tools %+v, want one that runs inline", got)
 	}
 	if _, err := set.Prepare("editor", json.RawMessage(`{"draft":"fix this"}`)); err != nil {

@@ -1,4 +1,8 @@
-package turn
+// Package skilltools offers an agent's config.skills, disclosed progressively: its system prompt
+// lists each skill's name and description only, and load_skill gives the model a skill's
+// instructions when it asks (read_skill_file, a file of the skill). The turn pins the version of
+// each skill it starts with, so an upload while it runs changes nothing under it.
+package skilltools
 
 import (
 	"context"
@@ -14,19 +18,50 @@ import (
 	"github.com/agentharness/harness/shared/tool"
 )
 
-// An agent's config.skills are disclosed progressively: its system prompt lists each skill's
-// name and description only, and load_skill gives the model a skill's instructions when it asks
-// (read_skill_file, a file of the skill). The turn pins the version of each skill it starts
-// with, so an upload while it runs changes nothing under it.
-
-// SkillStore is what the engine reads of an account's skills (shared/state/skills).
-type SkillStore interface {
+// Store is what the toolset reads of an account's skills (shared/state/skills).
+type Store interface {
 	List(ctx context.Context, accountID string) ([]skills.Skill, error)
 	Load(ctx context.Context, accountID, name string, version int64) (*skills.Bundle, error)
 }
 
-// maxSkillFileText bounds what read_skill_file returns of one file.
-const maxSkillFileText = 128 << 10
+// Toolset offers config.skills (turn.Toolset).
+type Toolset struct{ store Store }
+
+// New returns the toolset of config.skills, reading them from st; nil: agents that name skills
+// cannot run.
+func New(st Store) *Toolset { return &Toolset{store: st} }
+
+// maxFileText bounds what read_skill_file returns of one file.
+const maxFileText = 128 << 10
+
+// errNoSkills stops an agent that names skills where the deployment keeps none.
+var errNoSkills = errors.New("it names skills, and this deployment keeps none (SKILLS_TABLE and SKILLS_BUCKET are not set)")
+
+// Offer pins the account's current version of each skill the agent names (one read), lists them
+// in the system prompt and gives load_skill and read_skill_file.
+func (s *Toolset) Offer(ctx context.Context, b tool.Build) (tool.Offer, error) {
+	names := b.Config.Skills
+	if len(names) == 0 {
+		return tool.Offer{}, nil
+	}
+	if s.store == nil {
+		return tool.Offer{}, &tool.ConfigError{Err: errNoSkills}
+	}
+	set := skillSet{names: names, pinned: map[string]skills.Skill{}, deleted: map[string]bool{}}
+	all, err := s.store.List(ctx, b.AccountID)
+	if err != nil {
+		return tool.Offer{}, fmt.Errorf("reading the account's skills: %w", err)
+	}
+	for _, sk := range all {
+		set.pinned[sk.Name] = sk
+	}
+	for _, n := range names {
+		if _, ok := set.pinned[n]; !ok {
+			set.deleted[n] = true
+		}
+	}
+	return tool.Offer{System: set.prompt(), Tools: set.tools(s.store, b.AccountID)}, nil
+}
 
 // skillSet is the skills one turn of an agent may load: each named skill at the version the
 // turn pinned, and the names of those the account no longer has.
@@ -34,27 +69,6 @@ type skillSet struct {
 	names   []string
 	pinned  map[string]skills.Skill
 	deleted map[string]bool
-}
-
-// errNoSkills stops an agent that names skills where the deployment keeps none.
-var errNoSkills = errors.New("it names skills, and this deployment keeps none (SKILLS_TABLE and SKILLS_BUCKET are not set)")
-
-// skillsOf pins the account's current version of each skill names; one read.
-func (e *Engine) skillsOf(ctx context.Context, accountID string, names agentconfig.Skills) (skillSet, error) {
-	set := skillSet{names: names, pinned: map[string]skills.Skill{}, deleted: map[string]bool{}}
-	all, err := e.opts.Skills.List(ctx, accountID)
-	if err != nil {
-		return set, err
-	}
-	for _, s := range all {
-		set.pinned[s.Name] = s
-	}
-	for _, n := range names {
-		if _, ok := set.pinned[n]; !ok {
-			set.deleted[n] = true
-		}
-	}
-	return set, nil
 }
 
 // prompt is the system prompt's list of the skills: name and description only. A skill the
@@ -77,9 +91,9 @@ func (s skillSet) prompt() string {
 // oneLine keeps a description to one list item.
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
-// tools are load_skill and read_skill_file for the set, reading accountID's skills; each
+// tools are load_skill and read_skill_file for the set, reading accountID's skills from st; each
 // version a turn loads is read once.
-func (s skillSet) tools(e *Engine, accountID string) []tool.Tool {
+func (s skillSet) tools(st Store, accountID string) []tool.Tool {
 	var mu sync.Mutex
 	loaded := map[string]*skills.Bundle{}
 	load := func(ctx context.Context, name string) (*skills.Bundle, error) {
@@ -92,7 +106,7 @@ func (s skillSet) tools(e *Engine, accountID string) []tool.Tool {
 			return b, nil
 		}
 		pin := s.pinned[name]
-		b, err := e.opts.Skills.Load(ctx, accountID, name, pin.Version)
+		b, err := st.Load(ctx, accountID, name, pin.Version)
 		if errors.Is(err, skills.ErrNotFound) {
 			return nil, fmt.Errorf("skill %s was deleted from this account while this turn ran (it had version %d), so it cannot be loaded; do the task without it or tell the user", name, pin.Version)
 		}
@@ -144,8 +158,8 @@ func (s skillSet) tools(e *Engine, accountID string) []tool.Tool {
 				return nil, fmt.Errorf("%s is a binary file of %d bytes; read_skill_file returns text only", args.Path, len(data))
 			}
 			out := map[string]any{"name": b.Name, "path": args.Path, "content": string(data)}
-			if len(data) > maxSkillFileText {
-				cut := maxSkillFileText
+			if len(data) > maxFileText {
+				cut := maxFileText
 				for !utf8.RuneStart(data[cut]) {
 					cut--
 				}

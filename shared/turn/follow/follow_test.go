@@ -1,4 +1,4 @@
-package turn_test
+package follow_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/state/streamlog"
 	"github.com/agentharness/harness/shared/turn"
+	"github.com/agentharness/harness/shared/turn/follow"
 )
 
 // A reader that follows a turn whose invocation died mid-turn (its stream never says how it
@@ -47,9 +48,9 @@ func TestFollowEndsATurnWhoseInvocationDied(t *testing.T) {
 	if err := w.Flush(ctx, streamlog.Open); err != nil {
 		t.Fatal(err)
 	}
-	entries, found, err := eng.Follow(ctx, acc.ID, "conv-dead", -1)
+	entries, found, err := follow.Turn(ctx, eng, acc.ID, "conv-dead", -1)
 	if err != nil || !found {
-		t.Fatalf("Follow: found %v, %v", found, err)
+		t.Fatalf("follow.Turn: found %v, %v", found, err)
 	}
 	got := make(chan []turn.Logged, 1)
 	go func() {

@@ -1,4 +1,4 @@
-package turn_test
+package skilltools_test
 
 import (
 	"encoding/json"
@@ -7,22 +7,24 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentharness/harness/functions/turnwire"
+	"github.com/agentharness/harness/infra/testenv"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/state/skills"
 	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/turn"
 )
 
-// newSkillsEnv is newPromptEnv whose engine reads skills from the stack's skills table and
+// newSkillsEnv runs turns on an engine that reads skills from the stack's skills table and
 // bucket; it returns the store to upload them with.
-func newSkillsEnv(t *testing.T) (*promptEnv, *skills.Store) {
+func newSkillsEnv(t *testing.T) (*testenv.Turns, *skills.Store) {
 	t.Helper()
-	e := newPromptEnv(t)
-	st := skills.New(e.stack.DB, e.stack.Name("SkillsTable"), e.stack.S3, e.stack.Name("SkillsBucket"))
-	e.svc.WithSkills(st) // configs naming skills are checked against them
-	opts := e.eng.Options()
-	opts.Skills = st
-	e.eng = turn.New(opts)
+	var st *skills.Store
+	e := testenv.NewTurns(t, func(e *testenv.Turns, o *turn.Options) {
+		st = skills.New(e.Stack.DB, e.Stack.Name("SkillsTable"), e.Stack.S3, e.Stack.Name("SkillsBucket"))
+		e.Agents.WithSkills(st) // configs naming skills are checked against them
+		o.Toolsets = turnwire.Toolsets(o.Model, o.Tools, nil, st)
+	})
 	return e, st
 }
 
@@ -62,19 +64,19 @@ func outputs(msgs []model.Message) []model.Part {
 // without reading anything of another skill.
 func TestSkillsAreListedThenLoaded(t *testing.T) {
 	e, st := newSkillsEnv(t)
-	upload(t, st, e.acc, "release-notes", "Writes release notes from a list of changes.", "RELEASE BODY: group changes by kind.", map[string]string{"template.md": "## Added\n## Fixed"})
-	upload(t, st, e.acc, "incident-report", "Writes an incident report.", "INCIDENT BODY: timeline first.", map[string]string{"checklist.md": "- impact"})
-	e.agent("writer", `{"name":"writer","system":"You write.","skills":["release-notes","incident-report"],"model":{"provider":"scripted","script":[
+	upload(t, st, e.Account, "release-notes", "Writes release notes from a list of changes.", "RELEASE BODY: group changes by kind.", map[string]string{"template.md": "## Added\n## Fixed"})
+	upload(t, st, e.Account, "incident-report", "Writes an incident report.", "INCIDENT BODY: timeline first.", map[string]string{"checklist.md": "- impact"})
+	e.Agent("writer", `{"name":"writer","system":"You write.","skills":["release-notes","incident-report"],"model":{"provider":"scripted","script":[
 		{"toolCalls":[{"name":"load_skill","input":{"name":"release-notes"}},
 			{"name":"read_skill_file","input":{"name":"release-notes","path":"template.md"}},
 			{"name":"read_skill_file","input":{"name":"release-notes","path":"../incident-report/SKILL.md"}},
 			{"name":"read_skill_file","input":{"name":"release-notes","path":"/etc/passwd"}},
 			{"name":"read_skill_file","input":{"name":"release-notes","path":"checklist.md"}}]},
 		{"text":"Done."}]}}`)
-	if o, _ := e.say("conv_skills", "writer", "write the notes"); o.Status != store.EventCompleted {
+	if o, _ := e.Say("conv_skills", "writer", "write the notes"); o.Status != store.EventCompleted {
 		t.Fatalf("the turn ended %+v", o)
 	}
-	first := e.requestsWith("You write.")
+	first := e.RequestsWith("You write.")
 	if len(first) == 0 {
 		t.Fatal("no request carried the agent's system prompt")
 	}
@@ -95,7 +97,7 @@ func TestSkillsAreListedThenLoaded(t *testing.T) {
 		t.Errorf("the model is offered %v, want load_skill and read_skill_file", names)
 	}
 
-	res := outputs(e.history("conv_skills"))
+	res := outputs(e.History("conv_skills"))
 	if len(res) != 5 {
 		t.Fatalf("%d results, want 5: %+v", len(res), res)
 	}
@@ -121,34 +123,34 @@ func TestSkillsAreListedThenLoaded(t *testing.T) {
 // A turn reads the version of a skill it started with, whatever is uploaded while it runs.
 func TestATurnKeepsTheSkillVersionItStartedWith(t *testing.T) {
 	e, st := newSkillsEnv(t)
-	upload(t, st, e.acc, "style", "House style.", "STYLE ONE", nil)
-	e.agent("styled", `{"name":"styled","skills":["style"],"model":{"provider":"scripted","script":[
+	upload(t, st, e.Account, "style", "House style.", "STYLE ONE", nil)
+	e.Agent("styled", `{"name":"styled","skills":["style"],"model":{"provider":"scripted","script":[
 		{"toolCalls":[{"name":"load_skill","input":{"name":"style"}}]},{"text":"ok"}]}}`)
 	req := turn.Request{ConversationID: "conv_version", AgentID: "styled"}
-	cfg, err := e.eng.Agent(e.ctx, e.acc, req, false)
+	cfg, err := e.Engine.Agent(e.Ctx, e.Account, req, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A new version lands after the turn began.
-	if v := upload(t, st, e.acc, "style", "House style.", "STYLE TWO", nil); v.Version != 2 {
+	if v := upload(t, st, e.Account, "style", "House style.", "STYLE TWO", nil); v.Version != 2 {
 		t.Fatalf("the upload made version %d, want 2", v.Version)
 	}
-	r, err := e.eng.Begin(e.ctx, turn.Start{AccountID: e.acc, Request: req, Config: cfg,
+	r, err := e.Engine.Begin(e.Ctx, turn.Start{AccountID: e.Account, Request: req, Config: cfg,
 		Input: turn.Input{Message: &model.Message{ID: "msg_v", Role: model.RoleUser, Parts: []model.Part{{Type: model.PartText, Text: "go"}}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := r.Execute(e.ctx)
-	if err := r.Finish(e.ctx, o, nil); err != nil {
+	o := r.Execute(e.Ctx)
+	if err := r.Finish(e.Ctx, o, nil); err != nil {
 		t.Fatal(err)
 	}
-	res := outputs(e.history("conv_version"))
+	res := outputs(e.History("conv_version"))
 	if len(res) != 1 || res[0].IsError || !strings.Contains(string(res[0].Output), "STYLE ONE") {
 		t.Errorf("load_skill gave %+v, want version 1's body", res)
 	}
 	// The next turn starts with version 2.
-	e.say("conv_version_next", "styled", "again")
-	if res := outputs(e.history("conv_version_next")); len(res) != 1 || !strings.Contains(string(res[0].Output), "STYLE TWO") {
+	e.Say("conv_version_next", "styled", "again")
+	if res := outputs(e.History("conv_version_next")); len(res) != 1 || !strings.Contains(string(res[0].Output), "STYLE TWO") {
 		t.Errorf("the next turn's load_skill gave %+v, want version 2's body", res)
 	}
 }
@@ -158,30 +160,30 @@ func TestATurnKeepsTheSkillVersionItStartedWith(t *testing.T) {
 // read in its place.
 func TestADeletedSkillIsExplained(t *testing.T) {
 	e, st := newSkillsEnv(t)
-	upload(t, st, e.acc, "gone", "Soon deleted.", "MINE", nil)
-	e.agent("orphan", `{"name":"orphan","skills":["gone"],"model":{"provider":"scripted","script":[
+	upload(t, st, e.Account, "gone", "Soon deleted.", "MINE", nil)
+	e.Agent("orphan", `{"name":"orphan","skills":["gone"],"model":{"provider":"scripted","script":[
 		{"toolCalls":[{"name":"load_skill","input":{"name":"gone"}},{"name":"read_skill_file","input":{"name":"gone","path":"SKILL.md"}}]},{"text":"Sorry: {{toolResults}}"}]}}`)
-	if err := st.Delete(e.ctx, e.acc, "gone"); err != nil {
+	if err := st.Delete(e.Ctx, e.Account, "gone"); err != nil {
 		t.Fatal(err)
 	}
-	other, _, err := e.st.CreateAccount(e.ctx, "other", time.Now())
+	other, _, err := e.Store.CreateAccount(e.Ctx, "other", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
 	upload(t, st, other.ID, "gone", "Someone else's.", "THEIRS", nil)
 
-	o, _ := e.say("conv_gone", "orphan", "use it")
+	o, _ := e.Say("conv_gone", "orphan", "use it")
 	if o.Status != store.EventCompleted {
 		t.Fatalf("the turn ended %+v, want it to go on without the skill", o)
 	}
-	msgs := e.history("conv_gone")
+	msgs := e.History("conv_gone")
 	for _, r := range outputs(msgs) {
 		if !r.IsError || !strings.Contains(string(r.Output), "skill gone was deleted from this account") || strings.Contains(string(r.Output), "THEIRS") {
 			t.Errorf("a call on the deleted skill gave %s (error %v), want the deletion explained", r.Output, r.IsError)
 		}
 	}
 	var system string
-	if reqs := e.requestsWith("- gone:"); len(reqs) > 0 {
+	if reqs := e.RequestsWith("- gone:"); len(reqs) > 0 {
 		system = reqs[0].System
 	}
 	if !strings.Contains(system, "- gone: (unavailable: it was deleted from this account)") || strings.Contains(system, "Someone else's") {

@@ -1,4 +1,4 @@
-package turn
+package skilltools
 
 import (
 	"encoding/json"

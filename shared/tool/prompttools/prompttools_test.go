@@ -1,169 +1,18 @@
-package turn_test
+package prompttools_test
 
 import (
-	"context"
 	"encoding/json"
-	"iter"
-	"os"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/agentharness/harness/infra/testenv"
-	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/model"
-	"github.com/agentharness/harness/shared/model/provider"
-	"github.com/agentharness/harness/shared/state/agentstore"
-	"github.com/agentharness/harness/shared/state/secrets"
 	"github.com/agentharness/harness/shared/state/store"
-	"github.com/agentharness/harness/shared/tool"
 	"github.com/agentharness/harness/shared/tool/asynctools"
-	"github.com/agentharness/harness/shared/tool/builtintools"
+	"github.com/agentharness/harness/shared/tool/prompttools"
 	"github.com/agentharness/harness/shared/turn"
 )
-
-// promptEnv runs turns of scripted agents on the engine, over DynamoDB Local, recording every
-// model request by the system prompt it carries.
-type promptEnv struct {
-	t   *testing.T
-	ctx context.Context
-	st  *store.Store
-	svc *agentstore.Service
-	eng *turn.Engine
-	acc string
-	// stack holds the tables, queues and buckets the engine runs on.
-	stack *testenv.Resources
-
-	mu       sync.Mutex
-	requests map[string][]*model.Request
-}
-
-// recording is a model that records its requests before it answers them.
-type recording struct {
-	agent.Model
-	e *promptEnv
-}
-
-func (r recording) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.Event, error] {
-	r.e.mu.Lock()
-	r.e.requests[req.System] = append(r.e.requests[req.System], req)
-	r.e.mu.Unlock()
-	return r.Model.Stream(ctx, req)
-}
-
-func newPromptEnv(t *testing.T) *promptEnv {
-	t.Helper()
-	return newPromptEnvWith(t, nil)
-}
-
-// newPromptEnvWith is newPromptEnv with the engine's options changed by adjust (when set).
-func newPromptEnvWith(t *testing.T, adjust func(*promptEnv, *turn.Options)) *promptEnv {
-	t.Helper()
-	stack := testenv.Stack(t)
-	e := &promptEnv{t: t, ctx: context.Background(), st: store.New(stack.DB, stack.Tables), stack: stack, requests: map[string][]*model.Request{}}
-	async := asynctools.NewStore(stack.DB, stack.AsyncResultsTable, nil)
-	acc, _, err := e.st.CreateAccount(e.ctx, "prompts", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.acc = acc.ID
-	e.svc = agentstore.New(e.st, secrets.New(secrets.NewRandomLocal()), builtintools.ConfigChecks(), nil)
-	opts := turn.Options{
-		Store: e.st, Agents: e.svc, Async: async,
-		Redriver: &asynctools.Redriver{Store: async, Send: func(context.Context, asynctools.Continuation) error { return nil }},
-		Tools: func(c map[string]json.RawMessage, vars tool.Vars) (*tool.Set, error) {
-			return builtintools.Build(c, tool.Env{Getenv: os.Getenv, Vars: vars})
-		},
-		Model: func(block json.RawMessage) (agent.Model, error) {
-			m, err := provider.New(block, provider.Config{})
-			return recording{Model: m, e: e}, err
-		},
-	}
-	if adjust != nil {
-		adjust(e, &opts)
-	}
-	e.eng = turn.New(opts)
-	return e
-}
-
-func (e *promptEnv) agent(id, cfg string) {
-	e.t.Helper()
-	if _, err := e.svc.Create(e.ctx, e.acc, id, []byte(cfg)); err != nil {
-		e.t.Fatal(err)
-	}
-}
-
-// run runs one request of a turn and returns how it ended and what it said.
-func (e *promptEnv) run(conv, agentID string, in turn.Input) (turn.Outcome, []turn.Event) {
-	e.t.Helper()
-	req := turn.Request{ConversationID: conv, AgentID: agentID}
-	cfg, err := e.eng.Agent(e.ctx, e.acc, req, false)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	r, err := e.eng.Begin(e.ctx, turn.Start{AccountID: e.acc, Request: req, Input: in, Config: cfg, Delivery: asynctools.Delivery{}})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	var events []turn.Event
-	for ev := range r.Events(e.ctx) {
-		events = append(events, ev)
-	}
-	o := r.Outcome()
-	if err := r.Finish(e.ctx, o, nil); err != nil {
-		e.t.Fatal(err)
-	}
-	return o, events
-}
-
-func (e *promptEnv) say(conv, agentID, text string) (turn.Outcome, []turn.Event) {
-	e.t.Helper()
-	return e.run(conv, agentID, turn.Input{Message: &model.Message{ID: "msg_" + conv, Role: model.RoleUser, Parts: []model.Part{{Type: model.PartText, Text: text}}}})
-}
-
-func (e *promptEnv) history(conv string) []model.Message {
-	e.t.Helper()
-	msgs, err := e.st.Messages(e.ctx, e.acc, conv, 1, 1<<40)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return msgs
-}
-
-func (e *promptEnv) requestsOf(system string) []*model.Request {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.requests[system]
-}
-
-// requestsWith are the requests whose system prompt contains part.
-func (e *promptEnv) requestsWith(part string) []*model.Request {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	var out []*model.Request
-	for s, reqs := range e.requests {
-		if strings.Contains(s, part) {
-			out = append(out, reqs...)
-		}
-	}
-	return out
-}
-
-// resultOf is the stored result of the call of toolName.
-func resultOf(t *testing.T, msgs []model.Message, toolName string) model.Part {
-	t.Helper()
-	for _, m := range msgs {
-		for _, p := range m.Parts {
-			if p.Type == model.PartToolResult && p.ToolName == toolName && !m.IsNested() {
-				return p
-			}
-		}
-	}
-	t.Fatalf("no result of %s in %+v", toolName, msgs)
-	return model.Part{}
-}
 
 const (
 	callerSystem = "You delegate to prompts."
@@ -189,7 +38,7 @@ func callerConfig(prompt, input string) string {
 // marked as the call's, between the call and its result, the caller's model never sees them,
 // and its tokens count toward the turn.
 func TestPromptToolFlagsShapeItsResult(t *testing.T) {
-	e := newPromptEnv(t)
+	e := testenv.NewTurns(t, nil)
 	for i, tt := range []struct {
 		flags string
 		want  []string // the result's keys
@@ -201,14 +50,14 @@ func TestPromptToolFlagsShapeItsResult(t *testing.T) {
 	} {
 		id := "agent" + string(rune('a'+i))
 		conv := "conv_flags_" + id
-		e.agent(id, callerConfig(`{`+tt.flags+`"system":"`+promptSystem+`","model":`+summarizeScript+`,"tools":{"current_time":{}}}`, `{"message":"the week"}`))
-		before := len(e.requestsOf(callerSystem))
-		o, events := e.say(conv, id, "sum up the week")
+		e.Agent(id, callerConfig(`{`+tt.flags+`"system":"`+promptSystem+`","model":`+summarizeScript+`,"tools":{"current_time":{}}}`, `{"message":"the week"}`))
+		before := len(e.RequestsOf(callerSystem))
+		o, events := e.Say(conv, id, "sum up the week")
 		if o.Status != store.EventCompleted {
 			t.Fatalf("%s: the turn ended %+v", tt.flags, o)
 		}
-		msgs := e.history(conv)
-		r := resultOf(t, msgs, "summarize")
+		msgs := e.History(conv)
+		r := testenv.ResultOf(t, msgs, "summarize")
 		var got map[string]json.RawMessage
 		if err := json.Unmarshal(r.Output, &got); err != nil || r.IsError {
 			t.Fatalf("%s: result %s (error %v)", tt.flags, r.Output, r.IsError)
@@ -260,11 +109,11 @@ func TestPromptToolFlagsShapeItsResult(t *testing.T) {
 		}
 
 		// What each model was sent.
-		nested := e.requestsOf(promptSystem)[2*i:]
+		nested := e.RequestsOf(promptSystem)[2*i:]
 		if len(nested) < 2 || len(nested[0].Messages) != 1 || nested[0].Messages[0].Text() != "the week" {
 			t.Fatalf("%s: the nested loop's first request %+v, want the call's message alone", tt.flags, nested)
 		}
-		caller := e.requestsOf(callerSystem)[before:]
+		caller := e.RequestsOf(callerSystem)[before:]
 		if len(caller) != 2 || len(caller[1].Messages) != 3 {
 			t.Fatalf("%s: the caller's requests %d, its second with %d messages; want 2, the second with user, call, result", tt.flags, len(caller), len(caller[1].Messages))
 		}
@@ -288,7 +137,7 @@ func TestPromptToolFlagsShapeItsResult(t *testing.T) {
 					t.Errorf("%s: progress %+v is not the call's", tt.flags, p)
 				}
 				states = append(states, p.State)
-				if p.State == turn.PromptCompleted && (p.Step != 2 || p.Usage == nil || p.Usage.InputTokens != 4 || len(p.ToolCalls) != 2) {
+				if p.State == prompttools.Completed && (p.Step != 2 || p.Usage == nil || p.Usage.InputTokens != 4 || len(p.ToolCalls) != 2) {
 					t.Errorf("%s: the last progress %+v, want 2 steps, 2 calls and the nested usage", tt.flags, p)
 				}
 			}
@@ -303,7 +152,7 @@ func TestPromptToolFlagsShapeItsResult(t *testing.T) {
 // an input schema of its own and none named, the whole input does. The caller's model is
 // offered the prompt under its schema.
 func TestPromptToolMapsItsInput(t *testing.T) {
-	e := newPromptEnv(t)
+	e := testenv.NewTurns(t, nil)
 	schema := `{"type":"object","properties":{"topic":{"type":"string"},"depth":{"type":"integer"}},"required":["topic"]}`
 	for _, tt := range []struct {
 		id, mapping, want string
@@ -312,11 +161,11 @@ func TestPromptToolMapsItsInput(t *testing.T) {
 		{"whole", ``, `{"depth":2,"topic":"tides"}`}, // as the stored config spells it
 	} {
 		system := "Prompt " + tt.id
-		e.agent(tt.id, callerConfig(`{`+tt.mapping+`"system":"`+system+`","inputSchema":`+schema+`,"model":{"provider":"scripted","script":[{"text":"ok"}]}}`, `{"topic":"tides","depth":2}`))
-		if o, _ := e.say("conv_map_"+tt.id, tt.id, "go"); o.Status != store.EventCompleted {
+		e.Agent(tt.id, callerConfig(`{`+tt.mapping+`"system":"`+system+`","inputSchema":`+schema+`,"model":{"provider":"scripted","script":[{"text":"ok"}]}}`, `{"topic":"tides","depth":2}`))
+		if o, _ := e.Say("conv_map_"+tt.id, tt.id, "go"); o.Status != store.EventCompleted {
 			t.Fatalf("%s: the turn ended %+v", tt.id, o)
 		}
-		reqs := e.requestsOf(system)
+		reqs := e.RequestsOf(system)
 		if len(reqs) != 1 || len(reqs[0].Messages) != 1 || reqs[0].Messages[0].Role != model.RoleUser {
 			t.Fatalf("%s: nested requests %+v, want one with the call's message", tt.id, reqs)
 		}
@@ -324,7 +173,7 @@ func TestPromptToolMapsItsInput(t *testing.T) {
 			t.Errorf("%s: the nested loop's message is %q, want %q", tt.id, got, tt.want)
 		}
 	}
-	first := e.requestsOf(callerSystem)[0]
+	first := e.RequestsOf(callerSystem)[0]
 	i := slices.IndexFunc(first.Tools, func(s model.ToolSpec) bool { return s.Name == "summarize" })
 	if i < 0 || !strings.Contains(string(first.Tools[i].InputSchema), `"depth"`) {
 		t.Errorf("the caller's model is offered %+v, want summarize under its input schema", first.Tools)
@@ -334,14 +183,14 @@ func TestPromptToolMapsItsInput(t *testing.T) {
 // A nested loop that fails is the call's error, which the caller's model sees and answers: the
 // turn completes, and the nested loop's messages so far are kept.
 func TestAFailingNestedPromptIsAToolError(t *testing.T) {
-	e := newPromptEnv(t)
-	e.agent("caller", callerConfig(`{"system":"`+promptSystem+`","model":{"provider":"scripted","script":[{"error":"upstream exploded"}]}}`, `{"message":"the week"}`))
-	o, events := e.say("conv_fail", "caller", "sum up the week")
+	e := testenv.NewTurns(t, nil)
+	e.Agent("caller", callerConfig(`{"system":"`+promptSystem+`","model":{"provider":"scripted","script":[{"error":"upstream exploded"}]}}`, `{"message":"the week"}`))
+	o, events := e.Say("conv_fail", "caller", "sum up the week")
 	if o.Status != store.EventCompleted {
 		t.Fatalf("the turn ended %+v, want completed: a nested failure is a tool error", o)
 	}
-	msgs := e.history("conv_fail")
-	r := resultOf(t, msgs, "summarize")
+	msgs := e.History("conv_fail")
+	r := testenv.ResultOf(t, msgs, "summarize")
 	if !r.IsError || !strings.Contains(string(r.Output), "prompt summarize failed: its model failed to answer") {
 		t.Errorf("the call's result is %s (error %v), want the prompt's failure", r.Output, r.IsError)
 	}
@@ -351,13 +200,13 @@ func TestAFailingNestedPromptIsAToolError(t *testing.T) {
 	if !slices.ContainsFunc(msgs, func(m model.Message) bool { return m.IsNested() && m.Text() == "the week" }) {
 		t.Errorf("the nested loop's message was not kept: %+v", msgs)
 	}
-	last := turn.PromptProgress{}
+	last := prompttools.Progress{}
 	for _, ev := range events {
 		if ev.Kind == turn.PromptTool {
 			last = *ev.PromptTool
 		}
 	}
-	if last.State != turn.PromptFailed || last.Error == "" {
+	if last.State != prompttools.Failed || last.Error == "" {
 		t.Errorf("the last progress is %+v, want failed with its reason", last)
 	}
 }
@@ -365,24 +214,24 @@ func TestAFailingNestedPromptIsAToolError(t *testing.T) {
 // A prompt tool that needs approval is held like any tool: its nested loop runs only once the
 // call is approved, within the request that approves it, and its tokens count there.
 func TestAPromptToolNeedsApproval(t *testing.T) {
-	e := newPromptEnv(t)
-	e.agent("caller", callerConfig(`{"needsApproval":true,"system":"`+promptSystem+`","model":`+summarizeScript+`,"tools":{"current_time":{}}}`, `{"message":"the week"}`))
+	e := testenv.NewTurns(t, nil)
+	e.Agent("caller", callerConfig(`{"needsApproval":true,"system":"`+promptSystem+`","model":`+summarizeScript+`,"tools":{"current_time":{}}}`, `{"message":"the week"}`))
 	for _, approved := range []bool{false, true} {
 		conv := "conv_approve_" + map[bool]string{false: "deny", true: "allow"}[approved]
-		before := len(e.requestsOf(promptSystem))
-		held, _ := e.say(conv, "caller", "sum up the week")
+		before := len(e.RequestsOf(promptSystem))
+		held, _ := e.Say(conv, "caller", "sum up the week")
 		if held.Status != store.EventWaiting || len(held.PendingApprovals) != 1 || held.PendingApprovals[0].ToolName != "summarize" {
 			t.Fatalf("the turn ended %+v, want it waiting for approval of summarize", held)
 		}
-		if n := len(e.requestsOf(promptSystem)); n != before {
+		if n := len(e.RequestsOf(promptSystem)); n != before {
 			t.Fatalf("the nested loop ran %d times before the call was decided", n-before)
 		}
-		o, _ := e.run(conv, "caller", turn.Input{Decisions: []turn.Decision{{ApprovalID: held.PendingApprovals[0].ApprovalID, Approved: &approved}}})
+		o, _ := e.Run(conv, "caller", turn.Input{Decisions: []turn.Decision{{ApprovalID: held.PendingApprovals[0].ApprovalID, Approved: &approved}}})
 		if o.Status != store.EventCompleted {
 			t.Fatalf("approved=%v: the resumed turn ended %+v", approved, o)
 		}
-		r := resultOf(t, e.history(conv), "summarize")
-		ran := len(e.requestsOf(promptSystem)) - before
+		r := testenv.ResultOf(t, e.History(conv), "summarize")
+		ran := len(e.RequestsOf(promptSystem)) - before
 		switch {
 		case approved && (ran != 2 || r.IsError || !strings.Contains(string(r.Output), "Summary ready.")):
 			t.Errorf("approved: the nested loop made %d requests and the result is %s, want 2 and its answer", ran, r.Output)
@@ -398,9 +247,9 @@ func TestAPromptToolNeedsApproval(t *testing.T) {
 // result comes back in the results message, the nested loop's messages are kept before it, and
 // its tokens count toward the turn.
 func TestAnAsyncPromptToolRunsBesideTheLoop(t *testing.T) {
-	e := newPromptEnv(t)
-	e.agent("caller", callerConfig(`{"async":true,"system":"`+promptSystem+`","model":`+summarizeScript+`,"tools":{"current_time":{}}}`, `{"message":"the week"}`))
-	o, events := e.say("conv_async", "caller", "sum up the week")
+	e := testenv.NewTurns(t, nil)
+	e.Agent("caller", callerConfig(`{"async":true,"system":"`+promptSystem+`","model":`+summarizeScript+`,"tools":{"current_time":{}}}`, `{"message":"the week"}`))
+	o, events := e.Say("conv_async", "caller", "sum up the week")
 	if o.Status != store.EventCompleted {
 		t.Fatalf("the turn ended %+v", o)
 	}
@@ -418,7 +267,7 @@ func TestAnAsyncPromptToolRunsBesideTheLoop(t *testing.T) {
 	if !started || !landed {
 		t.Errorf("async started %v, landed with the answer %v; want both", started, landed)
 	}
-	msgs := e.history("conv_async")
+	msgs := e.History("conv_async")
 	var kinds []string
 	for _, m := range msgs {
 		kinds = append(kinds, string(m.Role)+"/"+m.Kind)
