@@ -50,16 +50,13 @@ func (e *Engine) Queue(ctx context.Context, q Queued) error {
 	if req.EventID == "" {
 		return errors.New("a queued turn needs its event id")
 	}
-	body, err := json.Marshal(Work{
+	body, err := encode(Work{
 		Type: workqueue.Turn, AccountID: q.AccountID, EventID: req.EventID, GroupSeed: store.NewID(""),
 		Request: &req, Message: q.Input.Message, Decisions: q.Input.Decisions, RespondsTo: q.Input.RespondsTo,
 		Edge: q.Edge, Route: q.Route, Tree: q.Tree,
 	})
 	if err != nil {
 		return err
-	}
-	if len(body) > MaxWorkBytes {
-		return &Refusal{Kind: TooLarge, Message: fmt.Sprintf("the turn must encode to at most %d bytes to be queued; send only the new message", MaxWorkBytes)}
 	}
 	if !q.CheckLater {
 		if err := e.Precheck(ctx, q.AccountID, req, q.Input); err != nil {
@@ -81,12 +78,24 @@ func (e *Engine) Queue(ctx context.Context, q Queued) error {
 			undo = u
 		}
 	}
-	if err := e.opts.Enqueue(ctx, string(body)); err != nil {
+	if err := e.opts.Enqueue(ctx, body); err != nil {
 		undo(context.WithoutCancel(ctx))
 		giveBack(context.WithoutCancel(ctx))
 		return fmt.Errorf("queueing the turn: %w", err)
 	}
 	return nil
+}
+
+// encode is w as a queue message, refused when the queue could not carry it.
+func encode(w Work) (string, error) {
+	b, err := json.Marshal(w)
+	if err != nil {
+		return "", err
+	}
+	if len(b) > MaxWorkBytes {
+		return "", &Refusal{Kind: TooLarge, Message: fmt.Sprintf("the turn must encode to at most %d bytes to be queued; send only the new message", MaxWorkBytes)}
+	}
+	return string(b), nil
 }
 
 // claim records the request's event, or reopens it when reopen and the event waits for the

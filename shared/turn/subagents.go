@@ -289,14 +289,14 @@ func (e *Engine) continueChild(ctx context.Context, accountID string, t agentcon
 	if e.opts.Enqueue == nil {
 		return errors.New("this function has no queue to async-worker")
 	}
-	body, err := json.Marshal(Work{
+	body, err := encode(Work{
 		Type: workqueue.Turn, AccountID: accountID, EventID: progress.EventID, GroupSeed: store.NewID(""),
 		Request: &Request{ConversationID: progress.ThreadID, AgentID: t.AgentID, EventID: progress.EventID}, Message: &msg, Tree: &tree,
 	})
 	if err != nil {
 		return err
 	}
-	return e.opts.Enqueue(context.WithoutCancel(ctx), string(body))
+	return e.opts.Enqueue(context.WithoutCancel(ctx), body)
 }
 
 // returnFiles returns to the caller the files of the child's thread its answer names
@@ -405,33 +405,19 @@ func (d *invocation) childCalls(callID string, s *agentconfig.Subagent) int {
 // dispatchChild queues the child's turn for async-worker under the event of the call
 // (subagent.EventID), so a call dispatched twice runs once.
 func (e *Engine) dispatchChild(ctx context.Context, accountID string, t agentconfig.SubagentTool, child, resultID string, msg model.Message, tree TreePosition) (any, error) {
-	if e.opts.Enqueue == nil {
+	if !e.Queues() {
 		return nil, errors.New("subagents that do not block run on async-worker, and this function has no queue to it")
 	}
 	eventID := subagent.EventID(resultID)
-	answer := subagent.Answer{Agent: t.Name, ThreadID: child, Status: store.EventProcessing, EventID: eventID}
-	err := e.opts.Store.ClaimEvent(ctx, accountID, eventID, child, e.opts.Now(), e.opts.EventTTL)
-	var dup *store.DuplicateEventError
-	if errors.As(err, &dup) {
-		return answer, nil // queued by an earlier attempt of the call
-	}
-	if err != nil {
-		return nil, err
-	}
-	body, err := json.Marshal(Work{
-		Type: workqueue.Turn, AccountID: accountID, EventID: eventID, GroupSeed: store.NewID(""),
-		Request: &Request{ConversationID: child, AgentID: t.AgentID, EventID: eventID}, Message: &msg, Tree: &tree,
+	err := e.Queue(ctx, Queued{
+		AccountID: accountID, Request: Request{ConversationID: child, AgentID: t.AgentID, EventID: eventID},
+		Input: Input{Message: &msg}, Tree: &tree, CheckLater: true,
 	})
-	if err == nil {
-		err = e.opts.Enqueue(ctx, string(body))
-	}
-	if err != nil {
-		if rerr := e.opts.Store.ReleaseEvent(context.WithoutCancel(ctx), accountID, eventID); rerr != nil {
-			err = errors.Join(err, rerr)
-		}
+	var dup *store.DuplicateEventError
+	if err != nil && !errors.As(err, &dup) { // a duplicate: queued by an earlier attempt of the call
 		return nil, fmt.Errorf("queueing %s: %w", t.Name, err)
 	}
-	return answer, nil
+	return subagent.Answer{Agent: t.Name, ThreadID: child, Status: store.EventProcessing, EventID: eventID}, nil
 }
 
 // landed tells the client an async call settled and, for a non-blocking subagent call, that

@@ -13,7 +13,6 @@ import (
 	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/state/threadvars"
 	"github.com/agentharness/harness/shared/turn/subagent"
-	"github.com/agentharness/harness/shared/wire/workqueue"
 )
 
 // A subagent_create whose agent needs variables the calling thread does not give it (seed 001
@@ -126,16 +125,9 @@ func (e *Engine) BootInstance(ctx context.Context, accountID, threadID, requestI
 	if err := e.opts.Store.CreateChild(ctx, accountID, child, r.AgentID, r.Parent, vars); err != nil {
 		return store.Booted{}, err
 	}
-	if err := e.opts.Store.ClaimEvent(ctx, accountID, b.EventID, child, b.At, e.opts.EventTTL); err != nil {
-		return store.Booted{}, err
-	}
 	msg := model.Message{ID: "msg_" + requestID, Role: model.RoleUser, Parts: []model.Part{{Type: model.PartText, Text: r.Message}}}
-	body, err := json.Marshal(Work{
-		Type: workqueue.Turn, AccountID: accountID, EventID: b.EventID, GroupSeed: store.NewID(""),
-		Request: &Request{ConversationID: child, AgentID: r.AgentID, EventID: b.EventID}, Message: &msg,
+	return b, e.Queue(ctx, Queued{
+		AccountID: accountID, Request: Request{ConversationID: child, AgentID: r.AgentID, EventID: b.EventID},
+		Input: Input{Message: &msg}, CheckLater: true,
 	})
-	if err == nil {
-		err = e.opts.Enqueue(ctx, string(body))
-	}
-	return b, err
 }
