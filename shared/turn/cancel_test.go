@@ -55,7 +55,7 @@ func TestBeginCancel(t *testing.T) {
 	if err := r.Finish(e.ctx, o, nil); err != nil {
 		t.Fatal(err)
 	}
-	if o.Status != store.EventCancelled || o.Error != turn.AbortedTurnText {
+	if o.Status != turn.StatusCancelled || o.Error != turn.AbortedTurnText {
 		t.Errorf("the cancelled turn ended %s (%q), want cancelled, aborted", o.Status, o.Error)
 	}
 	if n := e.calls() - calls; n != 0 {

@@ -76,7 +76,7 @@ func (d *invocation) run(ctx context.Context, plan *turnPlan) Outcome {
 		for _, dec := range plan.taken {
 			d.emit(Event{Kind: ApprovalDecided, Decision: dec})
 		}
-		return Outcome{Status: store.EventWaiting, PendingApprovals: pendingView(plan.waiting), Reason: model.FinishToolCalls}
+		return Outcome{Status: StatusWaiting, PendingApprovals: pendingView(plan.waiting), Reason: model.FinishToolCalls}
 	}
 	history, err := d.lease.History(ctx)
 	if err != nil {
@@ -260,7 +260,7 @@ func (d *invocation) sealGroup(ctx context.Context, g asynctools.Group, calls []
 		d.log.ErrorContext(ctx, "sealing dispatch group", "groupId", g.ID, "err", err)
 	}
 	d.log.InfoContext(ctx, "turn waits for async tools", "groupId", g.ID, "calls", len(calls))
-	return Outcome{Status: store.EventWaitingAsync, Usage: usage, AsyncGroup: g.ID, PendingAsync: calls, Reason: model.FinishToolCalls}
+	return Outcome{Status: StatusWaitingAsync, Usage: usage, AsyncGroup: g.ID, PendingAsync: calls, Reason: model.FinishToolCalls}
 }
 
 // end gives the conversation back after the invocation's part of the turn: counted as a turn,
@@ -321,7 +321,7 @@ func (d *invocation) conclude(ctx context.Context, plan *turnPlan, res Outcome, 
 func (d *invocation) fail(ctx context.Context, err error, public string, usage model.Usage) Outcome {
 	d.log.ErrorContext(ctx, "turn failed", "err", err)
 	d.emit(Event{Kind: Failed, Error: public})
-	return Outcome{Status: store.EventFailed, Usage: usage, Error: public, Reason: model.FinishError}
+	return Outcome{Status: StatusFailed, Usage: usage, Error: public, Reason: model.FinishError}
 }
 
 // stopped is how a turn whose context ended went: cancelled when its client went away or
@@ -330,15 +330,15 @@ func (d *invocation) fail(ctx context.Context, err error, public string, usage m
 func stopped(ctx context.Context, usage model.Usage) Outcome {
 	switch cause := context.Cause(ctx); {
 	case errors.Is(cause, errStopRequested):
-		return Outcome{Status: store.EventCancelled, Usage: usage, Error: stoppedTurnText, Stopped: true}
+		return Outcome{Status: StatusCancelled, Usage: usage, Error: stoppedTurnText, Stopped: true}
 	case errors.Is(cause, errHandOver):
 		// It goes on elsewhere (runChild): the step it was in runs again there.
-		return Outcome{Status: store.EventProcessing, Usage: usage, HandedOver: true}
+		return Outcome{Status: StatusProcessing, Usage: usage, HandedOver: true}
 	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return Outcome{Status: store.EventFailed, Usage: usage, Error: "the turn ran out of time; the conversation keeps every step finished before it"}
+		return Outcome{Status: StatusFailed, Usage: usage, Error: "the turn ran out of time; the conversation keeps every step finished before it"}
 	}
-	return Outcome{Status: store.EventCancelled, Usage: usage, Error: "the turn was cancelled; the conversation keeps every step finished before it"}
+	return Outcome{Status: StatusCancelled, Usage: usage, Error: "the turn was cancelled; the conversation keeps every step finished before it"}
 }
 
 // partialAnswer gathers the text of the step in progress: a turn stopped mid-step keeps it as
@@ -424,10 +424,10 @@ func (d *invocation) relay(ctx context.Context, events iter.Seq2[agent.Event, er
 			usage = prior.Add(ev.Usage)
 			d.log.InfoContext(ctx, "pass finished", "finishReason", ev.Finish, "inputTokens", usage.InputTokens,
 				"outputTokens", usage.OutputTokens, "pendingApprovals", len(ev.Pending), "ms", time.Since(started).Milliseconds())
-			res := Outcome{Status: store.EventCompleted, Usage: usage, Reason: ev.Finish}
+			res := Outcome{Status: StatusCompleted, Usage: usage, Reason: ev.Finish}
 			if len(ev.Pending) > 0 {
 				res.PendingApprovals = pendingFromLoop(ev.Pending)
-				res.Status = store.EventWaiting
+				res.Status = StatusWaiting
 			}
 			return res, &ev
 		}
@@ -437,5 +437,5 @@ func (d *invocation) relay(ctx context.Context, events iter.Seq2[agent.Event, er
 		}
 		d.emit(Event{Kind: kind, Loop: ev})
 	}
-	return Outcome{Status: store.EventCompleted, Usage: usage}, nil
+	return Outcome{Status: StatusCompleted, Usage: usage}, nil
 }

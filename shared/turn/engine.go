@@ -23,6 +23,7 @@ import (
 	"github.com/agentharness/harness/shared/tool"
 	"github.com/agentharness/harness/shared/tool/asynctools"
 	"github.com/agentharness/harness/shared/tool/subagenttools"
+	"github.com/agentharness/harness/shared/tool/toolset"
 )
 
 // Defaults for Options left zero.
@@ -179,10 +180,27 @@ type Decision struct {
 	From string `json:"-"`
 }
 
+// Status is where a turn stands, as its event's /status row shows it (the store keeps the
+// string): processing; completed, failed or cancelled (its client went away or asked it to
+// stop), each final; or waiting for the user's decisions on held calls, or for async calls.
+type Status string
+
+const (
+	StatusProcessing   Status = store.EventProcessing
+	StatusCompleted    Status = store.EventCompleted
+	StatusFailed       Status = store.EventFailed
+	StatusCancelled    Status = store.EventCancelled
+	StatusWaiting      Status = store.EventWaiting
+	StatusWaitingAsync Status = store.EventWaitingAsync
+)
+
+// Final reports whether s is an outcome no later report changes.
+func (s Status) Final() bool { return store.Final(string(s)) }
+
 // Outcome is how a turn (or the part of it this invocation ran) ended: the event status, the
 // tokens it used, the finish reason a client is told, and what it waits for.
 type Outcome struct {
-	Status string
+	Status Status
 	Usage  model.Usage
 	// Reason is the finish reason a client is told; empty when the turn ended without one
 	// (its context was cancelled).
@@ -204,7 +222,7 @@ type Outcome struct {
 // Continues reports whether the turn goes on after this part of it: it waits for approval or for
 // async calls, or a blocking subagent's turn was handed over to go on on async-worker.
 func (o Outcome) Continues() bool {
-	return o.Status == store.EventWaiting || o.Status == store.EventWaitingAsync || o.HandedOver
+	return o.Status == StatusWaiting || o.Status == StatusWaitingAsync || o.HandedOver
 }
 
 // Start is what Begin needs to take up a turn.
@@ -719,8 +737,8 @@ func (e *Engine) buildAgent(ctx context.Context, accountID, agentID string, cfg 
 		if err != nil {
 			break
 		}
-		o, oerr := ts.Offer(ctx, tool.Build{AccountID: accountID, AgentID: agentID, Config: cfg, Model: m, Vars: vars})
-		var refused *tool.ConfigError
+		o, oerr := ts.Offer(ctx, toolset.Build{AccountID: accountID, AgentID: agentID, Config: cfg, Model: m, Vars: vars})
+		var refused *toolset.ConfigError
 		if errors.As(oerr, &refused) {
 			err = refused.Err
 			break
@@ -774,7 +792,7 @@ func (e *Engine) Report(ctx context.Context, accountID, eventID string, o Outcom
 		return err
 	}
 	err = e.opts.Store.UpdateEvent(ctx, accountID, eventID, store.StatusUpdate{
-		Status: o.Status, Usage: o.Usage, FromSeq: from, ToSeq: to, Detail: b, At: e.opts.Now(),
+		Status: string(o.Status), Usage: o.Usage, FromSeq: from, ToSeq: to, Detail: b, At: e.opts.Now(),
 	})
 	if errors.Is(err, store.ErrEventFinal) {
 		return nil
@@ -826,12 +844,12 @@ func eventDetail(res Outcome) map[string]any {
 	switch {
 	case res.Error != "":
 		detail["error"] = res.Error
-	case res.Status == store.EventWaitingAsync:
+	case res.Status == StatusWaitingAsync:
 		detail["pendingAsyncTools"], detail["groupId"] = res.PendingAsync, res.AsyncGroup
-	case res.Status == store.EventWaiting:
+	case res.Status == StatusWaiting:
 		detail["pendingApprovals"] = res.PendingApprovals
 	}
-	if res.Status == store.EventFailed && res.Error == "" {
+	if res.Status == StatusFailed && res.Error == "" {
 		detail["error"] = "the turn failed"
 	}
 	return detail
@@ -984,7 +1002,7 @@ func (d *invocation) watchStop(ctx context.Context, cancel context.CancelCauseFu
 }
 
 // Toolset adds to the agents whose config names its feature: each is asked whenever an agent is
-// built for a turn. Its tool.ConfigError refuses the agent; any other error fails the build.
+// built for a turn. Its toolset.ConfigError refuses the agent; any other error fails the build.
 type Toolset interface {
-	Offer(ctx context.Context, b tool.Build) (tool.Offer, error)
+	Offer(ctx context.Context, b toolset.Build) (toolset.Offer, error)
 }

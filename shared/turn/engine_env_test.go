@@ -160,7 +160,7 @@ func (e *engineEnv) run(req turn.Request, in turn.Input) turn.Outcome {
 func (e *engineEnv) held(conv string) turn.PendingApproval {
 	e.t.Helper()
 	o := e.run(turn.Request{ConversationID: conv, AgentID: "asker"}, says("deploy"))
-	if o.Status != store.EventWaiting || len(o.PendingApprovals) != 1 {
+	if o.Status != turn.StatusWaiting || len(o.PendingApprovals) != 1 {
 		e.t.Fatalf("asker ended %s (%s) with %v, want it waiting for one approval", o.Status, o.Error, o.PendingApprovals)
 	}
 	return o.PendingApprovals[0]
@@ -171,7 +171,7 @@ func (e *engineEnv) held(conv string) turn.PendingApproval {
 func (e *engineEnv) dispatched(conv, eventID string) (group, resultID string) {
 	e.t.Helper()
 	o := e.run(turn.Request{ConversationID: conv, AgentID: "dispatcher", EventID: eventID}, says("go"))
-	if o.Status != store.EventWaitingAsync || o.AsyncGroup == "" || len(o.PendingAsync) != 1 {
+	if o.Status != turn.StatusWaitingAsync || o.AsyncGroup == "" || len(o.PendingAsync) != 1 {
 		e.t.Fatalf("dispatcher ended %s (%s) waiting for %v, want it waiting for one outside call", o.Status, o.Error, o.PendingAsync)
 	}
 	return o.AsyncGroup, o.PendingAsync[0].ResultID

@@ -97,7 +97,7 @@ func TestABlockingChildPastItsCallersMarginIsHandedOver(t *testing.T) {
 
 	msg := &model.Message{ID: "msg_ask", Role: model.RoleUser, Parts: []model.Part{{Type: model.PartText, Text: "ask slow"}}}
 	caller := run(turn.Request{ConversationID: "conv_handover", AgentID: "caller"}, turn.Input{Message: msg}, asynctools.Delivery{})
-	if caller.Status != store.EventWaitingAsync || len(caller.PendingAsync) != 1 || caller.PendingAsync[0].ToolName != "slow" {
+	if caller.Status != turn.StatusWaitingAsync || len(caller.PendingAsync) != 1 || caller.PendingAsync[0].ToolName != "slow" {
 		t.Fatalf("the caller ended %+v, want it waiting for its call of slow", caller)
 	}
 	if len(queued) != 1 || queued[0].Request == nil || queued[0].Message == nil {
@@ -110,7 +110,7 @@ func TestABlockingChildPastItsCallersMarginIsHandedOver(t *testing.T) {
 
 	// async-worker takes the child up where it stopped.
 	child := run(*w.Request, turn.Input{Message: w.Message}, asynctools.Delivery{EventID: w.EventID, GroupSeed: w.GroupSeed})
-	if child.Status != store.EventCompleted {
+	if child.Status != turn.StatusCompleted {
 		t.Fatalf("the child's continuation ended %+v, want completed", child)
 	}
 	row, err := async.Result(ctx, caller.PendingAsync[0].ResultID)

@@ -114,7 +114,7 @@ func (d *invocation) closeLog(ctx context.Context, o Outcome) (flush func()) {
 		return nil
 	}
 	d.record(ctx, logEntry{Outcome: &o})
-	state := o.Status
+	state := string(o.Status)
 	if o.Continues() {
 		state = streamlog.Waiting
 	}

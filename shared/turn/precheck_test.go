@@ -20,7 +20,7 @@ func TestPrecheck(t *testing.T) {
 	group, waiting := e.dispatched("c-async", "")
 	e.run(turn.Request{ConversationID: "c-plain", AgentID: "plain"}, says("hi"))
 	decided := e.held("c-decided")
-	if o := e.run(turn.Request{ConversationID: "c-decided", AgentID: "asker"}, decides(decided, true)); o.Status != store.EventCompleted {
+	if o := e.run(turn.Request{ConversationID: "c-decided", AgentID: "asker"}, decides(decided, true)); o.Status != turn.StatusCompleted {
 		t.Fatalf("the approved call's turn ended %s (%s), want completed", o.Status, o.Error)
 	}
 

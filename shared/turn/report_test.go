@@ -23,14 +23,14 @@ func TestReportDetail(t *testing.T) {
 		o    turn.Outcome
 		want string // the event's detail
 	}{
-		{"completed", turn.Outcome{Status: store.EventCompleted}, `{}`},
-		{"failed, with its error", turn.Outcome{Status: store.EventFailed, Error: "the model failed"}, `{"error":"the model failed"}`},
-		{"failed without an error", turn.Outcome{Status: store.EventFailed}, `{"error":"the turn failed"}`},
-		{"failed, with the refusal's extras", turn.Outcome{Status: store.EventFailed, Error: "too large", ErrExtra: map[string]any{"field": "message"}},
+		{"completed", turn.Outcome{Status: turn.StatusCompleted}, `{}`},
+		{"failed, with its error", turn.Outcome{Status: turn.StatusFailed, Error: "the model failed"}, `{"error":"the model failed"}`},
+		{"failed without an error", turn.Outcome{Status: turn.StatusFailed}, `{"error":"the turn failed"}`},
+		{"failed, with the refusal's extras", turn.Outcome{Status: turn.StatusFailed, Error: "too large", ErrExtra: map[string]any{"field": "message"}},
 			`{"error":"too large","field":"message"}`},
-		{"waiting for approval", turn.Outcome{Status: store.EventWaiting, PendingApprovals: pending},
+		{"waiting for approval", turn.Outcome{Status: turn.StatusWaiting, PendingApprovals: pending},
 			`{"pendingApprovals":[{"approvalId":"apr_1","toolCallId":"call_1","toolName":"test_async","expiresAt":"2030-01-02T03:04:05Z"}]}`},
-		{"waiting for async tools", turn.Outcome{Status: store.EventWaitingAsync, AsyncGroup: "grp_1", PendingAsync: []asynctools.Call{{ResultID: "grp_1.0", ToolCallID: "call_2", ToolName: "dispatch"}}},
+		{"waiting for async tools", turn.Outcome{Status: turn.StatusWaitingAsync, AsyncGroup: "grp_1", PendingAsync: []asynctools.Call{{ResultID: "grp_1.0", ToolCallID: "call_2", ToolName: "dispatch"}}},
 			`{"groupId":"grp_1","pendingAsyncTools":[{"resultId":"grp_1.0","toolCallId":"call_2","toolName":"dispatch"}]}`},
 	}
 	for i, tt := range tests {
@@ -47,7 +47,7 @@ func TestReportDetail(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if ev.Status != tt.o.Status || ev.FromSeq != 1 || ev.ToSeq != 3 {
+			if ev.Status != string(tt.o.Status) || ev.FromSeq != 1 || ev.ToSeq != 3 {
 				t.Errorf("event %s [%d, %d), want %s [1, 3)", ev.Status, ev.FromSeq, ev.ToSeq, tt.o.Status)
 			}
 			var got, want any
@@ -73,8 +73,8 @@ func TestReportAfterTheFinalOneIsIgnored(t *testing.T) {
 		t.Fatal(err)
 	}
 	steps := []turn.Outcome{
-		{Status: store.EventProcessing, Usage: model.Usage{InputTokens: 3, OutputTokens: 1}},
-		{Status: store.EventCompleted, Usage: model.Usage{InputTokens: 10, OutputTokens: 4}},
+		{Status: turn.StatusProcessing, Usage: model.Usage{InputTokens: 3, OutputTokens: 1}},
+		{Status: turn.StatusCompleted, Usage: model.Usage{InputTokens: 10, OutputTokens: 4}},
 	}
 	for i, o := range steps {
 		if err := e.Report(e.ctx, e.account, "ev_final", o, 1, int64(2+i)); err != nil {
@@ -90,8 +90,8 @@ func TestReportAfterTheFinalOneIsIgnored(t *testing.T) {
 	}
 
 	for _, late := range []turn.Outcome{
-		{Status: store.EventFailed, Error: "a late failure", Usage: model.Usage{InputTokens: 100}},
-		{Status: store.EventProcessing, Usage: model.Usage{OutputTokens: 100}},
+		{Status: turn.StatusFailed, Error: "a late failure", Usage: model.Usage{InputTokens: 100}},
+		{Status: turn.StatusProcessing, Usage: model.Usage{OutputTokens: 100}},
 	} {
 		if err := e.Report(e.ctx, e.account, "ev_final", late, 1, 9); err != nil {
 			t.Errorf("a late report (%s) = %v, want it ignored without an error", late.Status, err)
@@ -107,7 +107,7 @@ func TestReportAfterTheFinalOneIsIgnored(t *testing.T) {
 
 	// The event id stays taken: a request naming it again is refused with its status.
 	ref := refusedAs(t, "claiming the event again", e.ClaimEvent(e.ctx, e.account, req), turn.Conflict)
-	if ref.Detail["eventId"] != "ev_final" || ref.Detail["status"] != store.EventCompleted {
+	if ref.Detail["eventId"] != "ev_final" || ref.Detail["status"] != turn.StatusCompleted {
 		t.Errorf("the refusal's detail is %v, want eventId ev_final and status completed", ref.Detail)
 	}
 }

@@ -145,7 +145,7 @@ func TestLargeToolResultsAreCutAndKept(t *testing.T) {
 			before := len(e.RequestsOf(bigSystem))
 			conv := "conv-" + agentID
 			o, events := e.Say(conv, agentID, "go")
-			if o.Status != store.EventCompleted {
+			if o.Status != turn.StatusCompleted {
 				t.Fatalf("the turn ended %s (%s), want completed", o.Status, o.Error)
 			}
 			// The client was told the cut result; the model's next request carries it.
@@ -198,7 +198,7 @@ func TestManyLargeResultsShareTheirStep(t *testing.T) {
 	e.Agent("many", `{"name":"many","system":"`+bigSystem+`","model":{"provider":"scripted","script":[
 		{"toolCalls":[`+strings.Join(list, ",")+`]},{"text":"Read them."}]}}`)
 	o, _ := e.Say("conv-many", "many", "go")
-	if o.Status != store.EventCompleted {
+	if o.Status != turn.StatusCompleted {
 		t.Fatalf("the turn ended %s (%s), want completed", o.Status, o.Error)
 	}
 	whole, _ := json.Marshal(testenv.BigText(size))

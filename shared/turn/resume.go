@@ -64,7 +64,7 @@ func (d *invocation) settleResumed(ctx context.Context, plan *turnPlan, res Outc
 	if plan.decisions == nil || d.resumes == "" || d.resumes == d.turnID {
 		return
 	}
-	if (res.Status == store.EventFailed || res.Status == store.EventCancelled) && len(d.lease.Pending()) > 0 {
+	if (res.Status == StatusFailed || res.Status == StatusCancelled) && len(d.lease.Pending()) > 0 {
 		return // the step never resumed: its approvals may still be answered, and X with them
 	}
 	detail := eventDetail(res)
@@ -74,7 +74,7 @@ func (d *invocation) settleResumed(ctx context.Context, plan *turnPlan, res Outc
 	b, err := json.Marshal(detail)
 	if err == nil {
 		_, err = d.e.opts.Store.SettleResumedEvent(ctx, d.accountID, d.resumes, d.conversationID, store.StatusUpdate{
-			Status: res.Status, FromSeq: from, ToSeq: to, Detail: b, At: d.e.opts.Now(),
+			Status: string(res.Status), FromSeq: from, ToSeq: to, Detail: b, At: d.e.opts.Now(),
 		})
 	}
 	if err != nil {
@@ -120,8 +120,8 @@ func (d *invocation) resumeStep(ctx context.Context, plan *turnPlan, history []m
 		res := d.passes(ctx, 0, func(cfg agent.Config) iter.Seq2[agent.Event, error] {
 			return agent.Decide(ctx, cfg, history, plan.decisions, next...)
 		})
-		if res.Status == store.EventCompleted {
-			res.Status, res.Reason, res.Error = store.EventCancelled, "", AbortedTurnText
+		if res.Status == StatusCompleted {
+			res.Status, res.Reason, res.Error = StatusCancelled, "", AbortedTurnText
 		}
 		return res
 	}

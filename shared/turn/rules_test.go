@@ -101,7 +101,7 @@ func decide(approvalID string, approved bool, toolCallID string) turn.Input {
 func (r *rules) held(t *testing.T, conv string) turn.PendingApproval {
 	t.Helper()
 	o := r.run(t, conv, turn.Request{}, message("deploy"))
-	if o.Status != store.EventWaiting || len(o.PendingApprovals) != 1 {
+	if o.Status != turn.StatusWaiting || len(o.PendingApprovals) != 1 {
 		t.Fatalf("the turn ended %s with %v, want it waiting for one approval", o.Status, o.PendingApprovals)
 	}
 	return o.PendingApprovals[0]
@@ -135,7 +135,7 @@ func TestANewMessageWhileApprovalsWait(t *testing.T) {
 
 	// With onPendingApprovals deny, the held call is denied and the message runs.
 	o := r.run(t, "c1", turn.Request{OnPendingApprovals: "deny"}, message("something else"))
-	if o.Status == store.EventFailed {
+	if o.Status == turn.StatusFailed {
 		t.Fatalf("the message after denying ended %s: %s", o.Status, o.Error)
 	}
 	got, err := r.store.Approval(context.Background(), r.account, a.ApprovalID)
@@ -175,7 +175,7 @@ func TestDecisionRules(t *testing.T) {
 	wantRefusal(t, "Precheck of the opposite decision", err, turn.Conflict, "status", store.ApprovalApproved)
 	_, err = r.begin(t, "c1", turn.Request{}, decide(a.ApprovalID, false, a.ToolCallID))
 	wantRefusal(t, "Begin with the opposite decision", err, turn.Conflict, "status", store.ApprovalApproved)
-	if o := r.run(t, "c1", turn.Request{}, decide(a.ApprovalID, true, a.ToolCallID)); o.Status != store.EventCompleted {
+	if o := r.run(t, "c1", turn.Request{}, decide(a.ApprovalID, true, a.ToolCallID)); o.Status != turn.StatusCompleted {
 		t.Fatalf("the recorded decision again ended %s (%s), want the step to resume and complete", o.Status, o.Error)
 	}
 }
@@ -219,7 +219,7 @@ func TestToolApprovalOverrides(t *testing.T) {
 
 	// A denied override refuses it without asking.
 	o := r.run(t, "c2", turn.Request{ToolApproval: map[string]approval.Status{"test_async": approval.Denied}}, message("deploy"))
-	if o.Status != store.EventCompleted || len(o.PendingApprovals) != 0 {
+	if o.Status != turn.StatusCompleted || len(o.PendingApprovals) != 0 {
 		t.Fatalf("with test_async denied by override the turn ended %s with %v, want completed without asking", o.Status, o.PendingApprovals)
 	}
 }
@@ -239,13 +239,13 @@ func TestStoppingTheEventsCancelsTheRun(t *testing.T) {
 		break
 	}
 	o := run.Outcome()
-	if seen != 1 || o.Status != store.EventCancelled {
+	if seen != 1 || o.Status != turn.StatusCancelled {
 		t.Fatalf("after one event the run ended %s (%d events), want cancelled", o.Status, seen)
 	}
 	if err := run.Finish(ctx, o, nil); err != nil {
 		t.Fatal(err)
 	}
-	if o := r.run(t, "c1", turn.Request{}, message("deploy")); o.Status != store.EventWaiting {
+	if o := r.run(t, "c1", turn.Request{}, message("deploy")); o.Status != turn.StatusWaiting {
 		t.Fatalf("the next turn ended %s (%s), want it to run and wait for approval", o.Status, o.Error)
 	}
 }

@@ -57,7 +57,7 @@ func TestRequestStopKeepsTheAnswerSoFar(t *testing.T) {
 	if err := run.Finish(e.ctx, o, nil); err != nil {
 		t.Fatal(err)
 	}
-	if o.Status != store.EventCancelled || !o.Stopped || o.Error == "" {
+	if o.Status != turn.StatusCancelled || !o.Stopped || o.Error == "" {
 		t.Errorf("the stopped turn ended %s (stopped %v, error %q), want cancelled as stopped, saying so", o.Status, o.Stopped, o.Error)
 	}
 	if diff := cmp.Diff([]string{"user:tell me", "assistant:Part of an answer"}, texts(e.history("c-stop"))); diff != "" {

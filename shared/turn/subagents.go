@@ -229,16 +229,16 @@ func (e *Engine) runChild(ctx context.Context, d *invocation, t agentconfig.Suba
 		for _, ev := range held {
 			d.emit(ev)
 		}
-		tell(subagenttools.Waiting, "", o.Status)
+		tell(subagenttools.Waiting, "", string(o.Status))
 		return nil, &tool.Deferred{Output: placeholder}
 	}
-	answer := subagent.Answer{Agent: t.Name, ThreadID: progress.ThreadID, Status: o.Status, Text: subagent.LastText(run.d.history)}
+	answer := subagent.Answer{Agent: t.Name, ThreadID: progress.ThreadID, Status: string(o.Status), Text: subagent.LastText(run.d.history)}
 	answer.Attachments = e.returnFiles(ctx, d.accountID, progress.ThreadID, d.conversationID, answer.Text)
-	tell(subagenttools.Finished, answer.Text, o.Status)
+	tell(subagenttools.Finished, answer.Text, answer.Status)
 	switch o.Status {
-	case store.EventFailed:
+	case StatusFailed:
 		return nil, fmt.Errorf("%s failed: %s", t.Name, cmp.Or(o.Error, "its turn failed"))
-	case store.EventCancelled:
+	case StatusCancelled:
 		return nil, fmt.Errorf("%s was cancelled before it answered", t.Name)
 	}
 	return answer, nil
@@ -453,10 +453,10 @@ func (d *invocation) addUsageToParent(ctx context.Context, res Outcome) {
 func (d *invocation) settleParent(ctx context.Context, res Outcome) {
 	resultID, ok := subagent.CallOf(d.turnID)
 	p := d.lease.Parent()
-	if !ok || d.callerWaits || p.ConversationID == "" || !store.Final(res.Status) || d.e.opts.Async == nil {
+	if !ok || d.callerWaits || p.ConversationID == "" || !res.Status.Final() || d.e.opts.Async == nil {
 		return
 	}
-	ended := subagent.Ended{Status: res.Status, Error: res.Error, Messages: d.history, Explicit: p.Explicit}
+	ended := subagent.Ended{Status: string(res.Status), Error: res.Error, Messages: d.history, Explicit: p.Explicit}
 	ended.Attachments = d.e.returnFiles(ctx, d.accountID, d.conversationID, p.ConversationID, subagent.LastText(d.history))
 	o, err := subagent.Outcome(p.Tool, d.conversationID, d.turnID, ended)
 	if err == nil {

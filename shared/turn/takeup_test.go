@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentharness/harness/shared/state/store"
+	"github.com/agentharness/harness/shared/turn"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -71,7 +72,7 @@ func TestTakeUp(t *testing.T) {
 	if err := c.Finish(e.ctx, done, nil); err != nil {
 		t.Fatal(err)
 	}
-	if done.Status != store.EventCompleted {
+	if done.Status != turn.StatusCompleted {
 		t.Fatalf("the continuation ended %s (%s), want completed", done.Status, done.Error)
 	}
 	history := texts(e.history("c-take"))

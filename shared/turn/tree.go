@@ -89,7 +89,7 @@ func (e *Engine) checkTree(ctx context.Context, p TreePosition) error {
 // stopTree stops the turns below a root turn that ended stopped or failed: nothing more joins
 // its tree, and each turn below it that runs is asked to stop as a client's stop would.
 func (d *invocation) stopTree(ctx context.Context, res Outcome) {
-	if d.delivery.Tree != "" || (res.Status != store.EventFailed && res.Status != store.EventCancelled) {
+	if d.delivery.Tree != "" || (res.Status != StatusFailed && res.Status != StatusCancelled) {
 		return
 	}
 	root := d.position().Root

@@ -3,7 +3,6 @@ package aisdk
 import (
 	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/model"
-	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/tool/asynctools"
 	"github.com/agentharness/harness/shared/turn"
 )
@@ -96,7 +95,7 @@ func TurnFinish(conversationID string, res turn.Outcome) any {
 	if len(res.PendingApprovals) > 0 {
 		meta["pendingApprovals"] = res.PendingApprovals
 	}
-	if res.Status == store.EventWaitingAsync {
+	if res.Status == turn.StatusWaitingAsync {
 		meta["pendingAsyncTools"] = res.PendingAsync
 	}
 	return Finish(string(res.Reason), meta)

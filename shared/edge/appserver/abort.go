@@ -92,7 +92,7 @@ func (h *server) abortApprovals(ctx context.Context, accountID string, rt runtim
 	res := r.Outcome()
 	err = r.Finish(ctx, res, func(done context.Context) {
 		if run.EventID != "" {
-			run.Status, run.UpdatedAt = res.Status, h.opts.Now()
+			run.Status, run.UpdatedAt = string(res.Status), h.opts.Now()
 			if err := h.opts.Connections.SetRun(done, accountID, rt.ConversationID, run); err != nil {
 				out.log.ErrorContext(done, "recording the aborted websocket run", "err", err)
 			}

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/agentharness/harness/shared/state/connections"
-	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/turn"
 )
 
@@ -26,11 +25,11 @@ func (t *TestOut) Event(ctx context.Context, ev turn.Event) { t.o.event(ctx, ev)
 
 // End ends the turn as completed.
 func (t *TestOut) End(ctx context.Context) {
-	t.o.end(ctx, turn.Outcome{Status: store.EventCompleted}, false)
+	t.o.end(ctx, turn.Outcome{Status: turn.StatusCompleted}, false)
 }
 
 // EndWaiting ends this invocation's part of the turn waiting for external calls: nothing more is
 // said, and the invocation may freeze as soon as it returns.
 func (t *TestOut) EndWaiting(ctx context.Context) {
-	t.o.end(ctx, turn.Outcome{Status: store.EventWaitingAsync}, false)
+	t.o.end(ctx, turn.Outcome{Status: turn.StatusWaitingAsync}, false)
 }

@@ -595,9 +595,9 @@ func (o *wsOut) end(ctx context.Context, res turn.Outcome, aborted bool) (reache
 	// Queued text goes now: the invocation may end (and freeze) before its timer fires.
 	o.flush(ctx)
 	switch res.Status {
-	case store.EventWaitingAsync:
+	case turn.StatusWaitingAsync:
 		return // said as each call started; the continuation carries the turn on
-	case store.EventWaiting:
+	case turn.StatusWaiting:
 		asks := make([]approvalAsk, 0, len(res.PendingApprovals))
 		o.mu.Lock()
 		for _, p := range res.PendingApprovals {
@@ -616,9 +616,9 @@ func (o *wsOut) end(ctx context.Context, res turn.Outcome, aborted bool) (reache
 	}
 	reason := "end_turn"
 	switch {
-	case aborted || res.Status == store.EventCancelled:
+	case aborted || res.Status == turn.StatusCancelled:
 		reason = "cancelled"
-	case res.Status == store.EventFailed:
+	case res.Status == turn.StatusFailed:
 		if res.Error != "" {
 			o.failure(ctx, res.Error)
 		}

@@ -70,7 +70,7 @@ func (r *wsRun) run(ctx context.Context, run *turn.Run, execute func(context.Con
 	first, err := r.h.opts.Connections.Signals(ctx, r.accountID, r.turn.Runtime.ConversationID, r.eventID)
 	if err == nil && first.Aborted {
 		r.out.log.InfoContext(ctx, "turn aborted by the controller before this invocation called the model")
-		return turn.Outcome{Status: store.EventCancelled, Error: turn.AbortedTurnText}, true
+		return turn.Outcome{Status: turn.StatusCancelled, Error: turn.AbortedTurnText}, true
 	}
 	// Replays asked before now are served at the first event, which reads the subscribers.
 	replayAsked := first.ReplayAsked
@@ -91,7 +91,7 @@ func (r *wsRun) run(ctx context.Context, run *turn.Run, execute func(context.Con
 	})
 	res := execute(ctx)
 	wasAborted := abortSeen.Load() && res.Stopped
-	if res.Status == store.EventWaitingAsync {
+	if res.Status == turn.StatusWaitingAsync {
 		// The wait is recorded now. An abort that came while the pass dispatched its calls may
 		// have found no wait to cancel at the gateway, and the polls here may have missed it:
 		// look once more. The gateway records the abort before it looks for a wait, so one of
@@ -123,7 +123,7 @@ func (r *wsRun) finish(ctx context.Context, res turn.Outcome, aborted bool) {
 	// Connections that asked for a replay get it before the record says the run stopped: a sync
 	// that finds it stopped with its replay not taken up replays the turn itself.
 	r.out.serveReplays(ctx, false)
-	if res.Status == store.EventWaitingAsync {
+	if res.Status == turn.StatusWaitingAsync {
 		r.out.end(ctx, res, aborted)
 		return
 	}
@@ -139,7 +139,7 @@ func (r *wsRun) finish(ctx context.Context, res turn.Outcome, aborted bool) {
 	if early {
 		unseen()
 	}
-	r.record(ctx, res.Status)
+	r.record(ctx, string(res.Status))
 	if !r.out.end(ctx, res, aborted) && !early {
 		unseen()
 	}

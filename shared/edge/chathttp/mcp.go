@@ -296,7 +296,7 @@ func (h *Handler) mcpOutcome(ctx context.Context, accountID string, req *turnReq
 	statusURL := "/status/" + req.EventID
 	var text string
 	switch res.Status {
-	case store.EventCompleted:
+	case turn.StatusCompleted:
 		ev, err := h.opts.Store.Event(ctx, accountID, req.EventID)
 		if err != nil {
 			return h.mcpInternal(ctx, fmt.Errorf("reading the answer of event %s: %w", req.EventID, err))
@@ -307,7 +307,7 @@ func (h *Handler) mcpOutcome(ctx context.Context, accountID string, req *turnReq
 		}
 		text = model.FinalText(msgs)
 		out["text"] = text
-	case store.EventWaiting:
+	case turn.StatusWaiting:
 		pending := make([]map[string]string, 0, len(res.PendingApprovals))
 		var b strings.Builder
 		b.WriteString("The turn waits for approval before it can go on:\n")
@@ -320,13 +320,13 @@ func (h *Handler) mcpOutcome(ctx context.Context, accountID string, req *turnReq
 		fmt.Fprintf(&b, "Decide each with POST /async %s (\"approved\": false denies it, with an optional \"reason\"); GET %s then says how the turn ends.", decide, statusURL)
 		text = b.String()
 		out["pendingApprovals"], out["statusUrl"] = pending, statusURL
-	case store.EventWaitingAsync:
+	case turn.StatusWaitingAsync:
 		text = fmt.Sprintf("The turn waits for %d async tool call(s) and goes on by itself when they complete; GET %s says where it is and, once it has ended, its answer.", len(res.PendingAsync), statusURL)
 		out["pendingAsyncTools"], out["statusUrl"] = res.PendingAsync, statusURL
 	default:
 		reason := res.Error
 		if reason == "" {
-			reason = "the turn ended " + res.Status
+			reason = "the turn ended " + string(res.Status)
 		}
 		out["error"] = reason
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: reason}}, StructuredContent: out}, nil

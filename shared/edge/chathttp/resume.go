@@ -75,7 +75,7 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request) {
 // hold for approval that the client was not shown yet (follow.Held), so it can
 // decide them.
 func (h *Handler) sendHeld(ctx context.Context, out *aisdk.Writer, accountID, conv string, o turn.Outcome, shown map[string]bool, log *slog.Logger) {
-	if o.Status != store.EventWaitingAsync {
+	if o.Status != turn.StatusWaitingAsync {
 		return
 	}
 	held, err := follow.Held(ctx, h.eng, accountID, conv, shown)
@@ -158,7 +158,7 @@ func (h *Handler) childTurn(ctx context.Context, accountID string, req *turnRequ
 // still waits for other calls or decisions) the answer ends at once, and GET
 // /chat/{conversationId}/stream follows the caller later.
 func (h *Handler) followCaller(ctx context.Context, out *aisdk.Writer, accountID string, c *childRun, log *slog.Logger) {
-	waits := turn.Outcome{Status: store.EventWaitingAsync, Reason: model.FinishToolCalls}
+	waits := turn.Outcome{Status: turn.StatusWaitingAsync, Reason: model.FinishToolCalls}
 	waiting := aisdk.TurnFinish(c.caller, waits)
 	goesOn, err := follow.GoesOn(ctx, h.eng, accountID, c.caller)
 	if err != nil {

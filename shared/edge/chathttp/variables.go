@@ -97,6 +97,6 @@ func (h *Handler) provideVariables(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	httpjson.WriteJSON(w, http.StatusAccepted, map[string]any{
-		"requestId": requestID, "threadId": b.ThreadID, "eventId": b.EventID, "statusUrl": "/status/" + b.EventID, "status": store.EventProcessing,
+		"requestId": requestID, "threadId": b.ThreadID, "eventId": b.EventID, "statusUrl": "/status/" + b.EventID, "status": turn.StatusProcessing,
 	})
 }

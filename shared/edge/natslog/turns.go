@@ -62,7 +62,7 @@ func Encode(streamKey string, e streamlog.Entry) ([]byte, error) {
 		if finish := aisdk.TurnFinish(conversationID, o); finish != nil {
 			m.Chunks = append(m.Chunks, finish)
 		}
-		m.Outcome = &Outcome{Status: o.Status, Final: !o.Continues(), Error: o.Error}
+		m.Outcome = &Outcome{Status: string(o.Status), Final: !o.Continues(), Error: o.Error}
 	}
 	return json.Marshal(m)
 }

@@ -108,7 +108,7 @@ func (w *Worker) process(ctx context.Context, body string) error {
 			w.eng.Options().Logger.InfoContext(ctx, "dropping work of a deleted account", "accountId", msg.AccountID, "type", msg.Type)
 			if e := w.opts.Edges[msg.Edge]; e != nil {
 				// The edge's client is told, not left waiting for the turn's end.
-				e.Refused(ctx, msg, turn.Outcome{Status: store.EventFailed, Error: "the turn was dropped: the account was deleted"})
+				e.Refused(ctx, msg, turn.Outcome{Status: turn.StatusFailed, Error: "the turn was dropped: the account was deleted"})
 			}
 			return nil
 		} else if err != nil {
@@ -146,7 +146,7 @@ func (w *Worker) turn(ctx context.Context, msg turn.Work) error {
 	edge := w.opts.Edges[msg.Edge]
 	if msg.Edge != "" && edge == nil {
 		o.Logger.ErrorContext(ctx, "dropping a turn of an edge not wired here", "edge", msg.Edge, "eventId", msg.EventID)
-		return w.eng.Report(ctx, msg.AccountID, msg.EventID, turn.Outcome{Status: store.EventFailed, Error: "this deployment cannot run turns that came through " + msg.Edge}, 0, 0)
+		return w.eng.Report(ctx, msg.AccountID, msg.EventID, turn.Outcome{Status: turn.StatusFailed, Error: "this deployment cannot run turns that came through " + msg.Edge}, 0, 0)
 	}
 	refuse := func(res turn.Outcome) error {
 		if edge != nil {
@@ -157,7 +157,7 @@ func (w *Worker) turn(ctx context.Context, msg turn.Work) error {
 	cfg, err := w.eng.Agent(ctx, msg.AccountID, *req, false)
 	var refused *turn.Refusal
 	if errors.As(err, &refused) {
-		return refuse(turn.Outcome{Status: store.EventFailed, Error: refused.Message})
+		return refuse(turn.Outcome{Status: turn.StatusFailed, Error: refused.Message})
 	}
 	if err != nil {
 		return err
@@ -173,7 +173,7 @@ func (w *Worker) turn(ctx context.Context, msg turn.Work) error {
 	show := func(ctx context.Context, run *turn.Run) error { return run.Finish(ctx, run.Execute(ctx), nil) }
 	if edge != nil {
 		if show, err = edge.Prepare(ctx, msg, &start); err != nil {
-			return refuse(turn.Outcome{Status: store.EventFailed, Error: err.Error()})
+			return refuse(turn.Outcome{Status: turn.StatusFailed, Error: err.Error()})
 		}
 	}
 	run, err := w.eng.Begin(ctx, start)
@@ -181,7 +181,7 @@ func (w *Worker) turn(ctx context.Context, msg turn.Work) error {
 		if refused.Kind == turn.Busy {
 			return errBusy
 		}
-		return refuse(turn.Outcome{Status: store.EventFailed, Error: refused.Message, ErrExtra: refused.Detail})
+		return refuse(turn.Outcome{Status: turn.StatusFailed, Error: refused.Message, ErrExtra: refused.Detail})
 	}
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentharness/harness/shared/tool"
 	"github.com/agentharness/harness/shared/tool/asynctools"
+	"github.com/agentharness/harness/shared/tool/toolset"
 )
 
 // Turn is what an MCP call needs of the turn it runs in (the engine's, tool.TurnFrom).
@@ -20,15 +21,15 @@ type Turn interface {
 // Offer gives the tools of the agent's MCP servers (turn.Toolset): a server that fails is a
 // warning, and the turn goes on without its tools. A nil Client refuses agents that name
 // servers.
-func (c *Client) Offer(ctx context.Context, b tool.Build) (tool.Offer, error) {
+func (c *Client) Offer(ctx context.Context, b toolset.Build) (toolset.Offer, error) {
 	if len(b.Config.MCPServers) == 0 {
-		return tool.Offer{}, nil
+		return toolset.Offer{}, nil
 	}
 	if c == nil {
-		return tool.Offer{}, &tool.ConfigError{Err: errNoClient}
+		return toolset.Offer{}, &toolset.ConfigError{Err: errNoClient}
 	}
 	tools, unavailable := c.Tools(ctx, b.Config.MCPServers)
-	var o tool.Offer
+	var o toolset.Offer
 	for _, w := range unavailable {
 		o.Warnings = append(o.Warnings, w.Error())
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/tool"
 	"github.com/agentharness/harness/shared/tool/asynctools"
+	"github.com/agentharness/harness/shared/tool/toolset"
 )
 
 // Progress states of a call, and of each tool call of its nested loop.
@@ -83,7 +84,7 @@ func New(opts Options) *Toolset { return &Toolset{opts: opts} }
 
 // Offer gives the model-facing tools of the agent's prompts: a prompt without a model block of
 // its own runs on the agent's model, and its tools resolve their variables from the thread's.
-func (s *Toolset) Offer(_ context.Context, b tool.Build) (tool.Offer, error) {
+func (s *Toolset) Offer(_ context.Context, b toolset.Build) (toolset.Offer, error) {
 	prompts := b.Config.Prompts
 	names := make([]string, 0, len(prompts))
 	for name := range prompts {
@@ -104,7 +105,7 @@ func (s *Toolset) Offer(_ context.Context, b tool.Build) (tool.Offer, error) {
 		if len(p.NeedsApproval) > 0 {
 			policy, err := approval.Parse(p.NeedsApproval)
 			if err != nil {
-				return tool.Offer{}, &tool.ConfigError{Err: fmt.Errorf("prompts.%s.needsApproval: %w", name, err)}
+				return toolset.Offer{}, &toolset.ConfigError{Err: fmt.Errorf("prompts.%s.needsApproval: %w", name, err)}
 			}
 			t.Approval = policy
 		}
@@ -113,7 +114,7 @@ func (s *Toolset) Offer(_ context.Context, b tool.Build) (tool.Offer, error) {
 		}
 		out = append(out, t)
 	}
-	return tool.Offer{Tools: out}, nil
+	return toolset.Offer{Tools: out}, nil
 }
 
 // promptCall is one tool call of a nested loop, as includeToolCalls returns it.

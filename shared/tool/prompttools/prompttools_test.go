@@ -8,7 +8,6 @@ import (
 
 	"github.com/agentharness/harness/infra/testenv"
 	"github.com/agentharness/harness/shared/model"
-	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/tool/asynctools"
 	"github.com/agentharness/harness/shared/tool/prompttools"
 	"github.com/agentharness/harness/shared/turn"
@@ -53,7 +52,7 @@ func TestPromptToolFlagsShapeItsResult(t *testing.T) {
 		e.Agent(id, callerConfig(`{`+tt.flags+`"system":"`+promptSystem+`","model":`+summarizeScript+`,"tools":{"current_time":{}}}`, `{"message":"the week"}`))
 		before := len(e.RequestsOf(callerSystem))
 		o, events := e.Say(conv, id, "sum up the week")
-		if o.Status != store.EventCompleted {
+		if o.Status != turn.StatusCompleted {
 			t.Fatalf("%s: the turn ended %+v", tt.flags, o)
 		}
 		msgs := e.History(conv)
@@ -162,7 +161,7 @@ func TestPromptToolMapsItsInput(t *testing.T) {
 	} {
 		system := "Prompt " + tt.id
 		e.Agent(tt.id, callerConfig(`{`+tt.mapping+`"system":"`+system+`","inputSchema":`+schema+`,"model":{"provider":"scripted","script":[{"text":"ok"}]}}`, `{"topic":"tides","depth":2}`))
-		if o, _ := e.Say("conv_map_"+tt.id, tt.id, "go"); o.Status != store.EventCompleted {
+		if o, _ := e.Say("conv_map_"+tt.id, tt.id, "go"); o.Status != turn.StatusCompleted {
 			t.Fatalf("%s: the turn ended %+v", tt.id, o)
 		}
 		reqs := e.RequestsOf(system)
@@ -186,7 +185,7 @@ func TestAFailingNestedPromptIsAToolError(t *testing.T) {
 	e := testenv.NewTurns(t, nil)
 	e.Agent("caller", callerConfig(`{"system":"`+promptSystem+`","model":{"provider":"scripted","script":[{"error":"upstream exploded"}]}}`, `{"message":"the week"}`))
 	o, events := e.Say("conv_fail", "caller", "sum up the week")
-	if o.Status != store.EventCompleted {
+	if o.Status != turn.StatusCompleted {
 		t.Fatalf("the turn ended %+v, want completed: a nested failure is a tool error", o)
 	}
 	msgs := e.History("conv_fail")
@@ -220,14 +219,14 @@ func TestAPromptToolNeedsApproval(t *testing.T) {
 		conv := "conv_approve_" + map[bool]string{false: "deny", true: "allow"}[approved]
 		before := len(e.RequestsOf(promptSystem))
 		held, _ := e.Say(conv, "caller", "sum up the week")
-		if held.Status != store.EventWaiting || len(held.PendingApprovals) != 1 || held.PendingApprovals[0].ToolName != "summarize" {
+		if held.Status != turn.StatusWaiting || len(held.PendingApprovals) != 1 || held.PendingApprovals[0].ToolName != "summarize" {
 			t.Fatalf("the turn ended %+v, want it waiting for approval of summarize", held)
 		}
 		if n := len(e.RequestsOf(promptSystem)); n != before {
 			t.Fatalf("the nested loop ran %d times before the call was decided", n-before)
 		}
 		o, _ := e.Run(conv, "caller", turn.Input{Decisions: []turn.Decision{{ApprovalID: held.PendingApprovals[0].ApprovalID, Approved: &approved}}})
-		if o.Status != store.EventCompleted {
+		if o.Status != turn.StatusCompleted {
 			t.Fatalf("approved=%v: the resumed turn ended %+v", approved, o)
 		}
 		r := testenv.ResultOf(t, e.History(conv), "summarize")
@@ -250,7 +249,7 @@ func TestAnAsyncPromptToolRunsBesideTheLoop(t *testing.T) {
 	e := testenv.NewTurns(t, nil)
 	e.Agent("caller", callerConfig(`{"async":true,"system":"`+promptSystem+`","model":`+summarizeScript+`,"tools":{"current_time":{}}}`, `{"message":"the week"}`))
 	o, events := e.Say("conv_async", "caller", "sum up the week")
-	if o.Status != store.EventCompleted {
+	if o.Status != turn.StatusCompleted {
 		t.Fatalf("the turn ended %+v", o)
 	}
 	var started, landed bool

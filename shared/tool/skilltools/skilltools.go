@@ -16,6 +16,7 @@ import (
 	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/state/skills"
 	"github.com/agentharness/harness/shared/tool"
+	"github.com/agentharness/harness/shared/tool/toolset"
 )
 
 // Store is what the toolset reads of an account's skills (shared/state/skills).
@@ -39,18 +40,18 @@ var errNoSkills = errors.New("it names skills, and this deployment keeps none (S
 
 // Offer pins the account's current version of each skill the agent names (one read), lists them
 // in the system prompt and gives load_skill and read_skill_file.
-func (s *Toolset) Offer(ctx context.Context, b tool.Build) (tool.Offer, error) {
+func (s *Toolset) Offer(ctx context.Context, b toolset.Build) (toolset.Offer, error) {
 	names := b.Config.Skills
 	if len(names) == 0 {
-		return tool.Offer{}, nil
+		return toolset.Offer{}, nil
 	}
 	if s.store == nil {
-		return tool.Offer{}, &tool.ConfigError{Err: errNoSkills}
+		return toolset.Offer{}, &toolset.ConfigError{Err: errNoSkills}
 	}
 	set := skillSet{names: names, pinned: map[string]skills.Skill{}, deleted: map[string]bool{}}
 	all, err := s.store.List(ctx, b.AccountID)
 	if err != nil {
-		return tool.Offer{}, fmt.Errorf("reading the account's skills: %w", err)
+		return toolset.Offer{}, fmt.Errorf("reading the account's skills: %w", err)
 	}
 	for _, sk := range all {
 		set.pinned[sk.Name] = sk
@@ -60,7 +61,7 @@ func (s *Toolset) Offer(ctx context.Context, b tool.Build) (tool.Offer, error) {
 			set.deleted[n] = true
 		}
 	}
-	return tool.Offer{System: set.prompt(), Tools: set.tools(s.store, b.AccountID)}, nil
+	return toolset.Offer{System: set.prompt(), Tools: set.tools(s.store, b.AccountID)}, nil
 }
 
 // skillSet is the skills one turn of an agent may load: each named skill at the version the

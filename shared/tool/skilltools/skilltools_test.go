@@ -11,7 +11,6 @@ import (
 	"github.com/agentharness/harness/infra/testenv"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/state/skills"
-	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/turn"
 )
 
@@ -73,7 +72,7 @@ func TestSkillsAreListedThenLoaded(t *testing.T) {
 			{"name":"read_skill_file","input":{"name":"release-notes","path":"/etc/passwd"}},
 			{"name":"read_skill_file","input":{"name":"release-notes","path":"checklist.md"}}]},
 		{"text":"Done."}]}}`)
-	if o, _ := e.Say("conv_skills", "writer", "write the notes"); o.Status != store.EventCompleted {
+	if o, _ := e.Say("conv_skills", "writer", "write the notes"); o.Status != turn.StatusCompleted {
 		t.Fatalf("the turn ended %+v", o)
 	}
 	first := e.RequestsWith("You write.")
@@ -173,7 +172,7 @@ func TestADeletedSkillIsExplained(t *testing.T) {
 	upload(t, st, other.ID, "gone", "Someone else's.", "THEIRS", nil)
 
 	o, _ := e.Say("conv_gone", "orphan", "use it")
-	if o.Status != store.EventCompleted {
+	if o.Status != turn.StatusCompleted {
 		t.Fatalf("the turn ended %+v, want it to go on without the skill", o)
 	}
 	msgs := e.History("conv_gone")

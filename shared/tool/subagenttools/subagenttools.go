@@ -20,6 +20,7 @@ import (
 	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/tool"
 	"github.com/agentharness/harness/shared/tool/asynctools"
+	"github.com/agentharness/harness/shared/tool/toolset"
 )
 
 // Call is what a subagent call was asked.
@@ -86,12 +87,12 @@ type Toolset struct{}
 
 // Offer gives the tools of the agent's config.subagent for the thread, and the calls of its
 // immediate agents each turn begins with.
-func (Toolset) Offer(_ context.Context, b tool.Build) (tool.Offer, error) {
+func (Toolset) Offer(_ context.Context, b toolset.Build) (toolset.Offer, error) {
 	s := b.Config.Subagent
 	if s == nil {
-		return tool.Offer{}, nil
+		return toolset.Offer{}, nil
 	}
-	return tool.Offer{Tools: tools(s, b.Vars), Immediate: immediateCalls(s, b.Vars)}, nil
+	return toolset.Offer{Tools: tools(s, b.Vars), Immediate: immediateCalls(s, b.Vars)}, nil
 }
 
 // errNoTurn: a subagent call runs a turn below the caller's, which it needs.

@@ -10,6 +10,7 @@ import (
 	"github.com/agentharness/harness/shared/tool"
 	"github.com/agentharness/harness/shared/tool/asynctools"
 	"github.com/agentharness/harness/shared/tool/subagenttools"
+	"github.com/agentharness/harness/shared/tool/toolset"
 )
 
 func TestSubagentToolsFollowTheirConfig(t *testing.T) {
@@ -25,7 +26,7 @@ func TestSubagentToolsFollowTheirConfig(t *testing.T) {
 	vars := tool.Vars{Get: func(name string) string { return thread[name] }}
 	offer := func(c *agentconfig.Config) []tool.Tool {
 		t.Helper()
-		o, err := subagenttools.Toolset{}.Offer(context.Background(), tool.Build{Config: c, Vars: vars})
+		o, err := subagenttools.Toolset{}.Offer(context.Background(), toolset.Build{Config: c, Vars: vars})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,9 @@
-package tool
+// Package toolset is what the engine (turn.Toolset) tells a toolset of the agent it builds, and
+// what a toolset offers it: a toolset adds to the agents whose config names its feature
+// (config.subagent, config.prompts, config.skills, config.mcpServers), asked whenever an agent
+// is built for a turn. It is a package of its own so that what links only tools (the async rows
+// of the sweeper and async-tool-complete) links no agent config.
+package toolset
 
 import (
 	"context"
@@ -6,11 +11,8 @@ import (
 
 	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/model"
+	"github.com/agentharness/harness/shared/tool"
 )
-
-// A toolset adds to the agents whose config names its feature (config.subagent, config.prompts,
-// config.skills, config.mcpServers): the engine (turn.Toolset) asks each, whenever it builds an
-// agent for a turn, with a Build, and gets an Offer.
 
 // Build is an agent as the engine builds it for a turn, as a toolset is told of it.
 type Build struct {
@@ -23,12 +25,12 @@ type Build struct {
 		Stream(ctx context.Context, req *model.Request) iter.Seq2[model.Event, error]
 	}
 	// Vars are the variables of the thread the agent is built for.
-	Vars Vars
+	Vars tool.Vars
 }
 
 // Offer is what a toolset adds to an agent.
 type Offer struct {
-	Tools []Tool
+	Tools []tool.Tool
 	// System is added to the agent's system prompt.
 	System string
 	// Warnings say what the toolset could not offer this turn, which goes on without it (an
@@ -45,26 +47,3 @@ type ConfigError struct{ Err error }
 
 func (e *ConfigError) Error() string { return e.Err.Error() }
 func (e *ConfigError) Unwrap() error { return e.Err }
-
-type turnKey struct{}
-
-// WithTurn returns ctx carrying the turn its tools run in, the engine's own value: a tool that
-// needs something of it (to show its client how a call goes, a file of its thread) asserts it to
-// a small interface of its own.
-func WithTurn(ctx context.Context, t any) context.Context {
-	return context.WithValue(ctx, turnKey{}, t)
-}
-
-// TurnFrom is the turn ctx runs in; nil outside one.
-func TurnFrom(ctx context.Context) any { return ctx.Value(turnKey{}) }
-
-// Progress is what a running call said of its progress (an MCP server's progress
-// notifications), for the turn's client.
-type Progress struct {
-	ToolCallID string  `json:"toolCallId"`
-	ToolName   string  `json:"toolName"`
-	Progress   float64 `json:"progress"`
-	// Total is 0 when the tool does not know it.
-	Total   float64 `json:"total,omitempty"`
-	Message string  `json:"message,omitempty"`
-}
