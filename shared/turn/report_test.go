@@ -107,7 +107,7 @@ func TestReportAfterTheFinalOneIsIgnored(t *testing.T) {
 
 	// The event id stays taken: a request naming it again is refused with its status.
 	ref := refusedAs(t, "claiming the event again", e.ClaimEvent(e.ctx, e.account, req), turn.Conflict)
-	if ref.Detail["eventId"] != "ev_final" || ref.Detail["status"] != turn.StatusCompleted {
+	if ref.Detail["eventId"] != "ev_final" || ref.Detail["status"] != store.EventCompleted {
 		t.Errorf("the refusal's detail is %v, want eventId ev_final and status completed", ref.Detail)
 	}
 }
