@@ -14,9 +14,6 @@ import (
 	"github.com/agentharness/harness/infra/testenv"
 	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/model"
-	"github.com/agentharness/harness/shared/model/provider"
-	"github.com/agentharness/harness/shared/state/agentstore"
-	"github.com/agentharness/harness/shared/state/secrets"
 	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/state/streamlog"
 	"github.com/agentharness/harness/shared/tool"
@@ -48,6 +45,7 @@ const (
 // model calls counted.
 type engineEnv struct {
 	*turn.Engine
+	turns   *testenv.Turns
 	t       *testing.T
 	ctx     context.Context
 	store   *store.Store
@@ -62,44 +60,36 @@ type engineEnv struct {
 
 func newEngineEnv(t *testing.T) *engineEnv {
 	t.Helper()
-	stack := testenv.Stack(t)
-	e := &engineEnv{t: t, ctx: context.Background(), store: store.New(stack.DB, stack.Tables)}
-	e.async = asynctools.NewStore(stack.DB, stack.AsyncResultsTable, nil)
-	e.redrive = &asynctools.Redriver{Store: e.async, Send: func(_ context.Context, c asynctools.Continuation) error {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		e.sent = append(e.sent, c.GroupID)
-		return nil
-	}}
-	acc, _, err := e.store.CreateAccount(e.ctx, "engine", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.account = acc.ID
-	agents := agentstore.New(e.store, secrets.New(secrets.NewRandomLocal()), builtintools.ConfigChecks(), nil)
-	for id, cfg := range map[string]string{"plain": plainAgent, "asker": askerAgent, "dispatcher": dispatcherAgent, "talker": talkerAgent} {
-		if _, err := agents.Create(e.ctx, acc.ID, id, []byte(cfg)); err != nil {
-			t.Fatalf("creating %s: %v", id, err)
-		}
-	}
+	e := &engineEnv{t: t, ctx: context.Background()}
 	dispatch := tool.Tool{Name: "dispatch", Description: "Hands the work to an outside worker.", Async: asynctools.ExternalDispatch,
 		Execute: func(context.Context, json.RawMessage) (any, error) { return map[string]bool{"queued": true}, nil }}
-	e.Engine = turn.New(turn.Options{
-		Store: e.store, Agents: agents, Async: e.async, Redriver: e.redrive,
-		Streams:  streamlog.New(stack.DB, stack.Name("StreamsTable"), streamlog.Options{}),
-		StopPoll: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
-		Tools: func(c map[string]json.RawMessage, vars tool.Vars) (*tool.Set, error) {
+	turns := testenv.NewTurns(t, func(ts *testenv.Turns, o *turn.Options) {
+		e.async = o.Async
+		e.redrive = &asynctools.Redriver{Store: o.Async, Send: func(_ context.Context, c asynctools.Continuation) error {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			e.sent = append(e.sent, c.GroupID)
+			return nil
+		}}
+		o.Redriver, o.StopPoll, o.Logger = e.redrive, 50*time.Millisecond, slog.New(slog.DiscardHandler)
+		o.Streams = streamlog.New(ts.Stack.DB, ts.Stack.Name("StreamsTable"), streamlog.Options{})
+		o.Tools = func(c map[string]json.RawMessage, vars tool.Vars) (*tool.Set, error) {
 			set, err := builtintools.Build(c, tool.Env{Getenv: func(string) string { return "" }, Vars: vars})
 			if err != nil {
 				return nil, err
 			}
 			return set.With(dispatch)
-		},
-		Model: func(block json.RawMessage) (agent.Model, error) {
-			m, err := provider.New(block, provider.Config{})
+		}
+		build := o.Model
+		o.Model = func(block json.RawMessage) (agent.Model, error) {
+			m, err := build(block)
 			return countedModel{Model: m, e: e}, err
-		},
+		}
 	})
+	e.turns, e.Engine, e.store, e.account = turns, turns.Engine, turns.Store, turns.Account
+	for id, cfg := range map[string]string{"plain": plainAgent, "asker": askerAgent, "dispatcher": dispatcherAgent, "talker": talkerAgent} {
+		turns.Agent(id, cfg)
+	}
 	return e
 }
 
@@ -205,14 +195,7 @@ func (e *engineEnv) answer(resultID, response string) error {
 }
 
 // history returns conv's stored messages.
-func (e *engineEnv) history(conv string) []model.Message {
-	e.t.Helper()
-	msgs, err := e.store.Messages(e.ctx, e.account, conv, 1, 1<<40)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return msgs
-}
+func (e *engineEnv) history(conv string) []model.Message { return e.turns.History(conv) }
 
 // says is a request's new user message.
 func says(text string) turn.Input {
