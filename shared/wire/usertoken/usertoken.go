@@ -131,16 +131,9 @@ var (
 // Unverified reads the account and key id a token names, before its signature is checked, so
 // the caller can load that account's key: nothing else of it may be trusted yet.
 func Unverified(token string) (account, keyID string, err error) {
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
-		return "", "", ErrMalformed
-	}
-	var h header
-	if err := decode(parts[0], &h); err != nil {
-		return "", "", ErrMalformed
-	}
-	if h.Alg != alg {
-		return "", "", ErrAlgorithm
+	parts, h, err := split(token)
+	if err != nil {
+		return "", "", err
 	}
 	var c Claims
 	if err := decode(parts[1], &c); err != nil || c.Account == "" {
@@ -149,20 +142,27 @@ func Unverified(token string) (account, keyID string, err error) {
 	return c.Account, h.KeyID, nil
 }
 
+// split cuts a token into its three parts and reads its header, refusing any algorithm but
+// EdDSA before anything else of it is looked at.
+func split(token string) ([]string, header, error) {
+	var h header
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 || decode(parts[0], &h) != nil {
+		return nil, h, ErrMalformed
+	}
+	if h.Alg != alg {
+		return nil, h, ErrAlgorithm
+	}
+	return parts, h, nil
+}
+
 // Verify checks token with key, the account's key its kid names (keyOf returns nil for an
 // unknown kid), and returns its claims; now is the clock, and a token is accepted up to skew
 // past its exp.
 func Verify(token string, keyOf func(keyID string) ed25519.PublicKey, now time.Time, skew time.Duration) (Claims, error) {
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
-		return Claims{}, ErrMalformed
-	}
-	var h header
-	if err := decode(parts[0], &h); err != nil {
-		return Claims{}, ErrMalformed
-	}
-	if h.Alg != alg {
-		return Claims{}, ErrAlgorithm
+	parts, h, err := split(token)
+	if err != nil {
+		return Claims{}, err
 	}
 	key := keyOf(h.KeyID)
 	if len(key) != ed25519.PublicKeySize {
