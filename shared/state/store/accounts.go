@@ -268,13 +268,14 @@ func (s *Store) RenameAccount(ctx context.Context, id, username string, now time
 	return accountFrom(out.Attributes), nil
 }
 
-// RotateSecret gives an account a new secret and returns it; the old one stops working at once.
+// RotateSecret gives an account a new secret and returns it; the old one stops working at once,
+// and so does every end-user token signed with the account's token key, which goes with it.
 func (s *Store) RotateSecret(ctx context.Context, id string, now time.Time) (string, error) {
 	secret := newSecret(id)
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 &s.tables.Accounts,
 		Key:                       map[string]types.AttributeValue{"accountId": ddb.S(id)},
-		UpdateExpression:          aws.String("SET secretHash = :h, updatedAt = :t"),
+		UpdateExpression:          aws.String("SET secretHash = :h, updatedAt = :t REMOVE tokenKeyId, tokenKey"),
 		ConditionExpression:       aws.String(liveAccount),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":h": ddb.S(HashSecret(secret)), ":t": ddb.S(now.UTC().Format(time.RFC3339))},
 	})
@@ -306,7 +307,7 @@ func (s *Store) DeleteAccount(ctx context.Context, id string, now time.Time) err
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:           &s.tables.Accounts,
 		Key:                 map[string]types.AttributeValue{"accountId": ddb.S(id)},
-		UpdateExpression:    aws.String("SET deletedAt = :now, purgeShard = :shard, purgeDue = :due REMOVE secretHash, username, createdAt, updatedAt"),
+		UpdateExpression:    aws.String("SET deletedAt = :now, purgeShard = :shard, purgeDue = :due REMOVE secretHash, username, createdAt, updatedAt, tokenKeyId, tokenKey"),
 		ConditionExpression: aws.String(liveAccount),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":now": ddb.N(now.UnixMilli()), ":shard": ddb.S(purgeShard), ":due": ddb.N(now.Add(purgeRetry).UnixMilli()),
