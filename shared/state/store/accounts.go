@@ -275,7 +275,7 @@ func (s *Store) RotateSecret(ctx context.Context, id string, now time.Time) (str
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 &s.tables.Accounts,
 		Key:                       map[string]types.AttributeValue{"accountId": ddb.S(id)},
-		UpdateExpression:          aws.String("SET secretHash = :h, updatedAt = :t REMOVE tokenKeyId, tokenKey"),
+		UpdateExpression:          aws.String("SET secretHash = :h, updatedAt = :t REMOVE tokenKeyId, tokenKey, tokenKeyPub"),
 		ConditionExpression:       aws.String(liveAccount),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":h": ddb.S(HashSecret(secret)), ":t": ddb.S(now.UTC().Format(time.RFC3339))},
 	})
@@ -307,7 +307,7 @@ func (s *Store) DeleteAccount(ctx context.Context, id string, now time.Time) err
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:           &s.tables.Accounts,
 		Key:                 map[string]types.AttributeValue{"accountId": ddb.S(id)},
-		UpdateExpression:    aws.String("SET deletedAt = :now, purgeShard = :shard, purgeDue = :due REMOVE secretHash, username, createdAt, updatedAt, tokenKeyId, tokenKey"),
+		UpdateExpression:    aws.String("SET deletedAt = :now, purgeShard = :shard, purgeDue = :due REMOVE secretHash, username, createdAt, updatedAt, tokenKeyId, tokenKey, tokenKeyPub, issuerJwks, issuerJwksUrl, allowedOrigins"),
 		ConditionExpression: aws.String(liveAccount),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":now": ddb.N(now.UnixMilli()), ":shard": ddb.S(purgeShard), ":due": ddb.N(now.Add(purgeRetry).UnixMilli()),

@@ -128,20 +128,6 @@ var (
 	ErrExpired = errors.New("the token has expired: mint a new one")
 )
 
-// Unverified reads the account and key id a token names, before its signature is checked, so
-// the caller can load that account's key: nothing else of it may be trusted yet.
-func Unverified(token string) (account, keyID string, err error) {
-	parts, h, err := split(token)
-	if err != nil {
-		return "", "", err
-	}
-	var c Claims
-	if err := decode(parts[1], &c); err != nil || c.Account == "" {
-		return "", "", ErrMalformed
-	}
-	return c.Account, h.KeyID, nil
-}
-
 // split cuts a token into its three parts and reads its header, refusing any algorithm but
 // EdDSA before anything else of it is looked at.
 func split(token string) ([]string, header, error) {
@@ -156,25 +142,30 @@ func split(token string) ([]string, header, error) {
 	return parts, h, nil
 }
 
-// Verify checks token with key, the account's key its kid names (keyOf returns nil for an
-// unknown kid), and returns its claims; now is the clock, and a token is accepted up to skew
-// past its exp.
-func Verify(token string, keyOf func(keyID string) ed25519.PublicKey, now time.Time, skew time.Duration) (Claims, error) {
+// Verify checks token and returns its claims. keyOf returns the public key the token's account
+// (iss) has under the header's kid: nil for none (an unknown account, a removed key), or an
+// error of its own (a store it could not read), which Verify returns as it is. Until the
+// signature verifies, only iss and kid of the token are read, to find the key. now is the
+// clock, and a token is accepted up to skew past its exp.
+func Verify(token string, keyOf func(account, keyID string) (ed25519.PublicKey, error), now time.Time, skew time.Duration) (Claims, error) {
 	parts, h, err := split(token)
 	if err != nil {
 		return Claims{}, err
 	}
-	key := keyOf(h.KeyID)
+	var c Claims
+	if err := decode(parts[1], &c); err != nil || c.Account == "" {
+		return Claims{}, ErrMalformed
+	}
+	key, err := keyOf(c.Account, h.KeyID)
+	if err != nil {
+		return Claims{}, err
+	}
 	if len(key) != ed25519.PublicKeySize {
 		return Claims{}, ErrUnknownKey
 	}
 	sig, err := b64.DecodeString(parts[2])
 	if err != nil || !ed25519.Verify(key, []byte(parts[0]+"."+parts[1]), sig) {
 		return Claims{}, ErrSignature
-	}
-	var c Claims
-	if err := decode(parts[1], &c); err != nil {
-		return Claims{}, ErrMalformed
 	}
 	if err := c.check(); err != nil {
 		return Claims{}, fmt.Errorf("%w: %w", ErrMalformed, err)

@@ -28,13 +28,23 @@ func claims() usertoken.Claims {
 		IssuedAt: now.Unix(), Expires: now.Add(time.Hour).Unix()}
 }
 
-func keys(kid string, pub ed25519.PublicKey) func(string) ed25519.PublicKey {
-	return func(k string) ed25519.PublicKey {
-		if k == kid {
-			return pub
+// keys is an account acc_1 whose only key is pub, under kid.
+func keys(kid string, pub ed25519.PublicKey) func(string, string) (ed25519.PublicKey, error) {
+	return func(account, k string) (ed25519.PublicKey, error) {
+		if account == "acc_1" && k == kid {
+			return pub, nil
 		}
-		return nil
+		return nil, nil
 	}
+}
+
+func mustMint(t *testing.T, c usertoken.Claims, priv ed25519.PrivateKey) string {
+	t.Helper()
+	tok, err := usertoken.Mint(c, "k1", priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
 }
 
 func TestMintedTokenVerifies(t *testing.T) {
@@ -42,10 +52,6 @@ func TestMintedTokenVerifies(t *testing.T) {
 	tok, err := usertoken.Mint(claims(), "k1", priv)
 	if err != nil {
 		t.Fatal(err)
-	}
-	account, kid, err := usertoken.Unverified(tok)
-	if err != nil || account != "acc_1" || kid != "k1" {
-		t.Fatalf("Unverified = %q %q %v, want acc_1 k1", account, kid, err)
 	}
 	got, err := usertoken.Verify(tok, keys("k1", pub), now.Add(30*time.Minute), 0)
 	if err != nil {
@@ -74,7 +80,7 @@ func TestRefusals(t *testing.T) {
 	for _, tt := range []struct {
 		name  string
 		token string
-		keys  func(string) ed25519.PublicKey
+		keys  func(string, string) (ed25519.PublicKey, error)
 		at    time.Time
 		want  error
 	}{
@@ -85,7 +91,9 @@ func TestRefusals(t *testing.T) {
 		{"alg none", enc([]byte(`{"alg":"none","kid":"k1"}`)) + "." + parts[1] + ".", keys("k1", pub), now, usertoken.ErrAlgorithm},
 		{"alg HS256", enc([]byte(`{"alg":"HS256","kid":"k1"}`)) + "." + parts[1] + "." + parts[2], keys("k1", pub), now, usertoken.ErrAlgorithm},
 		{"two parts", parts[0] + "." + parts[1], keys("k1", pub), now, usertoken.ErrMalformed},
-		{"not base64", parts[0] + ".%%%." + parts[2], keys("k1", pub), now, usertoken.ErrSignature},
+		{"payload not base64", parts[0] + ".%%%." + parts[2], keys("k1", pub), now, usertoken.ErrMalformed},
+		{"signature not base64", parts[0] + "." + parts[1] + ".%%%", keys("k1", pub), now, usertoken.ErrSignature},
+		{"another account's token", mustMint(t, usertoken.Claims{Account: "acc_2", EndUser: "u", Audience: usertoken.Audience, IssuedAt: now.Unix(), Expires: now.Add(time.Minute).Unix()}, priv), keys("k1", pub), now, usertoken.ErrUnknownKey},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if _, err := usertoken.Verify(tt.token, tt.keys, tt.at, 0); !errors.Is(err, tt.want) {
