@@ -16,9 +16,11 @@ import (
 	"github.com/agentharness/harness/shared/state/agentstore"
 	"github.com/agentharness/harness/shared/state/attachments"
 	"github.com/agentharness/harness/shared/state/blobstore"
+	"github.com/agentharness/harness/shared/state/callers"
 	"github.com/agentharness/harness/shared/state/skills"
 	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/state/streamlog"
+	"github.com/agentharness/harness/shared/state/tokenkeys"
 	"github.com/agentharness/harness/shared/state/toolresults"
 	"github.com/agentharness/harness/shared/tool"
 	"github.com/agentharness/harness/shared/tool/mcptools"
@@ -166,4 +168,15 @@ func count(name, v string) (int, error) {
 		return 0, fmt.Errorf("%s is %q, want a positive whole number", name, v)
 	}
 	return n, nil
+}
+
+// Callers authenticates the account secret and the end-user tokens of the account's store in
+// st, whose JWKS URLs are fetched from public addresses only unless MCP_PRIVATE_ENDPOINTS
+// allows private ones.
+func Callers(d agentdeps.Deps, st *store.Store) (*callers.Resolver, error) {
+	keys, err := tokenkeys.FromConfig(st, d.Sealer, d.Config.MCP.PrivateEndpoints)
+	if err != nil {
+		return nil, err
+	}
+	return &callers.Resolver{Store: st, Keys: keys}, nil
 }

@@ -96,7 +96,7 @@ func TestProvision(t *testing.T) {
 			Indexes: map[string][]string{"BySecretHash": {"secretHash"}, "PurgeDue": {"purgeShard", "purgeDue"}}},
 		"AgentsTable": {Billing: "PAY_PER_REQUEST", Key: []string{"accountId", "agentId"}},
 		"ConversationsTable": {Billing: "PAY_PER_REQUEST", Key: []string{"conversationKey", "seq"},
-			Indexes: map[string][]string{"ByAccount": {"accountId"}}},
+			Indexes: map[string][]string{"ByAccount": {"accountId"}, "ByOwner": {"ownerKey", "updatedAt"}, "ByAccountUpdated": {"accountId", "updatedAt"}}},
 		"EventsTable":      {Billing: "PAY_PER_REQUEST", Key: []string{"eventKey"}, TTL: "expiresAt"},
 		"SkillsTable":      {Billing: "PAY_PER_REQUEST", Key: []string{"accountId", "name"}},
 		"StreamsTable":     {Billing: "PAY_PER_REQUEST", Key: []string{"streamKey", "seq"}, TTL: "expiresAt"},

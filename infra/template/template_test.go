@@ -102,12 +102,20 @@ func TestProjectTables(t *testing.T) {
 		},
 		{
 			LogicalID: "ConversationsTable", BillingMode: "PAY_PER_REQUEST",
-			AttributeDefinitions: []AttributeDefinition{{"conversationKey", "S"}, {"seq", "N"}, {"accountId", "S"}},
+			AttributeDefinitions: []AttributeDefinition{{"conversationKey", "S"}, {"seq", "N"}, {"accountId", "S"}, {"ownerKey", "S"}, {"updatedAt", "N"}},
 			KeySchema:            []KeyElement{{"conversationKey", "HASH"}, {"seq", "RANGE"}},
 			GlobalSecondaryIndexes: []Index{{
 				IndexName:  "ByAccount",
 				KeySchema:  []KeyElement{{"accountId", "HASH"}},
 				Projection: Projection{ProjectionType: "KEYS_ONLY"},
+			}, {
+				IndexName:  "ByOwner",
+				KeySchema:  []KeyElement{{"ownerKey", "HASH"}, {"updatedAt", "RANGE"}},
+				Projection: Projection{ProjectionType: "INCLUDE", NonKeyAttributes: []string{"agentId", "endUser", "title", "createdAt", "preview"}},
+			}, {
+				IndexName:  "ByAccountUpdated",
+				KeySchema:  []KeyElement{{"accountId", "HASH"}, {"updatedAt", "RANGE"}},
+				Projection: Projection{ProjectionType: "INCLUDE", NonKeyAttributes: []string{"agentId", "endUser", "title", "createdAt", "preview"}},
 			}},
 		},
 		{
@@ -156,6 +164,7 @@ func TestProjectFunctions(t *testing.T) {
 			"HttpApi ANY /accounts/{accountId}", "HttpApi ANY /accounts/me/agents/{agentId}", "HttpApi ANY /accounts/me/agents",
 			"HttpApi ANY /accounts/me/channels/{bindingId}", "HttpApi POST /accounts/me/channels/{bindingId}/set-webhook", "HttpApi ANY /accounts/me/channels",
 			"HttpApi POST /accounts", "HttpApi GET /accounts", "HttpApi POST /accounts/me/nats-credentials", "HttpApi POST /accounts/{accountId}/rotate-secret",
+			"HttpApi POST /accounts/me/tokens", "HttpApi ANY /accounts/me/token-issuer",
 			"HttpApi ANY /accounts/me/skills/{name}", "HttpApi ANY /accounts/me/skills"},
 		"AsyncToolCompleteFunction": {"functions/async-tool-complete/", "bootstrap", "provided.al2023", "arm64",
 			"HttpApi POST /async-tools/{resultId}/complete"},
@@ -163,10 +172,21 @@ func TestProjectFunctions(t *testing.T) {
 			"SQS AsyncWorkQueue batch 10 [ReportBatchItemFailures]"},
 		"HarnessProcessingFunction": {"functions/harness-processing/", "bootstrap", "provided.al2023", "arm64",
 			"HttpApi POST /async", "HttpApi POST /channels/{bindingId}", "HttpApi POST /chat/{conversationId}/stop", "HttpApi GET /chat/{conversationId}/stream", "HttpApi GET /chat/{conversationId}/subagents", "HttpApi POST /chat", "HttpApi GET /", "HttpApi GET /healthz", "HttpApi POST /mcp", "HttpApi DELETE /mcp", "HttpApi GET /mcp", "HttpApi GET /readyz", "HttpApi GET /status/{eventId}",
-			"HttpApi GET /threads/{parentThreadId}/variables/{requestId}", "HttpApi POST /threads/{parentThreadId}/variables/{requestId}", "HttpApi POST /"},
+			"HttpApi GET /threads/{parentThreadId}/variables/{requestId}", "HttpApi POST /threads/{parentThreadId}/variables/{requestId}", "HttpApi POST /",
+			"HttpApi GET /agents", "HttpApi GET /conversations", "HttpApi PATCH /conversations/{conversationId}",
+			"HttpApi OPTIONS /", "HttpApi OPTIONS /chat", "HttpApi OPTIONS /chat/{conversationId}/stream", "HttpApi OPTIONS /chat/{conversationId}/stop",
+			"HttpApi OPTIONS /chat/{conversationId}/subagents", "HttpApi OPTIONS /async", "HttpApi OPTIONS /status/{eventId}",
+			"HttpApi OPTIONS /threads/{parentThreadId}/variables/{requestId}", "HttpApi OPTIONS /agents", "HttpApi OPTIONS /conversations",
+			"HttpApi OPTIONS /conversations/{conversationId}", "HttpApi OPTIONS /conversations/{conversationId}/messages"},
 		"SweeperFunction": {"functions/sweeper/", "bootstrap", "provided.al2023", "arm64",
 			"Schedule rate(1 minute) every 1m0s"},
 		"WsGatewayFunction": {"functions/ws-gateway/", "bootstrap", "provided.al2023", "arm64"},
+	}
+	// Events in any order: the order of a function's events in the template says nothing.
+	for _, m := range []map[string][]string{want, got} {
+		for _, fn := range m {
+			slices.Sort(fn[4:])
+		}
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Functions() (-want +got):\n%s", diff)

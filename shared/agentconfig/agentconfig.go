@@ -13,9 +13,11 @@ import (
 
 // Config is one agent's configuration.
 type Config struct {
-	Name   string          `json:"name"`
-	System string          `json:"system,omitempty"`
-	Model  json.RawMessage `json:"model"`
+	Name string `json:"name"`
+	// Description tells an application's users what the agent is for (GET /agents shows it).
+	Description string          `json:"description,omitempty"`
+	System      string          `json:"system,omitempty"`
+	Model       json.RawMessage `json:"model"`
 	// MaxSteps bounds the model steps of one turn; 0 means the loop's default.
 	MaxSteps int `json:"maxSteps,omitempty"`
 	// Tools maps a model-facing tool name to its options, as in config.tools.<name>.
@@ -35,7 +37,7 @@ type Config struct {
 // fields are the config's top-level keys, spelled exactly: encoding/json matches keys without
 // regard to case, and a "Model" that decoded as "model" would escape secret redaction, which
 // looks for "model.apiKey".
-var fields = []string{"name", "system", "model", "maxSteps", "tools", "subagent", "variables", "skills", "prompts", "mcpServers"}
+var fields = []string{"name", "description", "system", "model", "maxSteps", "tools", "subagent", "variables", "skills", "prompts", "mcpServers"}
 
 // checkKeys refuses top-level keys that are not spelled exactly as a config field.
 func checkKeys(raw []byte) error {

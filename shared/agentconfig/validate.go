@@ -64,6 +64,9 @@ func Validate(raw []byte, c Checks) (*Validated, error) {
 	if len(cfg.Name) > 200 {
 		return nil, &FieldError{Field: "name", Problem: "must be at most 200 characters"}
 	}
+	if len(cfg.Description) > 1024 {
+		return nil, &FieldError{Field: "description", Problem: "must be at most 1024 characters"}
+	}
 	if cfg.MaxSteps > MaxSteps {
 		return nil, &FieldError{Field: "maxSteps", Problem: fmt.Sprintf("must be at most %d", MaxSteps)}
 	}

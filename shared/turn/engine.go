@@ -154,6 +154,10 @@ type Request struct {
 	// only while the request is answered: a queued request carries them sealed.
 	Variables map[string]string `json:"-"`
 	Sealed    store.Vars        `json:"sealedVariables,omitempty"`
+	// EndUser is the end user whose token made the request, set by the edge from the
+	// credential, never from a body: the turn runs on that end user's conversations only, and
+	// a new conversation becomes theirs. Empty for the account secret, which runs on any.
+	EndUser string `json:"endUser,omitempty"`
 }
 
 // Input is what a request brings: a new user message, or decisions on held calls.
@@ -611,7 +615,7 @@ func continued(history []model.Message, msgID string) bool {
 
 // ClaimEvent records a request's event id, refusing one already used with 409.
 func (e *Engine) ClaimEvent(ctx context.Context, accountID string, req Request) error {
-	err := e.opts.Store.ClaimEvent(ctx, accountID, req.EventID, req.ConversationID, e.opts.Now(), e.opts.EventTTL)
+	err := e.opts.Store.ClaimEvent(ctx, accountID, req.EventID, req.ConversationID, req.EndUser, e.opts.Now(), e.opts.EventTTL)
 	var dup *store.DuplicateEventError
 	if errors.As(err, &dup) {
 		return &Refusal{Kind: Conflict, Message: dup.Error(), Detail: map[string]any{"eventId": dup.EventID, "status": dup.Status}, Cause: dup}
@@ -663,8 +667,10 @@ func (e *Engine) agentFor(cfg agent.Config, err error, req Request, stream bool)
 // begin takes the conversation's lease and plans the request against what the conversation
 // waits for. Its refusals are *Refusal, and on any error the lease is given back.
 func (e *Engine) begin(ctx context.Context, accountID string, req Request, in Input, now time.Time) (*store.Lease, *turnPlan, error) {
-	lease, err := e.opts.Store.TakeLease(ctx, accountID, req.ConversationID, req.AgentID, now, now.Add(e.opts.Lease))
+	lease, err := e.opts.Store.TakeLeaseOf(ctx, req.EndUser, accountID, req.ConversationID, req.AgentID, now, now.Add(e.opts.Lease))
 	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, nil, ConversationNotFound(req.ConversationID)
 	case errors.Is(err, store.ErrBusy):
 		return nil, nil, &Refusal{Kind: Busy, Message: "conversation " + req.ConversationID + " is busy with another turn; retry when it ends", Cause: err}
 	case errors.Is(err, store.ErrAgentMismatch):

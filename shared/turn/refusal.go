@@ -22,7 +22,8 @@ type RefusalKind int
 const (
 	// Invalid: the request, or the agent it names, cannot run as it is.
 	Invalid RefusalKind = iota + 1
-	// NotFound: the account holds no such agent or approval.
+	// NotFound: the account holds no such agent, approval or conversation (that the caller
+	// may see).
 	NotFound
 	// Busy: another turn holds the conversation; the same request may succeed later.
 	Busy
@@ -39,3 +40,9 @@ func (r *Refusal) Unwrap() error { return r.Cause }
 
 // ErrBusy is the cause of every Busy refusal.
 var ErrBusy = store.ErrBusy
+
+// ConversationNotFound refuses a conversation the caller cannot see: none of that id, or
+// another end user's, which is told apart from none by nothing.
+func ConversationNotFound(id string) *Refusal {
+	return &Refusal{Kind: NotFound, Message: "conversation " + id + " not found"}
+}

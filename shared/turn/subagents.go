@@ -89,7 +89,7 @@ func (e *Engine) call(ctx context.Context, d *invocation, c subagenttools.Call) 
 	}
 	callKey := subagent.ConversationID(d.accountID, d.conversationID, d.delivery.TurnKey, callID)
 	child := callKey
-	link := store.Parent{ConversationID: d.conversationID, TurnKey: d.delivery.TurnKey, Tool: t.Name, EventID: d.turnID, Depth: depth}
+	link := store.Parent{ConversationID: d.conversationID, TurnKey: d.delivery.TurnKey, Tool: t.Name, EventID: d.turnID, Depth: depth, EndUser: d.lease.EndUser()}
 	if instance != "" {
 		child, label = subagent.NamedConversationID(d.accountID, d.conversationID, instance), instance
 		link.Tool, link.Explicit = instance, t.Resumable.Explicit()
@@ -131,7 +131,7 @@ func (e *Engine) call(ctx context.Context, d *invocation, c subagenttools.Call) 
 		// A blocking call's child turn has the event its call would have were it handed over
 		// (runChild), so its end, whenever it comes, settles that call.
 		progress.EventID = subagent.EventID(asynctools.ResultID(d.pass.GroupID(), callID))
-		err := e.opts.Store.ClaimEvent(ctx, d.accountID, progress.EventID, child, e.opts.Now(), e.opts.EventTTL)
+		err := e.opts.Store.ClaimEvent(ctx, d.accountID, progress.EventID, child, d.lease.EndUser(), e.opts.Now(), e.opts.EventTTL)
 		var dup *store.DuplicateEventError
 		if err != nil && !errors.As(err, &dup) {
 			return nil, err

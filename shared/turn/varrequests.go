@@ -48,7 +48,7 @@ func (e *Engine) deferInstance(ctx context.Context, d *invocation, t agentconfig
 	r := store.VarRequest{
 		ID: store.NewID("vrq_"), Tool: t.Name, AgentID: t.AgentID, Name: instance, Message: message,
 		MaxInstances: t.Resumable.Instances(), CreatedAt: e.opts.Now(),
-		Parent: store.Parent{ConversationID: d.conversationID, TurnKey: d.delivery.TurnKey, Tool: instance, EventID: d.turnID, Depth: depth, Explicit: t.Resumable.Explicit()},
+		Parent: store.Parent{ConversationID: d.conversationID, TurnKey: d.delivery.TurnKey, Tool: instance, EventID: d.turnID, Depth: depth, Explicit: t.Resumable.Explicit(), EndUser: d.lease.EndUser()},
 	}
 	for _, v := range missing.Missing {
 		r.Missing = append(r.Missing, store.VarNeed{Name: v.Name, Type: v.Type, Scoped: v.Scoped, Description: v.Description})

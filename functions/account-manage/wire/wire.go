@@ -12,6 +12,7 @@ import (
 	"github.com/agentharness/harness/shared/state/connections"
 	"github.com/agentharness/harness/shared/state/skills"
 	"github.com/agentharness/harness/shared/state/store"
+	"github.com/agentharness/harness/shared/state/tokenkeys"
 	"github.com/agentharness/harness/shared/wire/natsturns"
 	"github.com/agentharness/harness/shared/wire/workqueue"
 )
@@ -70,21 +71,27 @@ func Options(d agentdeps.Deps) (accounts.Options, error) {
 		conns = connections.New(d.DB, table)
 	}
 	st := store.New(d.DB, store.Tables{Accounts: c.Tables.Accounts, Agents: c.Tables.Agents})
+	keys, err := tokenkeys.FromConfig(st, d.Sealer, c.MCP.PrivateEndpoints)
+	if err != nil {
+		return accounts.Options{}, err
+	}
 	platforms := channels.APIs(c.Channels.APIs)
 	return accounts.Options{
-		Store:       st,
-		Agents:      accounts.AgentService(st, sk, d.Sealer, d.Checks),
-		Skills:      sk,
-		Channels:    ch,
-		Connections: conns,
-		Poster:      d.Poster,
-		NATS:        issuer,
-		ServiceURL:  c.Accounts.ServiceURL,
-		Identify:    platforms.Identify,
-		SetWebhook:  platforms.SetWebhook,
-		AdminSecret: c.Accounts.AdminSecret,
-		OpenSignup:  open,
-		Enqueue:     func(ctx context.Context, body string) error { return send(ctx, queue, body) },
-		Logger:      d.Logger,
+		Store:            st,
+		Agents:           accounts.AgentService(st, sk, d.Sealer, d.Checks),
+		Skills:           sk,
+		Channels:         ch,
+		Connections:      conns,
+		Poster:           d.Poster,
+		NATS:             issuer,
+		ServiceURL:       c.Accounts.ServiceURL,
+		Identify:         platforms.Identify,
+		SetWebhook:       platforms.SetWebhook,
+		Keys:             keys,
+		PrivateEndpoints: c.MCP.PrivateEndpoints,
+		AdminSecret:      c.Accounts.AdminSecret,
+		OpenSignup:       open,
+		Enqueue:          func(ctx context.Context, body string) error { return send(ctx, queue, body) },
+		Logger:           d.Logger,
 	}, nil
 }

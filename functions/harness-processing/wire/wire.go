@@ -19,7 +19,11 @@ func Handler(d agentdeps.Deps) (*chathttp.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := chathttp.New(chathttp.Options{Options: opts})
+	who, err := turnwire.Callers(d, opts.Store)
+	if err != nil {
+		return nil, err
+	}
+	h := chathttp.New(chathttp.Options{Options: opts, Callers: who})
 	bindings, err := channels.FromConfig(d.DB, d.Sealer, d.Config.Channels.Table)
 	if err != nil {
 		return nil, err

@@ -63,9 +63,9 @@ fi
 if ! awslocal dynamodb describe-table --table-name 'ConversationsTable' >/dev/null 2>&1; then
   awslocal dynamodb create-table --table-name 'ConversationsTable' \
     --billing-mode 'PAY_PER_REQUEST' \
-    --attribute-definitions '[{"AttributeName":"conversationKey","AttributeType":"S"},{"AttributeName":"seq","AttributeType":"N"},{"AttributeName":"accountId","AttributeType":"S"}]' \
+    --attribute-definitions '[{"AttributeName":"conversationKey","AttributeType":"S"},{"AttributeName":"seq","AttributeType":"N"},{"AttributeName":"accountId","AttributeType":"S"},{"AttributeName":"ownerKey","AttributeType":"S"},{"AttributeName":"updatedAt","AttributeType":"N"}]' \
     --key-schema '[{"AttributeName":"conversationKey","KeyType":"HASH"},{"AttributeName":"seq","KeyType":"RANGE"}]' \
-    --global-secondary-indexes '[{"IndexName":"ByAccount","KeySchema":[{"AttributeName":"accountId","KeyType":"HASH"}],"Projection":{"ProjectionType":"KEYS_ONLY"}}]' >/dev/null
+    --global-secondary-indexes '[{"IndexName":"ByAccount","KeySchema":[{"AttributeName":"accountId","KeyType":"HASH"}],"Projection":{"ProjectionType":"KEYS_ONLY"}},{"IndexName":"ByOwner","KeySchema":[{"AttributeName":"ownerKey","KeyType":"HASH"},{"AttributeName":"updatedAt","KeyType":"RANGE"}],"Projection":{"ProjectionType":"INCLUDE","NonKeyAttributes":["agentId","endUser","title","createdAt","preview"]}},{"IndexName":"ByAccountUpdated","KeySchema":[{"AttributeName":"accountId","KeyType":"HASH"},{"AttributeName":"updatedAt","KeyType":"RANGE"}],"Projection":{"ProjectionType":"INCLUDE","NonKeyAttributes":["agentId","endUser","title","createdAt","preview"]}}]' >/dev/null
   awslocal dynamodb wait table-exists --table-name 'ConversationsTable'
 fi
 

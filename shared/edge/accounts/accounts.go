@@ -21,10 +21,12 @@ import (
 
 	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/state/agentstore"
+	"github.com/agentharness/harness/shared/state/callers"
 	"github.com/agentharness/harness/shared/state/channels"
 	"github.com/agentharness/harness/shared/state/connections"
 	"github.com/agentharness/harness/shared/state/skills"
 	"github.com/agentharness/harness/shared/state/store"
+	"github.com/agentharness/harness/shared/state/tokenkeys"
 	"github.com/agentharness/harness/shared/wire/httpjson"
 	"github.com/agentharness/harness/shared/wire/natsturns"
 	"github.com/agentharness/harness/shared/wire/workqueue"
@@ -55,6 +57,11 @@ type Options struct {
 	// ServiceURL is the deployment's public base URL (AGENT_SERVICE_URL), which webhook URLs
 	// start with; empty where it is unknown.
 	ServiceURL string
+	// Keys mints the accounts' end-user tokens; nil where the deployment mints none.
+	Keys *tokenkeys.Keys
+	// PrivateEndpoints is MCP_PRIVATE_ENDPOINTS: "allow" lets a registered JWKS URL be
+	// http:// (a local server); otherwise it must be https://.
+	PrivateEndpoints string
 	// AdminSecret guards the admin routes; empty disables them.
 	AdminSecret string
 	// OpenSignup lets anyone create an account with POST /accounts; otherwise it needs the
@@ -93,14 +100,18 @@ func NewFrom(opts Options) *Handler {
 		"POST /accounts":                                     h.createAccount,
 		"GET /accounts":                                      admin(h.listAccounts),
 		"GET /accounts/{accountId}":                          admin(h.getAccount),
-		"PATCH /accounts/{accountId}":                        admin(h.renameAccount),
+		"PATCH /accounts/{accountId}":                        admin(h.updateAccount),
 		"DELETE /accounts/{accountId}":                       admin(h.deleteAccount),
 		"POST /accounts/{accountId}/rotate-secret":           admin(h.rotateSecret),
 		"GET /accounts/me":                                   me(h.getAccount),
-		"PATCH /accounts/me":                                 me(h.renameAccount),
+		"PATCH /accounts/me":                                 me(h.updateAccount),
 		"DELETE /accounts/me":                                me(h.deleteAccount),
 		"POST /accounts/me/rotate-secret":                    me(h.rotateSecret),
 		"POST /accounts/me/nats-credentials":                 me(h.natsCredentials),
+		"POST /accounts/me/tokens":                           me(h.mintToken),
+		"PUT /accounts/me/token-issuer":                      me(h.putIssuer),
+		"GET /accounts/me/token-issuer":                      me(h.getIssuer),
+		"DELETE /accounts/me/token-issuer":                   me(h.deleteIssuer),
 		"POST /accounts/me/agents":                           me(h.createAgent),
 		"GET /accounts/me/agents":                            me(h.listAgents),
 		"GET /accounts/me/agents/{agentId}":                  me(h.getAgent),
@@ -136,7 +147,11 @@ func accountID(r *http.Request) string { return r.Context().Value(accountKey{}).
 // account authenticates the account secret and acts on that account.
 func (h *Handler) account(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		acc, err := httpjson.Authenticate(r, h.opts.Store)
+		err := callers.SecretOnly(r)
+		var acc store.Account
+		if err == nil {
+			acc, err = httpjson.Authenticate(r, h.opts.Store)
+		}
 		if err == nil {
 			err = checkPathID(r, "agentId")
 		}
@@ -229,7 +244,12 @@ func readUsername(w http.ResponseWriter, r *http.Request) (string, error) {
 	if err := httpjson.DecodeStrict(body, &b); err != nil {
 		return "", httpjson.BodyError(err)
 	}
-	name := strings.TrimSpace(b.Username)
+	return checkUsername(b.Username)
+}
+
+// checkUsername is name trimmed, or the 400 of a name an account may not have.
+func checkUsername(name string) (string, error) {
+	name = strings.TrimSpace(name)
 	switch {
 	case name == "":
 		return "", httpjson.FieldError("username", "is required")
@@ -287,27 +307,55 @@ func (h *Handler) listAccounts(w http.ResponseWriter, r *http.Request) {
 	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"accounts": accs, "cursor": next})
 }
 
-func (h *Handler) getAccount(w http.ResponseWriter, r *http.Request) {
-	acc, err := h.opts.Store.Account(r.Context(), accountID(r))
-	if err != nil {
-		h.errs.Fail(w, r, notFound(err, "account"))
-		return
-	}
-	httpjson.WriteJSON(w, http.StatusOK, acc)
+// accountView is an account as its routes show it: with the origins allowed to call it.
+type accountView struct {
+	store.Account
+	AllowedOrigins []string `json:"allowedOrigins"`
 }
 
-func (h *Handler) renameAccount(w http.ResponseWriter, r *http.Request) {
-	name, err := readUsername(w, r)
-	if err != nil {
-		h.errs.Fail(w, r, err)
-		return
-	}
-	acc, err := h.opts.Store.RenameAccount(r.Context(), accountID(r), name, h.opts.Now())
+func (h *Handler) getAccount(w http.ResponseWriter, r *http.Request) {
+	h.showAccount(w, r, http.StatusOK)
+}
+
+func (h *Handler) showAccount(w http.ResponseWriter, r *http.Request, status int) {
+	a, err := h.opts.Store.AccountAccess(r.Context(), accountID(r))
 	if err != nil {
 		h.errs.Fail(w, r, notFound(err, "account"))
 		return
 	}
-	httpjson.WriteJSON(w, http.StatusOK, acc)
+	httpjson.WriteJSON(w, status, accountView{a.Account, append([]string{}, a.Origins...)})
+}
+
+// updateAccount runs PATCH on an account: its username, and the origins whose pages may call
+// its agents (allowedOrigins; [] allows none), either or both.
+func (h *Handler) updateAccount(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Username       *string   `json:"username"`
+		AllowedOrigins *[]string `json:"allowedOrigins"`
+	}
+	err := h.decode(w, r, &body)
+	if err == nil && body.Username == nil && body.AllowedOrigins == nil {
+		err = httpjson.FieldError("username", `send "username", "allowedOrigins" or both`)
+	}
+	var name string
+	if err == nil && body.Username != nil {
+		name, err = checkUsername(*body.Username)
+	}
+	if err == nil && body.AllowedOrigins != nil {
+		err = checkOrigins(*body.AllowedOrigins)
+	}
+	ctx, id := r.Context(), accountID(r)
+	if err == nil && body.Username != nil {
+		_, err = h.opts.Store.RenameAccount(ctx, id, name, h.opts.Now())
+	}
+	if err == nil && body.AllowedOrigins != nil {
+		err = h.opts.Store.SetOrigins(ctx, id, *body.AllowedOrigins, h.opts.Now())
+	}
+	if err != nil {
+		h.errs.Fail(w, r, notFound(err, "account"))
+		return
+	}
+	h.showAccount(w, r, http.StatusOK)
 }
 
 // deleteAccount turns the account into a tombstone first: its secret stops working at once, and

@@ -210,7 +210,7 @@ func TestCreatedAccountSecretWorks(t *testing.T) {
 
 	me := f.must(t, http.StatusOK, "GET", "/accounts/me", acc.Secret, "")
 	got := decodeJSON[map[string]any](t, me)
-	want := map[string]any{"accountId": acc.AccountID, "username": "ada", "createdAt": acc.CreatedAt, "updatedAt": acc.CreatedAt}
+	want := map[string]any{"accountId": acc.AccountID, "username": "ada", "createdAt": acc.CreatedAt, "updatedAt": acc.CreatedAt, "allowedOrigins": []any{}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("GET /accounts/me (-want +got):\n%s", diff)
 	}

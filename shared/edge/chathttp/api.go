@@ -9,6 +9,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/agentharness/harness/shared/state/callers"
 	"github.com/agentharness/harness/shared/turn"
 	"github.com/agentharness/harness/shared/wire/httpjson"
 )
@@ -20,6 +21,9 @@ const DefaultMaxBodyBytes = 1 << 20
 type Options struct {
 	turn.Options
 	MaxBodyBytes int64
+	// Callers authenticates the account secret and end-user tokens; nil: the secret alone,
+	// against the engine's store.
+	Callers *callers.Resolver
 }
 
 // Handler serves harness-processing's routes.
@@ -44,6 +48,9 @@ func New(opts Options) *Handler {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if opts.Callers == nil {
+		opts.Callers = &callers.Resolver{Store: opts.Store}
+	}
 	h := &Handler{eng: eng, opts: opts, mux: http.NewServeMux(), errs: httpjson.ErrorWriter{Logger: opts.Logger}}
 	h.mux.HandleFunc("/{$}", h.root)
 	h.mux.HandleFunc("GET /readyz", probe)
@@ -57,6 +64,9 @@ func New(opts Options) *Handler {
 	h.mux.HandleFunc("POST /async", h.asyncTurn)
 	h.mux.HandleFunc("GET /status/{eventId}", h.status)
 	h.mux.HandleFunc("/mcp", h.serveMCP)
+	h.mux.HandleFunc("GET /agents", h.agents)
+	h.mux.HandleFunc("GET /conversations", h.listConversations)
+	h.mux.HandleFunc("PATCH /conversations/{conversationId}", h.patchConversation)
 	h.mux.HandleFunc("GET /threads/{parentThreadId}/variables/{requestId}", h.variables)
 	h.mux.HandleFunc("POST /threads/{parentThreadId}/variables/{requestId}", h.provideVariables)
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -70,7 +80,13 @@ func probe(w http.ResponseWriter, _ *http.Request) {
 	httpjson.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if callers.IsPreflight(r) && preflighted(r.URL.Path) {
+		callers.Preflight(w, r)
+		return
+	}
+	h.mux.ServeHTTP(w, r)
+}
 
 func (h *Handler) root(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {

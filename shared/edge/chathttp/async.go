@@ -22,20 +22,9 @@ func (h *Handler) asyncTurn(w http.ResponseWriter, r *http.Request) {
 		httpjson.WriteError(w, &httpjson.Error{Status: http.StatusServiceUnavailable, Message: "async turns are not configured here (no work queue)"})
 		return
 	}
-	secret, err := httpjson.Secret(r)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	req, in, err := h.readTurn(w, r)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
 	// The account and the agent in one read; the conversation is async-worker's to read.
-	opening, err := h.opts.Store.OpenTurn(ctx, secret, req.AgentID, req.ConversationID, true)
-	if err != nil {
-		h.fail(w, r, httpjson.SecretRefused(err))
+	req, in, opening, ok := h.openTurn(w, r, true)
+	if !ok {
 		return
 	}
 	acc := opening.Account
@@ -134,9 +123,8 @@ func (h *Handler) childApprovals(ctx context.Context, accountID string, children
 // has ended its answer's text and messages.
 func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	acc, err := httpjson.Authenticate(r, h.opts.Store)
-	if err != nil {
-		h.fail(w, r, err)
+	acc, ok := h.caller(w, r)
+	if !ok {
 		return
 	}
 	id := r.PathValue("eventId")
@@ -144,8 +132,9 @@ func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	ev, err := h.opts.Store.Event(ctx, acc.ID, id)
-	if errors.Is(err, store.ErrNotFound) {
+	ev, err := h.opts.Store.Event(ctx, acc.AccountID, id)
+	// A token sees the turns of its end user's requests only: another's is not found either.
+	if errors.Is(err, store.ErrNotFound) || (err == nil && !acc.Sees(ev.EndUser)) {
 		httpjson.WriteError(w, &httpjson.Error{Status: http.StatusNotFound, Message: "event " + id + " not found"})
 		return
 	}
@@ -153,7 +142,7 @@ func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	cur, resumedBy, err := h.followResumed(ctx, acc.ID, ev)
+	cur, resumedBy, err := h.followResumed(ctx, acc.AccountID, ev)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -172,7 +161,7 @@ func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
 		out["children"] = ev.Children
 	}
 	if cur.Status == store.EventWaitingAsync {
-		if err := h.childApprovals(ctx, acc.ID, ev.Children, out); err != nil {
+		if err := h.childApprovals(ctx, acc.AccountID, ev.Children, out); err != nil {
 			h.fail(w, r, err)
 			return
 		}
@@ -188,7 +177,7 @@ func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if store.Final(ev.Status) {
-		msgs, err := h.opts.Store.Messages(ctx, acc.ID, ev.ConversationID, ev.FromSeq, ev.ToSeq)
+		msgs, err := h.opts.Store.Messages(ctx, acc.AccountID, ev.ConversationID, ev.FromSeq, ev.ToSeq)
 		if err != nil {
 			h.fail(w, r, err)
 			return
@@ -196,7 +185,7 @@ func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
 		if msgs == nil {
 			msgs = []model.Message{}
 		}
-		if err := h.signFiles(ctx, acc.ID, ev.ConversationID, msgs); err != nil {
+		if err := h.signFiles(ctx, acc.AccountID, ev.ConversationID, msgs); err != nil {
 			h.fail(w, r, err)
 			return
 		}

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/agentharness/harness/shared/model"
+	"github.com/agentharness/harness/shared/state/callers"
 	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/tool/asynctools"
 	"github.com/agentharness/harness/shared/turn"
@@ -45,6 +46,9 @@ type mcpArgs struct {
 // without one is 401 as POST is.
 func (h *Handler) serveMCP(w http.ResponseWriter, r *http.Request) {
 	secret, err := httpjson.Secret(r)
+	if err == nil {
+		err = callers.SecretOnly(r)
+	}
 	if err != nil {
 		h.fail(w, r, err)
 		return

@@ -284,18 +284,22 @@ func (h *Handler) subagents(w http.ResponseWriter, r *http.Request) {
 // stopPoll is how often the stop route looks whether the turn has ended.
 const stopPoll = 50 * time.Millisecond
 
-// conversationRoute authenticates a request to a /chat/{conversationId}/… route and checks the
-// conversation id; ok is false when it answered a refusal.
+// conversationRoute authenticates a request to a /chat/{conversationId}/… or
+// /conversations/{conversationId}… route and checks the conversation id; an end-user token gets
+// 404 for a conversation that is not its end user's. ok is false when it answered a refusal.
 func (h *Handler) conversationRoute(w http.ResponseWriter, r *http.Request) (accountID, conversationID string, ok bool) {
-	acc, err := httpjson.Authenticate(r, h.opts.Store)
+	c, ok := h.caller(w, r)
+	if !ok {
+		return "", "", false
+	}
+	conversationID = r.PathValue("conversationId")
+	err := httpjson.CheckID("conversationId", conversationID)
+	if err == nil {
+		err = h.seeConversation(r, c, conversationID)
+	}
 	if err != nil {
 		h.fail(w, r, err)
 		return "", "", false
 	}
-	conversationID = r.PathValue("conversationId")
-	if err := httpjson.CheckID("conversationId", conversationID); err != nil {
-		h.fail(w, r, err)
-		return "", "", false
-	}
-	return acc.ID, conversationID, true
+	return c.AccountID, conversationID, true
 }

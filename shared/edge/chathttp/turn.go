@@ -17,6 +17,7 @@ import (
 	"github.com/agentharness/harness/shared/edge/aisdk"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/state/attachments"
+	"github.com/agentharness/harness/shared/state/callers"
 	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/turn"
 	"github.com/agentharness/harness/shared/wire/httpjson"
@@ -290,25 +291,68 @@ func (h *Handler) readTurn(w http.ResponseWriter, r *http.Request) (*turnRequest
 	return &req, in, nil
 }
 
+// openTurn authenticates and reads a turn request, and opens its turn: the account, the agent
+// and the conversation in one round trip (a token's account was read as it was verified), so
+// a new message then begins its turn in one write (turn.Start.Opening). An end-user token gets
+// 404 for an agent it may not use or a conversation of another; ok is false when it answered
+// a refusal.
+//
+// A queued turn (queued) reads no conversation here, async-worker does: a token's ownership of
+// it is read from its head alone.
+func (h *Handler) openTurn(w http.ResponseWriter, r *http.Request, queued bool) (*turnRequest, turn.Input, *store.Opening, bool) {
+	bearer, err := httpjson.Secret(r)
+	var c callers.Caller
+	if err == nil && callers.IsToken(bearer) {
+		c, err = h.opts.Callers.Resolve(r)
+	}
+	var req *turnRequest
+	var in turn.Input
+	if err == nil {
+		req, in, err = h.readTurn(w, r)
+	}
+	if err == nil {
+		err = tokenFields(c, req)
+	}
+	if err == nil {
+		err = agentRefused(c, req.AgentID)
+	}
+	var opening *store.Opening
+	switch {
+	case err != nil:
+	case c.Token():
+		opening, err = h.opts.Store.OpenTurnFor(r.Context(), c.AccountID, c.EndUser, req.AgentID, req.ConversationID, req.madeID || queued)
+		if err == nil && queued && !req.madeID {
+			err = h.seeConversation(r, c, req.ConversationID)
+		}
+	default:
+		// The secret is confirmed beside the agent's read, in one round trip.
+		opening, err = h.opts.Store.OpenTurn(r.Context(), bearer, req.AgentID, req.ConversationID, req.madeID || queued)
+		err = httpjson.SecretRefused(err)
+		if err == nil {
+			c.AccountID = opening.Account.ID
+		}
+	}
+	if err == nil {
+		err = h.opts.Callers.Origin(w, r, &c)
+	}
+	if err == nil {
+		if owner, exists := opening.Conversation(); exists && !c.Sees(owner) {
+			err = turn.ConversationNotFound(req.ConversationID)
+		}
+	}
+	if err != nil {
+		h.fail(w, r, err)
+		return nil, turn.Input{}, nil, false
+	}
+	return req, in, opening, true
+}
+
 // turn runs POST /. Everything that can be refused is checked before the stream opens, so a
 // refused request gets a JSON error and writes nothing.
 func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	secret, err := httpjson.Secret(r)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	req, in, err := h.readTurn(w, r)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	// The account, the agent and the conversation in one round trip; a new message then
-	// begins its turn in one write (turn.Start.Opening).
-	opening, err := h.opts.Store.OpenTurn(ctx, secret, req.AgentID, req.ConversationID, req.madeID)
-	if err != nil {
-		h.fail(w, r, httpjson.SecretRefused(err))
+	req, in, opening, ok := h.openTurn(w, r, false)
+	if !ok {
 		return
 	}
 	acc := opening.Account

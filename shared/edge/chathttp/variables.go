@@ -15,19 +15,23 @@ import (
 // and checks its ids; ok is false when it answered a refusal. Another account's ids are not
 // found, like unknown ones.
 func (h *Handler) variablesRoute(w http.ResponseWriter, r *http.Request) (accountID, threadID, requestID string, ok bool) {
-	acc, err := httpjson.Authenticate(r, h.opts.Store)
-	if err == nil {
-		threadID, requestID = r.PathValue("parentThreadId"), r.PathValue("requestId")
-		err = httpjson.CheckID("parentThreadId", threadID)
+	c, ok := h.caller(w, r)
+	if !ok {
+		return "", "", "", false
 	}
+	threadID, requestID = r.PathValue("parentThreadId"), r.PathValue("requestId")
+	err := httpjson.CheckID("parentThreadId", threadID)
 	if err == nil {
 		err = httpjson.CheckID("requestId", requestID)
+	}
+	if err == nil {
+		err = h.seeConversation(r, c, threadID)
 	}
 	if err != nil {
 		h.fail(w, r, err)
 		return "", "", "", false
 	}
-	return acc.ID, threadID, requestID, true
+	return c.AccountID, threadID, requestID, true
 }
 
 // variablesView is a variables request as the endpoint shows it: what the instance needs, never

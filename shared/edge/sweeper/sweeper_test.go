@@ -71,7 +71,7 @@ func TestSweeperSettlesACallerWithItsFinishedChild(t *testing.T) {
 		if err := st.CreateChild(ctx, account, child, "agt_finder", store.Parent{ConversationID: caller, Tool: "finder", Depth: 1}, nil); err != nil {
 			t.Fatal(err)
 		}
-		if err := st.ClaimEvent(ctx, account, subagent.EventID(id), child, now, time.Hour); err != nil {
+		if err := st.ClaimEvent(ctx, account, subagent.EventID(id), child, "", now, time.Hour); err != nil {
 			t.Fatal(err)
 		}
 	}

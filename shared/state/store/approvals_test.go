@@ -196,7 +196,7 @@ func TestPausedEventIsCarriedAndSettledOnce(t *testing.T) {
 	ctx := context.Background()
 	t0 := time.Now().UTC().Truncate(time.Second)
 	for _, id := range []string{"evt_x", "evt_done"} {
-		if err := s.ClaimEvent(ctx, "acc", id, "c", t0, time.Hour); err != nil {
+		if err := s.ClaimEvent(ctx, "acc", id, "c", "", t0, time.Hour); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.UpdateEvent(ctx, "acc", id, store.StatusUpdate{Status: store.EventWaiting, FromSeq: 1, ToSeq: 2, At: t0}); err != nil {

@@ -29,6 +29,9 @@ type Parent struct {
 	EventID string
 	// Depth is how many calls down from a client's conversation it is: 1 for a child.
 	Depth int
+	// EndUser, given to CreateChild, is the end user the caller's conversation belongs to, whose
+	// the child is too; parentOf leaves it empty (Head.EndUser has it).
+	EndUser string
 }
 
 // CreateChild creates a subagent's conversation for agentID, linked to its parent. Creating it
@@ -52,6 +55,9 @@ func (s *Store) CreateChild(ctx context.Context, accountID, conversationID, agen
 	}
 	if len(vars) > 0 {
 		item["vars"] = vars.attr()
+	}
+	if p.EndUser != "" {
+		item["endUser"] = ddb.S(p.EndUser)
 	}
 	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:           &s.tables.Conversations,

@@ -18,10 +18,12 @@ import (
 type TurnStatus struct {
 	ID             string
 	ConversationID string
-	Status         string
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
-	Usage          model.Usage
+	// EndUser is the end user whose request the turn is; empty for the account's.
+	EndUser   string
+	Status    string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	Usage     model.Usage
 	// FromSeq and ToSeq bound the turn's messages in the conversation ([FromSeq, ToSeq)).
 	FromSeq, ToSeq int64
 	// Detail is what the status route shows besides: the answer's text, the error, or what
@@ -104,7 +106,7 @@ func (s *Store) Event(ctx context.Context, accountID, eventID string) (TurnStatu
 		return TurnStatus{}, ErrNotFound
 	}
 	it := out.Item
-	e := TurnStatus{ID: eventID, ConversationID: ddb.String(it, "conversationId"), Status: ddb.String(it, "status")}
+	e := TurnStatus{ID: eventID, ConversationID: ddb.String(it, "conversationId"), EndUser: ddb.String(it, "endUser"), Status: ddb.String(it, "status")}
 	if t, err := time.Parse(time.RFC3339, ddb.String(it, "createdAt")); err == nil {
 		e.CreatedAt = t
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -20,7 +21,9 @@ import (
 // begins the turn from them, so a turn on a conversation that waits for nothing reaches its
 // model after two round trips (three the first time a function sees the secret).
 type Opening struct {
-	Account        Account
+	Account Account
+	// endUser is the end user whose token opened the turn; empty for the account secret.
+	endUser        string
 	agent          Agent
 	agentOK        bool
 	conversationID string
@@ -41,6 +44,39 @@ func (o *Opening) Agent() (Agent, error) {
 		return Agent{}, ErrNotFound
 	}
 	return o.agent, nil
+}
+
+// Conversation is the end user the conversation belongs to (empty: the account's own) and
+// whether it exists; a conversation the opening did not read (a made-up id) does not.
+func (o *Opening) Conversation() (endUser string, exists bool) {
+	if o.conversation.head == nil {
+		return "", false
+	}
+	return ddb.String(o.conversation.head, "endUser"), true
+}
+
+// OpenTurnFor is OpenTurn for a request whose account is proven already (an end-user token,
+// verified on a consistent read of the account), by endUser: the agent and the conversation in
+// one round trip.
+func (s *Store) OpenTurnFor(ctx context.Context, accountID, endUser, agentID, conversationID string, fresh bool) (*Opening, error) {
+	o := &Opening{Account: Account{ID: accountID}, endUser: endUser, conversationID: conversationID, conversation: &snapshot{complete: true}}
+	var wg sync.WaitGroup
+	var convErr error
+	if !fresh {
+		wg.Go(func() { o.conversation, convErr = s.readConversation(ctx, accountID+"#"+conversationID) })
+	}
+	a, err := s.Agent(ctx, accountID, agentID)
+	wg.Wait()
+	switch {
+	case err == nil:
+		o.agent, o.agentOK = a, true
+	case !errors.Is(err, ErrNotFound):
+		return nil, fmt.Errorf("opening the turn: %w", err)
+	}
+	if convErr != nil {
+		return nil, convErr
+	}
+	return o, nil
 }
 
 // OpenTurn confirms secret and reads the agent agentID and the conversation conversationID,
@@ -180,7 +216,8 @@ func (s *Store) StartTurn(ctx context.Context, o *Opening, agentID string, msg m
 		}
 		until, _ := ddb.Int(head, "leaseUntil")
 		_, leased := head["leaseOwner"]
-		if ddb.String(head, "agentId") != agentID || (leased && until >= now.UnixMilli()) {
+		if ddb.String(head, "agentId") != agentID || (leased && until >= now.UnixMilli()) ||
+			(o.endUser != "" && ddb.String(head, "endUser") != o.endUser) {
 			return nil, ErrConflict
 		}
 		for _, wait := range []string{"pendingApprovals", "asyncGroup", "pausedGroup", "pausedEvent"} {
@@ -210,6 +247,15 @@ func (s *Store) StartTurn(ctx context.Context, o *Opening, agentID string, msg m
 		update += ", activeStream = :activeStream"
 		vals[":activeStream"] = ddb.S(stream)
 	}
+	if head == nil && o.endUser != "" {
+		update += ", endUser = :endUser, ownerKey = :ownerKey"
+		vals[":endUser"], vals[":ownerKey"] = ddb.S(o.endUser), ddb.S(ownerKey(o.Account.ID, o.endUser))
+	}
+	if _, child := head["parentConversation"]; !child {
+		clause, lv := listing([]model.Message{msg}, now)
+		update += ", " + clause
+		maps.Copy(vals, lv)
+	}
 	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{put, {Update: &types.Update{
 		TableName:                 &s.tables.Conversations,
 		Key:                       map[string]types.AttributeValue{"conversationKey": ddb.S(key), "seq": ddb.N(0)},
@@ -230,5 +276,8 @@ func (s *Store) StartTurn(ctx context.Context, o *Opening, agentID string, msg m
 		known: append(slices.Clone(snap.history), msg),
 	}
 	t.waitsFrom(head) // it waits for nothing; what a turn left on it before still carries over
+	if head == nil {
+		t.endUser = o.endUser
+	}
 	return t, nil
 }

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -122,18 +123,23 @@ func Final(status string) bool {
 	return status == EventCompleted || status == EventFailed || status == EventCancelled
 }
 
-// ClaimEvent records that a turn request with this event id is being handled. A second claim
-// of the same id returns *DuplicateEventError. Rows expire after ttl.
-func (s *Store) ClaimEvent(ctx context.Context, accountID, eventID, conversationID string, now time.Time, ttl time.Duration) error {
+// ClaimEvent records that a turn request of endUser (empty: the account's) with this event id
+// is being handled. A second claim of the same id returns *DuplicateEventError. Rows expire
+// after ttl.
+func (s *Store) ClaimEvent(ctx context.Context, accountID, eventID, conversationID, endUser string, now time.Time, ttl time.Duration) error {
+	item := map[string]types.AttributeValue{
+		"eventKey":       ddb.S(accountID + "#" + eventID),
+		"conversationId": ddb.S(conversationID),
+		"status":         ddb.S(EventProcessing),
+		"createdAt":      ddb.S(now.UTC().Format(time.RFC3339)),
+		"expiresAt":      ddb.N(now.Add(ttl).Unix()),
+	}
+	if endUser != "" {
+		item["endUser"] = ddb.S(endUser)
+	}
 	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: &s.tables.Events,
-		Item: map[string]types.AttributeValue{
-			"eventKey":       ddb.S(accountID + "#" + eventID),
-			"conversationId": ddb.S(conversationID),
-			"status":         ddb.S(EventProcessing),
-			"createdAt":      ddb.S(now.UTC().Format(time.RFC3339)),
-			"expiresAt":      ddb.N(now.Add(ttl).Unix()),
-		},
+		Item:      item,
 		ConditionExpression:                 aws.String("attribute_not_exists(eventKey)"),
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
@@ -186,7 +192,13 @@ type Lease struct {
 	parent Parent
 	// vars are the conversation's variables (vars.go).
 	vars Vars
+	// endUser is the end user the conversation belongs to; empty for the account's own.
+	endUser string
 }
+
+// EndUser is the end user the conversation belongs to (empty: the account's own), whose its
+// subagents' conversations are too.
+func (t *Lease) EndUser() string { return t.endUser }
 
 // RecordStream makes the lease's next write of the conversation record stream as the stream
 // log of its latest turn (Head.Stream), at no cost of its own: a turn's first write (its user
@@ -216,26 +228,44 @@ type Handover struct {
 // ErrAgentMismatch if the conversation belongs to another agent. An expired lease is taken
 // over, so a crashed turn never locks a conversation for good.
 func (s *Store) TakeLease(ctx context.Context, accountID, conversationID, agentID string, now, leaseUntil time.Time) (*Lease, error) {
+	return s.TakeLeaseOf(ctx, "", accountID, conversationID, agentID, now, leaseUntil)
+}
+
+// TakeLeaseOf is TakeLease for a turn of endUser (empty: of the account, which may take any of
+// its conversations): a new conversation becomes endUser's, and one of another end user, or of
+// the account alone, is ErrNotFound, as an unknown one would be to a reader of that end user.
+func (s *Store) TakeLeaseOf(ctx context.Context, endUser, accountID, conversationID, agentID string, now, leaseUntil time.Time) (*Lease, error) {
 	key := accountID + "#" + conversationID
 	owner := NewID("turn_")
 	// accountId puts the head (only the head) in the sparse index ByAccount, through which
 	// PurgeAccount finds a deleted account's conversations.
+	update := "SET agentId = if_not_exists(agentId, :agent), nextSeq = if_not_exists(nextSeq, :one), accountId = :account, leaseOwner = :owner, leaseUntil = :until"
+	cond := "(attribute_not_exists(leaseOwner) OR leaseUntil < :now) AND (attribute_not_exists(agentId) OR agentId = :agent)"
+	vals := map[string]types.AttributeValue{
+		":agent": ddb.S(agentID), ":one": ddb.N(1), ":account": ddb.S(accountID), ":owner": ddb.S(owner),
+		":until": ddb.N(leaseUntil.UnixMilli()), ":now": ddb.N(now.UnixMilli()),
+	}
+	if endUser != "" {
+		update += ", endUser = :endUser, ownerKey = :ownerKey"
+		cond += " AND (attribute_not_exists(nextSeq) OR endUser = :endUser)"
+		vals[":endUser"], vals[":ownerKey"] = ddb.S(endUser), ddb.S(ownerKey(accountID, endUser))
+	}
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:        &s.tables.Conversations,
-		Key:              map[string]types.AttributeValue{"conversationKey": ddb.S(key), "seq": ddb.N(0)},
-		UpdateExpression: aws.String("SET agentId = if_not_exists(agentId, :agent), nextSeq = if_not_exists(nextSeq, :one), accountId = :account, leaseOwner = :owner, leaseUntil = :until"),
-		ConditionExpression: aws.String("(attribute_not_exists(leaseOwner) OR leaseUntil < :now) AND " +
-			"(attribute_not_exists(agentId) OR agentId = :agent)"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":agent": ddb.S(agentID), ":one": ddb.N(1), ":account": ddb.S(accountID), ":owner": ddb.S(owner),
-			":until": ddb.N(leaseUntil.UnixMilli()), ":now": ddb.N(now.UnixMilli()),
-		},
+		TableName:                           &s.tables.Conversations,
+		Key:                                 map[string]types.AttributeValue{"conversationKey": ddb.S(key), "seq": ddb.N(0)},
+		UpdateExpression:                    aws.String(update),
+		ConditionExpression:                 aws.String(cond),
+		ExpressionAttributeValues:           vals,
 		ReturnValues:                        types.ReturnValueAllNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	var failed *types.ConditionalCheckFailedException
 	if errors.As(err, &failed) {
-		if ddb.String(failed.Item, "agentId") != agentID {
+		_, exists := failed.Item["nextSeq"]
+		switch {
+		case endUser != "" && exists && ddb.String(failed.Item, "endUser") != endUser:
+			return nil, ErrNotFound
+		case ddb.String(failed.Item, "agentId") != agentID:
 			return nil, ErrAgentMismatch
 		}
 		return nil, ErrBusy
@@ -265,6 +295,7 @@ func (t *Lease) waitsFrom(head map[string]types.AttributeValue) {
 	}
 	t.parent = parentOf(head)
 	t.vars = varsOf(head)
+	t.endUser = ddb.String(head, "endUser")
 }
 
 // storedMessage decodes the message a conversation item holds.
@@ -322,6 +353,8 @@ type Head struct {
 	PausedEvent string
 	// Vars are the conversation's variables (vars.go).
 	Vars Vars
+	// EndUser is the end user the conversation belongs to; empty for the account's own.
+	EndUser string
 }
 
 // ConversationHead reads a conversation's head (consistent), or ErrNotFound for a new one.
@@ -347,6 +380,7 @@ func (s *Store) ConversationHead(ctx context.Context, accountID, conversationID 
 		AgentID: ddb.String(out.Item, "agentId"), Stream: ddb.String(out.Item, "activeStream"), LeaseUntil: until, AsyncGroup: ddb.String(out.Item, "asyncGroup"),
 		PendingAsync: ddb.Strings(out.Item, "pendingAsync"), PendingApprovals: ddb.Strings(out.Item, "pendingApprovals"),
 		Parent: parentOf(out.Item), PausedEvent: ddb.String(out.Item, "pausedEvent"), Vars: varsOf(out.Item),
+		EndUser: ddb.String(out.Item, "endUser"),
 	}, nil
 }
 
@@ -538,6 +572,13 @@ func (t *Lease) write(ctx context.Context, msgs []model.Message, extra []types.T
 	vals := map[string]types.AttributeValue{":next": ddb.N(next), ":owner": ddb.S(t.owner), ":cur": ddb.N(t.nextSeq)}
 	for k, v := range values {
 		vals[k] = v
+	}
+	if t.parent.ConversationID == "" && len(msgs) > 0 {
+		// A client's conversation: its list shows this append (listing). The lease's clock is
+		// the store's host's, as the ending's is DynamoDB's.
+		clause, lv := listing(msgs, time.Now())
+		update = strings.Replace(update, "SET ", "SET "+clause+", ", 1)
+		maps.Copy(vals, lv)
 	}
 	recording := t.stream != "" && !t.streamRecorded
 	if recording {

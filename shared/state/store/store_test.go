@@ -93,18 +93,18 @@ func TestEventClaimsAreSingleUse(t *testing.T) {
 	s := newStore(t)
 	ctx := context.Background()
 	now := time.Now()
-	if err := s.ClaimEvent(ctx, "acc", "ev", "c", now, time.Hour); err != nil {
+	if err := s.ClaimEvent(ctx, "acc", "ev", "c", "", now, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.UpdateEvent(ctx, "acc", "ev", store.StatusUpdate{Status: store.EventCompleted, At: now}); err != nil {
 		t.Fatal(err)
 	}
 	var dup *store.DuplicateEventError
-	if err := s.ClaimEvent(ctx, "acc", "ev", "c", now, time.Hour); !errors.As(err, &dup) || dup.Status != store.EventCompleted {
+	if err := s.ClaimEvent(ctx, "acc", "ev", "c", "", now, time.Hour); !errors.As(err, &dup) || dup.Status != store.EventCompleted {
 		t.Fatalf("second claim = %v, want DuplicateEventError with status completed", err)
 	}
 	// Event ids are scoped by account.
-	if err := s.ClaimEvent(ctx, "other", "ev", "c", now, time.Hour); err != nil {
+	if err := s.ClaimEvent(ctx, "other", "ev", "c", "", now, time.Hour); err != nil {
 		t.Fatalf("claim by another account: %v", err)
 	}
 }

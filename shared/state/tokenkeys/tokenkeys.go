@@ -13,9 +13,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/agentharness/harness/shared/state/store"
+	"github.com/agentharness/harness/shared/wire/egress"
 	"github.com/agentharness/harness/shared/wire/usertoken"
 )
 
@@ -175,3 +177,31 @@ func (k *Keys) open(ctx context.Context, accountID string, tk store.TokenKey) ([
 // aad binds a sealed key to its account and id: copied to another account's item, it does not
 // open.
 func aad(accountID, keyID string) []byte { return []byte("token-key\x00" + accountID + "\x00" + keyID) }
+
+// FromConfig returns the token keys kept in st, sealed with sealer, whose JWKS URLs are fetched
+// from public addresses only (egress.Transport()) unless private, the operator's
+// MCP_PRIVATE_ENDPOINTS (the same switch as MCP servers'), is "allow".
+func FromConfig(st *store.Store, sealer Sealer, private string) (*Keys, error) {
+	var rt http.RoundTripper = egress.Transport()
+	switch private {
+	case "":
+	case "allow":
+		rt = http.DefaultTransport
+	default:
+		return nil, fmt.Errorf("MCP_PRIVATE_ENDPOINTS is %q: it must be \"allow\" or unset", private)
+	}
+	return New(st, Options{Sealer: sealer, HTTP: &http.Client{Transport: rt, Timeout: jwksTimeout}}), nil
+}
+
+// CheckIssuerURL refuses a JWKS URL that is not an absolute https:// URL (http:// too where
+// private addresses are allowed, for a local server).
+func CheckIssuerURL(u, private string) error {
+	p, err := url.Parse(u)
+	switch {
+	case err != nil || p.Host == "" || p.User != nil:
+		return errors.New("must be an absolute URL such as https://example.com/.well-known/jwks.json, without credentials")
+	case p.Scheme == "https", p.Scheme == "http" && private == "allow":
+		return nil
+	}
+	return errors.New("must be an https:// URL")
+}

@@ -20,6 +20,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Audience is the aud every token carries: a token minted for another service is refused.
@@ -96,13 +98,30 @@ func Mint(c Claims, keyID string, key ed25519.PrivateKey) (string, error) {
 	return signed + "." + b64.EncodeToString(ed25519.Sign(key, []byte(signed))), nil
 }
 
+// MaxEndUser bounds an end user's id (sub).
+const MaxEndUser = 256
+
+// CheckEndUser refuses an end user's id that is empty, longer than MaxEndUser bytes, not UTF-8
+// or holding a control character: it is shown in lists and logs.
+func CheckEndUser(id string) error {
+	switch {
+	case id == "":
+		return errors.New("is required: your application's id of the user")
+	case len(id) > MaxEndUser:
+		return fmt.Errorf("is longer than %d bytes", MaxEndUser)
+	case !utf8.ValidString(id) || strings.ContainsFunc(id, unicode.IsControl):
+		return errors.New("holds a control character or invalid UTF-8")
+	}
+	return nil
+}
+
 // check refuses claims no token may carry, minted here or by an account.
 func (c Claims) check() error {
 	switch {
 	case c.Account == "":
 		return errors.New("iss (the account) is required")
-	case c.EndUser == "":
-		return errors.New("sub (the end user) is required")
+	case CheckEndUser(c.EndUser) != nil:
+		return fmt.Errorf("sub (the end user) %w", CheckEndUser(c.EndUser))
 	case c.Audience != Audience:
 		return fmt.Errorf("aud must be %q", Audience)
 	case c.Expires <= c.IssuedAt:
