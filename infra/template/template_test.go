@@ -162,7 +162,7 @@ func TestProjectFunctions(t *testing.T) {
 		"AsyncWorkerFunction": {"functions/async-worker/", "bootstrap", "provided.al2023", "arm64",
 			"SQS AsyncWorkQueue batch 10 [ReportBatchItemFailures]"},
 		"HarnessProcessingFunction": {"functions/harness-processing/", "bootstrap", "provided.al2023", "arm64",
-			"HttpApi POST /async", "HttpApi POST /channels/{bindingId}", "HttpApi POST /chat/{conversationId}/stop", "HttpApi GET /chat/{conversationId}/stream", "HttpApi GET /chat/{conversationId}/subagents", "HttpApi POST /chat", "HttpApi GET /", "HttpApi GET /healthz", "HttpApi POST /mcp", "HttpApi DELETE /mcp", "HttpApi GET /mcp", "HttpApi GET /readyz", "HttpApi GET /status/{eventId}",
+			"HttpApi POST /async", "HttpApi POST /channels/{bindingId}", "HttpApi POST /chat/{conversationId}/stop", "HttpApi GET /chat/{conversationId}/stream", "HttpApi GET /chat/{conversationId}/subagents", "HttpApi POST /chat", "HttpApi GET /conversations/{conversationId}/messages", "HttpApi GET /", "HttpApi GET /healthz", "HttpApi POST /mcp", "HttpApi DELETE /mcp", "HttpApi GET /mcp", "HttpApi GET /readyz", "HttpApi GET /status/{eventId}",
 			"HttpApi GET /threads/{parentThreadId}/variables/{requestId}", "HttpApi POST /threads/{parentThreadId}/variables/{requestId}", "HttpApi POST /"},
 		"SweeperFunction": {"functions/sweeper/", "bootstrap", "provided.al2023", "arm64",
 			"Schedule rate(1 minute) every 1m0s"},
