@@ -173,7 +173,7 @@ func TestProjectFunctions(t *testing.T) {
 		"HarnessProcessingFunction": {"functions/harness-processing/", "bootstrap", "provided.al2023", "arm64",
 			"HttpApi POST /async", "HttpApi POST /channels/{bindingId}", "HttpApi POST /chat/{conversationId}/stop", "HttpApi GET /chat/{conversationId}/stream", "HttpApi GET /chat/{conversationId}/subagents", "HttpApi POST /chat", "HttpApi GET /", "HttpApi GET /healthz", "HttpApi POST /mcp", "HttpApi DELETE /mcp", "HttpApi GET /mcp", "HttpApi GET /readyz", "HttpApi GET /status/{eventId}",
 			"HttpApi GET /threads/{parentThreadId}/variables/{requestId}", "HttpApi POST /threads/{parentThreadId}/variables/{requestId}", "HttpApi POST /",
-			"HttpApi GET /agents", "HttpApi GET /conversations", "HttpApi PATCH /conversations/{conversationId}",
+			"HttpApi GET /agents", "HttpApi GET /conversations/{conversationId}/messages", "HttpApi GET /conversations", "HttpApi PATCH /conversations/{conversationId}",
 			"HttpApi OPTIONS /", "HttpApi OPTIONS /chat", "HttpApi OPTIONS /chat/{conversationId}/stream", "HttpApi OPTIONS /chat/{conversationId}/stop",
 			"HttpApi OPTIONS /chat/{conversationId}/subagents", "HttpApi OPTIONS /async", "HttpApi OPTIONS /status/{eventId}",
 			"HttpApi OPTIONS /threads/{parentThreadId}/variables/{requestId}", "HttpApi OPTIONS /agents", "HttpApi OPTIONS /conversations",

@@ -51,6 +51,8 @@ type Decision struct {
 	// Denial is what the model is told for a call that was not approved: who refused it and
 	// why, so it can answer without the tool.
 	Denial string
+	// Approval, when set, is kept on the call's result (model.Part.Approval).
+	Approval *model.Approval
 }
 
 // Config is what one turn runs with.
@@ -229,6 +231,7 @@ func decide(ctx context.Context, cfg Config, history []model.Message, decisions 
 			if !yield(Event{Type: ToolOutputDenied, ToolCallID: c.ToolCallID, ToolName: c.ToolName, ErrorText: denial}, nil) {
 				return nil, model.Usage{}, false
 			}
+			result.Approval = d.Approval
 			results = append(results, result)
 			continue
 		}
@@ -237,6 +240,7 @@ func decide(ctx context.Context, cfg Config, history []model.Message, decisions 
 		if !ok {
 			return nil, model.Usage{}, false
 		}
+		r.Approval = d.Approval
 		results = append(results, r)
 	}
 	produced := append(boundNested(nested.Messages()), model.Message{ID: newID(cfg.NewID), Role: model.RoleTool, Parts: results})
@@ -530,7 +534,8 @@ func runTools(ctx context.Context, cfg Config, calls []model.Part, yield func(Ev
 			denial += ": " + d.Reason
 		}
 		result, denial := step.failure(ctx, c, denial+"; the tool did not run")
-		if !yield(Event{Type: ToolOutputDenied, ToolCallID: c.ToolCallID, ToolName: c.ToolName, ApprovalID: newApprovalID(), Automatic: true, ErrorText: denial}, nil) {
+		result.Approval = &model.Approval{ID: newApprovalID(), Reason: denial, Automatic: true}
+		if !yield(Event{Type: ToolOutputDenied, ToolCallID: c.ToolCallID, ToolName: c.ToolName, ApprovalID: result.Approval.ID, Automatic: true, ErrorText: denial}, nil) {
 			return nil, nil, false, false
 		}
 		results = append(results, result)

@@ -357,7 +357,10 @@ func TestRunDeniesWithoutAsking(t *testing.T) {
 			if len(results.Parts) != 2 {
 				t.Fatalf("step 1 results = %+v, want 2", results.Parts)
 			}
-			if diff := cmp.Diff(errorPart("A", "files", tt.wantDenied), results.Parts[0]); diff != "" {
+			// The result keeps the denial the client was shown, under the event's approval id.
+			wantResult := errorPart("A", "files", tt.wantDenied)
+			wantResult.Approval = &model.Approval{ID: denied[0].ApprovalID, Reason: tt.wantDenied, Automatic: true}
+			if diff := cmp.Diff(wantResult, results.Parts[0]); diff != "" {
 				t.Errorf("A's result (-want +got):\n%s", diff)
 			}
 			next := rec.requests[1].Messages

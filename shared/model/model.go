@@ -115,6 +115,23 @@ type Part struct {
 	Data []byte `json:"-"`
 	// URL is a signed, short-lived address of a file's bytes, in answers only; never stored.
 	URL string `json:"url,omitempty"`
+	// Approval, on the result of a call that was held for the user's approval or refused by a
+	// policy, is how it was decided: what a client was shown of the decision, kept so that it
+	// can be shown again when the conversation is read back.
+	Approval *Approval `json:"approval,omitempty"`
+}
+
+// Approval is the decision on a call that needed one, as its result keeps it.
+type Approval struct {
+	ID       string `json:"id"`
+	Approved bool   `json:"approved"`
+	// Reason is the decision's reason as the decider gave it: the user's own words, or the
+	// text of a denial the harness or a policy made.
+	Reason string `json:"reason,omitempty"`
+	// RequestReason is why the policy asked; often empty.
+	RequestReason string `json:"requestReason,omitempty"`
+	// Automatic: a policy decided, not the user.
+	Automatic bool `json:"automatic,omitempty"`
 }
 
 // Text returns the concatenated text parts of m.

@@ -67,6 +67,14 @@ func (e *Engine) plan(ctx context.Context, accountID string, req Request, in Inp
 		outcome[id] = a
 	}
 	var refusal error
+	// said are the reasons the request's decisions give, as the client sent them, for the
+	// decisions their results keep (model.Approval).
+	said := map[string]string{}
+	for _, d := range in.Decisions {
+		if !in.Cancel {
+			said[d.ApprovalID] = d.Reason
+		}
+	}
 	for _, d := range in.Decisions {
 		a, ok := outcome[d.ApprovalID]
 		if !ok {
@@ -128,13 +136,17 @@ func (e *Engine) plan(ctx context.Context, accountID string, req Request, in Inp
 	plan.decisions = map[string]agent.Decision{}
 	for _, id := range held {
 		a := outcome[id]
+		kept := &model.Approval{ID: a.ID, Approved: a.Status == store.ApprovalApproved, Reason: a.Reason, RequestReason: a.RequestReason}
+		if reason, ok := said[id]; ok {
+			kept.Reason = reason
+		}
 		switch a.Status {
 		case store.ApprovalPending:
 			waiting = append(waiting, a)
 		case store.ApprovalApproved:
-			plan.decisions[a.ToolCallID] = agent.Decision{Approved: true}
+			plan.decisions[a.ToolCallID] = agent.Decision{Approved: true, Approval: kept}
 		default:
-			plan.decisions[a.ToolCallID] = agent.Decision{Denial: a.Reason}
+			plan.decisions[a.ToolCallID] = agent.Decision{Denial: a.Reason, Approval: kept}
 		}
 	}
 	if len(waiting) > 0 {

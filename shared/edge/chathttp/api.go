@@ -61,6 +61,7 @@ func New(opts Options) *Handler {
 	h.mux.HandleFunc("GET /chat/{conversationId}/stream", h.resume)
 	h.mux.HandleFunc("POST /chat/{conversationId}/stop", h.stop)
 	h.mux.HandleFunc("GET /chat/{conversationId}/subagents", h.subagents)
+	h.mux.HandleFunc("GET /conversations/{conversationId}/messages", h.messages)
 	h.mux.HandleFunc("POST /async", h.asyncTurn)
 	h.mux.HandleFunc("GET /status/{eventId}", h.status)
 	h.mux.HandleFunc("/mcp", h.serveMCP)

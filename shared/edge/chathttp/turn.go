@@ -108,32 +108,31 @@ func (req *turnRequest) input(newID func() string) (turn.Input, error) {
 	if last.Role != "user" {
 		return turn.Input{}, httpjson.FieldError(fmt.Sprintf("messages[%d].role", at), fmt.Sprintf("the last message must have role user, got %q", last.Role))
 	}
-	var text strings.Builder
-	var files []model.Part
+	// The parts are kept in the client's order (useChat puts files before the text), so the
+	// conversation reads back as the client sent it (GET /conversations/{id}/messages).
+	var parts []model.Part
 	for j, p := range last.Parts {
 		switch p.Type {
 		case "text":
-			text.WriteString(p.Text)
+			if strings.TrimSpace(p.Text) != "" {
+				parts = append(parts, model.Part{Type: model.PartText, Text: p.Text})
+			}
 		case "file":
 			f, err := filePart(fmt.Sprintf("messages[%d].parts[%d]", at, j), p)
 			if err != nil {
 				return turn.Input{}, err
 			}
-			files = append(files, f)
+			parts = append(parts, f)
 		}
 	}
-	if strings.TrimSpace(text.String()) == "" && len(files) == 0 {
+	if len(parts) == 0 {
 		return turn.Input{}, httpjson.FieldError(fmt.Sprintf("messages[%d].parts", at), "the last user message has no text or file part")
 	}
 	id := last.ID
 	if id == "" {
 		id = newID()
 	}
-	var parts []model.Part
-	if t := text.String(); strings.TrimSpace(t) != "" {
-		parts = append(parts, model.Part{Type: model.PartText, Text: t})
-	}
-	return turn.Input{Message: &model.Message{ID: id, Role: model.RoleUser, Parts: append(parts, files...)}}, nil
+	return turn.Input{Message: &model.Message{ID: id, Role: model.RoleUser, Parts: parts}}, nil
 }
 
 // filePart reads an AI SDK file part, whose bytes it carries as a data: URL: the harness never
@@ -416,7 +415,12 @@ func (h *Handler) turn(w http.ResponseWriter, r *http.Request) {
 	}
 	out = aisdk.Open(w, http.Header{"X-Conversation-Id": {conversation}})
 	messageID := in.RespondsTo
-	if messageID == "" {
+	switch {
+	case messageID == "" && in.Message != nil:
+		// Derived from the user message, so that the conversation read back names the
+		// assistant's message as this stream did.
+		messageID = aisdk.AssistantMessageID(req.ConversationID, in.Message.ID)
+	case messageID == "":
 		messageID = turn.NewMessageID()
 	}
 	send(aisdk.Start(messageID))
