@@ -82,7 +82,7 @@ func probe(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if callers.IsPreflight(r) && preflighted(r.URL.Path) {
+	if r.Method == http.MethodOptions && preflighted(r.URL.Path) {
 		callers.Preflight(w, r)
 		return
 	}
