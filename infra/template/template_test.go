@@ -74,18 +74,27 @@ func TestProjectTables(t *testing.T) {
 		},
 		{
 			LogicalID: "ApprovalsTable", BillingMode: "PAY_PER_REQUEST",
-			AttributeDefinitions: []AttributeDefinition{{"approvalKey", "S"}},
+			AttributeDefinitions: []AttributeDefinition{{"approvalKey", "S"}, {"conversationKey", "S"}},
 			KeySchema:            []KeyElement{{"approvalKey", "HASH"}},
-			TTLAttribute:         "expiresAt",
+			GlobalSecondaryIndexes: []Index{{
+				IndexName:  "ByConversation",
+				KeySchema:  []KeyElement{{"conversationKey", "HASH"}},
+				Projection: Projection{ProjectionType: "KEYS_ONLY"},
+			}},
+			TTLAttribute: "expiresAt",
 		},
 		{
 			LogicalID: "AsyncToolResultsTable", BillingMode: "PAY_PER_REQUEST",
-			AttributeDefinitions: []AttributeDefinition{{"pk", "S"}, {"sk", "S"}, {"dueShard", "S"}, {"dueAt", "N"}},
+			AttributeDefinitions: []AttributeDefinition{{"pk", "S"}, {"sk", "S"}, {"dueShard", "S"}, {"dueAt", "N"}, {"conversationKey", "S"}},
 			KeySchema:            []KeyElement{{"pk", "HASH"}, {"sk", "RANGE"}},
 			GlobalSecondaryIndexes: []Index{{
 				IndexName:  "Due",
 				KeySchema:  []KeyElement{{"dueShard", "HASH"}, {"dueAt", "RANGE"}},
 				Projection: Projection{ProjectionType: "KEYS_ONLY"},
+			}, {
+				IndexName:  "ByConversation",
+				KeySchema:  []KeyElement{{"conversationKey", "HASH"}},
+				Projection: Projection{ProjectionType: "INCLUDE", NonKeyAttributes: []string{"responseKey"}},
 			}},
 			TTLAttribute: "expiresAt",
 		},
@@ -102,19 +111,28 @@ func TestProjectTables(t *testing.T) {
 		},
 		{
 			LogicalID: "ConversationsTable", BillingMode: "PAY_PER_REQUEST",
-			AttributeDefinitions: []AttributeDefinition{{"conversationKey", "S"}, {"seq", "N"}, {"accountId", "S"}},
+			AttributeDefinitions: []AttributeDefinition{{"conversationKey", "S"}, {"seq", "N"}, {"accountId", "S"}, {"parentKey", "S"}},
 			KeySchema:            []KeyElement{{"conversationKey", "HASH"}, {"seq", "RANGE"}},
 			GlobalSecondaryIndexes: []Index{{
 				IndexName:  "ByAccount",
 				KeySchema:  []KeyElement{{"accountId", "HASH"}},
 				Projection: Projection{ProjectionType: "KEYS_ONLY"},
+			}, {
+				IndexName:  "ByParent",
+				KeySchema:  []KeyElement{{"parentKey", "HASH"}},
+				Projection: Projection{ProjectionType: "KEYS_ONLY"},
 			}},
 		},
 		{
 			LogicalID: "EventsTable", BillingMode: "PAY_PER_REQUEST",
-			AttributeDefinitions: []AttributeDefinition{{"eventKey", "S"}},
+			AttributeDefinitions: []AttributeDefinition{{"eventKey", "S"}, {"conversationKey", "S"}},
 			KeySchema:            []KeyElement{{"eventKey", "HASH"}},
-			TTLAttribute:         "expiresAt",
+			GlobalSecondaryIndexes: []Index{{
+				IndexName:  "ByConversation",
+				KeySchema:  []KeyElement{{"conversationKey", "HASH"}},
+				Projection: Projection{ProjectionType: "KEYS_ONLY"},
+			}},
+			TTLAttribute: "expiresAt",
 		},
 		{
 			LogicalID: "SkillsTable", BillingMode: "PAY_PER_REQUEST",
@@ -123,9 +141,14 @@ func TestProjectTables(t *testing.T) {
 		},
 		{
 			LogicalID: "StreamsTable", BillingMode: "PAY_PER_REQUEST",
-			AttributeDefinitions: []AttributeDefinition{{"streamKey", "S"}, {"seq", "N"}},
+			AttributeDefinitions: []AttributeDefinition{{"streamKey", "S"}, {"seq", "N"}, {"groupKey", "S"}},
 			KeySchema:            []KeyElement{{"streamKey", "HASH"}, {"seq", "RANGE"}},
-			TTLAttribute:         "expiresAt",
+			GlobalSecondaryIndexes: []Index{{
+				IndexName:  "ByGroup",
+				KeySchema:  []KeyElement{{"groupKey", "HASH"}},
+				Projection: Projection{ProjectionType: "KEYS_ONLY"},
+			}},
+			TTLAttribute: "expiresAt",
 		},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -162,7 +185,7 @@ func TestProjectFunctions(t *testing.T) {
 		"AsyncWorkerFunction": {"functions/async-worker/", "bootstrap", "provided.al2023", "arm64",
 			"SQS AsyncWorkQueue batch 10 [ReportBatchItemFailures]"},
 		"HarnessProcessingFunction": {"functions/harness-processing/", "bootstrap", "provided.al2023", "arm64",
-			"HttpApi POST /async", "HttpApi POST /channels/{bindingId}", "HttpApi POST /chat/{conversationId}/stop", "HttpApi GET /chat/{conversationId}/stream", "HttpApi GET /chat/{conversationId}/subagents", "HttpApi POST /chat", "HttpApi GET /", "HttpApi GET /healthz", "HttpApi POST /mcp", "HttpApi DELETE /mcp", "HttpApi GET /mcp", "HttpApi GET /readyz", "HttpApi GET /status/{eventId}",
+			"HttpApi POST /async", "HttpApi POST /channels/{bindingId}", "HttpApi POST /chat/{conversationId}/stop", "HttpApi GET /chat/{conversationId}/stream", "HttpApi GET /chat/{conversationId}/subagents", "HttpApi POST /chat", "HttpApi DELETE /conversations/{conversationId}", "HttpApi GET /", "HttpApi GET /healthz", "HttpApi POST /mcp", "HttpApi DELETE /mcp", "HttpApi GET /mcp", "HttpApi GET /readyz", "HttpApi GET /status/{eventId}",
 			"HttpApi GET /threads/{parentThreadId}/variables/{requestId}", "HttpApi POST /threads/{parentThreadId}/variables/{requestId}", "HttpApi POST /"},
 		"SweeperFunction": {"functions/sweeper/", "bootstrap", "provided.al2023", "arm64",
 			"Schedule rate(1 minute) every 1m0s"},

@@ -59,6 +59,7 @@ func New(opts Options) *Handler {
 	h.mux.HandleFunc("/mcp", h.serveMCP)
 	h.mux.HandleFunc("GET /threads/{parentThreadId}/variables/{requestId}", h.variables)
 	h.mux.HandleFunc("POST /threads/{parentThreadId}/variables/{requestId}", h.provideVariables)
+	h.mux.HandleFunc("DELETE /conversations/{conversationId}", h.deleteConversation)
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		httpjson.WriteError(w, &httpjson.Error{Status: http.StatusNotFound, Message: "no route for " + r.Method + " " + r.URL.Path})
 	})

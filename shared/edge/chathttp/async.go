@@ -144,7 +144,7 @@ func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	ev, err := h.opts.Store.Event(ctx, acc.ID, id)
+	ev, err := h.opts.Store.ConversationEvent(ctx, acc.ID, id)
 	if errors.Is(err, store.ErrNotFound) {
 		httpjson.WriteError(w, &httpjson.Error{Status: http.StatusNotFound, Message: "event " + id + " not found"})
 		return

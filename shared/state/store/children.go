@@ -42,6 +42,7 @@ func (s *Store) CreateChild(ctx context.Context, accountID, conversationID, agen
 		"agentId":            ddb.S(agentID),
 		"nextSeq":            ddb.N(1),
 		"parentConversation": ddb.S(p.ConversationID),
+		"parentKey":          ddb.S(accountID + "#" + p.ConversationID),
 		"parentTurn":         ddb.S(p.TurnKey),
 		"parentTool":         ddb.S(p.Tool),
 		"parentEvent":        ddb.S(p.EventID),

@@ -29,6 +29,9 @@ type TurnStatus struct {
 	Detail json.RawMessage
 	// Children are the subagent calls the turn made.
 	Children []Child
+	// unindexed: the row was written before events carried conversationKey, so deleting its
+	// conversation did not find it (ConversationEvent).
+	unindexed bool
 }
 
 // StatusUpdate is one step of a turn's progress, recorded on its status row.
@@ -120,6 +123,8 @@ func (s *Store) Event(ctx context.Context, accountID, eventID string) (TurnStatu
 		e.Detail = json.RawMessage(d)
 	}
 	e.Children = childrenOf(it)
+	_, indexed := it["conversationKey"]
+	e.unindexed = !indexed
 	return e, nil
 }
 

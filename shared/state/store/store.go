@@ -133,6 +133,9 @@ func (s *Store) ClaimEvent(ctx context.Context, accountID, eventID, conversation
 			"status":         ddb.S(EventProcessing),
 			"createdAt":      ddb.S(now.UTC().Format(time.RFC3339)),
 			"expiresAt":      ddb.N(now.Add(ttl).Unix()),
+
+			// It puts the event in ByConversation, where deleting its conversation finds it.
+			"conversationKey": ddb.S(accountID + "#" + conversationID),
 		},
 		ConditionExpression:                 aws.String("attribute_not_exists(eventKey)"),
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
