@@ -119,9 +119,13 @@ func (s *Store) ConversationEvents(ctx context.Context, accountID, conversationI
 // found. Rows written since events carry conversationKey are deleted with their conversation;
 // an older one reads as not found once its conversation's head is gone.
 func (s *Store) ConversationEvent(ctx context.Context, accountID, eventID string) (TurnStatus, error) {
-	e, err := s.Event(ctx, accountID, eventID)
-	if err != nil || !e.unindexed {
-		return e, err
+	it, err := s.eventItem(ctx, accountID, eventID)
+	if err != nil {
+		return TurnStatus{}, err
+	}
+	e := eventOf(eventID, it)
+	if _, indexed := it["conversationKey"]; indexed {
+		return e, nil
 	}
 	if _, err := s.ConversationHead(ctx, accountID, e.ConversationID); err != nil {
 		return TurnStatus{}, err
