@@ -9,7 +9,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -381,5 +387,92 @@ func TestCORS(t *testing.T) {
 	own := http.Header{"Origin": {srv.URL}}
 	if res, _ := requestWith(t, srv, http.MethodGet, "/conversations", tok, own, nil); res.status != http.StatusOK {
 		t.Errorf("a request from the harness's own origin = %d %s", res.status, res.body)
+	}
+}
+
+// corsOutcome is what infra/node/cors-browser.mjs saw from its page.
+type corsOutcome struct {
+	Origin string `json:"origin"`
+	Chat   struct {
+		OK             bool   `json:"ok"`
+		Status         int    `json:"status"`
+		ConversationID string `json:"conversationId"`
+		Body           string `json:"body"`
+		Error          string `json:"error"`
+	} `json:"chat"`
+	List struct {
+		OK     bool   `json:"ok"`
+		Status int    `json:"status"`
+		Body   string `json:"body"`
+		Error  string `json:"error"`
+	} `json:"list"`
+}
+
+// TestCORSInChromium has a page of another origin call the harness with an end-user token in
+// Chromium: the browser preflights the JSON POST; while the account does not list the page's
+// origin the browser lets the page read nothing and the turn never runs; once it does, the
+// page chats and lists its conversations.
+func TestCORSInChromium(t *testing.T) {
+	if os.Getenv("HARNESS_CHROMIUM") == "" {
+		t.Fatal("HARNESS_CHROMIUM is not set: run the tests with `make test`, whose stack finds or installs Chromium")
+	}
+	node, script := testenv.Node(t), filepath.Join(testenv.Root(t), "infra", "node", "cors-browser.mjs")
+	srv := runner(t, faketavily.New(nil))
+	_, secret := createAccount(t, srv, "browser")
+	agentID := createAgent(t, srv, secret, tokenGreeter)
+	tok := mintToken(t, srv, secret, `{"endUser":"frank"}`)
+	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		_, _ = w.Write([]byte(`<!doctype html><title>an application</title>`))
+	}))
+	defer page.Close()
+	// The page calls the harness through a proxy that counts the preflights its browser sends
+	// (a page never sees them).
+	target, err := url.Parse(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var preflights atomic.Int32
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") == "POST" {
+			preflights.Add(1)
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer api.Close()
+	run := func() corsOutcome {
+		t.Helper()
+		out, err := exec.CommandContext(t.Context(), node, script, page.URL, api.URL, tok, agentID).Output()
+		if err != nil {
+			t.Fatalf("cors-browser: %v\n%s", err, out)
+		}
+		var o corsOutcome
+		if err := json.Unmarshal(out, &o); err != nil {
+			t.Fatalf("cors-browser printed %s", out)
+		}
+		return o
+	}
+
+	refused := run()
+	if preflights.Load() == 0 {
+		t.Error("the browser sent no preflight for a JSON POST with Authorization")
+	}
+	if refused.Chat.OK || refused.List.OK || !strings.Contains(refused.Chat.Error, "Failed to fetch") {
+		t.Errorf("a page of an origin the account does not list read %+v, want the browser to refuse it", refused)
+	}
+	if res := call(t, srv, http.MethodGet, "/conversations/conv-browser/messages", tok, ""); res.status != http.StatusNotFound {
+		t.Errorf("the refused page's turn ran: %d %s", res.status, res.body)
+	}
+
+	if res := call(t, srv, http.MethodPatch, "/accounts/me", secret, `{"allowedOrigins":["`+refused.Origin+`"]}`); res.status != http.StatusOK {
+		t.Fatalf("PATCH allowedOrigins = %d %s", res.status, res.body)
+	}
+	allowed := run()
+	if !allowed.Chat.OK || allowed.Chat.Status != http.StatusOK || allowed.Chat.ConversationID != "conv-browser" || !strings.Contains(allowed.Chat.Body, `"type":"finish"`) {
+		t.Errorf("a page of an allowed origin chatting: %+v", allowed.Chat)
+	}
+	if !allowed.List.OK || !strings.Contains(allowed.List.Body, `"id":"conv-browser"`) {
+		t.Errorf("a page of an allowed origin listing: %+v", allowed.List)
 	}
 }
