@@ -58,6 +58,19 @@ func (h *Handler) seeConversation(r *http.Request, c callers.Caller, conversatio
 	return err
 }
 
+// mayStart refuses a token a turn on a conversation of another end user (404); one that does
+// not exist yet becomes its end user's.
+func (h *Handler) mayStart(r *http.Request, c callers.Caller, conversationID string) error {
+	info, err := h.opts.Store.Conversation(r.Context(), c.AccountID, conversationID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil
+	case err == nil && !c.Sees(info.EndUser):
+		return turn.ConversationNotFound(conversationID)
+	}
+	return err
+}
+
 // preflighted lists the routes a page of another origin may call (with an end-user token, or
 // the account secret): each answers CORS preflights. /mcp and the channels' webhooks are
 // called by servers, never by a page.

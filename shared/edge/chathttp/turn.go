@@ -321,7 +321,7 @@ func (h *Handler) openTurn(w http.ResponseWriter, r *http.Request, queued bool) 
 	case c.Token():
 		opening, err = h.opts.Store.OpenTurnFor(r.Context(), c.AccountID, c.EndUser, req.AgentID, req.ConversationID, req.madeID || queued)
 		if err == nil && queued && !req.madeID {
-			err = h.seeConversation(r, c, req.ConversationID)
+			err = h.mayStart(r, c, req.ConversationID)
 		}
 	default:
 		// The secret is confirmed beside the agent's read, in one round trip.
