@@ -142,6 +142,30 @@ type conformanceSummary struct {
 		ASeen, Replay, ReplayAgain []asFrame
 	}
 	Subagent asTurn
+	Tokens   struct {
+		Protocol                                  string
+		CreateAgent, OtherAgent, BobsConversation asFrame
+		Alice, Bob                                asUser
+		All                                       asFrame
+	}
+}
+
+// asUser is an end user's socket in the tokens scenario: its runtime, its turn's frames and
+// what its conversationList() resolved with.
+type asUser struct {
+	Runtime map[string]any
+	Frames  []asFrame
+	List    asFrame
+}
+
+// asListed is what a conversationList() resolved with, each conversation as "id agent_id
+// created_by_id summary"; ok is false unless it succeeded.
+func asListed(f asFrame) (list []string, ok bool) {
+	convs, _ := f["conversations"].([]any)
+	for _, c := range convs {
+		list = append(list, strings.Join([]string{asStr(c, "id"), asStr(c, "agent_id"), asStr(c, "created_by_id"), asStr(c, "summary")}, " "))
+	}
+	return list, f["type"] == "conversation_list_response" && f["success"] == true && asStr(f, "request_id") != ""
 }
 
 // asField walks nested objects: asField(f, "delta", "tool_call", "name").
@@ -749,5 +773,41 @@ func TestAppServerConformance(t *testing.T) {
 	}
 	if got := asStopReasons(q.Frames); !slices.Equal(got, []string{"end_turn", "end_turn"}) {
 		t.Errorf("queue: stop reasons %v, want both turns to end", got)
+	}
+
+	// n. End-user tokens on browser sockets: the upgrade answered the harness's subprotocol;
+	// create_agent, another agent and another end user's conversation are refused; each end
+	// user's conversationList() lists its own conversation alone, the secret's both, newest
+	// first, each with the end user that made it.
+	tk := got.Tokens
+	if tk.Protocol != "harness" {
+		t.Errorf("tokens: the socket's subprotocol is %q, want harness", tk.Protocol)
+	}
+	if r := tk.CreateAgent; r["success"] != false || !strings.Contains(asStr(r, "error"), "create_agent") {
+		t.Errorf("tokens: create_agent answered %v, want it refused", r)
+	}
+	if r, want := tk.OtherAgent, "agent "+ids["tickets"]+" not found"; r["success"] != false || asStr(r, "error") != want {
+		t.Errorf("tokens: another agent answered %v, want %q", r, want)
+	}
+	aliceConv, bobConv := asStr(tk.Alice.Runtime, "conversation_id"), asStr(tk.Bob.Runtime, "conversation_id")
+	if r, want := tk.BobsConversation, "conversation "+bobConv+" not found"; r["success"] != false || asStr(r, "error") != want {
+		t.Errorf("tokens: Bob's conversation answered Alice %v, want %q", r, want)
+	}
+	asCheckEnded(t, "tokens: alice", tk.Alice.Frames, "end_turn")
+	asCheckEnded(t, "tokens: bob", tk.Bob.Frames, "end_turn")
+	aliceLine := aliceConv + " " + ids["delegatee"] + " alice Hi, I am alice"
+	bobLine := bobConv + " " + ids["delegatee"] + " bob Hi, I am bob"
+	for _, c := range []struct {
+		who  string
+		got  asFrame
+		want []string
+	}{
+		{"alice", tk.Alice.List, []string{aliceLine}},
+		{"bob", tk.Bob.List, []string{bobLine}},
+		{"the secret", tk.All, []string{bobLine, aliceLine}},
+	} {
+		if list, ok := asListed(c.got); !ok || !slices.Equal(list, c.want) {
+			t.Errorf("tokens: %s's conversationList() resolved with %v, want %q", c.who, c.got, c.want)
+		}
 	}
 }

@@ -24,8 +24,9 @@ import (
 	"github.com/agentharness/harness/shared/wire/usertoken"
 )
 
-// mintToken mints an end-user token with the account secret, as an application's backend does.
-func mintToken(t *testing.T, srv *httptest.Server, secret, body string) string {
+// mintWith mints an end-user token for the request body, with the account secret, as an
+// application's backend does.
+func mintWith(t *testing.T, srv *httptest.Server, secret, body string) string {
 	t.Helper()
 	res := call(t, srv, http.MethodPost, "/accounts/me/tokens", secret, body)
 	if res.status != http.StatusCreated {
@@ -75,8 +76,8 @@ func TestEndUserTokens(t *testing.T) {
 			t.Errorf("POST /accounts/me/tokens %s = %d %s, want 400 naming %s", body, res.status, res.body, field)
 		}
 	}
-	alice := mintToken(t, srv, secret, `{"endUser":"alice","agents":["`+greeterID+`"],"ttlSeconds":600}`)
-	bob := mintToken(t, srv, secret, `{"endUser":"bob"}`)
+	alice := mintWith(t, srv, secret, `{"endUser":"alice","agents":["`+greeterID+`"],"ttlSeconds":600}`)
+	bob := mintWith(t, srv, secret, `{"endUser":"bob"}`)
 
 	// A token opens nothing of the account's own routes, nor /mcp.
 	for _, r := range [][2]string{{"GET", "/accounts/me"}, {"POST", "/accounts/me/tokens"}, {"GET", "/accounts/me/agents"}, {"POST", "/accounts/me/rotate-secret"}, {"POST", "/mcp"}} {
@@ -351,7 +352,7 @@ func TestCORS(t *testing.T) {
 	srv := runner(t, faketavily.New(nil))
 	_, secret := createAccount(t, srv, "cors")
 	agentID := createAgent(t, srv, secret, tokenGreeter)
-	tok := mintToken(t, srv, secret, `{"endUser":"erin"}`)
+	tok := mintWith(t, srv, secret, `{"endUser":"erin"}`)
 	origin := http.Header{"Origin": {"https://app.example.com"}, "Access-Control-Request-Method": {"POST"}, "Access-Control-Request-Headers": {"authorization,content-type"}}
 
 	pre, h := requestWith(t, srv, http.MethodOptions, "/chat", "", origin.Clone(), nil)
@@ -420,7 +421,7 @@ func TestCORSInChromium(t *testing.T) {
 	srv := runner(t, faketavily.New(nil))
 	_, secret := createAccount(t, srv, "browser")
 	agentID := createAgent(t, srv, secret, tokenGreeter)
-	tok := mintToken(t, srv, secret, `{"endUser":"frank"}`)
+	tok := mintWith(t, srv, secret, `{"endUser":"frank"}`)
 	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html")
 		_, _ = w.Write([]byte(`<!doctype html><title>an application</title>`))

@@ -21,12 +21,14 @@ import (
 
 // WebSocket is what a WebSocket API function hands to its routes: $connect, $default and
 // $disconnect. The runner serves it on GET /ws the way API Gateway would: the upgrade is refused
-// unless Connect succeeds, every frame is one Message call, and output reaches the socket
-// through the runner's poster, as through @connections.
+// unless Connect succeeds and answered with the subprotocol Connect names, every frame is one
+// Message call, and output reaches the socket through the runner's poster, as through
+// @connections. A connection whose admission ends by time is handed to Expire then.
 type WebSocket interface {
-	Connect(ctx context.Context, connectionID string, header http.Header, query url.Values) error
+	Connect(ctx context.Context, connectionID string, header http.Header, query url.Values) (wsconn.Admission, error)
 	Message(ctx context.Context, connectionID string, body []byte) error
 	Disconnect(ctx context.Context, connectionID string) error
+	Expire(ctx context.Context, connectionID string) error
 }
 
 // maxLocalFrame is the largest frame the local socket reads; larger ones close it with 1009
@@ -97,7 +99,8 @@ func newConnectionID() string {
 func serveWebSocket(fn WebSocket, socks *sockets, timeout time.Duration, logger *slog.Logger) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id := newConnectionID()
-		if err := fn.Connect(r.Context(), id, r.Header, r.URL.Query()); err != nil {
+		adm, err := fn.Connect(r.Context(), id, r.Header, r.URL.Query())
+		if err != nil {
 			status, msg := http.StatusInternalServerError, "internal error"
 			var e *httpjson.Error
 			if errors.As(err, &e) {
@@ -110,13 +113,27 @@ func serveWebSocket(fn WebSocket, socks *sockets, timeout time.Duration, logger 
 			_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
 			return
 		}
-		c, err := websocket.Accept(w, r, nil)
+		var accept websocket.AcceptOptions
+		if adm.Subprotocol != "" {
+			accept.Subprotocols = []string{adm.Subprotocol}
+		}
+		c, err := websocket.Accept(w, r, &accept)
 		if err != nil {
 			_ = fn.Disconnect(context.WithoutCancel(r.Context()), id)
 			return
 		}
 		c.SetReadLimit(maxLocalFrame)
 		socks.add(id, c)
+		if !adm.Until.IsZero() {
+			expiry := time.AfterFunc(time.Until(adm.Until), func() {
+				ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), timeout)
+				defer cancel()
+				if err := fn.Expire(ctx, id); err != nil {
+					logger.ErrorContext(ctx, "ending an expired websocket connection", "err", err)
+				}
+			})
+			defer expiry.Stop()
+		}
 		defer func() {
 			socks.remove(id)
 			if err := fn.Disconnect(context.WithoutCancel(r.Context()), id); err != nil {

@@ -26,14 +26,20 @@ type wsClient struct {
 
 func dialWS(t *testing.T, srv *httptest.Server, secret, query string) (*wsClient, *http.Response, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	h := http.Header{}
 	if secret != "" {
 		h.Set("Authorization", "Bearer "+secret)
 	}
+	return dialWSWith(t, srv, &websocket.DialOptions{HTTPHeader: h}, query)
+}
+
+// dialWSWith is dialWS with the upgrade's options as they are.
+func dialWSWith(t *testing.T, srv *httptest.Server, opts *websocket.DialOptions, query string) (*wsClient, *http.Response, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	url := "ws" + strings.TrimPrefix(srv.URL, "http") + "/ws" + query
-	c, res, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: h})
+	c, res, err := websocket.Dial(ctx, url, opts)
 	if err != nil {
 		return nil, res, err
 	}

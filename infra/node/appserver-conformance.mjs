@@ -24,11 +24,16 @@
 //                 dequeued when it starts;
 //   syncEnded     l. client A starts a turn and closes; the turn ends with nobody connected;
 //                 client B syncs and gets the whole turn, and a second sync replays nothing;
-//   subagent      m. a turn whose model calls a subagent: update_subagent_state snapshots.
+//   subagent      m. a turn whose model calls a subagent: update_subagent_state snapshots;
+//   tokens        n. end-user tokens minted for alice and bob (POST /accounts/me/tokens, on the
+//                 delegatee alone), each on a socket opened as a browser opens it (the token as
+//                 a subprotocol, no Authorization): create_agent and another agent are refused,
+//                 each runs a turn in a conversation of its own, conversationList() lists that
+//                 one alone, the secret's lists both, and alice cannot open bob's.
 //
 // Usage: node appserver-conformance.mjs <baseUrl> <accountSecret> <agentsJSON>   (Node 22)
 // agentsJSON names the agents the caller created:
-//   {"tickets","missing","outage","dispatcher","approver","slow","sluggish","stepper","brief","delegator"}
+//   {"tickets","missing","outage","dispatcher","approver","slow","sluggish","stepper","brief","delegator","delegatee"}
 //   → agent ids.
 // Prints one JSON object on stdout: per scenario the frames the client received for the
 // runtime (raw), the responses it got and what its handlers were asked. Exits 1 with the
@@ -46,7 +51,7 @@ if (!baseUrl || !secret || !agentsJSON) {
   process.exit(2);
 }
 const agents = JSON.parse(agentsJSON);
-for (const name of ['tickets', 'missing', 'outage', 'dispatcher', 'approver', 'slow', 'sluggish', 'stepper', 'brief', 'delegator']) {
+for (const name of ['tickets', 'missing', 'outage', 'dispatcher', 'approver', 'slow', 'sluggish', 'stepper', 'brief', 'delegator', 'delegatee']) {
   if (typeof agents[name] !== 'string' || agents[name] === '') {
     process.stderr.write(`agentsJSON has no agent id for ${name}\n`);
     process.exit(2);
@@ -119,14 +124,28 @@ function brief(frames) {
   return frames.map((f) => (f.type === 'stream_delta' ? `stream_delta/${f.delta?.message_type}` : f.type)).join(', ');
 }
 
-// Peer is one official client and every frame it received, in order.
+// browserSocket is a WebSocket that opens as a browser's must with an end-user token: a browser
+// cannot set Authorization on the upgrade, so the token goes as a subprotocol beside "harness",
+// which the server answers with (ws, like a browser, fails the handshake otherwise).
+function browserSocket(token) {
+  return class extends WebSocket {
+    constructor(url) {
+      super(url, ['harness', `harness.bearer.${token}`]);
+    }
+  };
+}
+
+// Peer is one official client and every frame it received, in order. With userToken it opens its
+// socket as a browser does (browserSocket), with no Authorization.
 class Peer {
-  constructor(name, token = secret) {
+  constructor(name, token = secret, userToken = undefined) {
     this.name = name;
     this.frames = [];
     this.times = []; // when each frame arrived (ms)
     this.waiters = new Set();
-    this.client = createAppServerClient({ url: baseUrl, WebSocket, authToken: token, requestTimeoutMs: STEP_MS });
+    this.client = userToken
+      ? createAppServerClient({ url: baseUrl, WebSocket: browserSocket(userToken), requestTimeoutMs: STEP_MS })
+      : createAppServerClient({ url: baseUrl, WebSocket, authToken: token, requestTimeoutMs: STEP_MS });
     clients.push(this.client);
     this.client.onMessage((msg) => {
       this.frames.push(msg);
@@ -193,8 +212,8 @@ async function step(what, promise) {
   }
 }
 
-async function connect(name, token) {
-  const p = new Peer(name, token);
+async function connect(name, token, userToken) {
+  const p = new Peer(name, token, userToken);
   await step(`${name}: connect`, p.client.connect());
   return p;
 }
@@ -481,6 +500,38 @@ async function main() {
   {
     const st = await start(ctl, agents.delegator);
     summary.subagent = await ask(ctl, st.runtime, 'Delegate it');
+  }
+
+  // --- n. end-user tokens on browser sockets, and conversationList().
+  {
+    const mint = async (endUser) => {
+      const res = await fetch(`${baseUrl}/accounts/me/tokens`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ endUser, agents: [agents.delegatee] }),
+      });
+      const body = await res.json();
+      if (res.status !== 201) fail(`minting a token for ${endUser}: ${res.status} ${JSON.stringify(body)}`);
+      return body.token;
+    };
+    const user = async (name) => {
+      const peer = await connect(name, undefined, await mint(name));
+      const st = await start(peer, agents.delegatee);
+      const turn = await ask(peer, st.runtime, `Hi, I am ${name}`);
+      return { peer, runtime: st.runtime, turn };
+    };
+    const alice = await user('alice');
+    const bob = await user('bob');
+    const a = alice.peer.client;
+    summary.tokens = {
+      protocol: a.socket.protocol,
+      createAgent: await step('alice: runtimeStart create_agent', a.runtimeStart({ create_agent: { body: { name: 'mine' } }, create_conversation: { body: {} } })),
+      otherAgent: await step('alice: runtimeStart of another agent', a.runtimeStart({ agent_id: agents.tickets, create_conversation: { body: {} } })),
+      bobsConversation: await step("alice: runtimeStart of bob's conversation", a.runtimeStart({ agent_id: agents.delegatee, conversation_id: bob.runtime.conversation_id })),
+      alice: { runtime: alice.runtime, frames: alice.turn.frames, list: await step('alice: conversationList()', a.conversationList()) },
+      bob: { runtime: bob.runtime, frames: bob.turn.frames, list: await step('bob: conversationList()', bob.peer.client.conversationList()) },
+      all: await step('the secret: conversationList()', ctl.client.conversationList({ query: { agent_id: agents.delegatee } })),
+    };
   }
 }
 

@@ -35,5 +35,8 @@ func Gateway(d agentdeps.Deps) (*appserver.Gateway, error) {
 		return nil, errors.New("ws-gateway needs CONNECTIONS_TABLE and a way to post to connections")
 	}
 	eng := turn.New(topts)
+	if opts.Callers, err = turnwire.Callers(d, eng.Options().Store); err != nil {
+		return nil, err
+	}
 	return appserver.NewGateway(eng, opts, agentstore.New(eng.Options().Store, d.Sealer, d.Checks, nil))
 }

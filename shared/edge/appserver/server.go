@@ -8,6 +8,7 @@ import (
 	"errors"
 
 	"github.com/agentharness/harness/shared/state/agentstore"
+	"github.com/agentharness/harness/shared/state/callers"
 	"github.com/agentharness/harness/shared/state/connections"
 	"github.com/agentharness/harness/shared/turn"
 )
@@ -17,6 +18,9 @@ import (
 type Options struct {
 	Connections *connections.Registry
 	Poster      Poster
+	// Callers authenticates the gateway's upgrades, by the account secret or an end-user
+	// token; async-worker needs none.
+	Callers *callers.Resolver
 }
 
 // engineOptions names turn.Options apart from Options where config embeds both.
@@ -47,6 +51,9 @@ func NewGateway(eng *turn.Engine, opts Options, agentService *agentstore.Service
 	s, err := newServer(eng, opts)
 	if err != nil {
 		return nil, err
+	}
+	if opts.Callers == nil {
+		return nil, errors.New("the gateway needs a resolver of credentials (Options.Callers)")
 	}
 	return &Gateway{h: s, agents: agentService}, nil
 }

@@ -7,13 +7,12 @@ import (
 	"fmt"
 	"github.com/agentharness/harness/shared/agentconfig"
 	"math"
-	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/state/agentstore"
+	"github.com/agentharness/harness/shared/state/callers"
 	"github.com/agentharness/harness/shared/state/connections"
 	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/tool/asynctools"
@@ -35,36 +34,6 @@ const MaxFrameBytes = wsconn.MaxMessageSize
 type Gateway struct {
 	h      *server
 	agents *agentstore.Service
-}
-
-// Connect admits a connection: Authorization: Bearer <account secret> on the upgrade, and an
-// optional ?channel=control|stream. Its error is an *httpjson.Error whose status refuses the upgrade.
-func (g *Gateway) Connect(ctx context.Context, connectionID string, header http.Header, query url.Values) error {
-	r := (&http.Request{Header: header}).WithContext(ctx)
-	acc, err := httpjson.Authenticate(r, g.h.opts.Store)
-	if err != nil {
-		return err
-	}
-	channel := query.Get("channel")
-	if channel != connections.Both && channel != connections.Control && channel != connections.Stream {
-		return &httpjson.Error{Status: http.StatusBadRequest, Message: fmt.Sprintf("channel %q is not one of control, stream", channel)}
-	}
-	secret, _ := httpjson.Bearer(r)
-	hash := store.HashSecret(secret)
-	reg := g.h.opts.Connections
-	if err := reg.Connect(ctx, connections.Connection{ID: connectionID, AccountID: acc.ID, Channel: channel, SecretHash: hash}, g.h.opts.Now()); err != nil {
-		return err
-	}
-	// A rotation or a deletion that listed the account's connections before this one was
-	// recorded has not ended it: the secret is checked again now that it would be found.
-	err = g.h.opts.Store.CheckSecretHash(ctx, acc.ID, hash)
-	if err != nil {
-		if derr := reg.Disconnect(context.WithoutCancel(ctx), connectionID); derr != nil {
-			g.h.opts.Logger.ErrorContext(ctx, "forgetting a refused connection", "connectionId", connectionID, "err", derr)
-		}
-		return httpjson.SecretRefused(err)
-	}
-	return nil
 }
 
 // Disconnect forgets a connection. Tool calls it was asked to run stay on their rows: another
@@ -94,11 +63,7 @@ func (g *Gateway) Message(ctx context.Context, connectionID string, body []byte)
 	if err != nil {
 		return err
 	}
-	err = g.h.opts.Store.CheckSecretHash(ctx, conn.AccountID, conn.SecretHash)
-	if errors.Is(err, store.ErrNotFound) {
-		return g.h.opts.Connections.Revoke(ctx, g.h.opts.Poster, conn.ID)
-	}
-	if err != nil {
+	if stop, err := g.authority(ctx, conn); stop || err != nil {
 		return err
 	}
 	if len(body) > MaxFrameBytes {
@@ -131,6 +96,8 @@ func (g *Gateway) Message(ctx context.Context, connectionID string, body []byte)
 		return c.abort(ctx)
 	case "external_tool_call_response":
 		return c.toolResponse(ctx)
+	case "conversation_list":
+		return c.conversationList(ctx)
 	case "":
 		return c.fail(ctx, "error", `the frame has no "type"`)
 	}
@@ -251,6 +218,18 @@ func (c *call) runtimeStart(ctx context.Context) error {
 	acc := c.conn.AccountID
 	var view agentstore.View
 	created := map[string]bool{"agent": false, "conversation": false}
+	if c.conn.Token() {
+		if cmd.CreateAgent != nil {
+			return c.fail(ctx, resp, "create_agent: an end-user token may not create agents (only the account secret may); start one of its agents with agent_id")
+		}
+		rt := runtimeScope{AgentID: *cmd.AgentID}
+		if hasConv {
+			rt.ConversationID = *cmd.ConversationID
+		}
+		if err := c.admit(ctx, rt); err != nil {
+			return c.fail(ctx, resp, err.Error())
+		}
+	}
 	if cmd.CreateAgent != nil {
 		body, err := agentBody(cmd.CreateAgent.Body)
 		if err != nil {
@@ -410,19 +389,58 @@ func (c *call) runtime(ctx context.Context) (runtimeScope, []connections.Subscri
 	if err != nil {
 		return runtimeScope{}, nil, err
 	}
+	subs, err := c.subscribed(ctx, rt)
+	return rt, subs, err
+}
+
+// subscribed reads the runtime's subscribers and checks that the connection is one of them,
+// for the runtime's agent.
+func (c *call) subscribed(ctx context.Context, rt runtimeScope) ([]connections.Subscriber, error) {
 	subs, err := c.g.h.opts.Connections.Subscribers(ctx, c.conn.AccountID, rt.ConversationID)
 	if err != nil {
-		return runtimeScope{}, nil, errors.New(c.refusal(ctx, err))
+		return nil, errors.New(c.refusal(ctx, err))
 	}
 	for _, s := range subs {
 		if s.ConnectionID == c.conn.ID {
 			if s.AgentID != rt.AgentID {
-				return runtimeScope{}, nil, fmt.Errorf("conversation %s runs agent %s, not %s", rt.ConversationID, s.AgentID, rt.AgentID)
+				return nil, fmt.Errorf("conversation %s runs agent %s, not %s", rt.ConversationID, s.AgentID, rt.AgentID)
 			}
-			return rt, subs, nil
+			return subs, nil
 		}
 	}
-	return runtimeScope{}, nil, fmt.Errorf("runtime %s/%s is not started on this connection: send runtime_start first", rt.AgentID, rt.ConversationID)
+	return nil, fmt.Errorf("runtime %s/%s is not started on this connection: send runtime_start first", rt.AgentID, rt.ConversationID)
+}
+
+// caller is who the connection speaks for.
+func (c *call) caller() callers.Caller {
+	return callers.Caller{AccountID: c.conn.AccountID, EndUser: c.conn.EndUser, Agents: c.conn.Agents, Expires: c.conn.Until}
+}
+
+// admit refuses an end-user token a runtime it may not drive, as if it did not exist: an agent
+// not among its agents, a conversation that is not its end user's (or that no turn wrote yet,
+// unless this connection started it with create_conversation). The account secret drives any.
+func (c *call) admit(ctx context.Context, rt runtimeScope) error {
+	who := c.caller()
+	switch {
+	case !who.Token():
+		return nil
+	case !who.Allows(rt.AgentID):
+		return fmt.Errorf("agent %s not found", rt.AgentID)
+	case rt.ConversationID == "":
+		return nil
+	}
+	info, err := c.g.h.opts.Store.Conversation(ctx, c.conn.AccountID, rt.ConversationID)
+	switch {
+	case err == nil && who.Sees(info.EndUser):
+		return nil
+	case errors.Is(err, store.ErrNotFound):
+		if _, err := c.subscribed(ctx, rt); err == nil {
+			return nil
+		}
+	case err != nil:
+		return errors.New(c.refusal(ctx, err))
+	}
+	return errors.New(turn.ConversationNotFound(rt.ConversationID).Message)
 }
 
 func (c *call) toolsUpdate(ctx context.Context) error {
@@ -443,6 +461,9 @@ func (c *call) toolsUpdate(ctx context.Context) error {
 		for j, rt := range u.Runtimes {
 			if err := rt.check(fmt.Sprintf("updates[%d].runtimes[%d].", i, j)); err != nil {
 				return c.fail(ctx, resp, c.refusal(ctx, err))
+			}
+			if err := c.admit(ctx, rt); err != nil {
+				return c.fail(ctx, resp, fmt.Sprintf("updates[%d].runtimes[%d]: %v", i, j, err))
 			}
 			if _, err := c.g.agents.Get(ctx, c.conn.AccountID, rt.AgentID); err != nil {
 				return c.fail(ctx, resp, fmt.Sprintf("updates[%d].runtimes[%d]: agent %s not found", i, j, rt.AgentID))
@@ -515,7 +536,7 @@ func (c *call) input(ctx context.Context) error {
 	if err != nil {
 		return refuse(c.refusal(ctx, err))
 	}
-	req := &turn.Request{ConversationID: rt.ConversationID, AgentID: rt.AgentID, EventID: store.NewID("evt_")}
+	req := &turn.Request{ConversationID: rt.ConversationID, AgentID: rt.AgentID, EventID: store.NewID("evt_"), EndUser: c.conn.EndUser}
 	var in turn.Input
 	wt := &wsTurn{Runtime: rt}
 	switch p.Kind {
@@ -710,6 +731,9 @@ func (c *call) sync(ctx context.Context) error {
 	const resp = "sync_response"
 	rt, err := c.scope(ctx)
 	if err != nil {
+		return c.fail(ctx, resp, err.Error())
+	}
+	if err := c.admit(ctx, rt); err != nil {
 		return c.fail(ctx, resp, err.Error())
 	}
 	if _, err := c.g.agents.Get(ctx, c.conn.AccountID, rt.AgentID); err != nil {
@@ -963,6 +987,15 @@ func (c *call) toolResponse(ctx context.Context) error {
 	}
 	h := c.g.h
 	row, err := h.opts.Async.Result(ctx, c.cmd.RequestID)
+	if err == nil && row.AccountID == c.conn.AccountID && c.conn.Token() {
+		// A token answers the calls of its end user's conversations only.
+		var info store.ConversationInfo
+		if info, err = h.opts.Store.Conversation(ctx, row.AccountID, row.ConversationID); err == nil && !c.caller().Sees(info.EndUser) {
+			err = asynctools.ErrNotFound
+		} else if errors.Is(err, store.ErrNotFound) {
+			err = asynctools.ErrNotFound
+		}
+	}
 	if errors.Is(err, asynctools.ErrNotFound) || (err == nil && row.AccountID != c.conn.AccountID) {
 		return c.fail(ctx, resp, "unknown request_id "+c.cmd.RequestID+": no external tool call of this account has it")
 	}

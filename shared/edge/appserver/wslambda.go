@@ -11,7 +11,8 @@ import (
 )
 
 // HandleLambda serves the WebSocket API's routes. A $connect answered with a status other than
-// 200 refuses the upgrade, so a bad secret never gets a frame; $default answers by posting to
+// 200 refuses the upgrade, so a bad credential never gets a frame (one the subprotocol carried
+// is answered with the subprotocol the browser must get back); $default answers by posting to
 // the connection, so its own response is only an acknowledgement.
 func (g *Gateway) HandleLambda(ctx context.Context, req events.APIGatewayWebsocketProxyRequest) (events.APIGatewayProxyResponse, error) {
 	id := req.RequestContext.ConnectionID
@@ -32,13 +33,18 @@ func (g *Gateway) HandleLambda(ctx context.Context, req events.APIGatewayWebsock
 		for k, v := range req.QueryStringParameters {
 			query.Set(k, v)
 		}
-		if err := g.Connect(ctx, id, header, query); err != nil {
+		adm, err := g.Connect(ctx, id, header, query)
+		if err != nil {
 			var e *httpjson.Error
 			if errors.As(err, &e) {
 				return events.APIGatewayProxyResponse{StatusCode: e.Status, Body: e.Message}, nil
 			}
 			g.h.opts.Logger.ErrorContext(ctx, "admitting a connection", "err", err)
 			return events.APIGatewayProxyResponse{StatusCode: http.StatusInternalServerError}, nil
+		}
+		if adm.Subprotocol != "" {
+			// API Gateway answers the upgrade with the headers $connect returns.
+			return events.APIGatewayProxyResponse{StatusCode: http.StatusOK, Headers: map[string]string{"Sec-WebSocket-Protocol": adm.Subprotocol}}, nil
 		}
 	case "$disconnect":
 		if err := g.Disconnect(ctx, id); err != nil {

@@ -256,6 +256,13 @@ func (o *wsOut) post(ctx context.Context, channel string, msg map[string]any, en
 			kept = append(kept, s)
 			continue
 		}
+		if !s.Until.IsZero() && !now.Before(s.Until) {
+			// Its token expired: it gets nothing more, and is closed now rather than at its next frame.
+			if err := o.reg.End(ctx, o.poster, s.ConnectionID, expired(s.Until)); err != nil {
+				o.log.WarnContext(ctx, "ending an expired connection", "connectionId", s.ConnectionID, "err", err)
+			}
+			continue
+		}
 		err := o.poster.Post(ctx, s.ConnectionID, b)
 		if errors.Is(err, wsconn.ErrGone) {
 			if derr := o.reg.Disconnect(context.WithoutCancel(ctx), s.ConnectionID); derr != nil {

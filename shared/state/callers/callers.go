@@ -28,6 +28,9 @@ type Caller struct {
 	Agents []string
 	// Expires is when a token stops working; zero for the account secret.
 	Expires time.Time
+	// KeyID names the key that signed a token (tokenkeys.Keys.Holds says whether the account
+	// still has it).
+	KeyID string
 	// origins are the account's allowed origins, when the credential's check read them.
 	origins []string
 	read    bool
@@ -86,7 +89,7 @@ func (v *Resolver) ResolveBearer(ctx context.Context, bearer string) (Caller, er
 	}
 	return Caller{
 		AccountID: claims.Account, EndUser: claims.EndUser, Agents: claims.Agents, Expires: time.Unix(claims.Expires, 0),
-		origins: access.Origins, read: true,
+		KeyID: usertoken.KeyID(bearer), origins: access.Origins, read: true,
 	}, nil
 }
 
@@ -121,18 +124,11 @@ func SecretOnly(r *http.Request) error {
 // another site learns nothing and changes nothing.
 func (v *Resolver) Origin(w http.ResponseWriter, r *http.Request, c *Caller) error {
 	origin := r.Header.Get("Origin")
-	if origin == "" || sameOrigin(origin, r) {
+	if origin == "" || sameOrigin(origin, r.Host) {
 		return nil
 	}
-	if !c.read {
-		a, err := v.Store.AccountAccess(r.Context(), c.AccountID)
-		if err != nil {
-			return httpjson.SecretRefused(err)
-		}
-		c.origins, c.read = a.Origins, true
-	}
-	if !slices.Contains(c.origins, origin) {
-		return &httpjson.Error{Status: http.StatusForbidden, Message: "origin " + origin + " is not among the account's allowed origins (PATCH /accounts/me with allowedOrigins)"}
+	if err := v.CheckOrigin(r.Context(), c, origin, r.Host); err != nil {
+		return err
 	}
 	h := w.Header()
 	h.Set("Access-Control-Allow-Origin", origin)
@@ -141,13 +137,32 @@ func (v *Resolver) Origin(w http.ResponseWriter, r *http.Request, c *Caller) err
 	return nil
 }
 
+// CheckOrigin refuses a request from a page of origin, sent to host, unless origin is host or
+// one the caller's account allows (403).
+func (v *Resolver) CheckOrigin(ctx context.Context, c *Caller, origin, host string) error {
+	if origin == "" || sameOrigin(origin, host) {
+		return nil
+	}
+	if !c.read {
+		a, err := v.Store.AccountAccess(ctx, c.AccountID)
+		if err != nil {
+			return httpjson.SecretRefused(err)
+		}
+		c.origins, c.read = a.Origins, true
+	}
+	if !slices.Contains(c.origins, origin) {
+		return &httpjson.Error{Status: http.StatusForbidden, Message: "origin " + origin + " is not among the account's allowed origins (PATCH /accounts/me with allowedOrigins)"}
+	}
+	return nil
+}
+
 // ExposedHeaders are the answer headers a page of an allowed origin may read.
 const ExposedHeaders = "X-Conversation-Id, X-Vercel-Ai-Ui-Message-Stream, Retry-After"
 
-// sameOrigin reports whether origin is the host the request was sent to.
-func sameOrigin(origin string, r *http.Request) bool {
+// sameOrigin reports whether origin is host, the one the request was sent to.
+func sameOrigin(origin, host string) bool {
 	u, err := url.Parse(origin)
-	return err == nil && u.Host != "" && strings.EqualFold(u.Host, r.Host)
+	return err == nil && u.Host != "" && strings.EqualFold(u.Host, host)
 }
 
 // Preflight answers a CORS preflight (an OPTIONS request) of a route a page may call. A preflight

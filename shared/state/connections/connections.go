@@ -5,7 +5,10 @@
 //
 // One table, keys pk/sk:
 //
-//	conn#<id>               #                  the connection: account, channel
+//	conn#<id>               #                  the connection: account, channel, and the
+//	                                           credential it was opened with (the secret's hash,
+//	                                           or an end-user token's end user, agents, key and
+//	                                           expiry)
 //	conn#<id>               rt#<conversation>  back-reference, to clean up on disconnect
 //	rt#<account>#<conv>     conn#<id>          a subscription: agent, channel, external tools, and
 //	                                           whether it waits for a replay of the running turn
@@ -68,9 +71,23 @@ type Connection struct {
 	AccountID string
 	Channel   string
 	// SecretHash is the hash of the account secret the upgrade carried: the connection's
-	// authority lasts while the account is live and still has that secret.
+	// authority lasts while the account is live and still has that secret. Empty for a token's.
 	SecretHash string
+	// EndUser, Agents, KeyID and Until are those of the end-user token the upgrade carried
+	// (EndUser empty for the secret's): the connection acts for the end user on the agents
+	// (none: all), while the account holds the key that signed the token, until the token
+	// expires. A row written before tokens opened sockets has none of them: the secret's.
+	EndUser string
+	Agents  []string
+	KeyID   string
+	Until   time.Time
 }
+
+// Token reports whether the connection was opened with an end-user token.
+func (c Connection) Token() bool { return c.EndUser != "" }
+
+// Expired reports whether the connection's token has expired at now.
+func (c Connection) Expired(now time.Time) bool { return !c.Until.IsZero() && !now.Before(c.Until) }
 
 // ToolGroup is a set of controller-owned tools, visible on every turn (no ScopeID) or only on
 // turns that select its scope.
@@ -99,6 +116,9 @@ type Subscriber struct {
 	// Observer: a stream-channel connection of the account rather than a subscriber of the
 	// runtime.
 	Observer bool
+	// Until is when the connection's end-user token expires (zero for the secret's): it gets
+	// nothing after.
+	Until time.Time
 }
 
 // Run is the latest turn of a runtime, for sync to replay.
@@ -134,6 +154,12 @@ func (r *Registry) Connect(ctx context.Context, c Connection, now time.Time) err
 	item := key(connKey(c.ID), "#")
 	item["accountId"], item["channel"], item["expiresAt"] = ddb.S(c.AccountID), ddb.S(c.Channel), expiry(now)
 	item["secretHash"] = ddb.S(c.SecretHash)
+	if c.Token() {
+		item["endUser"], item["keyId"], item["until"] = ddb.S(c.EndUser), ddb.S(c.KeyID), ddb.N(c.Until.Unix())
+		if len(c.Agents) > 0 {
+			item["agents"] = ddb.L(c.Agents)
+		}
+	}
 	item["connectedAt"] = ddb.S(now.UTC().Format(time.RFC3339Nano))
 	if _, err := r.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &r.table, Item: item}); err != nil {
 		return fmt.Errorf("recording connection %s: %w", c.ID, err)
@@ -155,7 +181,21 @@ func (r *Registry) Connection(ctx context.Context, id string) (Connection, error
 	if out.Item == nil {
 		return Connection{}, ErrNotFound
 	}
-	return Connection{ID: id, AccountID: ddb.String(out.Item, "accountId"), Channel: ddb.String(out.Item, "channel"), SecretHash: ddb.String(out.Item, "secretHash")}, nil
+	it := out.Item
+	c := Connection{
+		ID: id, AccountID: ddb.String(it, "accountId"), Channel: ddb.String(it, "channel"), SecretHash: ddb.String(it, "secretHash"),
+		EndUser: ddb.String(it, "endUser"), Agents: ddb.Strings(it, "agents"), KeyID: ddb.String(it, "keyId"),
+	}
+	c.Until = until(it)
+	return c, nil
+}
+
+// until reads an item's token expiry (Unix seconds); zero when it has none.
+func until(it map[string]types.AttributeValue) time.Time {
+	if n, err := ddb.Int(it, "until"); err == nil {
+		return time.Unix(n, 0)
+	}
+	return time.Time{}
 }
 
 // Disconnect forgets a connection with its subscriptions and the tools it registered. Calls
@@ -205,6 +245,11 @@ func (r *Registry) subscribe(ctx context.Context, c Connection, agentID, convers
 	rk := runtimeKey(c.AccountID, conversationID)
 	update := "SET agentId = :agent, channel = :channel, expiresAt = :exp"
 	values := map[string]types.AttributeValue{":agent": ddb.S(agentID), ":channel": ddb.S(c.Channel), ":exp": expiry(now)}
+	var names map[string]string
+	if !c.Until.IsZero() {
+		update += ", #until = :until" // UNTIL is a reserved word
+		values[":until"], names = ddb.N(c.Until.Unix()), map[string]string{"#until": "until"}
+	}
 	if tools != nil {
 		b, err := json.Marshal(tools)
 		if err != nil {
@@ -219,6 +264,7 @@ func (r *Registry) subscribe(ctx context.Context, c Connection, agentID, convers
 	}
 	if _, err := r.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &r.table, Key: key(rk, connKey(c.ID)), UpdateExpression: &update, ExpressionAttributeValues: values,
+		ExpressionAttributeNames: names,
 	}); err != nil {
 		return fmt.Errorf("subscribing connection %s: %w", c.ID, err)
 	}
@@ -296,7 +342,7 @@ func (r *Registry) Subscribers(ctx context.Context, accountID, conversationID st
 				}
 				seen[id] = true
 				_, replay := it["replay"]
-				sub := Subscriber{ConnectionID: id, Channel: ddb.String(it, "channel"), AgentID: ddb.String(it, "agentId"), Replay: replay, Observer: observer}
+				sub := Subscriber{ConnectionID: id, Channel: ddb.String(it, "channel"), AgentID: ddb.String(it, "agentId"), Replay: replay, Observer: observer, Until: until(it)}
 				if raw := ddb.String(it, "tools"); raw != "" {
 					if err := json.Unmarshal([]byte(raw), &sub.Tools); err != nil {
 						return nil, fmt.Errorf("tools of connection %s: %w", id, err)
@@ -502,16 +548,27 @@ type Poster interface {
 	Disconnect(ctx context.Context, connectionID string) error
 }
 
-// revokedFrame is the App Server error frame a connection gets as its authority ends.
-const revokedFrame = `{"type":"error","error":"the account was deleted or its secret rotated since this connection opened: it is closed; reconnect with a current secret"}`
+// Revoked is what a connection is told as the account's deletion or its secret's rotation ends
+// its authority.
+const Revoked = "the account was deleted or its secret rotated since this connection opened: it is closed; reconnect with a current secret"
 
-// Revoke ends a connection whose authority ended: it is told why, closed and forgotten. It is
-// forgotten even when it could not be closed, so it gets nothing more and its next frame finds
-// it unregistered.
+// Revoke ends a connection whose authority ended with the account or its secret (End, saying
+// Revoked).
 func (r *Registry) Revoke(ctx context.Context, p Poster, id string) error {
+	return r.End(ctx, p, id, Revoked)
+}
+
+// End ends a connection whose authority ended: it is told why in an App Server error frame,
+// closed and forgotten. It is forgotten even when it could not be closed, so it gets nothing
+// more and its next frame finds it unregistered.
+func (r *Registry) End(ctx context.Context, p Poster, id, why string) error {
 	ctx = context.WithoutCancel(ctx)
+	frame, err := json.Marshal(map[string]string{"type": "error", "error": why})
+	if err != nil {
+		return err
+	}
 	var errs []error
-	if err := p.Post(ctx, id, []byte(revokedFrame)); err != nil && !errors.Is(err, wsconn.ErrGone) {
+	if err := p.Post(ctx, id, frame); err != nil && !errors.Is(err, wsconn.ErrGone) {
 		errs = append(errs, fmt.Errorf("telling connection %s it is revoked: %w", id, err))
 	}
 	if err := p.Disconnect(ctx, id); err != nil && !errors.Is(err, wsconn.ErrGone) {
@@ -526,7 +583,8 @@ func (r *Registry) Revoke(ctx context.Context, p Poster, id string) error {
 }
 
 // RevokeAccount revokes every connection of the account not opened with the secret whose hash
-// is current; with current "" (the account is gone), every one. It goes on past a connection it
+// is current (those of end-user tokens too: a rotation ends the tokens the harness signed); with
+// current "" (the account is gone), every one. It goes on past a connection it
 // fails on and returns every failure.
 func (r *Registry) RevokeAccount(ctx context.Context, p Poster, accountID, current string) error {
 	var errs []error

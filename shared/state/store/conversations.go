@@ -139,7 +139,7 @@ func (s *Store) ListConversations(ctx context.Context, accountID string, q Conve
 		for _, it := range out.Items {
 			list = append(list, infoFrom(accountID, it))
 			if len(list) == q.Limit {
-				return list, cursorAfter(accountID, list[len(list)-1]), nil
+				return list, CursorAfter(accountID, list[len(list)-1]), nil
 			}
 		}
 		if out.LastEvaluatedKey == nil {
@@ -149,7 +149,9 @@ func (s *Store) ListConversations(ctx context.Context, accountID string, q Conve
 	}
 }
 
-func cursorAfter(accountID string, c ConversationInfo) string {
+// CursorAfter is the cursor of the page that goes on after conversation c, as listed: a client
+// that pages by the last conversation's id (Letta's after) gets it from that conversation.
+func CursorAfter(accountID string, c ConversationInfo) string {
 	b, _ := json.Marshal(listCursor{Key: accountID + "#" + c.ID, Updated: c.UpdatedAt.UnixMilli()})
 	return base64.RawURLEncoding.EncodeToString(b)
 }

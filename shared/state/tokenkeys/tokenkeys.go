@@ -97,6 +97,28 @@ func (k *Keys) Verify(ctx context.Context, token string) (usertoken.Claims, stor
 	return claims, access, err
 }
 
+// Holds reports whether the account, still live, still has the key kid a token it verified was
+// signed with: a socket that token opened keeps its authority while it does. A removed or
+// replaced key, a rotated secret (for the harness's key) and a deleted account are
+// usertoken.ErrUnknownKey; a JWKS URL that cannot be read, ErrJWKSUnavailable.
+func (k *Keys) Holds(ctx context.Context, accountID, kid string) error {
+	a, err := k.store.AccountAccess(ctx, accountID)
+	if errors.Is(err, store.ErrNotFound) {
+		return usertoken.ErrUnknownKey
+	}
+	if err != nil {
+		return err
+	}
+	key, err := k.publicKey(ctx, a, kid)
+	if err != nil {
+		return err
+	}
+	if len(key) != ed25519.PublicKeySize {
+		return usertoken.ErrUnknownKey
+	}
+	return nil
+}
+
 // publicKey is the account's key kid: its harness key, a key of its inline JWKS, or one its
 // JWKS URL serves.
 func (k *Keys) publicKey(ctx context.Context, a store.Access, kid string) (ed25519.PublicKey, error) {

@@ -161,6 +161,12 @@ func split(token string) ([]string, header, error) {
 	return parts, h, nil
 }
 
+// KeyID is the kid of token's header: the key that signed it, once Verify has accepted it.
+func KeyID(token string) string {
+	_, h, _ := split(token)
+	return h.KeyID
+}
+
 // Verify checks token and returns its claims. keyOf returns the public key the token's account
 // (iss) has under the header's kid: nil for none (an unknown account, a removed key), or an
 // error of its own (a store it could not read), which Verify returns as it is. Until the

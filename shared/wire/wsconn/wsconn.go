@@ -131,3 +131,11 @@ func (p *Poster) do(ctx context.Context, method, connectionID string, body []byt
 		return fail("%s: %s", resp.Status, bytes.TrimSpace(snippet))
 	}
 }
+
+// Admission is what a WebSocket API's $connect says of a connection it lets open: the
+// subprotocol the upgrade answers with (empty: none), and when the connection's authority
+// ends by time (zero: never; an end-user token's expiry).
+type Admission struct {
+	Subprotocol string
+	Until       time.Time
+}
