@@ -71,7 +71,7 @@ func Options(d agentdeps.Deps) (turn.Options, error) {
 	results := blobstore.NewS3(d.S3, c.Async.ResultsBucket)
 	var streams *streamlog.Log
 	if table := c.Streams.Table; table != "" {
-		streams = streamlog.New(d.DB, table, streamlog.Options{Retention: retention, Blobs: results})
+		streams = streamlog.New(d.DB, table, streamlog.Options{Retention: retention, Blobs: results, Group: turn.StreamGroup})
 	}
 	skillStore, err := skills.FromConfig(d.DB, d.S3, skills.Config(c.Skills))
 	if err != nil {

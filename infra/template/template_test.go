@@ -74,18 +74,27 @@ func TestProjectTables(t *testing.T) {
 		},
 		{
 			LogicalID: "ApprovalsTable", BillingMode: "PAY_PER_REQUEST",
-			AttributeDefinitions: []AttributeDefinition{{"approvalKey", "S"}},
+			AttributeDefinitions: []AttributeDefinition{{"approvalKey", "S"}, {"conversationKey", "S"}},
 			KeySchema:            []KeyElement{{"approvalKey", "HASH"}},
-			TTLAttribute:         "expiresAt",
+			GlobalSecondaryIndexes: []Index{{
+				IndexName:  "ByConversation",
+				KeySchema:  []KeyElement{{"conversationKey", "HASH"}},
+				Projection: Projection{ProjectionType: "KEYS_ONLY"},
+			}},
+			TTLAttribute: "expiresAt",
 		},
 		{
 			LogicalID: "AsyncToolResultsTable", BillingMode: "PAY_PER_REQUEST",
-			AttributeDefinitions: []AttributeDefinition{{"pk", "S"}, {"sk", "S"}, {"dueShard", "S"}, {"dueAt", "N"}},
+			AttributeDefinitions: []AttributeDefinition{{"pk", "S"}, {"sk", "S"}, {"dueShard", "S"}, {"dueAt", "N"}, {"conversationKey", "S"}},
 			KeySchema:            []KeyElement{{"pk", "HASH"}, {"sk", "RANGE"}},
 			GlobalSecondaryIndexes: []Index{{
 				IndexName:  "Due",
 				KeySchema:  []KeyElement{{"dueShard", "HASH"}, {"dueAt", "RANGE"}},
 				Projection: Projection{ProjectionType: "KEYS_ONLY"},
+			}, {
+				IndexName:  "ByConversation",
+				KeySchema:  []KeyElement{{"conversationKey", "HASH"}},
+				Projection: Projection{ProjectionType: "INCLUDE", NonKeyAttributes: []string{"responseKey"}},
 			}},
 			TTLAttribute: "expiresAt",
 		},
@@ -102,7 +111,7 @@ func TestProjectTables(t *testing.T) {
 		},
 		{
 			LogicalID: "ConversationsTable", BillingMode: "PAY_PER_REQUEST",
-			AttributeDefinitions: []AttributeDefinition{{"conversationKey", "S"}, {"seq", "N"}, {"accountId", "S"}, {"ownerKey", "S"}, {"updatedAt", "N"}},
+			AttributeDefinitions: []AttributeDefinition{{"conversationKey", "S"}, {"seq", "N"}, {"accountId", "S"}, {"ownerKey", "S"}, {"updatedAt", "N"}, {"listAccount", "S"}},
 			KeySchema:            []KeyElement{{"conversationKey", "HASH"}, {"seq", "RANGE"}},
 			GlobalSecondaryIndexes: []Index{{
 				IndexName:  "ByAccount",
@@ -114,15 +123,20 @@ func TestProjectTables(t *testing.T) {
 				Projection: Projection{ProjectionType: "INCLUDE", NonKeyAttributes: []string{"agentId", "endUser", "title", "createdAt", "preview"}},
 			}, {
 				IndexName:  "ByAccountUpdated",
-				KeySchema:  []KeyElement{{"accountId", "HASH"}, {"updatedAt", "RANGE"}},
+				KeySchema:  []KeyElement{{"listAccount", "HASH"}, {"updatedAt", "RANGE"}},
 				Projection: Projection{ProjectionType: "INCLUDE", NonKeyAttributes: []string{"agentId", "endUser", "title", "createdAt", "preview"}},
 			}},
 		},
 		{
 			LogicalID: "EventsTable", BillingMode: "PAY_PER_REQUEST",
-			AttributeDefinitions: []AttributeDefinition{{"eventKey", "S"}},
+			AttributeDefinitions: []AttributeDefinition{{"eventKey", "S"}, {"conversationKey", "S"}},
 			KeySchema:            []KeyElement{{"eventKey", "HASH"}},
-			TTLAttribute:         "expiresAt",
+			GlobalSecondaryIndexes: []Index{{
+				IndexName:  "ByConversation",
+				KeySchema:  []KeyElement{{"conversationKey", "HASH"}},
+				Projection: Projection{ProjectionType: "KEYS_ONLY"},
+			}},
+			TTLAttribute: "expiresAt",
 		},
 		{
 			LogicalID: "SkillsTable", BillingMode: "PAY_PER_REQUEST",
@@ -131,9 +145,14 @@ func TestProjectTables(t *testing.T) {
 		},
 		{
 			LogicalID: "StreamsTable", BillingMode: "PAY_PER_REQUEST",
-			AttributeDefinitions: []AttributeDefinition{{"streamKey", "S"}, {"seq", "N"}},
+			AttributeDefinitions: []AttributeDefinition{{"streamKey", "S"}, {"seq", "N"}, {"groupKey", "S"}},
 			KeySchema:            []KeyElement{{"streamKey", "HASH"}, {"seq", "RANGE"}},
-			TTLAttribute:         "expiresAt",
+			GlobalSecondaryIndexes: []Index{{
+				IndexName:  "ByGroup",
+				KeySchema:  []KeyElement{{"groupKey", "HASH"}},
+				Projection: Projection{ProjectionType: "KEYS_ONLY"},
+			}},
+			TTLAttribute: "expiresAt",
 		},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -173,7 +192,7 @@ func TestProjectFunctions(t *testing.T) {
 		"HarnessProcessingFunction": {"functions/harness-processing/", "bootstrap", "provided.al2023", "arm64",
 			"HttpApi POST /async", "HttpApi POST /channels/{bindingId}", "HttpApi POST /chat/{conversationId}/stop", "HttpApi GET /chat/{conversationId}/stream", "HttpApi GET /chat/{conversationId}/subagents", "HttpApi POST /chat", "HttpApi GET /", "HttpApi GET /healthz", "HttpApi POST /mcp", "HttpApi DELETE /mcp", "HttpApi GET /mcp", "HttpApi GET /readyz", "HttpApi GET /status/{eventId}",
 			"HttpApi GET /threads/{parentThreadId}/variables/{requestId}", "HttpApi POST /threads/{parentThreadId}/variables/{requestId}", "HttpApi POST /",
-			"HttpApi GET /agents", "HttpApi GET /conversations/{conversationId}/messages", "HttpApi GET /conversations", "HttpApi PATCH /conversations/{conversationId}",
+			"HttpApi GET /agents", "HttpApi DELETE /conversations/{conversationId}", "HttpApi GET /conversations/{conversationId}/messages", "HttpApi GET /conversations", "HttpApi PATCH /conversations/{conversationId}",
 			"HttpApi OPTIONS /", "HttpApi OPTIONS /chat", "HttpApi OPTIONS /chat/{conversationId}/stream", "HttpApi OPTIONS /chat/{conversationId}/stop",
 			"HttpApi OPTIONS /chat/{conversationId}/subagents", "HttpApi OPTIONS /async", "HttpApi OPTIONS /status/{eventId}",
 			"HttpApi OPTIONS /threads/{parentThreadId}/variables/{requestId}", "HttpApi OPTIONS /agents", "HttpApi OPTIONS /conversations",

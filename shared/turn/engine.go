@@ -434,8 +434,8 @@ func (r *Run) From() int64 { return r.from }
 // request holds the conversation, or nothing is pending any more).
 func (e *Engine) BeginCancel(ctx context.Context, s Start) (*Run, error) {
 	now := e.opts.Now()
-	lease, err := e.opts.Store.TakeLease(ctx, s.AccountID, s.ConversationID, s.AgentID, now, now.Add(e.opts.Lease))
-	if errors.Is(err, store.ErrBusy) {
+	lease, err := e.opts.Store.ResumeLease(ctx, s.AccountID, s.ConversationID, s.AgentID, now, now.Add(e.opts.Lease))
+	if errors.Is(err, store.ErrBusy) || errors.Is(err, store.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
@@ -508,9 +508,10 @@ func (e *Engine) TakeUp(ctx context.Context, accountID, groupID string) (*Contin
 	}
 	log := e.opts.Logger.With("accountId", g.AccountID, "agentId", g.AgentID, "conversationId", g.ConversationID, "groupId", g.ID)
 	now := e.opts.Now()
-	lease, err := e.opts.Store.TakeLease(ctx, g.AccountID, g.ConversationID, g.AgentID, now, now.Add(e.opts.Lease))
+	lease, err := e.opts.Store.ResumeLease(ctx, g.AccountID, g.ConversationID, g.AgentID, now, now.Add(e.opts.Lease))
 	switch {
-	case errors.Is(err, store.ErrAgentMismatch):
+	case errors.Is(err, store.ErrAgentMismatch), errors.Is(err, store.ErrNotFound):
+		// Another agent's conversation now, or none (deleted): nothing to continue.
 		return nil, e.opts.Async.Consume(ctx, g.ID, now)
 	case err != nil:
 		return nil, err

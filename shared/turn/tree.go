@@ -53,7 +53,12 @@ func (d *invocation) position() TreePosition {
 	if d.delivery.Tree != "" {
 		return TreePosition{Root: d.delivery.Tree, Depth: d.delivery.TreeDepth}
 	}
-	return TreePosition{Root: ids.Derived("tree_", d.accountID, d.conversationID, d.delivery.TurnKey)}
+	return TreePosition{Root: treeRoot(d.accountID, d.conversationID, d.delivery.TurnKey)}
+}
+
+// treeRoot names the tree whose root is the conversation's turn turnKey.
+func treeRoot(accountID, conversationID, turnKey string) string {
+	return ids.Derived("tree_", accountID, conversationID, turnKey)
 }
 
 // Below is the position of a turn that a turn at p starts.

@@ -24,8 +24,9 @@ fi
 if ! awslocal dynamodb describe-table --table-name 'ApprovalsTable' >/dev/null 2>&1; then
   awslocal dynamodb create-table --table-name 'ApprovalsTable' \
     --billing-mode 'PAY_PER_REQUEST' \
-    --attribute-definitions '[{"AttributeName":"approvalKey","AttributeType":"S"}]' \
-    --key-schema '[{"AttributeName":"approvalKey","KeyType":"HASH"}]' >/dev/null
+    --attribute-definitions '[{"AttributeName":"approvalKey","AttributeType":"S"},{"AttributeName":"conversationKey","AttributeType":"S"}]' \
+    --key-schema '[{"AttributeName":"approvalKey","KeyType":"HASH"}]' \
+    --global-secondary-indexes '[{"IndexName":"ByConversation","KeySchema":[{"AttributeName":"conversationKey","KeyType":"HASH"}],"Projection":{"ProjectionType":"KEYS_ONLY"}}]' >/dev/null
   awslocal dynamodb wait table-exists --table-name 'ApprovalsTable'
   awslocal dynamodb update-time-to-live --table-name 'ApprovalsTable' \
     --time-to-live-specification '{"AttributeName":"expiresAt","Enabled":true}' >/dev/null
@@ -34,9 +35,9 @@ fi
 if ! awslocal dynamodb describe-table --table-name 'AsyncToolResultsTable' >/dev/null 2>&1; then
   awslocal dynamodb create-table --table-name 'AsyncToolResultsTable' \
     --billing-mode 'PAY_PER_REQUEST' \
-    --attribute-definitions '[{"AttributeName":"pk","AttributeType":"S"},{"AttributeName":"sk","AttributeType":"S"},{"AttributeName":"dueShard","AttributeType":"S"},{"AttributeName":"dueAt","AttributeType":"N"}]' \
+    --attribute-definitions '[{"AttributeName":"pk","AttributeType":"S"},{"AttributeName":"sk","AttributeType":"S"},{"AttributeName":"dueShard","AttributeType":"S"},{"AttributeName":"dueAt","AttributeType":"N"},{"AttributeName":"conversationKey","AttributeType":"S"}]' \
     --key-schema '[{"AttributeName":"pk","KeyType":"HASH"},{"AttributeName":"sk","KeyType":"RANGE"}]' \
-    --global-secondary-indexes '[{"IndexName":"Due","KeySchema":[{"AttributeName":"dueShard","KeyType":"HASH"},{"AttributeName":"dueAt","KeyType":"RANGE"}],"Projection":{"ProjectionType":"KEYS_ONLY"}}]' >/dev/null
+    --global-secondary-indexes '[{"IndexName":"Due","KeySchema":[{"AttributeName":"dueShard","KeyType":"HASH"},{"AttributeName":"dueAt","KeyType":"RANGE"}],"Projection":{"ProjectionType":"KEYS_ONLY"}},{"IndexName":"ByConversation","KeySchema":[{"AttributeName":"conversationKey","KeyType":"HASH"}],"Projection":{"ProjectionType":"INCLUDE","NonKeyAttributes":["responseKey"]}}]' >/dev/null
   awslocal dynamodb wait table-exists --table-name 'AsyncToolResultsTable'
   awslocal dynamodb update-time-to-live --table-name 'AsyncToolResultsTable' \
     --time-to-live-specification '{"AttributeName":"expiresAt","Enabled":true}' >/dev/null
@@ -63,17 +64,18 @@ fi
 if ! awslocal dynamodb describe-table --table-name 'ConversationsTable' >/dev/null 2>&1; then
   awslocal dynamodb create-table --table-name 'ConversationsTable' \
     --billing-mode 'PAY_PER_REQUEST' \
-    --attribute-definitions '[{"AttributeName":"conversationKey","AttributeType":"S"},{"AttributeName":"seq","AttributeType":"N"},{"AttributeName":"accountId","AttributeType":"S"},{"AttributeName":"ownerKey","AttributeType":"S"},{"AttributeName":"updatedAt","AttributeType":"N"}]' \
+    --attribute-definitions '[{"AttributeName":"conversationKey","AttributeType":"S"},{"AttributeName":"seq","AttributeType":"N"},{"AttributeName":"accountId","AttributeType":"S"},{"AttributeName":"ownerKey","AttributeType":"S"},{"AttributeName":"updatedAt","AttributeType":"N"},{"AttributeName":"listAccount","AttributeType":"S"}]' \
     --key-schema '[{"AttributeName":"conversationKey","KeyType":"HASH"},{"AttributeName":"seq","KeyType":"RANGE"}]' \
-    --global-secondary-indexes '[{"IndexName":"ByAccount","KeySchema":[{"AttributeName":"accountId","KeyType":"HASH"}],"Projection":{"ProjectionType":"KEYS_ONLY"}},{"IndexName":"ByOwner","KeySchema":[{"AttributeName":"ownerKey","KeyType":"HASH"},{"AttributeName":"updatedAt","KeyType":"RANGE"}],"Projection":{"ProjectionType":"INCLUDE","NonKeyAttributes":["agentId","endUser","title","createdAt","preview"]}},{"IndexName":"ByAccountUpdated","KeySchema":[{"AttributeName":"accountId","KeyType":"HASH"},{"AttributeName":"updatedAt","KeyType":"RANGE"}],"Projection":{"ProjectionType":"INCLUDE","NonKeyAttributes":["agentId","endUser","title","createdAt","preview"]}}]' >/dev/null
+    --global-secondary-indexes '[{"IndexName":"ByAccount","KeySchema":[{"AttributeName":"accountId","KeyType":"HASH"}],"Projection":{"ProjectionType":"KEYS_ONLY"}},{"IndexName":"ByOwner","KeySchema":[{"AttributeName":"ownerKey","KeyType":"HASH"},{"AttributeName":"updatedAt","KeyType":"RANGE"}],"Projection":{"ProjectionType":"INCLUDE","NonKeyAttributes":["agentId","endUser","title","createdAt","preview"]}},{"IndexName":"ByAccountUpdated","KeySchema":[{"AttributeName":"listAccount","KeyType":"HASH"},{"AttributeName":"updatedAt","KeyType":"RANGE"}],"Projection":{"ProjectionType":"INCLUDE","NonKeyAttributes":["agentId","endUser","title","createdAt","preview"]}}]' >/dev/null
   awslocal dynamodb wait table-exists --table-name 'ConversationsTable'
 fi
 
 if ! awslocal dynamodb describe-table --table-name 'EventsTable' >/dev/null 2>&1; then
   awslocal dynamodb create-table --table-name 'EventsTable' \
     --billing-mode 'PAY_PER_REQUEST' \
-    --attribute-definitions '[{"AttributeName":"eventKey","AttributeType":"S"}]' \
-    --key-schema '[{"AttributeName":"eventKey","KeyType":"HASH"}]' >/dev/null
+    --attribute-definitions '[{"AttributeName":"eventKey","AttributeType":"S"},{"AttributeName":"conversationKey","AttributeType":"S"}]' \
+    --key-schema '[{"AttributeName":"eventKey","KeyType":"HASH"}]' \
+    --global-secondary-indexes '[{"IndexName":"ByConversation","KeySchema":[{"AttributeName":"conversationKey","KeyType":"HASH"}],"Projection":{"ProjectionType":"KEYS_ONLY"}}]' >/dev/null
   awslocal dynamodb wait table-exists --table-name 'EventsTable'
   awslocal dynamodb update-time-to-live --table-name 'EventsTable' \
     --time-to-live-specification '{"AttributeName":"expiresAt","Enabled":true}' >/dev/null
@@ -90,8 +92,9 @@ fi
 if ! awslocal dynamodb describe-table --table-name 'StreamsTable' >/dev/null 2>&1; then
   awslocal dynamodb create-table --table-name 'StreamsTable' \
     --billing-mode 'PAY_PER_REQUEST' \
-    --attribute-definitions '[{"AttributeName":"streamKey","AttributeType":"S"},{"AttributeName":"seq","AttributeType":"N"}]' \
-    --key-schema '[{"AttributeName":"streamKey","KeyType":"HASH"},{"AttributeName":"seq","KeyType":"RANGE"}]' >/dev/null
+    --attribute-definitions '[{"AttributeName":"streamKey","AttributeType":"S"},{"AttributeName":"seq","AttributeType":"N"},{"AttributeName":"groupKey","AttributeType":"S"}]' \
+    --key-schema '[{"AttributeName":"streamKey","KeyType":"HASH"},{"AttributeName":"seq","KeyType":"RANGE"}]' \
+    --global-secondary-indexes '[{"IndexName":"ByGroup","KeySchema":[{"AttributeName":"groupKey","KeyType":"HASH"}],"Projection":{"ProjectionType":"KEYS_ONLY"}}]' >/dev/null
   awslocal dynamodb wait table-exists --table-name 'StreamsTable'
   awslocal dynamodb update-time-to-live --table-name 'StreamsTable' \
     --time-to-live-specification '{"AttributeName":"expiresAt","Enabled":true}' >/dev/null

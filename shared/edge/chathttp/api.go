@@ -70,6 +70,7 @@ func New(opts Options) *Handler {
 	h.mux.HandleFunc("PATCH /conversations/{conversationId}", h.patchConversation)
 	h.mux.HandleFunc("GET /threads/{parentThreadId}/variables/{requestId}", h.variables)
 	h.mux.HandleFunc("POST /threads/{parentThreadId}/variables/{requestId}", h.provideVariables)
+	h.mux.HandleFunc("DELETE /conversations/{conversationId}", h.deleteConversation)
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		httpjson.WriteError(w, &httpjson.Error{Status: http.StatusNotFound, Message: "no route for " + r.Method + " " + r.URL.Path})
 	})
@@ -82,7 +83,7 @@ func probe(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if callers.IsPreflight(r) && preflighted(r.URL.Path) {
+	if r.Method == http.MethodOptions && preflighted(r.URL.Path) {
 		callers.Preflight(w, r)
 		return
 	}

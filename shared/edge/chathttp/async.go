@@ -132,7 +132,7 @@ func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	ev, err := h.opts.Store.Event(ctx, acc.AccountID, id)
+	ev, err := h.opts.Store.ConversationEvent(ctx, acc.AccountID, id)
 	// A token sees the turns of its end user's requests only: another's is not found either.
 	if errors.Is(err, store.ErrNotFound) || (err == nil && !acc.Sees(ev.EndUser)) {
 		httpjson.WriteError(w, &httpjson.Error{Status: http.StatusNotFound, Message: "event " + id + " not found"})

@@ -108,3 +108,24 @@ func (s *Store) Copy(ctx context.Context, accountID, from, to, id string) error 
 func (s *Store) URL(ctx context.Context, accountID, threadID, id string) (string, error) {
 	return s.blobs.URL(ctx, key(accountID, threadID, id), URLTTL)
 }
+
+// blobDeleter is what DeleteThread needs of Blobs; without it a thread's files are left to the
+// bucket's lifecycle.
+type blobDeleter interface {
+	Keys(ctx context.Context, prefix string) ([]string, error)
+	Delete(ctx context.Context, keys ...string) error
+}
+
+// DeleteThread deletes every file of the thread, for the deletion of its conversation.
+// Deleting twice is harmless.
+func (s *Store) DeleteThread(ctx context.Context, accountID, threadID string) error {
+	d, ok := s.blobs.(blobDeleter)
+	if !ok {
+		return nil
+	}
+	keys, err := d.Keys(ctx, key(accountID, threadID, ""))
+	if err != nil {
+		return err
+	}
+	return d.Delete(ctx, keys...)
+}

@@ -150,7 +150,7 @@ func sameOrigin(origin string, r *http.Request) bool {
 	return err == nil && u.Host != "" && strings.EqualFold(u.Host, r.Host)
 }
 
-// Preflight answers a CORS preflight (OPTIONS with Access-Control-Request-Method). A preflight
+// Preflight answers a CORS preflight (an OPTIONS request) of a route a page may call. A preflight
 // carries no credential, so it cannot know the account and answers every origin; the request
 // that follows is checked against the account's list (Origin) before it does anything.
 func Preflight(w http.ResponseWriter, r *http.Request) {
@@ -163,9 +163,4 @@ func Preflight(w http.ResponseWriter, r *http.Request) {
 	h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Last-Event-ID")
 	h.Set("Access-Control-Max-Age", "600")
 	w.WriteHeader(http.StatusNoContent)
-}
-
-// IsPreflight reports whether r is a CORS preflight.
-func IsPreflight(r *http.Request) bool {
-	return r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != ""
 }

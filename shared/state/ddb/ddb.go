@@ -1,6 +1,7 @@
 // Package ddb is the DynamoDB attribute helpers the stores share: building string, number and
 // string-list attributes, reading them back out of an item, and telling a write its condition
-// refused. Each store keeps its own keys and item shapes.
+// refused; deleting items by key and reading them off an index. Each store keeps its own
+// keys and item shapes.
 package ddb
 
 import (

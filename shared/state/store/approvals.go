@@ -103,6 +103,9 @@ func (t *Lease) Pause(ctx context.Context, msgs []model.Message, approvals []App
 			"createdAt":      ddb.N(a.CreatedAt.UnixMilli()),
 			"deadline":       ddb.N(a.Deadline.UnixMilli()),
 			"expiresAt":      ddb.N(a.Deadline.Add(approvalRetention).Unix()),
+
+			// It puts the approval in ByConversation, where deleting its conversation finds it.
+			"conversationKey": ddb.S(t.key),
 		}
 		if a.RequestReason != "" {
 			item["requestReason"] = ddb.S(a.RequestReason)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/state/ddb"
@@ -45,10 +46,13 @@ func (s *Store) CreateChild(ctx context.Context, accountID, conversationID, agen
 		"agentId":            ddb.S(agentID),
 		"nextSeq":            ddb.N(1),
 		"parentConversation": ddb.S(p.ConversationID),
-		"parentTurn":         ddb.S(p.TurnKey),
-		"parentTool":         ddb.S(p.Tool),
-		"parentEvent":        ddb.S(p.EventID),
-		"depth":              ddb.N(int64(p.Depth)),
+		// ByOwner finds a conversation's children by the owner key of its own (childOwner).
+		"ownerKey":    ddb.S(childOwner(accountID, p.ConversationID)),
+		"updatedAt":   ddb.N(time.Now().UnixMilli()),
+		"parentTurn":  ddb.S(p.TurnKey),
+		"parentTool":  ddb.S(p.Tool),
+		"parentEvent": ddb.S(p.EventID),
+		"depth":       ddb.N(int64(p.Depth)),
 	}
 	if p.Explicit {
 		item["parentExplicit"] = &types.AttributeValueMemberBOOL{Value: true}

@@ -18,13 +18,14 @@ import (
 )
 
 // A conversation belongs to its account and, when an end-user token started it, to that end
-// user (endUser on its head; ownerKey, accountId#endUser, keys the index ByOwner). A client's
-// conversation is listed newest first: every append sets its head's updatedAt, the sort key
-// of ByOwner (an end user's conversations) and ByAccountUpdated (all of an account's), with its
-// title (the first user message, shortened, unless one was set), its preview (the last
-// message's text) and createdAt. Subagent conversations are never listed: their appends set
-// none of it, so the sparse indexes leave them out. A conversation made before these
-// attributes were is listed from its next turn on.
+// user (endUser on its head). Its head's ownerKey keys the index ByOwner: rootOwner for a
+// client's conversation (an end user's, or the account's own), childOwner for a subagent's,
+// under the conversation that called it. A client's conversation is listed newest first:
+// every append sets its head's updatedAt, the sort key of ByOwner and of ByAccountUpdated
+// (all of an account's client conversations, keyed by listAccount, which subagents' heads do
+// not carry), with its title (the first user message, shortened, unless one was set), its
+// preview (the last message's text) and createdAt. A conversation made before these attributes
+// were is listed from its next turn on.
 const (
 	byOwner          = "ByOwner"
 	byAccountUpdated = "ByAccountUpdated"
@@ -100,14 +101,9 @@ type listCursor struct {
 // ListConversations returns the conversations q selects, newest first, and the cursor of the
 // next page ("" after the last).
 func (s *Store) ListConversations(ctx context.Context, accountID string, q ConversationQuery) ([]ConversationInfo, string, error) {
-	// An end user's conversations are ByOwner's; the account's own (made with its secret) have
-	// no ownerKey, so they are those of ByAccountUpdated without an end user.
-	index, hash, hashValue, filter := byOwner, "ownerKey", ownerKey(accountID, q.EndUser), []string(nil)
-	if q.All || q.EndUser == "" {
-		index, hash, hashValue = byAccountUpdated, "accountId", accountID
-	}
-	if !q.All && q.EndUser == "" {
-		filter = append(filter, "attribute_not_exists(endUser)")
+	index, hash, hashValue, filter := byOwner, "ownerKey", rootOwner(accountID, q.EndUser), []string(nil)
+	if q.All {
+		index, hash, hashValue = byAccountUpdated, "listAccount", accountID
 	}
 	vals := map[string]types.AttributeValue{":h": ddb.S(hashValue)}
 	if q.AgentID != "" {
@@ -158,8 +154,12 @@ func cursorAfter(accountID string, c ConversationInfo) string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// ownerKey is ByOwner's key of an end user's conversations.
-func ownerKey(accountID, endUser string) string { return accountID + "#" + endUser }
+// rootOwner is ByOwner's key of the client conversations of an end user (empty: the account's
+// own), childOwner of the subagent conversations a conversation called. An account id holds
+// neither # nor /, so neither meets the other.
+func rootOwner(accountID, endUser string) string { return accountID + "#" + endUser }
+
+func childOwner(accountID, parent string) string { return accountID + "/" + parent }
 
 // SetTitle sets a conversation's title, or fails with ErrNotFound.
 func (s *Store) SetTitle(ctx context.Context, accountID, conversationID, title string) (ConversationInfo, error) {
@@ -189,12 +189,15 @@ func Shorten(text string, n int) string {
 	return text
 }
 
-// listing is what an append of msgs to a client's conversation sets on its head for its list
-// (the clause to join a SET with, and its values): updatedAt, createdAt and title unless set,
-// and the preview, from the last message with text.
-func listing(msgs []model.Message, now time.Time) (string, map[string]types.AttributeValue) {
-	clause := "updatedAt = :updatedAt, createdAt = if_not_exists(createdAt, :updatedAt)"
-	vals := map[string]types.AttributeValue{":updatedAt": ddb.N(now.UnixMilli())}
+// listing is what an append of msgs to a client conversation of endUser sets on its head for
+// its list (the clause to join a SET with, and its values): its owner key and listAccount,
+// updatedAt, createdAt and title unless set, and the preview, from the last message with text.
+func listing(accountID, endUser string, msgs []model.Message, now time.Time) (string, map[string]types.AttributeValue) {
+	clause := "ownerKey = if_not_exists(ownerKey, :ownerKey), listAccount = :listAccount, " +
+		"updatedAt = :updatedAt, createdAt = if_not_exists(createdAt, :updatedAt)"
+	vals := map[string]types.AttributeValue{
+		":ownerKey": ddb.S(rootOwner(accountID, endUser)), ":listAccount": ddb.S(accountID), ":updatedAt": ddb.N(now.UnixMilli()),
+	}
 	for _, m := range msgs {
 		if t := Shorten(m.Text(), TitleRunes); m.Role == model.RoleUser && !m.IsNested() && t != "" {
 			clause += ", title = if_not_exists(title, :title)"

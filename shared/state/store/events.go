@@ -94,18 +94,31 @@ var ErrEventFinal = errors.New("event already finished")
 
 // Event reads an event's TurnStatus (consistent), or ErrNotFound.
 func (s *Store) Event(ctx context.Context, accountID, eventID string) (TurnStatus, error) {
+	it, err := s.eventItem(ctx, accountID, eventID)
+	if err != nil {
+		return TurnStatus{}, err
+	}
+	return eventOf(eventID, it), nil
+}
+
+// eventItem reads an event's item (consistent), or ErrNotFound.
+func (s *Store) eventItem(ctx context.Context, accountID, eventID string) (map[string]types.AttributeValue, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      &s.tables.Events,
 		Key:            map[string]types.AttributeValue{"eventKey": ddb.S(accountID + "#" + eventID)},
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return TurnStatus{}, fmt.Errorf("loading event %s: %w", eventID, err)
+		return nil, fmt.Errorf("loading event %s: %w", eventID, err)
 	}
 	if out.Item == nil {
-		return TurnStatus{}, ErrNotFound
+		return nil, ErrNotFound
 	}
-	it := out.Item
+	return out.Item, nil
+}
+
+// eventOf is the TurnStatus an event's item records.
+func eventOf(eventID string, it map[string]types.AttributeValue) TurnStatus {
 	e := TurnStatus{ID: eventID, ConversationID: ddb.String(it, "conversationId"), EndUser: ddb.String(it, "endUser"), Status: ddb.String(it, "status")}
 	if t, err := time.Parse(time.RFC3339, ddb.String(it, "createdAt")); err == nil {
 		e.CreatedAt = t
@@ -122,7 +135,7 @@ func (s *Store) Event(ctx context.Context, accountID, eventID string) (TurnStatu
 		e.Detail = json.RawMessage(d)
 	}
 	e.Children = childrenOf(it)
-	return e, nil
+	return e
 }
 
 // Messages returns the messages of a conversation with from <= seq < to, in order.

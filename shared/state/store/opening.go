@@ -247,12 +247,13 @@ func (s *Store) StartTurn(ctx context.Context, o *Opening, agentID string, msg m
 		update += ", activeStream = :activeStream"
 		vals[":activeStream"] = ddb.S(stream)
 	}
+	endUser := ddb.String(head, "endUser")
 	if head == nil && o.endUser != "" {
-		update += ", endUser = :endUser, ownerKey = :ownerKey"
-		vals[":endUser"], vals[":ownerKey"] = ddb.S(o.endUser), ddb.S(ownerKey(o.Account.ID, o.endUser))
+		update += ", endUser = :endUser"
+		vals[":endUser"], endUser = ddb.S(o.endUser), o.endUser
 	}
 	if _, child := head["parentConversation"]; !child {
-		clause, lv := listing([]model.Message{msg}, now)
+		clause, lv := listing(o.Account.ID, endUser, []model.Message{msg}, now)
 		update += ", " + clause
 		maps.Copy(vals, lv)
 	}

@@ -166,43 +166,13 @@ func (s *Store) purgeConversation(ctx context.Context, key string) (int, error) 
 		}
 		keys = append(keys, page.Items...)
 	}
-	if err := s.batchDelete(ctx, s.tables.Conversations, keys); err != nil {
+	if err := ddb.Delete(ctx, s.db, s.tables.Conversations, keys); err != nil {
 		return 0, err
 	}
 	if _, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &s.tables.Conversations, Key: head}); err != nil {
 		return 0, fmt.Errorf("deleting conversation %s: %w", key, err)
 	}
 	return len(keys) + 1, nil
-}
-
-// maxBatchWrite is BatchWriteItem's limit on requests in one call.
-const maxBatchWrite = 25
-
-// batchDelete deletes items by key, retrying what DynamoDB leaves unprocessed (under throttling)
-// with backoff until ctx ends.
-func (s *Store) batchDelete(ctx context.Context, table string, keys []map[string]types.AttributeValue) error {
-	for start := 0; start < len(keys); start += maxBatchWrite {
-		reqs := make([]types.WriteRequest, 0, maxBatchWrite)
-		for _, k := range keys[start:min(start+maxBatchWrite, len(keys))] {
-			reqs = append(reqs, types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: k}})
-		}
-		pending := map[string][]types.WriteRequest{table: reqs}
-		for wait := 50 * time.Millisecond; len(pending) > 0; wait = min(2*wait, 2*time.Second) {
-			out, err := s.db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: pending})
-			if err != nil {
-				return fmt.Errorf("deleting items of %s: %w", table, err)
-			}
-			if pending = out.UnprocessedItems; len(pending) == 0 {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("deleting items of %s: %w", table, ctx.Err())
-			case <-time.After(wait):
-			}
-		}
-	}
-	return nil
 }
 
 // removeTombstone deletes a tombstone, never a live account.

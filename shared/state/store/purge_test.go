@@ -170,10 +170,23 @@ func TestDeletedAccountIsNotFound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// What decides who else may call it: its token key, its registered keys, its origins.
+	if _, err := s.PutAccountTokenKey(ctx, acc.ID, store.TokenKey{ID: "key_1", Sealed: []byte("sealed"), Public: make([]byte, 32)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetIssuer(ctx, acc.ID, `{"keys":[]}`, "https://example.com/jwks", now); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetOrigins(ctx, acc.ID, []string{"https://app.example.com"}, now); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.DeleteAccount(ctx, acc.ID, now); err != nil {
 		t.Fatal(err)
 	}
 	for name, err := range map[string]error{
+		"AccountAccess": second(s.AccountAccess(ctx, acc.ID)),
+		"SetIssuer":     s.SetIssuer(ctx, acc.ID, "", "", now),
+		"SetOrigins":    s.SetOrigins(ctx, acc.ID, nil, now),
 		"DeleteAccount": s.DeleteAccount(ctx, acc.ID, now),
 		"Account":       second(s.Account(ctx, acc.ID)),
 		"BySecret":      second(s.AccountBySecret(ctx, secret)),

@@ -133,13 +133,15 @@ func (s *Store) ClaimEvent(ctx context.Context, accountID, eventID, conversation
 		"status":         ddb.S(EventProcessing),
 		"createdAt":      ddb.S(now.UTC().Format(time.RFC3339)),
 		"expiresAt":      ddb.N(now.Add(ttl).Unix()),
+		// It puts the event in ByConversation, where deleting its conversation finds it.
+		"conversationKey": ddb.S(accountID + "#" + conversationID),
 	}
 	if endUser != "" {
 		item["endUser"] = ddb.S(endUser)
 	}
 	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: &s.tables.Events,
-		Item:      item,
+		TableName:                           &s.tables.Events,
+		Item:                                item,
 		ConditionExpression:                 aws.String("attribute_not_exists(eventKey)"),
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
@@ -228,13 +230,23 @@ type Handover struct {
 // ErrAgentMismatch if the conversation belongs to another agent. An expired lease is taken
 // over, so a crashed turn never locks a conversation for good.
 func (s *Store) TakeLease(ctx context.Context, accountID, conversationID, agentID string, now, leaseUntil time.Time) (*Lease, error) {
-	return s.TakeLeaseOf(ctx, "", accountID, conversationID, agentID, now, leaseUntil)
+	return s.takeLease(ctx, "", false, accountID, conversationID, agentID, now, leaseUntil)
 }
 
 // TakeLeaseOf is TakeLease for a turn of endUser (empty: of the account, which may take any of
 // its conversations): a new conversation becomes endUser's, and one of another end user, or of
 // the account alone, is ErrNotFound, as an unknown one would be to a reader of that end user.
 func (s *Store) TakeLeaseOf(ctx context.Context, endUser, accountID, conversationID, agentID string, now, leaseUntil time.Time) (*Lease, error) {
+	return s.takeLease(ctx, endUser, false, accountID, conversationID, agentID, now, leaseUntil)
+}
+
+// ResumeLease is TakeLease for a turn that goes on with a conversation it already has (a
+// continuation, a cancel): one that is gone (deleted) is ErrNotFound, never made anew.
+func (s *Store) ResumeLease(ctx context.Context, accountID, conversationID, agentID string, now, leaseUntil time.Time) (*Lease, error) {
+	return s.takeLease(ctx, "", true, accountID, conversationID, agentID, now, leaseUntil)
+}
+
+func (s *Store) takeLease(ctx context.Context, endUser string, existing bool, accountID, conversationID, agentID string, now, leaseUntil time.Time) (*Lease, error) {
 	key := accountID + "#" + conversationID
 	owner := NewID("turn_")
 	// accountId puts the head (only the head) in the sparse index ByAccount, through which
@@ -245,10 +257,13 @@ func (s *Store) TakeLeaseOf(ctx context.Context, endUser, accountID, conversatio
 		":agent": ddb.S(agentID), ":one": ddb.N(1), ":account": ddb.S(accountID), ":owner": ddb.S(owner),
 		":until": ddb.N(leaseUntil.UnixMilli()), ":now": ddb.N(now.UnixMilli()),
 	}
+	if existing {
+		cond += " AND attribute_exists(nextSeq)"
+	}
 	if endUser != "" {
-		update += ", endUser = :endUser, ownerKey = :ownerKey"
+		update += ", endUser = :endUser"
 		cond += " AND (attribute_not_exists(nextSeq) OR endUser = :endUser)"
-		vals[":endUser"], vals[":ownerKey"] = ddb.S(endUser), ddb.S(ownerKey(accountID, endUser))
+		vals[":endUser"] = ddb.S(endUser)
 	}
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           &s.tables.Conversations,
@@ -263,6 +278,8 @@ func (s *Store) TakeLeaseOf(ctx context.Context, endUser, accountID, conversatio
 	if errors.As(err, &failed) {
 		_, exists := failed.Item["nextSeq"]
 		switch {
+		case existing && !exists:
+			return nil, ErrNotFound
 		case endUser != "" && exists && ddb.String(failed.Item, "endUser") != endUser:
 			return nil, ErrNotFound
 		case ddb.String(failed.Item, "agentId") != agentID:
@@ -576,7 +593,7 @@ func (t *Lease) write(ctx context.Context, msgs []model.Message, extra []types.T
 	if t.parent.ConversationID == "" && len(msgs) > 0 {
 		// A client's conversation: its list shows this append (listing). The lease's clock is
 		// the store's host's, as the ending's is DynamoDB's.
-		clause, lv := listing(msgs, time.Now())
+		clause, lv := listing(t.accountID, t.endUser, msgs, time.Now())
 		update = strings.Replace(update, "SET ", "SET "+clause+", ", 1)
 		maps.Copy(vals, lv)
 	}

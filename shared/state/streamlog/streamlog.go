@@ -95,6 +95,9 @@ type Options struct {
 	Now func() time.Time
 	// Mirror, when set, copies every stored entry to a second log.
 	Mirror Mirror
+	// Group, when set, names the group a stream belongs to (the harness's: its conversation),
+	// which its items carry so that DeleteGroup finds them (delete.go).
+	Group func(stream string) string
 }
 
 // Mirror copies streams, entry by entry once each is stored, to a second log. It never holds
@@ -241,7 +244,7 @@ func (w *Writer) Append(ctx context.Context, payload json.RawMessage) error {
 			return fmt.Errorf("%w: %d bytes, at most %d without a blob store", ErrTooLarge, len(payload), InlineLimit)
 		}
 		// Keyed by its place in the stream: a retried write rewrites the same object.
-		key := "streams/" + w.stream + "/" + strconv.FormatInt(w.next+int64(len(w.buf)), 10) + ".json"
+		key := blobPrefix(w.stream) + "/" + strconv.FormatInt(w.next+int64(len(w.buf)), 10) + ".json"
 		if err := w.log.opts.Blobs.Put(ctx, key, payload); err != nil {
 			return fmt.Errorf("storing a %d-byte payload of stream %s: %w", len(payload), w.stream, err)
 		}
@@ -417,6 +420,7 @@ func (w *Writer) batchItem(state string) (map[string]types.AttributeValue, error
 	if state != Open {
 		item["state"] = ddb.S(state)
 	}
+	w.log.grouped(w.stream, item)
 	return item, nil
 }
 
@@ -430,6 +434,7 @@ func (w *Writer) stateItem(state string) map[string]types.AttributeValue {
 	now := w.log.opts.Now()
 	st := key(w.stream, stateSeq)
 	st["state"], st["next"], st["updatedAt"], st["expiresAt"] = ddb.S(state), ddb.N(w.next), ddb.N(now.UnixMilli()), ddb.N(now.Add(w.log.opts.Retention).Unix())
+	w.log.grouped(w.stream, st)
 	return st
 }
 

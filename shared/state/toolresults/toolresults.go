@@ -34,20 +34,39 @@ func accountPrefix(accountID string) string { return "tool-results/" + accountID
 // the content's digest, so a retried invocation writes the same object again, not another.
 func (s *Store) Put(ctx context.Context, accountID, conversationID string, whole []byte) (string, error) {
 	sum := sha256.Sum256(whole)
-	key := accountPrefix(accountID) + conversationID + "/" + hex.EncodeToString(sum[:]) + ".json"
+	key := conversationPrefix(accountID, conversationID) + hex.EncodeToString(sum[:]) + ".json"
 	if err := s.blobs.Put(ctx, key, whole); err != nil {
 		return "", fmt.Errorf("keeping a tool result of %d bytes: %w", len(whole), err)
 	}
 	return key, nil
 }
 
+// conversationPrefix is where a conversation's results live.
+func conversationPrefix(accountID, conversationID string) string {
+	return accountPrefix(accountID) + conversationID + "/"
+}
+
 // DeleteAll deletes every result the account keeps, for the purge of a deleted account.
 // Deleting twice is harmless.
 func (s *Store) DeleteAll(ctx context.Context, accountID string) error {
+	return s.deleteUnder(ctx, accountID, accountPrefix(accountID))
+}
+
+// DeleteConversation deletes every result the conversation keeps, for its deletion. Deleting
+// twice is harmless.
+func (s *Store) DeleteConversation(ctx context.Context, accountID, conversationID string) error {
+	if p := ids.Problem(conversationID); p != "" {
+		return fmt.Errorf("conversation id %s", p)
+	}
+	return s.deleteUnder(ctx, accountID, conversationPrefix(accountID, conversationID))
+}
+
+// deleteUnder deletes the results under prefix, one of the account's.
+func (s *Store) deleteUnder(ctx context.Context, accountID, prefix string) error {
 	if p := ids.Problem(accountID); p != "" {
 		return fmt.Errorf("account id %s", p)
 	}
-	keys, err := s.blobs.Keys(ctx, accountPrefix(accountID))
+	keys, err := s.blobs.Keys(ctx, prefix)
 	if err != nil {
 		return err
 	}

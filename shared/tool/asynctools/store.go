@@ -159,6 +159,7 @@ func (s *Store) Register(ctx context.Context, r Result) (existing Result, create
 	putS(item, "accountId", r.AccountID)
 	putS(item, "agentId", r.AgentID)
 	putS(item, "conversationId", r.ConversationID)
+	putConversationKey(item, r.AccountID, r.ConversationID)
 	putS(item, "turnId", r.TurnID)
 	putS(item, "toolCallId", r.ToolCallID)
 	putS(item, "toolName", r.ToolName)
@@ -204,6 +205,7 @@ func (s *Store) Settle(ctx context.Context, id string, o Outcome, now time.Time)
 	}
 	hash := o.Hash()
 	w := newWriteID()
+	var offloaded string // the blob this settle put, if any
 	update := "SET #s = :s, outcomeHash = :h, settledAt = :now, writeId = :w"
 	vals := map[string]types.AttributeValue{
 		":s": ddb.S(o.Status), ":h": ddb.S(hash), ":running": ddb.S(Running), ":now": ms(now), ":w": ddb.S(w),
@@ -220,7 +222,7 @@ func (s *Store) Settle(ctx context.Context, id string, o Outcome, now time.Time)
 			if err := s.blobs.Put(ctx, blobKey, o.Response); err != nil {
 				return Result{}, false, fmt.Errorf("settling async tool result %s: storing the response: %w", id, err)
 			}
-			stored = preview(o.Response)
+			offloaded, stored = blobKey, preview(o.Response)
 			update += ", responseKey = :k"
 			vals[":k"] = ddb.S(blobKey)
 		}
@@ -257,6 +259,11 @@ func (s *Store) Settle(ctx context.Context, id string, o Outcome, now time.Time)
 			return Result{}, false, fmt.Errorf("settling async tool result %s: reading the recorded row: %w", id, err)
 		}
 		if old == nil {
+			if offloaded != "" {
+				if err := s.forget(ctx, offloaded); err != nil {
+					return Result{}, false, fmt.Errorf("settling async tool result %s: deleting the response of a row that is gone: %w", id, err)
+				}
+			}
 			return Result{}, false, ErrNotFound
 		}
 		rec, err := decodeResult(old)
@@ -391,6 +398,7 @@ func (s *Store) Seal(ctx context.Context, g Group, now, dueAt time.Time) (existi
 	putS(item, "accountId", g.AccountID)
 	putS(item, "agentId", g.AgentID)
 	putS(item, "conversationId", g.ConversationID)
+	putConversationKey(item, g.AccountID, g.ConversationID)
 	putS(item, "sealedBy", g.SealedBy)
 	old, sealed, err := s.putNew(ctx, item, w)
 	if err != nil {
