@@ -19,6 +19,8 @@
 //   resume          slow-steps (three slow model steps): a reload after the first text, signed in
 //                   again, comes back to the same agent and conversation, and the rest of the turn
 //                   arrives, nothing twice;
+//   nothing-to-resume  the same, the stream route answering 204 (a turn's log gone): the chat
+//                   shows the reply read back, which it had set aside for the replay;
 //   validation      a new agent "broken" with an unknown tool: Save shows the field error
 //                   (tools.nope) and marks the config invalid;
 //   async-status    (phone width) "Send as /async" to demo: the Async turns panel shows the turn
@@ -360,6 +362,30 @@ const steps = [
     const roles = [await byRole('user').count(), await byRole('assistant').count()];
     if (roles[0] !== 1 || roles[1] !== 1) throw new Error(`after the resume ${roles[0]} user and ${roles[1]} assistant messages, want 1 and 1`);
     return `reloaded mid-turn, signed in again, same agent and conversation, rest of the turn arrived once, ${tokens}`;
+  }],
+
+  ['nothing-to-resume', desktop, async () => {
+    await newConversation();
+    await send('Take your time');
+    await visible(byRole('assistant').filter({ hasText: 'First step.' }), 'the first step\'s text');
+    const id = (await chatState()).conversationId;
+    const token = tokenOf('alice');
+    await until('the first step stored', async () => {
+      const read = await page.evaluate(async ([id, token]) =>
+        (await fetch(`/conversations/${id}/messages`, { headers: { Authorization: `Bearer ${token}` } })).json(), [id, token]);
+      return read.messages.length === 2;
+    });
+    // The stream route answers 204, as when the turn's log is gone.
+    await page.route((url) => url.pathname.endsWith('/stream'), (route) => route.fulfill({ status: 204 }));
+    await page.reload();
+    await signIn('alice');
+    await until('the whole conversation read back shown', async () => {
+      const c = await chatState();
+      return c?.conversationId === id && c.status === 'ready' && c.messages.length === 2;
+    });
+    await visible(byRole('assistant').filter({ hasText: 'First step.' }), 'the reply read back, with no turn to resume');
+    await page.unrouteAll({ behavior: 'wait' });
+    return 'reloaded mid-turn, the stream route answered 204: the reply read back is shown whole';
   }],
 
   ['validation', desktop, async () => {
