@@ -1,20 +1,38 @@
 // playground-browser drives the playground page (infra/playground) in headless Chromium with
 // playwright-core, as a user does, through the accessible names of its UI contract. Its steps:
 //
-//   sign-in       a wrong secret shows an alert; the right one lists the agents, "demo" among them;
-//   demo-turn     "What time is it?" to demo: current_time's card reaches output-available, the
-//                 answer says "It is", and the message shows its tokens;
-//   approve       approver's test_async call waits for approval; Approve, and the answer says "Done:";
-//   deny          a new conversation, the same request; Deny: the card shows output-denied and the
-//                 answer carries the denial;
-//   async-card    async-card (test_async async in the same invocation, 1.5 s) shows the
-//                 "Async result test_async" card completed;
-//   resume        slow-steps (three slow model steps): a reload after the first text comes back to
-//                 the same agent and conversation, and the rest of the turn arrives, nothing twice;
-//   validation    a new agent "broken" with an unknown tool: Save shows the field error
-//                 (tools.nope) and marks the config invalid;
-//   async-status  (phone width) "Send as /async" to demo: the Async turns panel shows the turn
-//                 completed with its stored user and assistant messages.
+//   sign-in         a wrong secret shows an alert; the right one, as end user "alice", lists the
+//                   agents, "demo" among them;
+//   demo-turn       "What time is it?" to demo: current_time's card reaches output-available, the
+//                   answer says "It is", the message shows its tokens, and the conversation is
+//                   listed under its title;
+//   approve         approver's test_async call waits for approval; Approve, and the answer says
+//                   "Done:"; the messages useChat holds are kept for the next step;
+//   reload-restore  a reload asks for the secret again (the End-user name kept), storage holds
+//                   neither the secret nor a token; signed in again, the conversation reopens with
+//                   the messages read back from the harness deep-equal to those useChat held;
+//   rename          Rename it: the list and the heading show the new title;
+//   deny            a new conversation, the same request; Deny: the card shows output-denied and
+//                   the answer carries the denial;
+//   async-card      async-card (test_async async in the same invocation, 1.5 s) shows the
+//                   "Async result test_async" card completed;
+//   resume          slow-steps (three slow model steps): a reload after the first text, signed in
+//                   again, comes back to the same agent and conversation, and the rest of the turn
+//                   arrives, nothing twice;
+//   nothing-to-resume  the same, the stream route answering 204 (a turn's log gone): the chat
+//                   shows the reply read back, which it had set aside for the replay;
+//   validation      a new agent "broken" with an unknown tool: Save shows the field error
+//                   (tools.nope) and marks the config invalid;
+//   async-status    (phone width) "Send as /async" to demo: the Async turns panel shows the turn
+//                   completed with its stored user and assistant messages;
+//   other-user      end user "bob" lists none of alice's conversations, and his token gets 404 on
+//                   hers (its messages, a rename, its stream); alice signed in again lists hers;
+//   credentials     the secret went only to /accounts/… routes, every other request carried an
+//                   end-user token, and storage holds neither;
+//   renewal         tokens minted for 2 seconds (the mint request rewritten) and GET /agents
+//                   refused once as expired: the page mints again and retries, renews before each
+//                   token expires, and a turn runs;
+//   delete          Delete conversation: it leaves the list and its messages are 404.
 //
 // The test that runs it (infra/playground/browser_test.go) seeds the example account and creates
 // the agents async-card and slow-steps first.
@@ -26,6 +44,7 @@
 
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { isDeepStrictEqual } from 'node:util';
 import { chromium } from 'playwright-core';
 
 const [pageUrl, secret, shotDir] = process.argv.slice(2);
@@ -144,33 +163,106 @@ async function finished() {
 // count counts the occurrences of s in text.
 const count = (text, s) => text.split(s).length - 1;
 
+
+const conversations = () => page.getByRole('navigation', { name: 'Conversations', exact: true });
+// titles are the conversation list's entries.
+const titles = async () => (await conversations().getByRole('button').allInnerTexts()).map((t) => t.trim());
+
+async function signIn(endUser) {
+  await (await visible(page.getByLabel('Account secret', { exact: true }), 'the Account secret field')).fill(secret);
+  await page.getByLabel('End-user name', { exact: true }).fill(endUser);
+  await button('Sign in').click();
+  await visible(page.getByText(`End user ${endUser}`, { exact: true }), `"End user ${endUser}" in the header`);
+}
+
+async function signOut() {
+  await (await visible(button('Sign out'), 'the Sign out button')).click();
+  await visible(page.getByLabel('Account secret', { exact: true }), 'the sign-in form after Sign out');
+}
+
+// chatState is what the page's useChat holds (the page sets window.playgroundChat).
+const chatState = () => page.evaluate(() => structuredClone(window.playgroundChat ?? null));
+
+// restored waits for the chat of conversation id to show what it read back, and returns it.
+async function restored(id) {
+  return until(`the chat of ${id} restored`, async () => {
+    const c = await chatState();
+    return c?.conversationId === id && c.status === 'ready' && c.messages.length > 0 && c;
+  });
+}
+
+// withoutFileURLs is a message list as JSON values, file parts' url left out: the harness gives
+// a signed address of the bytes where the client sent a data: URL.
+const withoutFileURLs = (messages) =>
+  JSON.parse(JSON.stringify(messages, function (k, v) {
+    return k === 'url' && this.type === 'file' ? undefined : v;
+  }));
+
+// What every request of the page carried, checked by the credentials step.
+const sent = [];
+page.on('request', async (r) => {
+  const u = new URL(r.url());
+  if (u.origin !== new URL(pageUrl).origin) return;
+  const auth = (await r.allHeaders().catch(() => ({}))).authorization ?? '';
+  sent.push({ method: r.method(), path: u.pathname, auth });
+});
+// tokenOf is the last end-user token the page sent for endUser.
+function tokenOf(endUser) {
+  for (const s of sent.toReversed()) {
+    const jwt = s.auth.replace(/^Bearer /, '');
+    if (!jwt.startsWith('eyJ')) continue;
+    const claims = JSON.parse(Buffer.from(jwt.split('.')[1], 'base64url').toString());
+    if (claims.sub === endUser) return jwt;
+  }
+  throw new Error(`the page sent no token of ${endUser}`);
+}
+
+// status of a request the page makes with a token, from inside the page.
+const statusIn = (method, path, token, body) => page.evaluate(async ([method, path, token, body]) => {
+  const headers = { Authorization: `Bearer ${token}` };
+  if (body) headers['Content-Type'] = 'application/json';
+  return (await fetch(path, { method, headers, body: body && JSON.stringify(body) })).status;
+}, [method, path, token, body]);
+
+// storageHoldsNoCredential checks that neither storage of the page holds the secret or a token.
+async function storageHoldsNoCredential() {
+  const stored = await page.evaluate(() => JSON.stringify([{ ...localStorage }, { ...sessionStorage }]));
+  if (stored.includes(secret)) throw new Error(`the page's storage holds the secret: ${stored}`);
+  if (/eyJ[\w-]+\.[\w-]+\.[\w-]+/.test(stored)) throw new Error(`the page's storage holds a token: ${stored}`);
+  return stored;
+}
+
+// Filled by approve, compared by reload-restore, renamed by rename, deleted by delete.
+const alice = { conversation: '', messages: null };
+const renamed = 'Nightly build, renamed';
+
 const steps = [
   ['sign-in', desktop, async () => {
     await page.goto(pageUrl);
     await (await visible(page.getByLabel('Account secret', { exact: true }), 'the Account secret field')).fill('hsec_not-the-secret');
+    await page.getByLabel('End-user name', { exact: true }).fill('alice');
     await button('Sign in').click();
     const alert = await visible(page.getByRole('alert').first(), 'an alert for the wrong secret');
     const refused = (await alert.innerText()).trim();
-    await page.getByLabel('Account secret', { exact: true }).fill(secret);
-    await button('Sign in').click();
+    await signIn('alice');
     const nav = await visible(page.getByRole('navigation', { name: 'Agents', exact: true }), 'the Agents nav');
     await visible(button('demo', nav), 'agent button "demo"');
-    await visible(button('Sign out'), 'the Sign out button');
     const agents = (await nav.getByRole('button').count()) - (await button('New agent', nav).count());
-    return `wrong secret: alert "${refused}"; signed in, ${agents} agents listed`;
+    return `wrong secret: alert "${refused}"; signed in as alice, ${agents} agents listed`;
   }],
 
   ['demo-turn', desktop, async () => {
     await selectAgent('demo', 'Demo agent');
     await visible(button('Edit agent'), 'the Edit agent button');
-    await visible(page.getByRole('navigation', { name: 'Conversations', exact: true }), 'the Conversations nav');
+    await visible(conversations(), 'the Conversations nav');
     await newConversation();
     await send('What time is it?');
     await visible(byRole('user').filter({ hasText: 'What time is it?' }), 'the user message');
     await visible(toolCard('current_time').filter({ hasText: 'output-available' }), 'the Tool current_time card in output-available');
     await visible(byRole('assistant').filter({ hasText: 'It is' }), 'an assistant text with "It is"');
     const tokens = await finished();
-    return `current_time output-available, "It is" answered, ${tokens}`;
+    await visible(button('What time is it?', conversations()), 'the conversation listed with its title after the turn');
+    return `current_time output-available, "It is" answered, ${tokens}, listed as "What time is it?"`;
   }],
 
   ['approve', desktop, async () => {
@@ -183,7 +275,43 @@ const steps = [
     await visible(byRole('assistant').filter({ hasText: 'Done:' }), 'an answer with "Done:"');
     await visible(toolCard('test_async').filter({ hasText: 'output-available' }), 'the Tool test_async card in output-available');
     const tokens = await finished();
+    const chat = await chatState();
+    alice.conversation = chat.conversationId;
+    alice.messages = chat.messages;
     return `approval requested, approved, tool ran, "Done:" answered, ${tokens}`;
+  }],
+
+  ['reload-restore', desktop, async () => {
+    await page.reload();
+    // The secret lived in the page's memory only: the reloaded page asks for it again.
+    await visible(page.getByLabel('Account secret', { exact: true }), 'the sign-in form after the reload');
+    const name = await page.getByLabel('End-user name', { exact: true }).inputValue();
+    if (name !== 'alice') throw new Error(`the End-user name field holds ${JSON.stringify(name)} after the reload, want "alice"`);
+    await storageHoldsNoCredential();
+    await signIn('alice');
+    await visible(page.getByRole('heading', { level: 2, name: 'Approval demo', exact: true }), 'the approver reopened after signing in again');
+    const chat = await restored(alice.conversation);
+    const [before, after] = [withoutFileURLs(alice.messages), withoutFileURLs(chat.messages)];
+    if (!isDeepStrictEqual(before, after)) {
+      throw new Error(`the messages read back differ from those useChat held before the reload:\nbefore ${JSON.stringify(before)}\nafter  ${JSON.stringify(after)}`);
+    }
+    await visible(toolCard('test_async').filter({ hasText: 'output-available' }), 'the approved Tool test_async card after the reload');
+    await visible(byRole('assistant').filter({ hasText: 'Done:' }), 'the answer after the reload');
+    const listed = await titles();
+    if (!listed.includes('Run the nightly build')) throw new Error(`the conversation list after the reload is ${JSON.stringify(listed)}, want "Run the nightly build" in it`);
+    const approval = chat.messages.at(-1).parts.find((p) => p.approval)?.approval;
+    return `signed in again as alice: ${chat.messages.length} messages identical to before the reload (approval ${JSON.stringify(approval)}), listed as "Run the nightly build"`;
+  }],
+
+  ['rename', desktop, async () => {
+    await (await visible(button('Rename'), 'the Rename button')).click();
+    await (await visible(page.getByLabel('Title', { exact: true }), 'the Title field')).fill(renamed);
+    await button('Save title').click();
+    await visible(button(renamed, conversations()), `"${renamed}" in the conversation list`);
+    await visible(page.getByRole('heading', { level: 3, name: renamed, exact: true }), `the h3 "${renamed}"`);
+    const listed = await titles();
+    if (listed.includes('Run the nightly build')) throw new Error(`the old title is still listed: ${JSON.stringify(listed)}`);
+    return `listed as "${renamed}"`;
   }],
 
   ['deny', desktop, async () => {
@@ -222,6 +350,7 @@ const steps = [
     await visible(button('Stop'), 'the Stop button while streaming');
     if ((await messages().innerText()).includes('Third step')) throw new Error('the turn ended before the reload: slow-steps is not slow enough');
     await page.reload();
+    await signIn('alice');
     await visible(page.getByRole('heading', { level: 2, name: 'Slow steps', exact: true }), 'the h2 "Slow steps" after the reload');
     await visible(byRole('user').filter({ hasText: 'Take your time' }), 'the conversation\'s user message after the reload');
     if ((await messages().innerText()).includes('Third step')) throw new Error('the turn ended before the reloaded page showed it: nothing was resumed');
@@ -232,7 +361,31 @@ const steps = [
     if (dup.length > 0) throw new Error(`after the resume these do not appear exactly once: ${JSON.stringify(dup)}; messages: ${JSON.stringify(text)}`);
     const roles = [await byRole('user').count(), await byRole('assistant').count()];
     if (roles[0] !== 1 || roles[1] !== 1) throw new Error(`after the resume ${roles[0]} user and ${roles[1]} assistant messages, want 1 and 1`);
-    return `reloaded mid-turn, same agent and conversation, rest of the turn arrived once, ${tokens}`;
+    return `reloaded mid-turn, signed in again, same agent and conversation, rest of the turn arrived once, ${tokens}`;
+  }],
+
+  ['nothing-to-resume', desktop, async () => {
+    await newConversation();
+    await send('Take your time');
+    await visible(byRole('assistant').filter({ hasText: 'First step.' }), 'the first step\'s text');
+    const id = (await chatState()).conversationId;
+    const token = tokenOf('alice');
+    await until('the first step stored', async () => {
+      const read = await page.evaluate(async ([id, token]) =>
+        (await fetch(`/conversations/${id}/messages`, { headers: { Authorization: `Bearer ${token}` } })).json(), [id, token]);
+      return read.messages.length === 2;
+    });
+    // The stream route answers 204, as when the turn's log is gone.
+    await page.route((url) => url.pathname.endsWith('/stream'), (route) => route.fulfill({ status: 204 }));
+    await page.reload();
+    await signIn('alice');
+    await until('the whole conversation read back shown', async () => {
+      const c = await chatState();
+      return c?.conversationId === id && c.status === 'ready' && c.messages.length === 2;
+    });
+    await visible(byRole('assistant').filter({ hasText: 'First step.' }), 'the reply read back, with no turn to resume');
+    await page.unrouteAll({ behavior: 'wait' });
+    return 'reloaded mid-turn, the stream route answered 204: the reply read back is shown whole';
   }],
 
   ['validation', desktop, async () => {
@@ -275,6 +428,86 @@ const steps = [
     if (!items.some((t) => t.includes('What time is it?'))) throw new Error(`no stored user message "What time is it?": ${JSON.stringify(items)}`);
     if (!items.some((t) => t.includes('It is'))) throw new Error(`no stored assistant message with "It is": ${JSON.stringify(items)}`);
     return `event ${eventID} completed, ${items.length} stored messages`;
+  }],
+
+  ['other-user', desktop, async () => {
+    await signOut();
+    await signIn('bob');
+    await selectAgent('approver', 'Approval demo');
+    await visible(button('Not started yet', conversations()), 'bob\'s new conversation');
+    const listed = await titles();
+    if (listed.length !== 1) throw new Error(`bob's conversation list is ${JSON.stringify(listed)}, want only his new one`);
+    const bob = tokenOf('bob');
+    const path = `/conversations/${encodeURIComponent(alice.conversation)}`;
+    const got = {
+      messages: await statusIn('GET', `${path}/messages`, bob),
+      rename: await statusIn('PATCH', path, bob, { title: 'taken' }),
+      resume: await statusIn('GET', `/chat/${encodeURIComponent(alice.conversation)}/stream`, bob),
+    };
+    if (Object.values(got).some((s) => s !== 404)) throw new Error(`bob's token on alice's conversation: ${JSON.stringify(got)}, want 404 each`);
+    const all = await page.evaluate(async (token) => (await fetch('/conversations?limit=100', { headers: { Authorization: `Bearer ${token}` } })).json(), bob);
+    if (all.conversations.length !== 0) throw new Error(`GET /conversations with bob's token lists ${JSON.stringify(all.conversations.map((c) => c.id))}, want none`);
+    await signOut();
+    await signIn('alice');
+    await selectAgent('approver', 'Approval demo');
+    await visible(button(renamed, conversations()), `alice's "${renamed}" listed again`);
+    return `bob lists none of alice's conversations; his token on hers: ${JSON.stringify(got)}; alice signed in again sees hers`;
+  }],
+
+  ['credentials', desktop, async () => {
+    const stored = await storageHoldsNoCredential();
+    const api = sent.filter((s) => !s.path.startsWith('/playground'));
+    const secretOn = api.filter((s) => s.auth === `Bearer ${secret}` && !s.path.startsWith('/accounts/'));
+    if (secretOn.length > 0) throw new Error(`the secret went on routes other than the account's: ${JSON.stringify(secretOn.map((s) => `${s.method} ${s.path}`))}`);
+    const noToken = api.filter((s) => !s.path.startsWith('/accounts/') && !s.auth.startsWith('Bearer eyJ'));
+    if (noToken.length > 0) throw new Error(`requests without an end-user token: ${JSON.stringify(noToken)}`);
+    const onSecret = new Set(api.filter((s) => s.auth === `Bearer ${secret}`).map((s) => `${s.method} ${s.path.replace(/agents\/.+/, 'agents/{id}')}`));
+    const onToken = new Set(api.filter((s) => s.auth.startsWith('Bearer eyJ')).map((s) => `${s.method} ${s.path.split('/').slice(0, 2).join('/')}`));
+    return `storage ${stored}; the secret only on ${[...onSecret].join(', ')}; a token on ${[...onToken].join(', ')}`;
+  }],
+
+  ['renewal', desktop, async () => {
+    // Tokens that live 2 seconds, and an agents list refused once as expired: the page renews
+    // before each expires and, refused, mints another and asks again.
+    await signOut();
+    let refusedOnce = false;
+    await page.route('**/accounts/me/tokens', (route) =>
+      route.continue({ postData: JSON.stringify({ ...route.request().postDataJSON(), ttlSeconds: 2 }) }));
+    await page.route((url) => url.pathname === '/agents', (route) => {
+      if (refusedOnce) return route.continue();
+      refusedOnce = true;
+      return route.fulfill({ status: 401, contentType: 'application/json', body: JSON.stringify({ error: 'end-user token: expired', reason: 'expired' }) });
+    });
+    const mints = () => sent.filter((s) => s.path === '/accounts/me/tokens').length;
+    const first = mints();
+    await signIn('alice');
+    await visible(button('demo', page.getByRole('navigation', { name: 'Agents', exact: true })), 'the agents listed after the refusal');
+    await new Promise((r) => setTimeout(r, 5_000));
+    await selectAgent('demo', 'Demo agent');
+    await newConversation();
+    await send('What time is it?');
+    await visible(byRole('assistant').filter({ hasText: 'It is' }), 'the answer on a renewed token');
+    await finished();
+    const minted = mints() - first;
+    await page.unrouteAll({ behavior: 'wait' });
+    // The sign-in's, the refusal's and at least two renewals in the 5 seconds.
+    if (minted < 4) throw new Error(`${minted} tokens minted, want at least 4`);
+    // The next renewal mints a token of the default life, which the steps after this one use.
+    const now = mints();
+    await until('a renewal after the short tokens', async () => mints() > now);
+    return `${minted} tokens minted (sign-in, the refused request's, renewals); the turn ran`;
+  }],
+
+  ['delete', desktop, async () => {
+    await selectAgent('approver', 'Approval demo');
+    await (await visible(button(renamed, conversations()), `"${renamed}" in the list`)).click();
+    await restored(alice.conversation);
+    page.once('dialog', (d) => d.accept());
+    await (await visible(button('Delete conversation'), 'the Delete conversation button')).click();
+    await hidden(button(renamed, conversations()), `"${renamed}" in the list after Delete`);
+    const got = await statusIn('GET', `/conversations/${encodeURIComponent(alice.conversation)}/messages`, tokenOf('alice'));
+    if (got !== 404) throw new Error(`GET the deleted conversation's messages: ${got}, want 404`);
+    return `deleted: gone from the list, its messages 404; listed now ${JSON.stringify(await titles())}`;
   }],
 ];
 

@@ -29,7 +29,8 @@ var updateDocsScreenshots = flag.Bool("update-docs-screenshots", false,
 	"copy the sign-in, demo-turn and approve screenshots of TestPlaygroundInChromium to docs/images/playground-*.png")
 
 // browserSteps are the steps infra/node/playground-browser.mjs runs, in order.
-var browserSteps = []string{"sign-in", "demo-turn", "approve", "deny", "async-card", "resume", "validation", "async-status"}
+var browserSteps = []string{"sign-in", "demo-turn", "approve", "reload-restore", "rename", "deny", "async-card", "resume",
+	"nothing-to-resume", "validation", "async-status", "other-user", "credentials", "renewal", "delete"}
 
 // docsSteps are the steps whose screenshots -update-docs-screenshots copies.
 var docsSteps = []string{"sign-in", "demo-turn", "approve"}
@@ -47,16 +48,20 @@ var browserAgents = []string{
 	`{"agentId":"slow-steps","name":"Slow steps","model":{"provider":"scripted","script":[
 		{"text":"First step. ","toolCalls":[{"name":"current_time","input":{}}],"delayMs":1500},
 		{"text":"Second step. ","toolCalls":[{"name":"current_time","input":{}}],"delayMs":2000},
-		{"text":"Third step: finished.","delayMs":2000}]},
+		{"text":"Third step: finished.","delayMs":3000}]},
 		"tools":{"current_time":{"enabled":true}}}`,
 }
 
 // TestPlaygroundInChromium drives the playground page in headless Chromium against a full local
-// runner, the page served on the API's origin as a deployment serves it: sign-in, a tool turn,
-// an approval approved and one denied, an async result card, a reload mid-turn that resumes
-// the stream, a refused agent config, and an /async turn followed in its panel
-// (infra/node/playground-browser.mjs says what each step checks). The screenshots of every step
-// go to $HARNESS_ARTIFACTS/playground, else .cache/artifacts/playground.
+// runner, the page served on the API's origin as a deployment serves it: sign-in as an end
+// user, a tool turn, an approval approved, a reload that signs in again and reads the
+// conversation back identical to what useChat held, a rename, an approval denied, an async
+// result card, a reload mid-turn that resumes the stream (and one with nothing to resume), a
+// refused agent config, an /async turn followed in its panel, a second end user who sees none
+// of the first one's conversations, the secret kept off the chat routes and out of storage,
+// token renewal, and a deletion (infra/node/playground-browser.mjs says what each step
+// checks). The screenshots of every step go to $HARNESS_ARTIFACTS/playground, else
+// .cache/artifacts/playground.
 func TestPlaygroundInChromium(t *testing.T) {
 	chromium := os.Getenv("HARNESS_CHROMIUM")
 	if chromium == "" {

@@ -209,7 +209,8 @@ Harness is running at %s
   account secret (shown once): %s
   admin secret (for POST /accounts): %s
 
-Open the playground, a chat page built on the AI SDK's useChat, and sign in with the account secret:
+Open the playground, a chat page built on the AI SDK's useChat, and sign in with the account secret
+and an end-user name (any, such as alice), whose token the page chats with:
 
   %s/playground/
 

@@ -1,7 +1,8 @@
-// An agent's page (its conversations, the chat, the async panel) and the agent editor.
+// An agent's page (the end user's conversations with it, the chat, the async panel) and the
+// agent editor.
 
-import { useEffect, useId, useState } from 'react';
-import { newConversationId, session, withField } from './api.jsx';
+import { useCallback, useEffect, useId, useRef, useState } from 'react';
+import { newConversationId, tab, withField } from './api.jsx';
 import { Chat } from './chat.jsx';
 import { AsyncPanel } from './async.jsx';
 
@@ -19,55 +20,245 @@ const template = {
   tools: { current_time: { enabled: true } },
 };
 
-export function AgentView({ agent, secret, onEdit }) {
+// pageSize is how many conversations a page of the list shows; maxListed is the most a
+// refresh reads again (GET /conversations's largest page).
+const pageSize = 20;
+const maxListed = 100;
+
+export function AgentView({ agent, session, onEdit }) {
   const { agentId } = agent;
-  const [conversations, setConversations] = useState(() => session.conversations(agentId));
-  // After a reload the kept conversation reopens (and useChat resumes its running turn).
-  const [current, setCurrent] = useState(() => {
-    const kept = session.get('conversation');
-    return conversations.includes(kept) ? kept : conversations[0];
-  });
+  // list is the end user's conversations with the agent as GET /conversations lists them,
+  // newest first, with the cursor of the next page; null until read.
+  const [list, setList] = useState(null);
+  const [next, setNext] = useState('');
+  // current is the conversation open, and opened what its chat starts from (null while it is
+  // read back).
+  const [current, setCurrent] = useState(null);
+  const [opened, setOpened] = useState(null);
+  const wanted = useRef(null);
   const [asyncEvent, setAsyncEvent] = useState(null);
+  const [problem, setProblem] = useState('');
 
-  // startConversation makes a new conversation current and lists it first.
-  function startConversation() {
-    const id = newConversationId();
-    const ids = [id, ...session.conversations(agentId)];
-    session.setConversations(agentId, ids);
-    setConversations(ids);
-    setCurrent(id);
+  const listPath = `/conversations?agentId=${encodeURIComponent(agentId)}`;
+  // shown is how many conversations the list has grown to with "More conversations".
+  const shown = useRef(pageSize);
+  // refresh reads the list again, as far as it was shown: a turn ended, a title changed.
+  const refresh = useCallback(async () => {
+    try {
+      const page = await session.call('GET', `${listPath}&limit=${shown.current}`);
+      setList(page.conversations);
+      setNext(page.nextCursor ?? '');
+      return page.conversations;
+    } catch (err) {
+      setProblem(`Could not list the conversations: ${err.message}`);
+      return null;
+    }
+  }, [session, listPath]);
+
+  async function more() {
+    try {
+      const page = await session.call('GET', `${listPath}&limit=${pageSize}&cursor=${encodeURIComponent(next)}`);
+      setList(l => {
+        const grown = [...l, ...page.conversations.filter(c => !l.some(k => k.id === c.id))];
+        shown.current = Math.min(grown.length, maxListed);
+        return grown;
+      });
+      setNext(page.nextCursor ?? '');
+    } catch (err) {
+      setProblem(`Could not list more conversations: ${err.message}`);
+    }
   }
-  // The current conversation is kept for a reload; an agent without conversations gets one,
-  // so there is always a chat to type in.
-  useEffect(() => {
-    if (current) session.set('conversation', current);
-    else startConversation();
-  }, [current]);
-  if (!current) return null;
 
+  // open makes a conversation current: one the server listed is read back whole first, a new
+  // one starts empty. It is kept for a reload.
+  const open = useCallback(async (id, listed) => {
+    wanted.current = id;
+    tab.set('conversation', id);
+    setCurrent(id);
+    setOpened(null);
+    setProblem('');
+    if (!listed) {
+      setOpened({ id, messages: [], resume: false });
+      return;
+    }
+    try {
+      const messages = await readMessages(session, id);
+      if (wanted.current === id) setOpened({ id, ...restore(messages) });
+    } catch (err) {
+      if (wanted.current === id) setProblem(`Could not read the conversation back: ${err.message}`);
+    }
+  }, [session]);
+
+  // The conversation kept for a reload reopens, else the newest; an agent without
+  // conversations gets a new one, so there is always a chat to type in. A conversation the user
+  // opened while the list was read stays open.
+  useEffect(() => {
+    (async () => {
+      const conversations = await refresh();
+      if (!conversations || wanted.current) return;
+      const kept = conversations.find(c => c.id === tab.get('conversation')) ?? conversations[0];
+      open(kept?.id ?? newConversationId(), Boolean(kept));
+    })();
+  }, [refresh, open]);
+
+  async function rename(title) {
+    await session.call('PATCH', `/conversations/${encodeURIComponent(current)}`, { title });
+    await refresh();
+  }
+  async function remove() {
+    try {
+      await session.call('DELETE', `/conversations/${encodeURIComponent(current)}`);
+    } catch (err) {
+      setProblem(`Could not delete the conversation: ${err.message}`);
+      return;
+    }
+    const conversations = (await refresh()) ?? [];
+    open(conversations[0]?.id ?? newConversationId(), conversations.length > 0);
+  }
+
+  const info = list?.find(c => c.id === current);
   return (
     <>
-      <h2>{agent.config?.name || agentId}</h2>
+      <h2>{agent.name || agentId}</h2>
       <p className="meta">Agent id <code>{agentId}</code></p>
+      {agent.description && <p>{agent.description}</p>}
       <div className="actions">
         <button type="button" onClick={onEdit}>Edit agent</button>
-        <button type="button" onClick={startConversation}>New conversation</button>
+        <button type="button" onClick={() => open(newConversationId(), false)}>New conversation</button>
       </div>
       <nav aria-label="Conversations" className="conversations">
         <ul>
-          {conversations.map(id => (
-            <li key={id}>
-              <button type="button" aria-current={id === current ? 'true' : undefined} onClick={() => setCurrent(id)}>
-                {id}
+          {current && list && !info && (
+            <li>
+              <button type="button" aria-current="true">Not started yet</button>
+            </li>
+          )}
+          {(list ?? []).map(c => (
+            <li key={c.id}>
+              <button type="button" aria-current={c.id === current ? 'true' : undefined} onClick={() => open(c.id, true)}>
+                {titleOf(c)}
               </button>
             </li>
           ))}
         </ul>
+        {next && <button type="button" className="secondary" onClick={more}>More conversations</button>}
       </nav>
-      <Chat key={current} secret={secret} agentId={agentId} conversationId={current} onAsync={setAsyncEvent} />
-      <AsyncPanel secret={secret} event={asyncEvent} />
+      {problem && <p role="alert" className="error">{problem}</p>}
+      {current && <ConversationHeader key={`header ${current}`} id={current} info={info} onRename={rename} onDelete={remove} />}
+      {opened ? (
+        <Chat
+          key={opened.id}
+          session={session}
+          agentId={agentId}
+          conversationId={opened.id}
+          restored={opened}
+          listed={Boolean(info)}
+          onTurnEnd={refresh}
+          onAsync={setAsyncEvent}
+        />
+      ) : (
+        current && !problem && <p>Reading the conversation back…</p>
+      )}
+      <AsyncPanel session={session} event={asyncEvent} onSettled={refresh} />
     </>
   );
+}
+
+function titleOf(c) {
+  return c.title || 'Untitled conversation';
+}
+
+// ConversationHeader names the open conversation and, once the server has it, renames and
+// deletes it.
+function ConversationHeader({ id, info, onRename, onDelete }) {
+  const [renaming, setRenaming] = useState(false);
+  const [title, setTitle] = useState('');
+  const [problem, setProblem] = useState(null);
+  const [busy, setBusy] = useState(false);
+
+  async function save(e) {
+    e.preventDefault();
+    setBusy(true);
+    try {
+      await onRename(title.trim());
+      setRenaming(false);
+      setProblem(null);
+    } catch (err) {
+      setProblem(withField(err.field, err.message));
+    } finally {
+      setBusy(false);
+    }
+  }
+  function remove() {
+    if (window.confirm(`Delete the conversation "${titleOf(info)}"? Its messages are deleted for good.`)) onDelete();
+  }
+
+  return (
+    <div className="conversation">
+      <h3>{info ? titleOf(info) : 'New conversation'}</h3>
+      <p className="meta">Conversation <code>{id}</code></p>
+      {info && !renaming && (
+        <div className="actions">
+          <button
+            type="button"
+            className="secondary"
+            onClick={() => {
+              setTitle(info.title);
+              setRenaming(true);
+            }}
+          >
+            Rename
+          </button>
+          <button type="button" className="danger" onClick={remove}>Delete conversation</button>
+        </div>
+      )}
+      {info && renaming && (
+        <form onSubmit={save}>
+          <label>
+            Title
+            <input value={title} onChange={e => setTitle(e.target.value)} required autoComplete="off" aria-invalid={problem ? true : undefined} />
+          </label>
+          {problem && <p role="alert" className="error">{problem}</p>}
+          <div className="actions">
+            <button type="submit" disabled={busy}>Save title</button>
+            <button type="button" className="secondary" onClick={() => setRenaming(false)}>Cancel</button>
+          </div>
+        </form>
+      )}
+    </div>
+  );
+}
+
+// readMessages reads a conversation back whole, a page after another: the UIMessage list its
+// useChat client held.
+async function readMessages(session, id) {
+  const messages = [];
+  let cursor = '';
+  do {
+    const query = cursor ? `?limit=500&cursor=${encodeURIComponent(cursor)}` : '?limit=500';
+    const page = await session.call('GET', `/conversations/${encodeURIComponent(id)}/messages${query}`);
+    messages.push(...page.messages);
+    cursor = page.nextCursor ?? '';
+  } while (cursor);
+  return messages;
+}
+
+// restore is what the chat of a conversation read back starts from. A latest turn that looks
+// unfinished (its user message is the last message, or its last step's calls went out and no
+// step followed) is resumed at GET /chat/{id}/stream, which replays the turn from its start as
+// a new assistant message: the chat then starts from the messages before that turn's reply, or
+// the reply would show twice, and falls back to the whole list when there is nothing to resume.
+// Any other conversation is shown as read, and not resumed.
+function restore(messages) {
+  const last = messages.at(-1);
+  let unfinished = last?.role === 'user';
+  if (last?.role === 'assistant') {
+    const step = last.parts.slice(last.parts.findLastIndex(p => p.type === 'step-start') + 1);
+    const calls = step.filter(p => p.type.startsWith('tool-') || p.type === 'dynamic-tool');
+    unfinished = calls.length > 0 && !calls.some(p => p.state === 'approval-requested');
+  }
+  if (!unfinished) return { messages, resume: false };
+  return { messages: messages.slice(0, messages.findLastIndex(m => m.role === 'user') + 1), resume: true, whole: messages };
 }
 
 export function AgentEditor({ agent, call, onSaved, onCancel }) {

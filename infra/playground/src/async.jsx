@@ -1,19 +1,19 @@
 // The async panel: a turn sent with POST /async, read back at GET /status/{eventId}.
 
 import { useCallback, useEffect, useState } from 'react';
-import { request } from './api.jsx';
 
 // A turn is polled while it is processing, once a second for at most this many times.
 const pollLimit = 30;
 
-export function AsyncPanel({ secret, event }) {
+// onSettled is called when a turn followed here has left "processing".
+export function AsyncPanel({ session, event, onSettled }) {
   const [eventId, setEventId] = useState('');
   const [result, setResult] = useState(null);
   const [problem, setProblem] = useState('');
 
   const check = useCallback(async id => {
     try {
-      const r = await request(secret, 'GET', `/status/${encodeURIComponent(id)}`);
+      const r = await session.call('GET', `/status/${encodeURIComponent(id)}`);
       setResult(r);
       setProblem('');
       return r;
@@ -22,7 +22,7 @@ export function AsyncPanel({ secret, event }) {
       setProblem(`GET /status/${id}: ${err.message}`);
       return null;
     }
-  }, [secret]);
+  }, [session]);
 
   // A turn just sent is followed until it leaves "processing".
   useEffect(() => {
@@ -33,14 +33,18 @@ export function AsyncPanel({ secret, event }) {
     (async () => {
       for (let i = 0; i < pollLimit && !cancelled; i++) {
         const r = await check(event.eventId);
-        if (cancelled || r?.status !== 'processing') return;
+        if (cancelled) return;
+        if (r?.status !== 'processing') {
+          if (r) onSettled();
+          return;
+        }
         await new Promise(resolve => setTimeout(resolve, 1000));
       }
     })();
     return () => {
       cancelled = true;
     };
-  }, [event, check]);
+  }, [event, check, onSettled]);
 
   return (
     <section aria-label="Async turns" className="async">

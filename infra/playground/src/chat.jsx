@@ -1,31 +1,58 @@
-// The chat: the AI SDK's useChat over the harness's /chat route, as any AI SDK front end
-// talks to it, with tool approval, stopping, resuming after a reload, and POST /async.
+// The chat: the AI SDK's useChat over the harness's /chat route with the end user's token, as
+// any AI SDK front end talks to it, with tool approval, stopping, resuming after a reload, and
+// POST /async.
 
-import { useEffect, useId, useMemo, useState } from 'react';
+import { useEffect, useId, useMemo, useRef, useState } from 'react';
 import { useChat } from '@ai-sdk/react';
 import { DefaultChatTransport, lastAssistantMessageIsCompleteWithApprovalResponses } from 'ai';
-import { errorText, request, session } from './api.jsx';
+import { errorText } from './api.jsx';
 
-export function Chat({ secret, agentId, conversationId, onAsync }) {
+// Transport is the AI SDK's DefaultChatTransport that also says when a resume found no turn
+// to follow (the stream route's 204).
+class Transport extends DefaultChatTransport {
+  constructor(options, onNothingToResume) {
+    super(options);
+    this.onNothingToResume = onNothingToResume;
+  }
+
+  async reconnectToStream(options) {
+    const stream = await super.reconnectToStream(options);
+    if (!stream) this.onNothingToResume();
+    return stream;
+  }
+}
+
+// Chat is one conversation: restored is what it starts from (the messages read back, whether
+// to resume its latest turn, and the whole list to show should there be nothing to resume).
+// listed says whether the server has the conversation yet.
+export function Chat({ session, agentId, conversationId, restored, listed, onTurnEnd, onAsync }) {
+  const whole = useRef(null);
   const transport = useMemo(
-    () => new DefaultChatTransport({ api: '/chat', headers: { Authorization: `Bearer ${secret}` }, body: { agentId } }),
-    [secret, agentId],
+    () =>
+      new Transport(
+        { api: '/chat', headers: session.headers, fetch: session.fetch, body: { agentId } },
+        () => restored.whole && whole.current?.(restored.whole),
+      ),
+    [session, agentId, restored],
   );
-  const { messages, sendMessage, status, error, stop, addToolApprovalResponse } = useChat({
+  const { messages, setMessages, sendMessage, status, error, stop, addToolApprovalResponse } = useChat({
     id: conversationId,
-    // The harness holds the history but has no route to read it back, so the tab keeps it.
-    messages: useMemo(() => session.messages(conversationId), [conversationId]),
+    messages: restored.messages,
     transport,
-    // After a reload, GET /chat/{id}/stream picks up the conversation's latest turn.
-    resume: true,
+    // Only a conversation the server has can be resumed: the stream route answers a token
+    // 404 for one it does not know yet.
+    resume: restored.resume,
     // Once every approval of the message is answered, the answers go to the harness.
     sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses,
+    // A turn that ended may have made the conversation, or changed its preview.
+    onFinish: () => onTurnEnd(),
   });
-  // Kept once a turn is sent and once it ends; while it streams only its reply changes, and
-  // that is what a reload resumes.
+  whole.current = setMessages;
+  // The browser test reads the list useChat holds, to compare it with the one read back after
+  // a reload.
   useEffect(() => {
-    if (status !== 'streaming') session.setMessages(conversationId, messages);
-  }, [conversationId, messages, status]);
+    window.playgroundChat = { conversationId, status, messages };
+  }, [conversationId, status, messages]);
   const [draft, setDraft] = useState('');
   const messageId = useId();
   const [problem, setProblem] = useState('');
@@ -44,7 +71,10 @@ export function Chat({ secret, agentId, conversationId, onAsync }) {
     if (!text) return;
     setProblem('');
     try {
-      onAsync(await request(secret, 'POST', '/async', { agentId, id: conversationId, message: text }));
+      // A token's /async turn continues a conversation of its end user, or starts one under an
+      // id the harness makes: it may not name one the harness does not have yet.
+      const id = listed ? { id: conversationId } : {};
+      onAsync(await session.call('POST', '/async', { agentId, ...id, message: text }));
       setDraft('');
     } catch (err) {
       setProblem(`POST /async refused the message: ${err.message}`);
@@ -55,7 +85,7 @@ export function Chat({ secret, agentId, conversationId, onAsync }) {
   // leave it running on the server.
   async function stopTurn() {
     try {
-      await request(secret, 'POST', `/chat/${encodeURIComponent(conversationId)}/stop`);
+      await session.call('POST', `/chat/${encodeURIComponent(conversationId)}/stop`);
     } catch (err) {
       setProblem(`Could not stop the turn: ${err.message}`);
     } finally {
@@ -73,7 +103,6 @@ export function Chat({ secret, agentId, conversationId, onAsync }) {
 
   return (
     <section aria-label="Chat" className="chat">
-      <h3>Conversation <code>{conversationId}</code></h3>
       <ol aria-label="Messages" className="messages">
         {messages.map(m => (
           <Message key={m.id} message={m} onApproval={addToolApprovalResponse} />

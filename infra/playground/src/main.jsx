@@ -1,46 +1,57 @@
-// The playground: sign in with an account secret, pick or write an agent, and talk to it
-// through the AI SDK's useChat, as any AI SDK front end would.
+// The playground: sign in with an account secret as an end user, pick or write an agent, and
+// talk to it through the AI SDK's useChat, as any AI SDK front end would, on an end-user token.
 
 import { useCallback, useEffect, useState } from 'react';
 import { createRoot } from 'react-dom/client';
-import { request, session } from './api.jsx';
+import { Session, tab, withField } from './api.jsx';
 import { AgentEditor, AgentView } from './agents.jsx';
 import './app.css';
 
 function App() {
-  const [secret, setSecret] = useState(() => session.get('secret'));
+  // The session lives in this component's memory only: a reload signs the tab out.
+  const [session, setSession] = useState(null);
   const [refused, setRefused] = useState('');
 
-  function signIn(value) {
-    session.set('secret', value);
+  function signIn(s) {
+    tab.set('endUser', s.endUser);
     setRefused('');
-    setSecret(value);
+    setSession(s);
   }
-  // signOut forgets everything the tab kept; a reason says why the user has to sign in again.
+  // signOut forgets the session; a reason says why the user has to sign in again (the
+  // end-user name, agent and conversation stay for that), none that the user chose to leave.
   const signOut = useCallback(reason => {
-    session.clear();
-    setRefused(typeof reason === 'string' ? reason : '');
-    setSecret(null);
+    setSession(s => {
+      s?.close();
+      return null;
+    });
+    if (typeof reason === 'string') setRefused(reason);
+    else {
+      tab.clear();
+      setRefused('');
+    }
   }, []);
 
-  if (!secret) return <SignIn onSignIn={signIn} refused={refused} />;
-  return <Workspace secret={secret} onSignOut={signOut} />;
+  if (!session) return <SignIn onSignIn={signIn} onLost={signOut} refused={refused} />;
+  return <Workspace session={session} onSignOut={signOut} />;
 }
 
-function SignIn({ onSignIn, refused }) {
-  const [value, setValue] = useState('');
-  const [problem, setProblem] = useState(refused);
+function SignIn({ onSignIn, onLost, refused }) {
+  const [secret, setSecret] = useState('');
+  const [endUser, setEndUser] = useState(() => tab.get('endUser') ?? '');
+  const [problem, setProblem] = useState(refused ? { message: refused } : null);
   const [busy, setBusy] = useState(false);
 
-  // The secret is tried on the agents list before it is kept, so a wrong one never sticks.
+  // Signing in mints the end user's first token, so a wrong secret or name never gets in.
   async function submit(e) {
     e.preventDefault();
     setBusy(true);
     try {
-      await request(value.trim(), 'GET', '/accounts/me/agents');
-      onSignIn(value.trim());
+      onSignIn(await Session.open(secret.trim(), endUser.trim(), onLost));
     } catch (err) {
-      setProblem(err.status === 401 ? 'The harness refused this secret.' : `Could not sign in: ${err.message}`);
+      let message = `Could not sign in: ${err.message}`;
+      if (err.status === 401) message = 'The harness refused this secret.';
+      else if (err.field) message = withField(err.field, err.message);
+      setProblem({ message, field: err.field });
       setBusy(false);
     }
   }
@@ -55,58 +66,63 @@ function SignIn({ onSignIn, refused }) {
             type="password"
             autoComplete="off"
             required
-            value={value}
-            onChange={e => setValue(e.target.value)}
-            aria-invalid={problem ? true : undefined}
+            value={secret}
+            onChange={e => setSecret(e.target.value)}
+            aria-invalid={(problem && problem.field !== 'endUser') || undefined}
+          />
+        </label>
+        <label>
+          End-user name
+          <input
+            autoComplete="off"
+            spellCheck={false}
+            required
+            value={endUser}
+            onChange={e => setEndUser(e.target.value)}
+            aria-invalid={problem?.field === 'endUser' || undefined}
           />
         </label>
         <button type="submit" disabled={busy}>Sign in</button>
       </form>
-      {problem && <p role="alert" className="error">{problem}</p>}
-      <p className="hint">The secret stays in this tab's session storage and is sent only to this server.</p>
+      {problem && <p role="alert" className="error">{problem.message}</p>}
+      <p className="hint">
+        The playground chats as this end user, with an end-user token the secret mints. The secret stays in
+        this tab's memory only, to mint tokens and edit agents: a reload asks for it again.
+      </p>
     </main>
   );
 }
 
-function Workspace({ secret, onSignOut }) {
+function Workspace({ session, onSignOut }) {
   const [agents, setAgents] = useState(null);
-  const [selected, setSelected] = useState(() => session.get('agent'));
+  const [selected, setSelected] = useState(() => tab.get('agent'));
   // editing is null, 'new', or the agent whose config is open in the editor.
   const [editing, setEditing] = useState(null);
   const [problem, setProblem] = useState('');
 
-  // call runs a request; a 401 means the secret no longer works, so the user signs in again.
-  const call = useCallback(async (method, path, body) => {
-    try {
-      return await request(secret, method, path, body);
-    } catch (err) {
-      if (err.status === 401) onSignOut('The harness no longer accepts this secret: sign in again.');
-      throw err;
-    }
-  }, [secret, onSignOut]);
-
+  // The agents listed are those the end user's token may use (GET /agents).
   const load = useCallback(async () => {
     try {
-      const { agents } = await call('GET', '/accounts/me/agents');
+      const { agents } = await session.call('GET', '/agents');
       setAgents(agents ?? []);
       setProblem('');
     } catch (err) {
       setProblem(`Could not list the agents: ${err.message}`);
     }
-  }, [call]);
+  }, [session]);
   useEffect(() => {
     load();
   }, [load]);
 
   function select(agentId) {
-    session.set('agent', agentId);
+    tab.set('agent', agentId);
     setSelected(agentId);
     setEditing(null);
   }
-  // edit reads the agent afresh, so the editor starts from the stored config.
+  // edit reads the agent's config afresh, an account route, so the editor starts from what is stored.
   async function edit(agentId) {
     try {
-      setEditing(await call('GET', `/accounts/me/agents/${encodeURIComponent(agentId)}`));
+      setEditing(await session.account('GET', `/accounts/me/agents/${encodeURIComponent(agentId)}`));
     } catch (err) {
       setProblem(`Could not read agent ${agentId}: ${err.message}`);
     }
@@ -123,13 +139,13 @@ function Workspace({ secret, onSignOut }) {
       <AgentEditor
         key={editing === 'new' ? 'new' : editing.agentId}
         agent={editing === 'new' ? null : editing}
-        call={call}
+        call={session.account}
         onSaved={saved}
         onCancel={() => setEditing(null)}
       />
     );
   } else if (agent) {
-    content = <AgentView key={agent.agentId} agent={agent} secret={secret} onEdit={() => edit(agent.agentId)} />;
+    content = <AgentView key={agent.agentId} agent={agent} session={session} onEdit={() => edit(agent.agentId)} />;
   } else {
     content = <p>{agents ? 'Pick an agent, or make a new one.' : 'Loading the agents…'}</p>;
   }
@@ -138,7 +154,10 @@ function Workspace({ secret, onSignOut }) {
     <div className="app">
       <header>
         <h1>Harness playground</h1>
-        <button type="button" onClick={() => onSignOut()}>Sign out</button>
+        <div className="who">
+          <p>End user <strong>{session.endUser}</strong></p>
+          <button type="button" onClick={() => onSignOut()}>Sign out</button>
+        </div>
       </header>
       <nav aria-label="Agents" className="agents">
         <ul>
