@@ -80,7 +80,7 @@ func TestEndUserTokens(t *testing.T) {
 	bob := mintWith(t, srv, secret, `{"endUser":"bob"}`)
 
 	// A token opens nothing of the account's own routes, nor /mcp.
-	for _, r := range [][2]string{{"GET", "/accounts/me"}, {"POST", "/accounts/me/tokens"}, {"GET", "/accounts/me/agents"}, {"POST", "/accounts/me/rotate-secret"}, {"POST", "/mcp"}} {
+	for _, r := range [][2]string{{"GET", "/accounts/me"}, {"POST", "/accounts/me/tokens"}, {"GET", "/accounts/me/agents"}, {"POST", "/accounts/me/rotate-secret"}, {"POST", "/mcp"}, {"GET", "/accounts"}, {"PATCH", "/accounts/me"}, {"PUT", "/accounts/me/token-issuer"}} {
 		if res := call(t, srv, r[0], r[1], alice, `{"endUser":"mallory"}`); res.status != http.StatusUnauthorized {
 			t.Errorf("%s %s with a token = %d %s, want 401", r[0], r[1], res.status, res.body)
 		}
@@ -89,6 +89,11 @@ func TestEndUserTokens(t *testing.T) {
 	chunks := chat(t, srv, alice, `{"agentId":"`+greeterID+`","id":"conv-alice","eventId":"evt-alice","message":"Hi there, I need help with my order"}`)
 	if last := chunks[len(chunks)-1]; last["type"] != "finish" {
 		t.Fatalf("alice's turn ended with %v", last)
+	}
+	// Its replay announces the message its stream did, which the conversation read back names.
+	replay := testenv.Chunks(t, bytes.NewReader(call(t, srv, http.MethodGet, "/chat/conv-alice/stream", alice, "").body))
+	if len(replay) == 0 || replay[0]["type"] != "start" || replay[0]["messageId"] != chunks[0]["messageId"] {
+		t.Errorf("the replay starts %v, the turn's stream %v: want the same message", replay, chunks[0])
 	}
 
 	// Alice sees her conversation, titled by her first message; Bob sees none.

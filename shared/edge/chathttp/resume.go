@@ -56,7 +56,15 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request) {
 		}
 		return true
 	}
-	if !send(aisdk.Start(turn.NewMessageID())) {
+	// The message the turn's own stream announced, derived from the user message that began
+	// it, so a client that holds it (read back, or streamed before) has the replay replace it.
+	messageID := turn.NewMessageID()
+	if user, err := h.opts.Store.LatestUserMessage(ctx, accountID, conv); err == nil && user != "" {
+		messageID = aisdk.AssistantMessageID(conv, user)
+	} else if err != nil {
+		log.WarnContext(ctx, "reading the turn's user message; the replay gets an id of its own", "err", err)
+	}
+	if !send(aisdk.Start(messageID)) {
 		return
 	}
 	shown := map[string]bool{}

@@ -202,3 +202,32 @@ func (s *Store) SettleResumedEvent(ctx context.Context, accountID, eventID, conv
 	}
 	return true, nil
 }
+
+// LatestUserMessage is the id of the conversation's latest message of its user (a nested
+// loop's aside), the one its latest turn began with; "" when it has none.
+func (s *Store) LatestUserMessage(ctx context.Context, accountID, conversationID string) (string, error) {
+	in := &dynamodb.QueryInput{
+		TableName:                 &s.tables.Conversations,
+		KeyConditionExpression:    aws.String("conversationKey = :k AND seq > :head"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":k": ddb.S(accountID + "#" + conversationID), ":head": ddb.N(0)},
+		ScanIndexForward:          aws.Bool(false),
+		Limit:                     aws.Int32(16),
+		ConsistentRead:            aws.Bool(true),
+	}
+	for p := dynamodb.NewQueryPaginator(s.db, in); p.HasMorePages(); {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return "", fmt.Errorf("reading conversation %s: %w", conversationID, err)
+		}
+		for _, it := range page.Items {
+			m, err := storedMessage(it)
+			if err != nil {
+				return "", err
+			}
+			if m.Role == model.RoleUser && !m.IsNested() {
+				return m.ID, nil
+			}
+		}
+	}
+	return "", nil
+}
