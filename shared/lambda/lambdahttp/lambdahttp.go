@@ -70,6 +70,9 @@ func buffered(ctx context.Context, h http.Handler, ev *events.APIGatewayV2HTTPRe
 		req.Header.Set(k, v)
 	}
 	req.RemoteAddr = ev.RequestContext.HTTP.SourceIP
+	// The host the request was sent to, as a server's request has it (and lambdaurl's does):
+	// a page's Origin is compared with it (callers.Resolver.Origin).
+	req.Host = ev.RequestContext.DomainName
 	rec := &recorder{header: http.Header{}, code: http.StatusOK}
 	h.ServeHTTP(rec, req)
 	res := &events.APIGatewayV2HTTPResponse{StatusCode: rec.code, Headers: map[string]string{}}

@@ -29,6 +29,7 @@ var echo = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Query", r.URL.RawQuery)
 	w.Header().Set("X-Api-Key", r.Header.Get("X-Api-Key"))
 	w.Header().Set("X-Remote", r.RemoteAddr)
+	w.Header().Set("X-Host", r.Host)
 	w.Header().Add("X-Multi", "a")
 	w.Header().Add("X-Multi", "b")
 	w.WriteHeader(http.StatusCreated)
@@ -57,6 +58,7 @@ func httpAPIEvent(body string, base64Body bool) events.APIGatewayV2HTTPRequest {
 	ev.RequestContext.HTTP.Method = http.MethodPost
 	ev.RequestContext.HTTP.Path = "/agents/a1/turns"
 	ev.RequestContext.HTTP.SourceIP = "203.0.113.7"
+	ev.RequestContext.DomainName = "api.example.com"
 	return ev
 }
 
@@ -90,6 +92,7 @@ func TestHTTPAPIEvent(t *testing.T) {
 					"X-Query":      "stream=false&x=1",
 					"X-Api-Key":    "secret",
 					"X-Remote":     "203.0.113.7",
+					"X-Host":       "api.example.com",
 					"X-Multi":      "a,b",
 				},
 				Body: tt.wantBody,
@@ -262,6 +265,7 @@ func TestFunctionURLEvent(t *testing.T) {
 				"X-Query":      "stream=true",
 				"X-Api-Key":    "secret",
 				"X-Remote":     "198.51.100.4",
+				"X-Host":       "abc123.lambda-url.us-east-1.on.aws",
 				"X-Multi":      "a,b",
 			}
 			if diff := cmp.Diff(wantHeaders, res.Headers); diff != "" {
