@@ -119,6 +119,9 @@ const (
 	// Finish ends the pass; Finish and Usage are set, and Pending lists the calls awaiting
 	// approval when the pass paused for them. StepFinish carries the usage so far.
 	Finish
+	// ModelAnswered: a fallback model, not the agent's own, answers this step (Text names it,
+	// "provider/model").
+	ModelAnswered
 )
 
 // Event is one thing that happened in a turn.
@@ -396,6 +399,8 @@ type stepResult struct {
 	calls  []model.Part
 	finish model.FinishReason
 	usage  model.Usage
+	// model names the fallback that answered; empty for the agent's own model.
+	model string
 }
 
 func (r stepResult) messages(ids func() string) []model.Message {
@@ -412,7 +417,7 @@ func (r stepResult) messages(ids func() string) []model.Message {
 		return nil
 	}
 	usage := r.usage
-	return []model.Message{{ID: newID(ids), Role: model.RoleAssistant, Parts: parts, Usage: &usage}}
+	return []model.Message{{ID: newID(ids), Role: model.RoleAssistant, Parts: parts, Usage: &usage, Model: r.model}}
 }
 
 func newID(f func() string) string {
@@ -471,6 +476,9 @@ func runStep(ctx context.Context, m Model, req *model.Request, step int, yield f
 				continue
 			}
 			out = Event{Type: Source, Source: ev.Source}
+		case model.EventModel:
+			res.model = ev.Text
+			out = Event{Type: ModelAnswered, Text: ev.Text}
 		default:
 			continue
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -223,12 +224,24 @@ func decodeObject(raw []byte) (map[string]any, error) {
 func lookup(doc map[string]any, path string) (map[string]any, string, bool) {
 	keys := strings.Split(path, ".")
 	cur := doc
-	for _, k := range keys[:len(keys)-1] {
-		next, ok := cur[k].(map[string]any)
-		if !ok {
+	for i := 0; i < len(keys)-1; i++ {
+		switch next := cur[keys[i]].(type) {
+		case map[string]any:
+			cur = next
+		case []any:
+			// A list's item by its index (model.fallbacks.0.apiKey), an object in turn.
+			n, err := strconv.Atoi(keys[i+1])
+			if err != nil || n < 0 || n >= len(next) || i+1 == len(keys)-1 {
+				return nil, "", false
+			}
+			item, ok := next[n].(map[string]any)
+			if !ok {
+				return nil, "", false
+			}
+			cur, i = item, i+1
+		default:
 			return nil, "", false
 		}
-		cur = next
 	}
 	last := keys[len(keys)-1]
 	if _, ok := cur[last]; !ok {

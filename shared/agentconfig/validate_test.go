@@ -19,17 +19,17 @@ func decode(t *testing.T, raw []byte) any {
 }
 
 func TestSplitJoin(t *testing.T) {
-	raw := []byte(`{"name":"a","model":{"provider":"openai","model":"m","apiKey":"sk-1"},"tools":{"tavilySearch":{"apiKey":"tvly-2","maxResults":5}}}`)
-	paths := []string{"model.apiKey", "tools.tavilySearch.apiKey", "tools.gone.apiKey"}
+	raw := []byte(`{"name":"a","model":{"provider":"openai","model":"m","apiKey":"sk-1","fallbacks":[{"provider":"anthropic","model":"c","apiKey":"sk-3"}]},"tools":{"tavilySearch":{"apiKey":"tvly-2","maxResults":5}}}`)
+	paths := []string{"model.apiKey", "tools.tavilySearch.apiKey", "tools.gone.apiKey", "model.fallbacks.0.apiKey", "model.fallbacks.1.apiKey", "model.fallbacks.x.apiKey"}
 	redacted, secrets, err := agentconfig.Split(raw, paths)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantRedacted := `{"name":"a","model":{"provider":"openai","model":"m","apiKey":"[redacted]"},"tools":{"tavilySearch":{"apiKey":"[redacted]","maxResults":5}}}`
+	wantRedacted := `{"name":"a","model":{"provider":"openai","model":"m","apiKey":"[redacted]","fallbacks":[{"provider":"anthropic","model":"c","apiKey":"[redacted]"}]},"tools":{"tavilySearch":{"apiKey":"[redacted]","maxResults":5}}}`
 	if diff := cmp.Diff(decode(t, []byte(wantRedacted)), decode(t, redacted)); diff != "" {
 		t.Errorf("redacted (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(map[string]string{"model.apiKey": "sk-1", "tools.tavilySearch.apiKey": "tvly-2"}, secrets); diff != "" {
+	if diff := cmp.Diff(map[string]string{"model.apiKey": "sk-1", "tools.tavilySearch.apiKey": "tvly-2", "model.fallbacks.0.apiKey": "sk-3"}, secrets); diff != "" {
 		t.Errorf("secrets (-want +got):\n%s", diff)
 	}
 	joined, err := agentconfig.Join(redacted, secrets)

@@ -40,6 +40,9 @@ type Message struct {
 	Parts []Part `json:"parts"`
 	// Usage is the token usage of the model call that wrote an assistant message.
 	Usage *Usage `json:"usage,omitempty"`
+	// Model names the model that wrote an assistant message when it was not the agent's own
+	// but one of its fallbacks ("provider/model").
+	Model string `json:"model,omitempty"`
 	// Kind marks a message the harness wrote rather than a person or the model; empty for
 	// ordinary messages.
 	Kind string `json:"kind,omitempty"`
@@ -192,6 +195,9 @@ const (
 	EventFinish
 	// EventSource cites a source a provider-defined tool used (Source is set).
 	EventSource
+	// EventModel opens an answer another model than the agent's own wrote (a fallback): Text
+	// names it, "provider/model".
+	EventModel
 )
 
 // Event is one streamed piece of a model's answer.

@@ -62,6 +62,10 @@ func EventChunks(ev turn.Event) []any {
 		return []any{ToolOutputError(le.ToolCallID, le.ErrorText)}
 	case agent.Source:
 		return []any{SourceURL(le.Source.ID, le.Source.URL, le.Source.Title)}
+	case agent.ModelAnswered:
+		// Transient: the stored message names its model (model.Message.Model), and the
+		// conversation read back stays what the stream built.
+		return []any{Data("model", map[string]string{"model": le.Text}, true)}
 	case agent.ToolApprovalRequest:
 		return []any{ToolApprovalRequest(le.ApprovalID, le.ToolCallID, le.Text, false)}
 	case agent.ToolOutputDenied:

@@ -53,10 +53,70 @@ func GoogleRuns(providerTool string) bool {
 	return providerTool == model.ProviderGoogleSearch
 }
 
+// MaxFallbacks bounds a block's fallbacks.
+const MaxFallbacks = 3
+
+// Split takes a block's fallbacks out of it: the block without them, and each fallback's own
+// block. A block without fallbacks is returned as it is.
+func Split(block json.RawMessage) (json.RawMessage, []json.RawMessage, error) {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(block, &obj); err != nil {
+		return nil, nil, &agentconfig.FieldError{Field: "model", Problem: "must be an object with a provider: " + err.Error()}
+	}
+	raw, ok := obj["fallbacks"]
+	if !ok {
+		return block, nil, nil
+	}
+	var fallbacks []json.RawMessage
+	if err := json.Unmarshal(raw, &fallbacks); err != nil {
+		return nil, nil, &agentconfig.FieldError{Field: "model.fallbacks", Problem: "must be a list of model blocks"}
+	}
+	if len(fallbacks) > MaxFallbacks {
+		return nil, nil, &agentconfig.FieldError{Field: "model.fallbacks", Problem: fmt.Sprintf("lists %d models, more than %d", len(fallbacks), MaxFallbacks)}
+	}
+	delete(obj, "fallbacks")
+	primary, err := json.Marshal(obj)
+	return primary, fallbacks, err
+}
+
 // Check validates a model block when a config is written: the provider is known, every field
-// is one the provider takes, and the required ones are set. It reports the block's secret
-// fields and the provider-defined tools the model runs.
+// is one the provider takes, and the required ones are set, and so for each of its fallbacks
+// (which have none of their own). It reports the block's secret fields, its fallbacks' with
+// them ("fallbacks.0.apiKey"), and the provider-defined tools the model runs: those every one
+// of its models runs, since any may answer a step.
 func Check(block json.RawMessage) (agentconfig.Model, error) {
+	primary, fallbacks, err := Split(block)
+	if err != nil {
+		return agentconfig.Model{}, err
+	}
+	info, err := checkOne(primary)
+	if err != nil {
+		return info, err
+	}
+	for i, fb := range fallbacks {
+		at := fmt.Sprintf("model.fallbacks[%d]", i)
+		if _, nested, err := Split(fb); err != nil || nested != nil {
+			return info, &agentconfig.FieldError{Field: at + ".fallbacks", Problem: "a fallback has no fallbacks of its own: list them all in model.fallbacks"}
+		}
+		fbInfo, err := checkOne(fb)
+		var fe *agentconfig.FieldError
+		if errors.As(err, &fe) {
+			return info, &agentconfig.FieldError{Field: at + strings.TrimPrefix(fe.Field, "model"), Problem: fe.Problem}
+		}
+		if err != nil {
+			return info, err
+		}
+		for _, s := range fbInfo.Secrets {
+			info.Secrets = append(info.Secrets, fmt.Sprintf("fallbacks.%d.%s", i, s))
+		}
+		runs := info.RunsProviderTool
+		info.RunsProviderTool = func(tool string) bool { return runs(tool) && fbInfo.RunsProviderTool(tool) }
+	}
+	return info, nil
+}
+
+// checkOne is Check of a block without fallbacks.
+func checkOne(block json.RawMessage) (agentconfig.Model, error) {
 	name, err := ProviderOf(block)
 	if err != nil {
 		return agentconfig.Model{}, err

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/agentharness/harness/shared/agentconfig"
@@ -94,6 +95,26 @@ func TestCheckValid(t *testing.T) {
 	}
 }
 
+// A block's fallbacks are checked as blocks of their own; their secrets are reported at their
+// place in the list, and a provider-defined tool runs only where every model runs it.
+func TestCheckFallbacks(t *testing.T) {
+	info, err := modelblock.Check(json.RawMessage(`{"provider":"google","model":"gemini-2.5-flash","apiKey":"g",
+		"fallbacks":[{"provider":"anthropic","model":"claude-sonnet-4-5","apiKey":"a"},{"provider":"bedrock","model":"amazon.nova-lite-v1:0"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"apiKey", "fallbacks.0.apiKey"}; !slices.Equal(info.Secrets, want) {
+		t.Errorf("secrets = %v, want %v", info.Secrets, want)
+	}
+	if info.RunsProviderTool(model.ProviderGoogleSearch) {
+		t.Error("google_search runs although the fallbacks cannot run it")
+	}
+	alone, err := modelblock.Check(json.RawMessage(`{"provider":"google","model":"gemini-2.5-flash","fallbacks":[{"provider":"google","model":"gemini-2.5-pro"}]}`))
+	if err != nil || !alone.RunsProviderTool(model.ProviderGoogleSearch) {
+		t.Errorf("google with a google fallback: %v %v", alone.RunsProviderTool(model.ProviderGoogleSearch), err)
+	}
+}
+
 func TestCheckInvalid(t *testing.T) {
 	type test struct {
 		name      string
@@ -121,6 +142,11 @@ func TestCheckInvalid(t *testing.T) {
 		{name: "apiKey twice, once in another case", block: `{"provider":"google","model":"gemini-2.5-flash","apiKey":"a","APIKEY":"b"}`, wantField: "model.APIKEY"},
 		{name: "settings field in another case", block: `{"provider":"bedrock","model":"amazon.nova-lite-v1:0","settings":{"Temperature":0.2}}`, wantField: "model.settings.Temperature"},
 		{name: "scripted: step field in another case", block: `{"provider":"scripted","script":[{"text":"hi"},{"toolCalls":[{"Name":"current_time"}]}]}`, wantField: "model.script[1].toolCalls[0].Name"},
+		{name: "fallbacks not a list", block: `{"provider":"openai","model":"m","fallbacks":{"provider":"openai"}}`, wantField: "model.fallbacks"},
+		{name: "a fallback without a model", block: `{"provider":"openai","model":"m","fallbacks":[{"provider":"anthropic"}]}`, wantField: "model.fallbacks[0].model"},
+		{name: "a fallback's unknown field", block: `{"provider":"openai","model":"m","fallbacks":[{"provider":"google","model":"g"},{"provider":"anthropic","model":"a","temprature":1}]}`, wantField: "model.fallbacks[1].temprature"},
+		{name: "a fallback's fallbacks", block: `{"provider":"openai","model":"m","fallbacks":[{"provider":"anthropic","model":"a","fallbacks":[]}]}`, wantField: "model.fallbacks[0].fallbacks"},
+		{name: "too many fallbacks", block: `{"provider":"openai","model":"m","fallbacks":[{"provider":"openai","model":"a"},{"provider":"openai","model":"b"},{"provider":"openai","model":"c"},{"provider":"openai","model":"d"}]}`, wantField: "model.fallbacks"},
 	}
 	for _, p := range []string{"openai", "anthropic", "google", "bedrock"} {
 		head := `{"provider":"` + p + `"`

@@ -45,7 +45,31 @@ type Config struct {
 // package egress), unless the operator set MODEL_PRIVATE_ENDPOINTS=allow: otherwise an account
 // could have the harness call into the operator's network (the Lambda runtime API, instance
 // metadata, private services).
+//
+// A block with fallbacks builds each of its models, and steps go to the next when one is
+// overloaded (fallback.go).
 func New(block json.RawMessage, c Config) (agent.Model, error) {
+	primary, fallbacks, err := modelblock.Split(block)
+	if err != nil {
+		return nil, err
+	}
+	m, err := newOne(primary, c)
+	if err != nil || len(fallbacks) == 0 {
+		return m, err
+	}
+	f := &fallback{models: []agent.Model{m}, names: []string{nameOf(primary)}}
+	for i, fb := range fallbacks {
+		fm, err := newOne(fb, c)
+		if err != nil {
+			return nil, fmt.Errorf("model.fallbacks[%d]: %w", i, err)
+		}
+		f.models, f.names = append(f.models, fm), append(f.names, nameOf(fb))
+	}
+	return f, nil
+}
+
+// newOne builds the model of a block without fallbacks.
+func newOne(block json.RawMessage, c Config) (agent.Model, error) {
 	name, err := modelblock.ProviderOf(block)
 	if err != nil {
 		return nil, err
