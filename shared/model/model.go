@@ -283,15 +283,50 @@ const (
 	FinishOther     FinishReason = "other"
 )
 
-// Usage counts tokens.
+// Usage counts tokens, in the AI SDK's usage shape: InputTokens counts every input token,
+// cached or not, and InputTokenDetails splits them by the provider's prompt cache.
 type Usage struct {
-	InputTokens  int `json:"inputTokens"`
-	OutputTokens int `json:"outputTokens"`
+	InputTokens       int               `json:"inputTokens"`
+	OutputTokens      int               `json:"outputTokens"`
+	InputTokenDetails InputTokenDetails `json:"inputTokenDetails,omitzero"`
+}
+
+// InputTokenDetails are a call's input tokens by the prompt cache: read from it, written to
+// it, neither; zero when the provider reported no cache use.
+type InputTokenDetails struct {
+	NoCacheTokens    int `json:"noCacheTokens"`
+	CacheReadTokens  int `json:"cacheReadTokens"`
+	CacheWriteTokens int `json:"cacheWriteTokens"`
+}
+
+// Cached returns the usage of a call of input tokens in all, cacheRead of them read from the
+// prompt cache and cacheWrite written to it.
+func Cached(input, output, cacheRead, cacheWrite int) Usage {
+	u := Usage{InputTokens: input, OutputTokens: output}
+	if cacheRead > 0 || cacheWrite > 0 {
+		u.InputTokenDetails = InputTokenDetails{NoCacheTokens: max(input-cacheRead-cacheWrite, 0), CacheReadTokens: cacheRead, CacheWriteTokens: cacheWrite}
+	}
+	return u
 }
 
 // Add returns the sum of u and v.
 func (u Usage) Add(v Usage) Usage {
-	return Usage{InputTokens: u.InputTokens + v.InputTokens, OutputTokens: u.OutputTokens + v.OutputTokens}
+	sum := Usage{InputTokens: u.InputTokens + v.InputTokens, OutputTokens: u.OutputTokens + v.OutputTokens}
+	if u.InputTokenDetails != (InputTokenDetails{}) || v.InputTokenDetails != (InputTokenDetails{}) {
+		// A call that reported no cache use read and wrote nothing of it.
+		d := func(x Usage) InputTokenDetails {
+			if x.InputTokenDetails == (InputTokenDetails{}) {
+				return InputTokenDetails{NoCacheTokens: x.InputTokens}
+			}
+			return x.InputTokenDetails
+		}
+		a, b := d(u), d(v)
+		sum.InputTokenDetails = InputTokenDetails{
+			NoCacheTokens: a.NoCacheTokens + b.NoCacheTokens, CacheReadTokens: a.CacheReadTokens + b.CacheReadTokens,
+			CacheWriteTokens: a.CacheWriteTokens + b.CacheWriteTokens,
+		}
+	}
+	return sum
 }
 
 // FileNote is the text a model is given beside a file, or instead of one it cannot take: the

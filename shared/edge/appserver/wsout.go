@@ -643,9 +643,14 @@ func (o *wsOut) end(ctx context.Context, res turn.Outcome, aborted bool) (reache
 }
 
 func (o *wsOut) usage(ctx context.Context, u model.Usage) {
-	o.delta(ctx, message("usage_statistics", map[string]any{
+	stats := map[string]any{
 		"prompt_tokens": u.InputTokens, "completion_tokens": u.OutputTokens, "total_tokens": u.InputTokens + u.OutputTokens,
-	}))
+	}
+	// Letta's usage statistics count the prompt cache's reads and writes among prompt_tokens.
+	if d := u.InputTokenDetails; d != (model.InputTokenDetails{}) {
+		stats["cached_input_tokens"], stats["cache_write_tokens"] = d.CacheReadTokens, d.CacheWriteTokens
+	}
+	o.delta(ctx, message("usage_statistics", stats))
 }
 
 func (o *wsOut) stop(ctx context.Context, reason string) {

@@ -89,14 +89,16 @@ func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.
 		calls := map[int64]*pendingCall{}
 		ids := map[string]bool{}
 		finish := model.FinishOther
-		var usage model.Usage
+		var input, cacheRead, cacheWrite, output int
 		stopped := false
 		for stream.Next() {
 			ev := stream.Current()
 			var out model.Event
 			switch ev.Type {
 			case "message_start":
-				usage.InputTokens = int(ev.Message.Usage.InputTokens)
+				// input_tokens leaves out what the prompt cache read and wrote.
+				u := ev.Message.Usage
+				input, cacheRead, cacheWrite = int(u.InputTokens), int(u.CacheReadInputTokens), int(u.CacheCreationInputTokens)
 			case "content_block_start":
 				switch b := ev.ContentBlock; b.Type {
 				case "text":
@@ -132,7 +134,7 @@ func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.
 				if ev.Delta.StopReason != "" {
 					finish = finishReason(ev.Delta.StopReason)
 				}
-				usage.OutputTokens = int(ev.Usage.OutputTokens)
+				output = int(ev.Usage.OutputTokens)
 			case "message_stop":
 				stopped = true
 			}
@@ -153,6 +155,7 @@ func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.
 			yield(model.Event{}, providerError(errors.New("the event stream ended before message_stop"), res))
 			return
 		}
+		usage := model.Cached(input+cacheRead+cacheWrite, output, cacheRead, cacheWrite)
 		yield(model.Event{Type: model.EventFinish, Finish: finish, Usage: usage}, nil)
 	}
 }

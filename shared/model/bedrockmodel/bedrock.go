@@ -166,7 +166,9 @@ func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.
 				continue
 			case *types.ConverseStreamOutputMemberMetadata:
 				if u := ev.Value.Usage; u != nil {
-					usage = model.Usage{InputTokens: int(aws.ToInt32(u.InputTokens)), OutputTokens: int(aws.ToInt32(u.OutputTokens))}
+					// inputTokens leaves out what the cache points read and wrote.
+					read, write := int(aws.ToInt32(u.CacheReadInputTokens)), int(aws.ToInt32(u.CacheWriteInputTokens))
+					usage = model.Cached(int(aws.ToInt32(u.InputTokens))+read+write, int(aws.ToInt32(u.OutputTokens)), read, write)
 				}
 				continue
 			default:

@@ -94,7 +94,8 @@ func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.
 			}
 			if u := resp.UsageMetadata; u != nil {
 				// Each chunk's usage is the running total, so the last one is the call's.
-				usage = model.Usage{InputTokens: int(u.PromptTokenCount), OutputTokens: int(u.CandidatesTokenCount)}
+				// promptTokenCount counts the cached ones too (implicit caching reads, never writes).
+				usage = model.Cached(int(u.PromptTokenCount), int(u.CandidatesTokenCount), int(u.CachedContentTokenCount), 0)
 			}
 			if pf := resp.PromptFeedback; pf != nil && pf.BlockReason != "" {
 				blocked = true

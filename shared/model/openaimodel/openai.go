@@ -93,7 +93,9 @@ func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.
 		for stream.Next() {
 			chunk := stream.Current()
 			if chunk.Usage.PromptTokens > 0 || chunk.Usage.CompletionTokens > 0 {
-				usage = model.Usage{InputTokens: int(chunk.Usage.PromptTokens), OutputTokens: int(chunk.Usage.CompletionTokens)}
+				// prompt_tokens counts the cached ones too; OpenAI's cache writes cost nothing.
+				u := chunk.Usage
+				usage = model.Cached(int(u.PromptTokens), int(u.CompletionTokens), int(u.PromptTokensDetails.CachedTokens), 0)
 			}
 			for _, choice := range chunk.Choices {
 				if choice.Delta.Content != "" {

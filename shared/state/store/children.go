@@ -89,11 +89,12 @@ func (t *Lease) Parent() Parent { return t.parent }
 // AddUsage adds a subagent's token usage to its caller's: the calling conversation's totals and,
 // when the call has one, the calling turn's event.
 func (s *Store) AddUsage(ctx context.Context, accountID string, p Parent, u model.Usage) error {
-	values := map[string]types.AttributeValue{":i": ddb.N(int64(u.InputTokens)), ":o": ddb.N(int64(u.OutputTokens))}
+	values := map[string]types.AttributeValue{}
+	add := "ADD " + usageAdd(u, values)
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 &s.tables.Conversations,
 		Key:                       map[string]types.AttributeValue{"conversationKey": ddb.S(accountID + "#" + p.ConversationID), "seq": ddb.N(0)},
-		UpdateExpression:          aws.String("ADD inputTokens :i, outputTokens :o"),
+		UpdateExpression:          aws.String(add),
 		ConditionExpression:       aws.String("attribute_exists(conversationKey)"),
 		ExpressionAttributeValues: values,
 	})
@@ -106,7 +107,7 @@ func (s *Store) AddUsage(ctx context.Context, accountID string, p Parent, u mode
 	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 &s.tables.Events,
 		Key:                       map[string]types.AttributeValue{"eventKey": ddb.S(accountID + "#" + p.EventID)},
-		UpdateExpression:          aws.String("ADD inputTokens :i, outputTokens :o"),
+		UpdateExpression:          aws.String(add),
 		ConditionExpression:       aws.String("attribute_exists(eventKey)"),
 		ExpressionAttributeValues: values,
 	})

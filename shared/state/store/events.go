@@ -48,10 +48,9 @@ type StatusUpdate struct {
 // late update is refused with ErrEventFinal, so a stray duplicate never reopens it.
 func (s *Store) UpdateEvent(ctx context.Context, accountID, eventID string, u StatusUpdate) error {
 	values := map[string]types.AttributeValue{
-		":i": ddb.N(int64(u.Usage.InputTokens)), ":o": ddb.N(int64(u.Usage.OutputTokens)),
 		":done": ddb.S(EventCompleted), ":failed": ddb.S(EventFailed), ":cancelled": ddb.S(EventCancelled),
 	}
-	update := "SET " + u.set(values) + " ADD inputTokens :i, outputTokens :o"
+	update := "SET " + u.set(values) + " ADD " + usageAdd(u.Usage, values)
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 &s.tables.Events,
 		Key:                       map[string]types.AttributeValue{"eventKey": ddb.S(accountID + "#" + eventID)},
@@ -126,9 +125,7 @@ func eventOf(eventID string, it map[string]types.AttributeValue) TurnStatus {
 	if ms, err := ddb.Int(it, "updatedAt"); err == nil {
 		e.UpdatedAt = time.UnixMilli(ms).UTC()
 	}
-	in, _ := ddb.Int(it, "inputTokens")
-	o, _ := ddb.Int(it, "outputTokens")
-	e.Usage = model.Usage{InputTokens: int(in), OutputTokens: int(o)}
+	e.Usage = usageOf(it)
 	e.FromSeq, _ = ddb.Int(it, "fromSeq")
 	e.ToSeq, _ = ddb.Int(it, "toSeq")
 	if d := ddb.String(it, "detail"); d != "" {

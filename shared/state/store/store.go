@@ -343,11 +343,8 @@ func (s *Store) ConversationUsage(ctx context.Context, accountID, conversationID
 	if out.Item == nil {
 		return Usage{}, ErrNotFound
 	}
-	var u Usage
-	in, _ := ddb.Int(out.Item, "inputTokens")
-	o, _ := ddb.Int(out.Item, "outputTokens")
+	u := Usage{Usage: usageOf(out.Item)}
 	u.Turns, _ = ddb.Int(out.Item, "turns")
-	u.InputTokens, u.OutputTokens = int(in), int(o)
 	return u, nil
 }
 
@@ -688,14 +685,13 @@ func (t *Lease) End(ctx context.Context, usage model.Usage) error {
 
 // ending is End's update of the head.
 func (t *Lease) ending(usage model.Usage) *dynamodb.UpdateItemInput {
+	values := map[string]types.AttributeValue{":owner": ddb.S(t.owner), ":one": ddb.N(1)}
 	return &dynamodb.UpdateItemInput{
-		TableName:           &t.s.tables.Conversations,
-		Key:                 map[string]types.AttributeValue{"conversationKey": ddb.S(t.key), "seq": ddb.N(0)},
-		UpdateExpression:    aws.String("REMOVE leaseOwner, leaseUntil ADD inputTokens :i, outputTokens :o, turns :one"),
-		ConditionExpression: aws.String("leaseOwner = :owner"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":owner": ddb.S(t.owner), ":i": ddb.N(int64(usage.InputTokens)), ":o": ddb.N(int64(usage.OutputTokens)), ":one": ddb.N(1),
-		},
+		TableName:                 &t.s.tables.Conversations,
+		Key:                       map[string]types.AttributeValue{"conversationKey": ddb.S(t.key), "seq": ddb.N(0)},
+		UpdateExpression:          aws.String("REMOVE leaseOwner, leaseUntil ADD turns :one, " + usageAdd(usage, values)),
+		ConditionExpression:       aws.String("leaseOwner = :owner"),
+		ExpressionAttributeValues: values,
 	}
 }
 

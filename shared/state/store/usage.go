@@ -1,0 +1,30 @@
+package store
+
+import (
+	"maps"
+
+	"github.com/agentharness/harness/shared/model"
+	"github.com/agentharness/harness/shared/state/ddb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// usageAdd is the ADD clause that counts u into an item's token totals, and its values:
+// inputTokens and outputTokens, and the prompt cache's reads and writes among the input
+// (cacheReadTokens, cacheWriteTokens), which usageOf reads back.
+func usageAdd(u model.Usage, values map[string]types.AttributeValue) string {
+	maps.Copy(values, map[string]types.AttributeValue{
+		":i": ddb.N(int64(u.InputTokens)), ":o": ddb.N(int64(u.OutputTokens)),
+		":cr": ddb.N(int64(u.InputTokenDetails.CacheReadTokens)), ":cw": ddb.N(int64(u.InputTokenDetails.CacheWriteTokens)),
+	})
+	return "inputTokens :i, outputTokens :o, cacheReadTokens :cr, cacheWriteTokens :cw"
+}
+
+// usageOf reads the token totals usageAdd counted; an item from before the cache's counts has
+// none, as if it read and wrote nothing of it.
+func usageOf(item map[string]types.AttributeValue) model.Usage {
+	n := func(k string) int {
+		v, _ := ddb.Int(item, k)
+		return int(v)
+	}
+	return model.Cached(n("inputTokens"), n("outputTokens"), n("cacheReadTokens"), n("cacheWriteTokens"))
+}
