@@ -30,6 +30,8 @@ import (
 	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/wire/awsclient"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -53,6 +55,16 @@ func config(t testing.TB, variable, standIn string) aws.Config {
 	cfg, err := awsclient.Config(context.Background())
 	if err != nil {
 		t.Fatalf("aws config: %v", err)
+	}
+	// Under load DynamoDB Local times out waiting for its own locks and answers 500 ("this
+	// request will succeed in actual DynamoDB API"); the stress tests meet it by the dozen on a
+	// busy machine. The tests' clients retry such answers longer than the SDK's default three
+	// attempts and without its retry quota, which a burst of them exhausts at once.
+	cfg.Retryer = func() aws.Retryer {
+		return retry.NewStandard(func(o *retry.StandardOptions) {
+			o.MaxAttempts = 10
+			o.RateLimiter = ratelimit.None
+		})
 	}
 	return cfg
 }
