@@ -64,6 +64,8 @@ func EventChunks(ev turn.Event) []any {
 		return []any{SourceURL(le.Source.ID, le.Source.URL, le.Source.Title)}
 	case agent.ToolApprovalRequest:
 		return []any{ToolApprovalRequest(le.ApprovalID, le.ToolCallID, le.Text, false)}
+	case agent.OutputAvailable:
+		return []any{Data("output", le.Output, false)}
 	case agent.ToolOutputDenied:
 		if le.Automatic {
 			// A policy refused the call: say so the way the AI SDK does, as an automatic
