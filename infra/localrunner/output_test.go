@@ -38,7 +38,8 @@ func dataOutputs(msg map[string]any) []any {
 
 // An agent with an output schema: the turn's object reaches the AI SDK's chat client as one
 // data-output part after the answer that passed (the prose one before it was asked again), the
-// conversation read back shows the same message, and an /async turn's status has it as output.
+// conversation read back and the turn's replay show the same message, and an /async turn's
+// status has it as output.
 func TestStructuredOutputReachesClients(t *testing.T) {
 	e := newAsyncEnv(t)
 	agentID := e.agent(t, reporter)
@@ -67,6 +68,15 @@ func TestStructuredOutputReachesClients(t *testing.T) {
 		t.Errorf("the conversation read back differs from the chat client's list (-client +read):\n%s", diff)
 	}
 	validate(t, got.Messages)
+
+	// The turn's replay, which a page that resumes reads, has the part too.
+	replay := call(t, e.srv, http.MethodGet, "/chat/"+c.id+"/stream", e.secret, "")
+	if replay.status != http.StatusOK {
+		t.Fatalf("replaying the turn = %d %s", replay.status, replay.body)
+	}
+	if diff := cmp.Diff(want, dataOutputs(read(t, nil, replay.body))); diff != "" {
+		t.Errorf("data-output parts of the replayed message (-want +got):\n%s", diff)
+	}
 
 	ev := e.async(t, `{"agentId":"`+agentID+`","message":"and now?"}`)
 	final, _ := e.waitStatus(t, ev.EventID, store.EventCompleted)
