@@ -17,6 +17,7 @@ import (
 	"github.com/agentharness/harness/shared/approval"
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/tool"
+	"github.com/xeipuuv/gojsonschema"
 )
 
 // DefaultMaxSteps bounds a turn whose config names no limit.
@@ -86,6 +87,54 @@ type Config struct {
 	// conversation's record (MaxResultBytes) and returns where, for the result's OutputKey; ""
 	// when it could not. Without it such a result is only cut.
 	KeepResult func(ctx context.Context, whole json.RawMessage) string
+	// Output, when set, makes the final answer a JSON object valid against its schema.
+	Output *Output
+}
+
+// Output is a structured output: the agent config's "output".
+type Output struct {
+	// Schema is the JSON schema the model is asked to follow.
+	Schema json.RawMessage
+	// Compiled is Schema compiled (shared/wire/jsonschema), which answers are checked against.
+	Compiled *gojsonschema.Schema
+}
+
+// OutputError is a final answer that is not valid against the output schema, on the model's
+// second try: it ends the turn.
+type OutputError struct {
+	Problems []string
+}
+
+func (e *OutputError) Error() string {
+	return "the answer is not valid against the agent's output schema: " + strings.Join(e.Problems, "; ")
+}
+
+// check returns the answer text as the JSON object it must be, or why it is not one.
+func (o *Output) check(text string) (json.RawMessage, *OutputError) {
+	raw := json.RawMessage(strings.TrimSpace(text))
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
+		return nil, &OutputError{Problems: []string{"the answer is not a JSON object"}}
+	}
+	res, err := o.Compiled.Validate(gojsonschema.NewBytesLoader(raw))
+	if err != nil {
+		return nil, &OutputError{Problems: []string{err.Error()}}
+	}
+	if !res.Valid() {
+		var problems []string
+		for _, e := range res.Errors() {
+			problems = append(problems, e.String())
+		}
+		return nil, &OutputError{Problems: problems}
+	}
+	return raw, nil
+}
+
+// retryNote is the note that asks the model once more for a valid answer.
+func retryNote(id string, why *OutputError) model.Message {
+	text := "Your answer is not valid against the output schema (" + strings.Join(why.Problems, "; ") +
+		"). Answer again with only a JSON object valid against the schema."
+	return model.Message{ID: id, Role: model.RoleUser, Kind: model.KindOutputRetry, Parts: []model.Part{{Type: model.PartText, Text: text}}}
 }
 
 // AsyncFunc starts an async call; toolCallID is the model's id for it.
@@ -116,6 +165,9 @@ const (
 	// Automatic when a policy refused it rather than the user).
 	ToolOutputDenied
 	StepFinish
+	// OutputAvailable is the turn's structured output (Output is the JSON object), sent once
+	// after the final answer's step and before Finish.
+	OutputAvailable
 	// Finish ends the pass; Finish and Usage are set, and Pending lists the calls awaiting
 	// approval when the pass paused for them. StepFinish carries the usage so far.
 	Finish
@@ -312,6 +364,11 @@ func loopFrom(ctx context.Context, cfg Config, msgs []model.Message, first int, 
 	if cfg.Tools != nil {
 		specs = cfg.Tools.Specs()
 	}
+	var schema json.RawMessage
+	if cfg.Output != nil {
+		schema = cfg.Output.Schema
+	}
+	retried := false
 	for step := first; ; step++ {
 		if !yield(Event{Type: StepStart}, nil) {
 			return
@@ -321,7 +378,7 @@ func loopFrom(ctx context.Context, cfg Config, msgs []model.Message, first int, 
 		if calls != nil {
 			res, calls = stepResult{calls: calls, finish: model.FinishToolCalls}, nil
 		} else {
-			req := &model.Request{System: cfg.System, Messages: msgs, Tools: specs}
+			req := &model.Request{System: cfg.System, Messages: msgs, Tools: specs, Output: schema}
 			res, ok = runStep(ctx, cfg.Model, req, step, yield)
 		}
 		if !ok {
@@ -360,6 +417,17 @@ func loopFrom(ctx context.Context, cfg Config, msgs []model.Message, first int, 
 			}
 			return
 		}
+		var output json.RawMessage
+		var invalid *OutputError
+		if cfg.Output != nil && len(res.calls) == 0 {
+			// The final answer: valid, it is the turn's output; invalid, the model is asked once
+			// more, with the note that says why kept in the conversation as it was sent.
+			if output, invalid = cfg.Output.check(res.text); invalid == nil {
+				produced[0].Output = true
+			} else if !retried {
+				produced = append(produced, retryNote(newID(cfg.NewID), invalid))
+			}
+		}
 		if len(produced) > 0 && cfg.Save != nil {
 			if err := cfg.Save(ctx, produced); err != nil {
 				yield(Event{}, fmt.Errorf("saving step %d: %w", step, err))
@@ -368,6 +436,17 @@ func loopFrom(ctx context.Context, cfg Config, msgs []model.Message, first int, 
 		}
 		msgs = append(msgs, model.WithoutNested(produced)...)
 		if !yield(Event{Type: StepFinish, Usage: usage}, nil) {
+			return
+		}
+		if invalid != nil {
+			if retried {
+				yield(Event{}, invalid)
+				return
+			}
+			retried = true
+			continue
+		}
+		if output != nil && !yield(Event{Type: OutputAvailable, Output: output}, nil) {
 			return
 		}
 		if len(res.calls) == 0 || step >= maxSteps {

@@ -32,12 +32,14 @@ type Config struct {
 	Prompts Prompts `json:"prompts,omitempty"`
 	// MCPServers are remote MCP servers whose tools the agent calls (mcp.go).
 	MCPServers MCPServers `json:"mcpServers,omitempty"`
+	// Output makes the final answer a JSON object valid against its schema (output.go).
+	Output *Output `json:"output,omitempty"`
 }
 
 // fields are the config's top-level keys, spelled exactly: encoding/json matches keys without
 // regard to case, and a "Model" that decoded as "model" would escape secret redaction, which
 // looks for "model.apiKey".
-var fields = []string{"name", "description", "system", "model", "maxSteps", "tools", "subagent", "variables", "skills", "prompts", "mcpServers"}
+var fields = []string{"name", "description", "system", "model", "maxSteps", "tools", "subagent", "variables", "skills", "prompts", "mcpServers", "output"}
 
 // checkKeys refuses top-level keys that are not spelled exactly as a config field.
 func checkKeys(raw []byte) error {

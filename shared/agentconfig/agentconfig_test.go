@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/google/go-cmp/cmp"
+	"github.com/xeipuuv/gojsonschema"
 )
 
 func TestParse(t *testing.T) {
@@ -71,6 +72,11 @@ func TestParseRejects(t *testing.T) {
 		{name: "negative maxSteps", raw: `{"model":{"provider":"scripted"},"maxSteps":-1}`, field: "maxSteps", problem: "must be positive, got -1"},
 		{name: "maxSteps not a number", raw: `{"model":{"provider":"scripted"},"maxSteps":"3"}`, field: "maxSteps", problem: "must be an integer"},
 		{name: "tools not an object", raw: `{"model":{"provider":"scripted"},"tools":["current_time"]}`, field: "tools", problem: "must be an object"},
+		{name: "output schema of a string", raw: `{"model":{"provider":"scripted"},"output":{"schema":{"type":"string"}}}`, field: "output.schema", problem: `"type": "object"`},
+		{name: "output without a schema", raw: `{"model":{"provider":"scripted"},"output":{}}`, field: "output.schema", problem: `"type": "object"`},
+		{name: "output schema that reads a file", raw: `{"model":{"provider":"scripted"},"output":{"schema":{"type":"object","properties":{"a":{"$ref":"file:///etc/passwd"}}}}}`, field: "output.schema", problem: "properties.a.$ref"},
+		{name: "output schema that does not compile", raw: `{"model":{"provider":"scripted"},"output":{"schema":{"type":"object","required":"a"}}}`, field: "output.schema", problem: "required"},
+		{name: "unknown output key", raw: `{"model":{"provider":"scripted"},"output":{"schema":{"type":"object"},"strict":true}}`, field: "output", problem: "must be an object"},
 		{name: "not JSON", raw: `{"model":`, field: "config", problem: "unexpected EOF"},
 		{name: "empty input", raw: ``, field: "config", problem: "EOF"},
 	}
@@ -91,5 +97,22 @@ func TestParseRejects(t *testing.T) {
 				t.Errorf("Parse() error at %q: %q; want %q containing %q", fe.Field, fe.Problem, tt.field, tt.problem)
 			}
 		})
+	}
+}
+
+func TestParseOutput(t *testing.T) {
+	schema := `{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`
+	got, err := agentconfig.Parse([]byte(`{"model":{"provider":"scripted"},"output":{"schema":` + schema + `}}`))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if string(got.Output.Schema) != schema {
+		t.Errorf("output.schema = %s, want %s", got.Output.Schema, schema)
+	}
+	for doc, want := range map[string]bool{`{"city":"Oslo"}`: true, `{"town":"Oslo"}`: false} {
+		res, err := got.Output.Compiled().Validate(gojsonschema.NewStringLoader(doc))
+		if err != nil || res.Valid() != want {
+			t.Errorf("compiled schema on %s: valid %v (%v), want %v", doc, res.Valid(), err, want)
+		}
 	}
 }

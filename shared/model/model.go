@@ -48,6 +48,9 @@ type Message struct {
 	Kind string `json:"kind,omitempty"`
 	// Nested names the tool call whose own model loop wrote a KindNested message.
 	Nested *NestedCall `json:"nested,omitempty"`
+	// Output marks the final answer of a turn whose agent asks for structured output: its text
+	// is the JSON object that passed the agent's output schema.
+	Output bool `json:"output,omitempty"`
 }
 
 // KindNested marks a message of a tool's own model loop (a prompt tool's): kept in the
@@ -81,6 +84,10 @@ func WithoutNested(msgs []Message) []Message {
 // model: providers accept it anywhere, and it does not start a new turn.
 const KindAsyncResults = "async-results"
 
+// KindOutputRetry marks the user-role note that asks the model once more for an answer valid
+// against the agent's output schema: it does not start a new turn.
+const KindOutputRetry = "output-retry"
+
 // StartsTurn reports whether m is a message a user wrote, which begins a turn.
 func (m Message) StartsTurn() bool { return m.Role == RoleUser && m.Kind == "" }
 
@@ -92,6 +99,20 @@ func FinalText(msgs []Message) string {
 		}
 	}
 	return ""
+}
+
+// FinalOutput is the structured output msgs end with: the text of the answer FinalText returns
+// when it is marked as a turn's output (Message.Output); nil when it is not.
+func FinalOutput(msgs []Message) json.RawMessage {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == RoleAssistant && !msgs[i].IsNested() && strings.TrimSpace(msgs[i].Text()) != "" {
+			if !msgs[i].Output {
+				return nil
+			}
+			return json.RawMessage(strings.TrimSpace(msgs[i].Text()))
+		}
+	}
+	return nil
 }
 
 // Part is one piece of a message: text, a tool call (assistant) or a tool result (tool).
@@ -169,6 +190,9 @@ type Request struct {
 	System   string
 	Messages []Message
 	Tools    []ToolSpec
+	// Output, when set, is the JSON schema (of an object) the final answer must be valid
+	// against: an adapter asks for it in its provider's structured-output mode.
+	Output json.RawMessage
 }
 
 // Settings are the sampling options an agent's model block may set; nil leaves the provider's

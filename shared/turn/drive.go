@@ -409,6 +409,10 @@ func (d *invocation) relay(ctx context.Context, events iter.Seq2[agent.Event, er
 			if errors.Is(err, store.ErrLeaseLost) {
 				return d.fail(ctx, err, "the conversation was taken over by another turn", usage), nil
 			}
+			var oe *agent.OutputError
+			if errors.As(err, &oe) {
+				return d.fail(ctx, err, oe.Error()+"; the turn was stopped after one retry", usage), nil
+			}
 			var pe *model.ProviderError
 			if errors.As(err, &pe) {
 				return d.fail(ctx, err, pe.Public()+"; the turn was stopped and the conversation keeps every step finished before it", usage), nil

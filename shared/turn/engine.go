@@ -775,7 +775,11 @@ func (e *Engine) buildAgent(ctx context.Context, accountID, agentID string, cfg 
 	if err != nil {
 		return agent.Config{}, invalid(err)
 	}
-	return agent.Config{Model: m, Tools: tools, System: system, MaxSteps: cfg.MaxSteps, NewID: NewMessageID, Immediate: immediate, Warnings: warnings}, nil
+	var output *agent.Output
+	if cfg.Output != nil {
+		output = &agent.Output{Schema: cfg.Output.Schema, Compiled: cfg.Output.Compiled()}
+	}
+	return agent.Config{Model: m, Tools: tools, System: system, MaxSteps: cfg.MaxSteps, NewID: NewMessageID, Immediate: immediate, Warnings: warnings, Output: output}, nil
 }
 
 // NewMessageID names a message the harness creates.

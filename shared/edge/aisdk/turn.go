@@ -68,6 +68,8 @@ func EventChunks(ev turn.Event) []any {
 		return []any{Data("model", map[string]string{"model": le.Text}, true)}
 	case agent.ToolApprovalRequest:
 		return []any{ToolApprovalRequest(le.ApprovalID, le.ToolCallID, le.Text, false)}
+	case agent.OutputAvailable:
+		return []any{Data("output", le.Output, false)}
 	case agent.ToolOutputDenied:
 		if le.Automatic {
 			// A policy refused the call: say so the way the AI SDK does, as an automatic

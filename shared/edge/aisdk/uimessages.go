@@ -266,6 +266,10 @@ func (a *assistant) step(m model.Message) {
 			a.msg.Parts = append(a.msg.Parts, &TextUIPart{Type: "text", Text: p.Text, State: "done"})
 		}
 	}
+	if m.Output {
+		// The turn's structured output, which its stream sent after this step.
+		a.msg.Parts = append(a.msg.Parts, &DataUIPart{Type: "data-output", Data: json.RawMessage(strings.TrimSpace(m.Text()))})
+	}
 	var held []turn.PendingApproval
 	for _, p := range m.Parts {
 		if p.Type != model.PartToolCall {

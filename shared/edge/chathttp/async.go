@@ -191,6 +191,9 @@ func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
 		}
 		out["messages"] = msgs
 		out["text"] = model.FinalText(msgs)
+		if o := model.FinalOutput(msgs); o != nil {
+			out["output"] = o
+		}
 	}
 	delete(out, "groupId")
 	httpjson.WriteJSON(w, http.StatusOK, out)

@@ -213,6 +213,14 @@ func (m *Model) params(req *model.Request) (anthropic.MessageNewParams, error) {
 		}
 		p.Tools = append(p.Tools, anthropic.ToolUnionParam{OfTool: &tool})
 	}
+	if len(req.Output) > 0 {
+		// JSON outputs: the answer's text is the object, constrained to the schema.
+		var schema map[string]any
+		if err := json.Unmarshal(req.Output, &schema); err != nil {
+			return p, fmt.Errorf("decoding the output schema: %w", err)
+		}
+		p.OutputConfig.Format = anthropic.JSONOutputFormatParam{Schema: schema}
+	}
 	return p, nil
 }
 

@@ -478,3 +478,13 @@ func TestNew(t *testing.T) {
 		})
 	}
 }
+
+// A structured output is asked for as JSON outputs (output_config.format json_schema), the
+// retry's note sent as a user message; the answer is the object's JSON as text.
+func TestStructuredOutput(t *testing.T) {
+	m, requests := serve(t, "output.json", false, model.Settings{})
+	modeltest.CheckOutput(t, m, model.Usage{InputTokens: 142, OutputTokens: 12})
+	if n := len(requests()); n != 1 {
+		t.Errorf("server saw %d requests, want 1", n)
+	}
+}

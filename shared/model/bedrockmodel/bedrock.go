@@ -251,6 +251,14 @@ func (m *Model) input(req *model.Request) (*bedrockruntime.ConverseStreamInput, 
 	if len(tools) > 0 {
 		in.ToolConfig = &types.ToolConfiguration{Tools: tools}
 	}
+	if len(req.Output) > 0 {
+		// Structured outputs: the answer's text is the object, constrained to the schema,
+		// which Converse takes as a string.
+		in.OutputConfig = &types.OutputConfig{TextFormat: &types.OutputFormat{
+			Type:      types.OutputFormatTypeJsonSchema,
+			Structure: &types.OutputFormatStructureMemberJsonSchema{Value: types.JsonSchemaDefinition{Name: aws.String("output"), Schema: aws.String(string(req.Output))}},
+		}}
+	}
 	return in, nil
 }
 

@@ -722,6 +722,20 @@ func fixtures() map[string][]wirefixture.Exchange {
 				`{"usage":{"inputTokens":389,"outputTokens":16,"totalTokens":405},"metrics":{"latencyMs":640}}`,
 				"Oslo is sunny at 21 °C;", " Bergen's forecast is unavailable."),
 		}},
+		"output.json": {{
+			Request: converseStream(modelID, `{
+				"system":[{"text":"Say where it is sunny."}],
+				"messages":[
+					{"role":"user","content":[{"text":"Where is it sunny?"}]},
+					{"role":"assistant","content":[{"text":"It is sunny in Oslo."}]},
+					{"role":"user","content":[{"text":`+mustJSON(modeltest.OutputRequest().Messages[2].Text())+`}]}
+				],
+				"outputConfig":{"textFormat":{"type":"json_schema","structure":{"jsonSchema":{"name":"output","schema":`+mustJSON(modeltest.OutputSchema)+`}}}}
+			}`),
+			Response: textStream("4f3e2d1c-0b9a-4876-a543-21fedcba9876",
+				`{"usage":{"inputTokens":97,"outputTokens":10,"totalTokens":107},"metrics":{"latencyMs":455}}`,
+				`{"city":"Oslo",`, `"sunny":true}`),
+		}},
 		"throttled_then_ok.json": {
 			throttled("a1b2c3d4-e5f6-4789-8abc-def012345678"),
 			{
@@ -770,4 +784,21 @@ func writeFixtures() error {
 		}
 	}
 	return nil
+}
+
+// mustJSON is s as a JSON string.
+func mustJSON(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// A structured output is asked for as Converse's structured outputs (outputConfig.textFormat
+// json_schema, the schema as a string), the retry's note sent as a user message; the answer is
+// the object's JSON as text.
+func TestStructuredOutput(t *testing.T) {
+	f := serve(t, "output.json", false)
+	modeltest.CheckOutput(t, f.model(t, bedrockmodel.Config{Provider: "bedrock", Model: modelID}), model.Usage{InputTokens: 97, OutputTokens: 10})
+	if n := len(f.requests()); n != 1 {
+		t.Errorf("server saw %d requests, want 1", n)
+	}
 }

@@ -240,6 +240,15 @@ func (m *Model) request(req *model.Request) ([]*genai.Content, *genai.GenerateCo
 		return nil, nil, err
 	}
 	config.Tools = tools
+	if len(req.Output) > 0 {
+		// JSON mode under the schema as JSON schema (responseJsonSchema, not the OpenAPI subset
+		// responseSchema takes): the answer's text is the object.
+		var schema map[string]any
+		if err := json.Unmarshal(req.Output, &schema); err != nil {
+			return nil, nil, fmt.Errorf("decoding the output schema: %w", err)
+		}
+		config.ResponseMIMEType, config.ResponseJsonSchema = "application/json", schema
+	}
 
 	loopStart := activeLoopStart(req.Messages)
 	var contents []*genai.Content

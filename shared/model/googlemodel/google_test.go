@@ -476,3 +476,14 @@ func TestNew(t *testing.T) {
 		})
 	}
 }
+
+// A structured output is asked for as JSON mode under the schema (responseMimeType
+// application/json and responseJsonSchema), the retry's note sent as a user turn; the answer is
+// the object's JSON as text.
+func TestStructuredOutput(t *testing.T) {
+	srv := wirefixture.Replay(t, "output.json")
+	modeltest.CheckOutput(t, newModel(t, srv.URL, "test-key", model.Settings{}), model.Usage{InputTokens: 61, OutputTokens: 11})
+	if n := len(srv.Requests()); n != 1 {
+		t.Errorf("server saw %d requests, want 1", n)
+	}
+}

@@ -209,6 +209,17 @@ func (m *Model) params(req *model.Request) (openai.ChatCompletionNewParams, erro
 			Parameters:  shared.FunctionParameters(schema),
 		}))
 	}
+	if len(req.Output) > 0 {
+		var schema map[string]any
+		if err := json.Unmarshal(req.Output, &schema); err != nil {
+			return p, fmt.Errorf("decoding the output schema: %w", err)
+		}
+		// Not strict: strict mode takes a subset of JSON schema only, and the loop checks the
+		// answer against the whole schema anyway.
+		p.ResponseFormat = openai.ChatCompletionNewParamsResponseFormatUnion{OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{
+			JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{Name: "output", Schema: schema},
+		}}
+	}
 	return p, nil
 }
 

@@ -846,3 +846,11 @@ func TestNew(t *testing.T) {
 		})
 	}
 }
+
+// A structured output is asked for as response_format json_schema, not strict, the retry's note
+// sent as a user message; the answer is the object's JSON as content.
+func TestStructuredOutput(t *testing.T) {
+	m, srv := serve(t, "output.json", false, model.Settings{})
+	modeltest.CheckOutput(t, m, model.Usage{InputTokens: 88, OutputTokens: 9})
+	checkSent(t, srv.Requests(), 1)
+}
