@@ -12,6 +12,7 @@ import (
 	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/lambda/agentdeps"
+	"github.com/agentharness/harness/shared/model/catalogue"
 	"github.com/agentharness/harness/shared/model/provider"
 	"github.com/agentharness/harness/shared/state/agentstore"
 	"github.com/agentharness/harness/shared/state/attachments"
@@ -132,6 +133,14 @@ func Options(d agentdeps.Deps) (turn.Options, error) {
 		Stream: c.NATS.Stream, Replicas: c.NATS.Replicas,
 	}
 	return opts, natslog.Attach(&opts, nats, d.Secret, d.Logger)
+}
+
+// Deployment is what the deployment's models reach by themselves: the providers the operator
+// set a fallback key for, and Bedrock through the function's role when it runs on Lambda (which
+// sets AWS_LAMBDA_FUNCTION_MEMORY_SIZE); whether the AWS account was granted a Bedrock model is
+// not checked.
+func Deployment(d agentdeps.Deps) catalogue.Deployment {
+	return catalogue.Deployment{Keyed: provider.Config(d.Config.Models).Keyed(), IAM: d.Config.Runtime.MemoryMB != ""}
 }
 
 // Toolsets are what agents' configs name besides config.tools and config.subagent (the engine's

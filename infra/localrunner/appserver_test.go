@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agentharness/harness/infra/faketavily"
+	"github.com/agentharness/harness/infra/mockopenai"
 	"github.com/agentharness/harness/infra/testenv"
 )
 
@@ -146,7 +148,11 @@ type conformanceSummary struct {
 		Protocol                                  string
 		CreateAgent, OtherAgent, BobsConversation asFrame
 		Alice, Bob                                asUser
-		All                                       asFrame
+		All, UpdateModel                          asFrame
+	}
+	Models struct {
+		List, Update, Toolset, ToolsetRefused asFrame
+		Before, After                         asTurn
 	}
 }
 
@@ -472,7 +478,15 @@ func asActiveRun(f asFrame) bool {
 // waiting for the controller's tool), sync from a second connection mid-turn, and the queue of
 // a runtime that gets a message while it runs.
 func TestAppServerConformance(t *testing.T) {
-	srv := runner(t, faketavily.New(nil))
+	// o: the switcher's model, an OpenAI-compatible server that answers with the model it was
+	// asked for; OPENAI_BASE_URL trusts it (the operator's endpoint), as a local address.
+	mock := httptest.NewServer(mockopenai.New(&mockopenai.Options{Script: func(r *mockopenai.Request) mockopenai.Reply {
+		return mockopenai.Reply{Text: r.Model + " answers"}
+	}}))
+	t.Cleanup(mock.Close)
+	tavily := httptest.NewServer(faketavily.New(nil))
+	t.Cleanup(tavily.Close)
+	srv := serve(t, testenv.Stack(t), map[string]string{"TAVILY_BASE_URL": tavily.URL, "OPENAI_BASE_URL": mock.URL + "/v1"})
 	_, secret := createAccount(t, srv, "conformance")
 	ids := map[string]string{}
 	for name, cfg := range conformanceAgents {
@@ -492,6 +506,7 @@ func TestAppServerConformance(t *testing.T) {
 	if ids["delegator"], _ = res.json(t)["agentId"].(string); res.status != http.StatusCreated || ids["delegator"] == "" {
 		t.Fatalf("creating the delegator = %d %s, want 201", res.status, res.body)
 	}
+	ids["switcher"] = createAgent(t, srv, secret, `{"name":"switcher","model":{"provider":"openai","model":"mock-a","apiKey":"k","baseURL":"`+mock.URL+`/v1"}}`)
 	idsJSON, _ := json.Marshal(ids)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -810,4 +825,54 @@ func TestAppServerConformance(t *testing.T) {
 			t.Errorf("tokens: %s's conversationList() resolved with %v, want %q", c.who, c.got, c.want)
 		}
 	}
+	if r := tk.UpdateModel; r["type"] != "update_model_response" || r["success"] != false || !strings.Contains(asStr(r, "error"), "end-user token may not change the agent's model") {
+		t.Errorf("tokens: alice's update_model answered %v, want it refused", r)
+	}
+
+	// o. The models: list_models lists the catalogue, the scripted model available without a
+	// key; update_model switches the runtime's agent to gpt-4.1-mini, keeping its endpoint and
+	// key, and the next turn runs on it; update_toolset takes auto and refuses codex.
+	m := got.Models
+	handles := map[string]asFrame{}
+	entries, _ := m.List["entries"].([]any)
+	for _, e := range entries {
+		handles[asStr(e, "handle")] = e.(asFrame)
+	}
+	if m.List["success"] != true || asStr(m.List, "request_id") == "" || len(handles) < 10 ||
+		asField(handles["openai/gpt-4.1-mini"], "model", "contextWindow") != float64(1047576) ||
+		asField(handles["openai/gpt-4.1-mini"], "model", "pricing", "inputPerMTok") != 0.4 ||
+		!slices.Contains(asStrings(m.List["available_handles"]), "scripted/scripted") {
+		t.Errorf("models: list_models answered %v, want the catalogue with gpt-4.1-mini's window and price, and scripted available", m.List)
+	}
+	if text := asText(m.Before.Frames); text != "mock-a answers" {
+		t.Errorf("models: the turn before update_model said %q, want the first model's answer", text)
+	}
+	if r := m.Update; r["success"] != true || r["applied_to"] != "agent" || r["model_handle"] != "openai/gpt-4.1-mini" || r["model_id"] != "gpt-4.1-mini" || asStr(r, "runtime", "agent_id") != ids["switcher"] {
+		t.Errorf("models: update_model answered %v, want it applied to the agent", r)
+	}
+	if text := asText(m.After.Frames); text != "gpt-4.1-mini answers" {
+		t.Errorf("models: the turn after update_model said %q, want gpt-4.1-mini's answer", text)
+	}
+	res = call(t, srv, http.MethodGet, "/accounts/me/agents/"+ids["switcher"], secret, "")
+	if model, _ := res.json(t)["config"].(map[string]any)["model"].(map[string]any); model["model"] != "gpt-4.1-mini" || model["baseURL"] != mock.URL+"/v1" {
+		t.Errorf("models: the switcher's stored model block is %v, want gpt-4.1-mini on the same endpoint", model)
+	}
+	if r := m.Toolset; r["success"] != true || r["current_toolset"] != "default" || r["current_toolset_preference"] != "auto" {
+		t.Errorf("models: update_toolset auto answered %v, want the default toolset", r)
+	}
+	if r := m.ToolsetRefused; r["success"] != false || !strings.Contains(asStr(r, "error"), "config.tools") {
+		t.Errorf("models: update_toolset codex answered %v, want it refused naming config.tools", r)
+	}
+}
+
+// asStrings is a JSON array of strings.
+func asStrings(v any) []string {
+	var out []string
+	list, _ := v.([]any)
+	for _, s := range list {
+		if s, ok := s.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
 }

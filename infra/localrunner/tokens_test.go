@@ -170,6 +170,14 @@ func TestEndUserTokens(t *testing.T) {
 		t.Errorf("GET /agents for bob's token of every agent = %s", res.body)
 	}
 
+	// A token reads the model catalogue as the secret does: it shows where keys are, not keys.
+	for _, cred := range []string{alice, secret} {
+		res := call(t, srv, http.MethodGet, "/models", cred, "")
+		if res.status != http.StatusOK || !strings.Contains(string(res.body), `"provider":"scripted","available":true,"keySource":"builtin"`) {
+			t.Errorf("GET /models = %d %s, want the catalogue with scripted reachable", res.status, res.body)
+		}
+	}
+
 	// A token may not lift the owner's approval rules.
 	res := call(t, srv, http.MethodPost, "/chat", alice, `{"agentId":"`+greeterID+`","message":"hi","toolApproval":{"current_time":"approved"}}`)
 	if res.status != http.StatusForbidden || res.json(t)["field"] != "toolApproval" {
@@ -364,6 +372,10 @@ func TestCORS(t *testing.T) {
 	if pre.status != http.StatusNoContent || h.Get("Access-Control-Allow-Origin") != "https://app.example.com" ||
 		!strings.Contains(h.Get("Access-Control-Allow-Headers"), "Authorization") || !strings.Contains(h.Get("Access-Control-Allow-Methods"), "POST") {
 		t.Errorf("preflight = %d %v", pre.status, h)
+	}
+	get := http.Header{"Origin": {"https://app.example.com"}, "Access-Control-Request-Method": {"GET"}, "Access-Control-Request-Headers": {"authorization"}}
+	if pre, h := requestWith(t, srv, http.MethodOptions, "/models", "", get, nil); pre.status != http.StatusNoContent || h.Get("Access-Control-Allow-Origin") != "https://app.example.com" {
+		t.Errorf("preflight of GET /models = %d %v, want 204 with CORS headers", pre.status, h)
 	}
 	if pre, _ := requestWith(t, srv, http.MethodOptions, "/mcp", "", origin.Clone(), nil); pre.status == http.StatusNoContent {
 		t.Errorf("a preflight of /mcp, which no page calls, = %d", pre.status)

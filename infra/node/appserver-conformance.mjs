@@ -29,11 +29,16 @@
 //                 delegatee alone), each on a socket opened as a browser opens it (the token as
 //                 a subprotocol, no Authorization): create_agent and another agent are refused,
 //                 each runs a turn in a conversation of its own, conversationList() lists that
-//                 one alone, the secret's lists both, and alice cannot open bob's.
+//                 one alone, the secret's lists both, and alice cannot open bob's; alice's
+//                 update_model is refused (a token may not change the agent);
+//   models        o. list_models, update_model and update_toolset, which the client sends with
+//                 request(): the switcher (an OpenAI-compatible model, "mock-a", that answers
+//                 with its model's name) answers a turn, switches to openai/gpt-4.1-mini and
+//                 answers the next on it; update_toolset takes "auto" and refuses "codex".
 //
 // Usage: node appserver-conformance.mjs <baseUrl> <accountSecret> <agentsJSON>   (Node 22)
 // agentsJSON names the agents the caller created:
-//   {"tickets","missing","outage","dispatcher","approver","slow","sluggish","stepper","brief","delegator","delegatee"}
+//   {"tickets","missing","outage","dispatcher","approver","slow","sluggish","stepper","brief","delegator","delegatee","switcher"}
 //   → agent ids.
 // Prints one JSON object on stdout: per scenario the frames the client received for the
 // runtime (raw), the responses it got and what its handlers were asked. Exits 1 with the
@@ -51,7 +56,7 @@ if (!baseUrl || !secret || !agentsJSON) {
   process.exit(2);
 }
 const agents = JSON.parse(agentsJSON);
-for (const name of ['tickets', 'missing', 'outage', 'dispatcher', 'approver', 'slow', 'sluggish', 'stepper', 'brief', 'delegator', 'delegatee']) {
+for (const name of ['tickets', 'missing', 'outage', 'dispatcher', 'approver', 'slow', 'sluggish', 'stepper', 'brief', 'delegator', 'delegatee', 'switcher']) {
   if (typeof agents[name] !== 'string' || agents[name] === '') {
     process.stderr.write(`agentsJSON has no agent id for ${name}\n`);
     process.exit(2);
@@ -531,8 +536,34 @@ async function main() {
       alice: { runtime: alice.runtime, frames: alice.turn.frames, list: await step('alice: conversationList()', a.conversationList()) },
       bob: { runtime: bob.runtime, frames: bob.turn.frames, list: await step('bob: conversationList()', bob.peer.client.conversationList()) },
       all: await step('the secret: conversationList()', ctl.client.conversationList({ query: { agent_id: agents.delegatee } })),
+      updateModel: await step('alice: update_model', answer(a, 'update_model', { runtime: alice.runtime, payload: { model_id: 'gpt-4.1-mini' } })),
     };
   }
+
+  // --- o. list_models, update_model and update_toolset: a runtime switches its model, and its
+  // next turn runs on the new one.
+  {
+    const st = await start(ctl, agents.switcher);
+    const c = ctl.client;
+    const list = await step('list_models', answer(c, 'list_models', {}));
+    const before = await ask(ctl, st.runtime, 'Which model answers?');
+    const update = await step('update_model', answer(c, 'update_model', { runtime: st.runtime, payload: { model_handle: 'openai/gpt-4.1-mini' } }));
+    const after = await ask(ctl, st.runtime, 'And now?');
+    summary.models = {
+      list,
+      before,
+      update,
+      after,
+      toolset: await step('update_toolset auto', answer(c, 'update_toolset', { runtime: st.runtime, toolset_preference: 'auto' })),
+      toolsetRefused: await step('update_toolset codex', answer(c, 'update_toolset', { runtime: st.runtime, toolset_preference: 'codex' })),
+    };
+  }
+}
+
+// answer sends a command the client has no method for with its generic request(), and resolves
+// with its <type>_response.
+function answer(client, type, body) {
+  return client.request(type, body, { predicate: (m) => m.type === `${type}_response` });
 }
 
 // leaveMidTurn connects a client, starts agentId's runtime, sends text and closes the client once

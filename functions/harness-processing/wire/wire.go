@@ -23,7 +23,9 @@ func Handler(d agentdeps.Deps) (*chathttp.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := chathttp.New(chathttp.Options{Options: opts, Callers: who})
+	// The accounts' own provider keys are not wired yet (AccountKeys nil): GET /models shows the
+	// deployment's reach.
+	h := chathttp.New(chathttp.Options{Options: opts, Callers: who, Deployment: turnwire.Deployment(d)})
 	bindings, err := channels.FromConfig(d.DB, d.Sealer, d.Config.Channels.Table)
 	if err != nil {
 		return nil, err

@@ -20,7 +20,8 @@ func AppServer(d agentdeps.Deps) (opts appserver.Options, ok bool) {
 	if table == "" || d.Poster == nil {
 		return appserver.Options{}, false
 	}
-	return appserver.Options{Connections: connections.New(d.DB, table), Poster: d.Poster}, true
+	// The accounts' own provider keys are not wired yet (AccountKeys nil).
+	return appserver.Options{Connections: connections.New(d.DB, table), Poster: d.Poster, Deployment: turnwire.Deployment(d)}, true
 }
 
 // Gateway wires ws-gateway: the turn engine, the connections table and the poster, and agent

@@ -33,3 +33,6 @@ func (t *TestOut) End(ctx context.Context) {
 func (t *TestOut) EndWaiting(ctx context.Context) {
 	t.o.end(ctx, turn.Outcome{Status: turn.StatusWaitingAsync}, false)
 }
+
+// ResolveModel is update_model's reading of its model_id or model_handle.
+var ResolveModel = resolveModel

@@ -7,6 +7,7 @@ package appserver
 import (
 	"errors"
 
+	"github.com/agentharness/harness/shared/model/catalogue"
 	"github.com/agentharness/harness/shared/state/agentstore"
 	"github.com/agentharness/harness/shared/state/callers"
 	"github.com/agentharness/harness/shared/state/connections"
@@ -21,6 +22,10 @@ type Options struct {
 	// Callers authenticates the gateway's upgrades, by the account secret or an end-user
 	// token; async-worker needs none.
 	Callers *callers.Resolver
+	// Deployment is what the deployment reaches by itself, and AccountKeys the providers an
+	// account has its own key for (nil: none), for list_models and update_model.
+	Deployment  catalogue.Deployment
+	AccountKeys catalogue.AccountKeys
 }
 
 // engineOptions names turn.Options apart from Options where config embeds both.

@@ -98,6 +98,12 @@ func (g *Gateway) Message(ctx context.Context, connectionID string, body []byte)
 		return c.toolResponse(ctx)
 	case "conversation_list":
 		return c.conversationList(ctx)
+	case "list_models":
+		return c.listModels(ctx)
+	case "update_model":
+		return c.updateModel(ctx)
+	case "update_toolset":
+		return c.updateToolset(ctx)
 	case "":
 		return c.fail(ctx, "error", `the frame has no "type"`)
 	}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/agentharness/harness/shared/model/catalogue"
 	"github.com/agentharness/harness/shared/state/callers"
 	"github.com/agentharness/harness/shared/turn"
 	"github.com/agentharness/harness/shared/wire/httpjson"
@@ -24,6 +25,10 @@ type Options struct {
 	// Callers authenticates the account secret and end-user tokens; nil: the secret alone,
 	// against the engine's store.
 	Callers *callers.Resolver
+	// Deployment is what the deployment reaches by itself, and AccountKeys the providers an
+	// account has its own key for (nil: none), for GET /models.
+	Deployment  catalogue.Deployment
+	AccountKeys catalogue.AccountKeys
 }
 
 // Handler serves harness-processing's routes.
@@ -66,6 +71,7 @@ func New(opts Options) *Handler {
 	h.mux.HandleFunc("GET /status/{eventId}", h.status)
 	h.mux.HandleFunc("/mcp", h.serveMCP)
 	h.mux.HandleFunc("GET /agents", h.agents)
+	h.mux.HandleFunc("GET /models", h.models)
 	h.mux.HandleFunc("GET /conversations", h.listConversations)
 	h.mux.HandleFunc("PATCH /conversations/{conversationId}", h.patchConversation)
 	h.mux.HandleFunc("GET /threads/{parentThreadId}/variables/{requestId}", h.variables)

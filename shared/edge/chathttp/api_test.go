@@ -24,6 +24,7 @@ import (
 	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/edge/chathttp"
 	"github.com/agentharness/harness/shared/model"
+	"github.com/agentharness/harness/shared/model/catalogue"
 	"github.com/agentharness/harness/shared/model/provider"
 	"github.com/agentharness/harness/shared/state/agentstore"
 	"github.com/agentharness/harness/shared/state/secrets"
@@ -74,6 +75,9 @@ type fixtureOptions struct {
 	tools func(map[string]json.RawMessage) (*tool.Set, error)
 	// maxBodyBytes bounds request bodies (4096 when zero, so a test can pass the bound).
 	maxBodyBytes int64
+	// deployment and accountKeys are what GET /models reaches.
+	deployment  catalogue.Deployment
+	accountKeys catalogue.AccountKeys
 }
 
 // newFixtureWith is newFixture with more of the harness's dependencies chosen by the test.
@@ -115,7 +119,7 @@ func newFixtureWith(t *testing.T, o fixtureOptions) *fixture {
 			}
 			return &recordingModel{f: f, next: m}, nil
 		},
-	}, MaxBodyBytes: maxBody})
+	}, MaxBodyBytes: maxBody, Deployment: o.deployment, AccountKeys: o.accountKeys})
 	f.srv = httptest.NewServer(h)
 	t.Cleanup(f.srv.Close)
 	return f

@@ -75,7 +75,7 @@ func (h *Handler) mayStart(r *http.Request, c callers.Caller, conversationID str
 // the account secret): each answers CORS preflights. /mcp and the channels' webhooks are
 // called by servers, never by a page.
 func preflighted(path string) bool {
-	if path == "/" || path == "/chat" || path == "/async" || path == "/agents" || path == "/conversations" {
+	if path == "/" || path == "/chat" || path == "/async" || path == "/agents" || path == "/models" || path == "/conversations" {
 		return true
 	}
 	for _, prefix := range []string{"/chat/", "/status/", "/threads/", "/conversations/"} {

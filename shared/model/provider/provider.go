@@ -34,6 +34,21 @@ type Config struct {
 	PrivateEndpoints         string
 }
 
+// Keyed lists the providers c has a fallback key for, which an agent's block without a key of
+// its own reaches (GET /models shows them).
+func (c Config) Keyed() []string {
+	var out []string
+	for _, p := range []struct {
+		name string
+		set  bool
+	}{{"openai", c.OpenAIKey != ""}, {"anthropic", c.AnthropicKey != ""}, {"google", c.GoogleKey != "" || c.GeminiKey != ""}} {
+		if p.set {
+			out = append(out, p.name)
+		}
+	}
+	return out
+}
+
 // New builds the model an agent's model block names, with c's fallback keys.
 //
 // A service key goes only where the operator sends calls: the provider's own endpoint (a block

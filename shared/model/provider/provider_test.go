@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -163,5 +164,23 @@ func config(vars map[string]string) provider.Config {
 	return provider.Config{
 		OpenAIKey: vars["OPENAI_API_KEY"], OpenAIBaseURL: vars["OPENAI_BASE_URL"], AnthropicKey: vars["ANTHROPIC_API_KEY"],
 		GoogleKey: vars["GOOGLE_API_KEY"], GeminiKey: vars["GEMINI_API_KEY"], PrivateEndpoints: vars["MODEL_PRIVATE_ENDPOINTS"],
+	}
+}
+
+// Keyed lists the providers with a fallback key; GEMINI_API_KEY alone counts for google.
+func TestKeyed(t *testing.T) {
+	tests := []struct {
+		c    provider.Config
+		want []string
+	}{
+		{provider.Config{}, nil},
+		{provider.Config{OpenAIBaseURL: "https://llm.example.com/v1"}, nil},
+		{provider.Config{OpenAIKey: "o", AnthropicKey: "a"}, []string{"openai", "anthropic"}},
+		{provider.Config{GeminiKey: "g"}, []string{"google"}},
+	}
+	for _, tt := range tests {
+		if got := tt.c.Keyed(); !slices.Equal(got, tt.want) {
+			t.Errorf("%+v.Keyed() = %v, want %v", tt.c, got, tt.want)
+		}
 	}
 }
