@@ -12,6 +12,7 @@ import (
 	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/lambda/agentdeps"
+	"github.com/agentharness/harness/shared/lambda/lambdadeps"
 	"github.com/agentharness/harness/shared/model/provider"
 	"github.com/agentharness/harness/shared/state/agentstore"
 	"github.com/agentharness/harness/shared/state/attachments"
@@ -82,21 +83,35 @@ func Options(d agentdeps.Deps) (turn.Options, error) {
 		return turn.Options{}, err
 	}
 	st := store.New(d.DB, store.Tables(c.Tables))
-	providers := provider.Config(c.Models)
+	keys := operatorKeys(d.Deps)
+	tavilyKey := d.Key("TAVILY_API_KEY_SECRET", c.Tools.TavilyAPIKey, c.Tools.TavilyAPIKeySecret)
 
 	env := tool.Env{Getenv: c.Tools.Getenv, Send: workqueue.SQS(d.SQS), Logger: d.Logger}
 	var enqueue func(ctx context.Context, body string) error
 	if queue := c.Async.WorkQueue; queue != "" {
 		enqueue = func(ctx context.Context, body string) error { return env.Send(ctx, queue, body) }
 	}
-	tools := func(config map[string]json.RawMessage, vars tool.Vars) (*tool.Set, error) {
+	tools := func(ctx context.Context, config map[string]json.RawMessage, vars tool.Vars) (*tool.Set, error) {
 		env := env
 		env.Vars = vars
+		if namesTavily(config) && c.Tools.TavilyAPIKeySecret != "" {
+			withKey := c.Tools
+			var err error
+			if withKey.TavilyAPIKey, err = tavilyKey.Value(ctx); err != nil {
+				return nil, err
+			}
+			env.Getenv = withKey.Getenv
+		}
 		return d.Tools(config, env)
 	}
 	files := attachments.InBucket(d.S3, c.Async.ResultsBucket)
-	// Every model reads the bytes of the files its requests carry, from its turn's thread.
-	models := func(block json.RawMessage) (agent.Model, error) {
+	// A block without a key of its own takes the deployment's. Every model reads the bytes of
+	// the files its requests carry, from its turn's thread.
+	models := func(ctx context.Context, _ string, block json.RawMessage) (agent.Model, error) {
+		providers, err := keys.config(ctx, block)
+		if err != nil {
+			return nil, err
+		}
 		m, err := provider.New(block, providers)
 		if err != nil {
 			return nil, err
@@ -138,12 +153,61 @@ func Options(d agentdeps.Deps) (turn.Options, error) {
 // own), in the order their tools were always added: config.prompts, built as the engine builds
 // agents (models, tools), the tools of config.mcpServers (mcp), and config.skills (sk; nil:
 // agents that name skills cannot run).
-func Toolsets(models func(json.RawMessage) (agent.Model, error), tools func(map[string]json.RawMessage, tool.Vars) (*tool.Set, error), mcp *mcptools.Client, sk skilltools.Store) []turn.Toolset {
+func Toolsets(models func(context.Context, string, json.RawMessage) (agent.Model, error), tools func(context.Context, map[string]json.RawMessage, tool.Vars) (*tool.Set, error), mcp *mcptools.Client, sk skilltools.Store) []turn.Toolset {
 	return []turn.Toolset{
 		prompttools.New(prompttools.Options{Model: models, Tools: tools, NewID: turn.NewMessageID}),
 		mcp,
 		skilltools.New(sk),
 	}
+}
+
+// providerKeys are the deployment's fallback model keys, each read when a block that needs it
+// first comes (lambdadeps.Key), with the rest of provider.Config.
+type providerKeys struct {
+	base                      provider.Config
+	openai, anthropic, google *lambdadeps.Key
+}
+
+// operatorKeys are the fallback keys d's config names.
+func operatorKeys(d lambdadeps.Deps) *providerKeys {
+	m := d.Config.Models
+	return &providerKeys{
+		base:      provider.Config{OpenAIBaseURL: m.OpenAIBaseURL, GeminiKey: m.GeminiKey, PrivateEndpoints: m.PrivateEndpoints},
+		openai:    d.Key("OPENAI_API_KEY_SECRET", m.OpenAIKey, m.OpenAIKeySecret),
+		anthropic: d.Key("ANTHROPIC_API_KEY_SECRET", m.AnthropicKey, m.AnthropicKeySecret),
+		google:    d.Key("GOOGLE_API_KEY_SECRET", m.GoogleKey, m.GoogleKeySecret),
+	}
+}
+
+// config is the provider.Config a model block is built with: the fallback key of its provider
+// is read only when the block names no key of its own.
+func (k *providerKeys) config(ctx context.Context, block json.RawMessage) (provider.Config, error) {
+	c := k.base
+	var own struct {
+		Provider string `json:"provider"`
+		APIKey   string `json:"apiKey"`
+	}
+	if json.Unmarshal(block, &own) != nil || own.APIKey != "" {
+		return c, nil // provider.New says what is wrong with a block, and needs no key for one with its own
+	}
+	var err error
+	switch own.Provider {
+	case "openai":
+		c.OpenAIKey, err = k.openai.Value(ctx)
+	case "anthropic":
+		c.AnthropicKey, err = k.anthropic.Value(ctx)
+	case "google":
+		c.GoogleKey, err = k.google.Value(ctx)
+	}
+	return c, err
+}
+
+// namesTavily reports whether config.tools names a Tavily tool, whose key falls back to the
+// deployment's.
+func namesTavily(config map[string]json.RawMessage) bool {
+	_, search := config["tavilySearch"]
+	_, extract := config["tavilyExtract"]
+	return search || extract
 }
 
 // duration parses the optional positive Go duration v, the value of the variable name.
