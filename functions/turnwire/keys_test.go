@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/agentharness/harness/shared/lambda/lambdadeps"
+	"github.com/agentharness/harness/shared/tool"
 )
 
 // A block without a key of its own reads its provider's deployment key, from its secret, when
@@ -48,5 +49,35 @@ func TestOperatorKeysAreReadWhenABlockNeedsThem(t *testing.T) {
 	}
 	if want := []string{"arn:openai", "arn:anthropic"}; !slices.Equal(asked, want) {
 		t.Errorf("read secrets %v, want %v: each once, and only when a block needs it", asked, want)
+	}
+}
+
+// A config naming a Tavily tool reads the deployment's Tavily key from its secret, once; the
+// tools see it as TAVILY_API_KEY. A config without one reads nothing.
+func TestTheTavilyKeyIsReadWhenAToolNeedsIt(t *testing.T) {
+	reads := 0
+	d := lambdadeps.Deps{Secret: func(_ context.Context, id string) (string, error) {
+		reads++
+		return "tvly-from-" + id, nil
+	}}
+	d.Config.Tools = lambdadeps.Tools{TavilyAPIKeySecret: "arn:tavily", TavilyBaseURL: "https://tavily.example"}
+	var seen []string
+	build := func(_ map[string]json.RawMessage, env tool.Env) (*tool.Set, error) {
+		seen = append(seen, env.Getenv("TAVILY_API_KEY")+" "+env.Getenv("TAVILY_BASE_URL"))
+		return tool.NewSet()
+	}
+	tools := toolBuilder(build, tool.Env{Getenv: d.Config.Tools.Getenv}, d.Config.Tools, d.Key("TAVILY_API_KEY_SECRET", "", "arn:tavily"))
+	for _, config := range []string{`{"current_time": {}}`, `{"tavilySearch": {}}`, `{"tavilyExtract": {}}`} {
+		var c map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(config), &c); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tools(context.Background(), c, tool.Vars{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{" https://tavily.example", "tvly-from-arn:tavily https://tavily.example", "tvly-from-arn:tavily https://tavily.example"}
+	if !slices.Equal(seen, want) || reads != 1 {
+		t.Errorf("the tools saw %q after %d reads, want %q after one", seen, reads, want)
 	}
 }

@@ -85,25 +85,12 @@ func Options(d agentdeps.Deps) (turn.Options, error) {
 	st := store.New(d.DB, store.Tables(c.Tables))
 	keys := operatorKeys(d.Deps)
 	tavilyKey := d.Key("TAVILY_API_KEY_SECRET", c.Tools.TavilyAPIKey, c.Tools.TavilyAPIKeySecret)
-
 	env := tool.Env{Getenv: c.Tools.Getenv, Send: workqueue.SQS(d.SQS), Logger: d.Logger}
 	var enqueue func(ctx context.Context, body string) error
 	if queue := c.Async.WorkQueue; queue != "" {
 		enqueue = func(ctx context.Context, body string) error { return env.Send(ctx, queue, body) }
 	}
-	tools := func(ctx context.Context, config map[string]json.RawMessage, vars tool.Vars) (*tool.Set, error) {
-		env := env
-		env.Vars = vars
-		if namesTavily(config) && c.Tools.TavilyAPIKeySecret != "" {
-			withKey := c.Tools
-			var err error
-			if withKey.TavilyAPIKey, err = tavilyKey.Value(ctx); err != nil {
-				return nil, err
-			}
-			env.Getenv = withKey.Getenv
-		}
-		return d.Tools(config, env)
-	}
+	tools := toolBuilder(d.Tools, env, c.Tools, tavilyKey)
 	files := attachments.InBucket(d.S3, c.Async.ResultsBucket)
 	// A block without a key of its own takes the deployment's. Every model reads the bytes of
 	// the files its requests carry, from its turn's thread.
@@ -200,6 +187,25 @@ func (k *providerKeys) config(ctx context.Context, block json.RawMessage) (provi
 		c.GoogleKey, err = k.google.Value(ctx)
 	}
 	return c, err
+}
+
+// toolBuilder builds config.tools with build for a thread's variables, in env; a config that
+// names a Tavily tool first reads the deployment's Tavily key (tavily) when it is a secret of
+// the deployment's tools config t.
+func toolBuilder(build func(map[string]json.RawMessage, tool.Env) (*tool.Set, error), env tool.Env, t lambdadeps.Tools, tavily *lambdadeps.Key) func(context.Context, map[string]json.RawMessage, tool.Vars) (*tool.Set, error) {
+	return func(ctx context.Context, config map[string]json.RawMessage, vars tool.Vars) (*tool.Set, error) {
+		env := env
+		env.Vars = vars
+		if namesTavily(config) && t.TavilyAPIKeySecret != "" {
+			withKey := t
+			var err error
+			if withKey.TavilyAPIKey, err = tavily.Value(ctx); err != nil {
+				return nil, err
+			}
+			env.Getenv = withKey.Getenv
+		}
+		return build(config, env)
+	}
 }
 
 // namesTavily reports whether config.tools names a Tavily tool, whose key falls back to the
