@@ -18,6 +18,7 @@ import (
 	"github.com/agentharness/harness/shared/state/attachments"
 	"github.com/agentharness/harness/shared/state/blobstore"
 	"github.com/agentharness/harness/shared/state/callers"
+	"github.com/agentharness/harness/shared/state/providerkeys"
 	"github.com/agentharness/harness/shared/state/skills"
 	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/state/streamlog"
@@ -92,9 +93,15 @@ func Options(d agentdeps.Deps) (turn.Options, error) {
 	}
 	tools := toolBuilder(d.Tools, env, c.Tools, tavilyKey)
 	files := attachments.InBucket(d.S3, c.Async.ResultsBucket)
-	// A block without a key of its own takes the deployment's. Every model reads the bytes of
-	// the files its requests carry, from its turn's thread.
-	models := func(ctx context.Context, _ string, block json.RawMessage) (agent.Model, error) {
+	// A block without a key of its own takes its account's key of its provider, else the
+	// deployment's. Every model reads the bytes of the files its requests carry, from its turn's
+	// thread.
+	accountKeys := providerkeys.New(st, d.Sealer)
+	models := func(ctx context.Context, accountID string, block json.RawMessage) (agent.Model, error) {
+		block, err := accountKeys.Fill(ctx, accountID, block)
+		if err != nil {
+			return nil, err
+		}
 		providers, err := keys.config(ctx, block)
 		if err != nil {
 			return nil, err

@@ -182,6 +182,7 @@ func TestProjectFunctions(t *testing.T) {
 		"AccountManageFunction": {"functions/account-manage/", "bootstrap", "provided.al2023", "arm64",
 			"HttpApi ANY /accounts/{accountId}", "HttpApi ANY /accounts/me/agents/{agentId}", "HttpApi ANY /accounts/me/agents",
 			"HttpApi ANY /accounts/me/channels/{bindingId}", "HttpApi POST /accounts/me/channels/{bindingId}/set-webhook", "HttpApi ANY /accounts/me/channels",
+			"HttpApi GET /accounts/me/providers", "HttpApi ANY /accounts/me/providers/{provider}",
 			"HttpApi POST /accounts", "HttpApi GET /accounts", "HttpApi POST /accounts/me/nats-credentials", "HttpApi POST /accounts/{accountId}/rotate-secret",
 			"HttpApi POST /accounts/me/tokens", "HttpApi ANY /accounts/me/token-issuer",
 			"HttpApi ANY /accounts/me/skills/{name}", "HttpApi ANY /accounts/me/skills"},

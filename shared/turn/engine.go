@@ -59,8 +59,8 @@ type Options struct {
 	// Results keeps the whole of tool results cut to fit the conversation's record (results.go);
 	// nil: such results are only cut.
 	Results *toolresults.Store
-	// Model builds the model block of an agent of the account accountID; ctx is the turn's (a
-	// deployment key read when first needed is read with it).
+	// Model builds the model block of an agent of the account accountID (a block that names no key
+	// takes the account's own key of its provider, else the deployment's); ctx is the turn's.
 	Model func(ctx context.Context, accountID string, block json.RawMessage) (agent.Model, error)
 	// Now is the clock; nil means time.Now.
 	Now      func() time.Time
@@ -643,7 +643,8 @@ func (e *Engine) OpenedAgent(ctx context.Context, o *store.Opening, req Request,
 		stored, err = e.opts.Agents.Config(ctx, a)
 	}
 	th := e.threadOf(ctx, o.Account.ID, req.Variables, func() (store.Vars, error) { return threadvars.With(o.Vars(), req.Sealed), nil })
-	cfg, err := e.buildAgent(ctx, o.Account.ID, req.AgentID, stored, err, th)
+	// The account's provider keys, which its models may take, came with the opening's read.
+	cfg, err := e.buildAgent(o.WithProviderKeys(ctx), o.Account.ID, req.AgentID, stored, err, th)
 	return e.agentFor(cfg, err, req, stream)
 }
 
