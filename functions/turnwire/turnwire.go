@@ -3,6 +3,7 @@
 package turnwire
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,12 +13,15 @@ import (
 	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/lambda/agentdeps"
+	"github.com/agentharness/harness/shared/lambda/lambdadeps"
 	"github.com/agentharness/harness/shared/model/catalogue"
+	"github.com/agentharness/harness/shared/model/modelblock"
 	"github.com/agentharness/harness/shared/model/provider"
 	"github.com/agentharness/harness/shared/state/agentstore"
 	"github.com/agentharness/harness/shared/state/attachments"
 	"github.com/agentharness/harness/shared/state/blobstore"
 	"github.com/agentharness/harness/shared/state/callers"
+	"github.com/agentharness/harness/shared/state/providerkeys"
 	"github.com/agentharness/harness/shared/state/skills"
 	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/state/streamlog"
@@ -83,21 +87,28 @@ func Options(d agentdeps.Deps) (turn.Options, error) {
 		return turn.Options{}, err
 	}
 	st := store.New(d.DB, store.Tables(c.Tables))
-	providers := provider.Config(c.Models)
-
+	keys := operatorKeys(d.Deps)
+	tavilyKey := d.Key("TAVILY_API_KEY_SECRET", c.Tools.TavilyAPIKey, c.Tools.TavilyAPIKeySecret)
 	env := tool.Env{Getenv: c.Tools.Getenv, Send: workqueue.SQS(d.SQS), Logger: d.Logger}
 	var enqueue func(ctx context.Context, body string) error
 	if queue := c.Async.WorkQueue; queue != "" {
 		enqueue = func(ctx context.Context, body string) error { return env.Send(ctx, queue, body) }
 	}
-	tools := func(config map[string]json.RawMessage, vars tool.Vars) (*tool.Set, error) {
-		env := env
-		env.Vars = vars
-		return d.Tools(config, env)
-	}
+	tools := toolBuilder(d.Tools, env, c.Tools, tavilyKey)
 	files := attachments.InBucket(d.S3, c.Async.ResultsBucket)
-	// Every model reads the bytes of the files its requests carry, from its turn's thread.
-	models := func(block json.RawMessage) (agent.Model, error) {
+	// A block without a key of its own takes its account's key of its provider, else the
+	// deployment's. Every model reads the bytes of the files its requests carry, from its turn's
+	// thread.
+	accountKeys := providerkeys.New(st, d.Sealer)
+	models := func(ctx context.Context, accountID string, block json.RawMessage) (agent.Model, error) {
+		block, err := accountKeys.Fill(ctx, accountID, block)
+		if err != nil {
+			return nil, err
+		}
+		providers, err := keys.config(ctx, block)
+		if err != nil {
+			return nil, err
+		}
 		m, err := provider.New(block, providers)
 		if err != nil {
 			return nil, err
@@ -135,24 +146,109 @@ func Options(d agentdeps.Deps) (turn.Options, error) {
 	return opts, natslog.Attach(&opts, nats, d.Secret, d.Logger)
 }
 
-// Deployment is what the deployment's models reach by themselves: the providers the operator
-// set a fallback key for, and Bedrock through the function's role when it runs on Lambda (which
-// sets AWS_LAMBDA_FUNCTION_MEMORY_SIZE); whether the AWS account was granted a Bedrock model is
-// not checked.
-func Deployment(d agentdeps.Deps) catalogue.Deployment {
-	return catalogue.Deployment{Keyed: provider.Config(d.Config.Models).Keyed(), IAM: d.Config.Runtime.MemoryMB != ""}
-}
-
 // Toolsets are what agents' configs name besides config.tools and config.subagent (the engine's
 // own), in the order their tools were always added: config.prompts, built as the engine builds
 // agents (models, tools), the tools of config.mcpServers (mcp), and config.skills (sk; nil:
 // agents that name skills cannot run).
-func Toolsets(models func(json.RawMessage) (agent.Model, error), tools func(map[string]json.RawMessage, tool.Vars) (*tool.Set, error), mcp *mcptools.Client, sk skilltools.Store) []turn.Toolset {
+func Toolsets(models func(context.Context, string, json.RawMessage) (agent.Model, error), tools func(context.Context, map[string]json.RawMessage, tool.Vars) (*tool.Set, error), mcp *mcptools.Client, sk skilltools.Store) []turn.Toolset {
 	return []turn.Toolset{
 		prompttools.New(prompttools.Options{Model: models, Tools: tools, NewID: turn.NewMessageID}),
 		mcp,
 		skilltools.New(sk),
 	}
+}
+
+// providerKeys are the deployment's fallback model keys, each read when a block that needs it
+// first comes (lambdadeps.Key), with the rest of provider.Config.
+type providerKeys struct {
+	base                      provider.Config
+	openai, anthropic, google *lambdadeps.Key
+}
+
+// operatorKeys are the fallback keys d's config names.
+func operatorKeys(d lambdadeps.Deps) *providerKeys {
+	m := d.Config.Models
+	return &providerKeys{
+		base:      provider.Config{OpenAIBaseURL: m.OpenAIBaseURL, GeminiKey: m.GeminiKey, PrivateEndpoints: m.PrivateEndpoints},
+		openai:    d.Key("OPENAI_API_KEY_SECRET", m.OpenAIKey, m.OpenAIKeySecret),
+		anthropic: d.Key("ANTHROPIC_API_KEY_SECRET", m.AnthropicKey, m.AnthropicKeySecret),
+		google:    d.Key("GOOGLE_API_KEY_SECRET", m.GoogleKey, m.GoogleKeySecret),
+	}
+}
+
+// config is the provider.Config a model block is built with: the fallback key of each of its
+// models' providers (its own and its fallbacks') is read only when that model names no key of
+// its own.
+func (k *providerKeys) config(ctx context.Context, block json.RawMessage) (provider.Config, error) {
+	c := k.base
+	primary, fallbacks, err := modelblock.Split(block)
+	if err != nil {
+		return c, nil // provider.New says what is wrong with a block
+	}
+	for _, b := range append([]json.RawMessage{primary}, fallbacks...) {
+		var own struct {
+			Provider string `json:"provider"`
+			APIKey   string `json:"apiKey"`
+		}
+		if json.Unmarshal(b, &own) != nil || own.APIKey != "" {
+			continue // one with its own key needs none
+		}
+		switch own.Provider {
+		case "openai":
+			c.OpenAIKey, err = k.openai.Value(ctx)
+		case "anthropic":
+			c.AnthropicKey, err = k.anthropic.Value(ctx)
+		case "google":
+			c.GoogleKey, err = k.google.Value(ctx)
+		}
+		if err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
+
+// Deployment is what the deployment's models reach by themselves: the providers the operator
+// set a fallback key for (in the clear or as a secret), and Bedrock through the function's role
+// when it runs on Lambda (which sets AWS_LAMBDA_FUNCTION_MEMORY_SIZE); whether the AWS account
+// was granted a Bedrock model is not checked.
+func Deployment(d agentdeps.Deps) catalogue.Deployment {
+	m := d.Config.Models
+	// A key kept as a secret counts without being read: which of the two holds it is all the
+	// catalogue asks.
+	either := func(plain, secret string) string { return cmp.Or(plain, secret) }
+	keyed := provider.Config{
+		OpenAIKey: either(m.OpenAIKey, m.OpenAIKeySecret), AnthropicKey: either(m.AnthropicKey, m.AnthropicKeySecret),
+		GoogleKey: either(m.GoogleKey, m.GoogleKeySecret), GeminiKey: m.GeminiKey,
+	}.Keyed()
+	return catalogue.Deployment{Keyed: keyed, IAM: d.Config.Runtime.MemoryMB != ""}
+}
+
+// toolBuilder builds config.tools with build for a thread's variables, in env; a config that
+// names a Tavily tool first reads the deployment's Tavily key (tavily) when it is a secret of
+// the deployment's tools config t.
+func toolBuilder(build func(map[string]json.RawMessage, tool.Env) (*tool.Set, error), env tool.Env, t lambdadeps.Tools, tavily *lambdadeps.Key) func(context.Context, map[string]json.RawMessage, tool.Vars) (*tool.Set, error) {
+	return func(ctx context.Context, config map[string]json.RawMessage, vars tool.Vars) (*tool.Set, error) {
+		env := env
+		env.Vars = vars
+		if namesTavily(config) && t.TavilyAPIKeySecret != "" {
+			withKey := t
+			var err error
+			if withKey.TavilyAPIKey, err = tavily.Value(ctx); err != nil {
+				return nil, err
+			}
+			env.Getenv = withKey.Getenv
+		}
+		return build(config, env)
+	}
+}
+
+// namesTavily reports whether config.tools names a Tavily tool, whose key falls back to the
+// deployment's.
+func namesTavily(config map[string]json.RawMessage) bool {
+	_, search := config["tavilySearch"]
+	_, extract := config["tavilyExtract"]
+	return search || extract
 }
 
 // duration parses the optional positive Go duration v, the value of the variable name.

@@ -68,10 +68,10 @@ func NewTurns(t testing.TB, adjust func(*Turns, *turn.Options)) *Turns {
 	opts := turn.Options{
 		Store: e.Store, Agents: e.Agents, Async: async,
 		Redriver: &asynctools.Redriver{Store: async, Send: func(context.Context, asynctools.Continuation) error { return nil }},
-		Tools: func(c map[string]json.RawMessage, vars tool.Vars) (*tool.Set, error) {
+		Tools: func(_ context.Context, c map[string]json.RawMessage, vars tool.Vars) (*tool.Set, error) {
 			return builtintools.Build(c, tool.Env{Getenv: os.Getenv, Vars: vars})
 		},
-		Model: func(block json.RawMessage) (agent.Model, error) {
+		Model: func(_ context.Context, _ string, block json.RawMessage) (agent.Model, error) {
 			m, err := provider.New(block, provider.Config{})
 			return recording{Model: m, e: e}, err
 		},

@@ -47,8 +47,9 @@ type Options struct {
 	Store *store.Store
 	// Agents loads agent configs with their secrets.
 	Agents *agentstore.Service
-	// Tools builds an agent's ToolSet from its config.tools, for a thread with vars.
-	Tools func(config map[string]json.RawMessage, vars tool.Vars) (*tool.Set, error)
+	// Tools builds an agent's ToolSet from its config.tools, for a thread with vars; ctx is the
+	// turn's (a deployment key read when first needed is read with it).
+	Tools func(ctx context.Context, config map[string]json.RawMessage, vars tool.Vars) (*tool.Set, error)
 	// Sealer seals and opens thread variables (threadvars) and the tree MCP calls carry
 	// (tree.go); nil: requests cannot set variables.
 	Sealer agentstore.Sealer
@@ -58,8 +59,9 @@ type Options struct {
 	// Results keeps the whole of tool results cut to fit the conversation's record (results.go);
 	// nil: such results are only cut.
 	Results *toolresults.Store
-	// Model builds an agent's model from its model block.
-	Model func(block json.RawMessage) (agent.Model, error)
+	// Model builds the model block of an agent of the account accountID (a block that names no key
+	// takes the account's own key of its provider, else the deployment's); ctx is the turn's.
+	Model func(ctx context.Context, accountID string, block json.RawMessage) (agent.Model, error)
 	// Now is the clock; nil means time.Now.
 	Now      func() time.Time
 	Logger   *slog.Logger
@@ -641,7 +643,8 @@ func (e *Engine) OpenedAgent(ctx context.Context, o *store.Opening, req Request,
 		stored, err = e.opts.Agents.Config(ctx, a)
 	}
 	th := e.threadOf(ctx, o.Account.ID, req.Variables, func() (store.Vars, error) { return threadvars.With(o.Vars(), req.Sealed), nil })
-	cfg, err := e.buildAgent(ctx, o.Account.ID, req.AgentID, stored, err, th)
+	// The account's provider keys, which its models may take, came with the opening's read.
+	cfg, err := e.buildAgent(o.WithProviderKeys(ctx), o.Account.ID, req.AgentID, stored, err, th)
 	return e.agentFor(cfg, err, req, stream)
 }
 
@@ -729,7 +732,7 @@ func (e *Engine) buildAgent(ctx context.Context, accountID, agentID string, cfg 
 	if err != nil {
 		return agent.Config{}, err
 	}
-	m, err := e.opts.Model(cfg.Model)
+	m, err := e.opts.Model(ctx, accountID, cfg.Model)
 	if err != nil {
 		return agent.Config{}, invalid(err)
 	}
@@ -737,7 +740,7 @@ func (e *Engine) buildAgent(ctx context.Context, accountID, agentID string, cfg 
 		v, ok := cfg.Variables.Find(name)
 		return ok && v.Scoped
 	}}
-	tools, err := e.opts.Tools(cfg.Tools, vars)
+	tools, err := e.opts.Tools(ctx, cfg.Tools, vars)
 	system, warnings := cfg.System, []string(nil)
 	var immediate func(model.Message) []model.Part
 	for _, ts := range e.toolsets {

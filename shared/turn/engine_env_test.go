@@ -73,7 +73,7 @@ func newEngineEnv(t *testing.T) *engineEnv {
 		}}
 		o.Redriver, o.StopPoll, o.Logger = e.redrive, 50*time.Millisecond, slog.New(slog.DiscardHandler)
 		o.Streams = streamlog.New(ts.Stack.DB, ts.Stack.Name("StreamsTable"), streamlog.Options{})
-		o.Tools = func(c map[string]json.RawMessage, vars tool.Vars) (*tool.Set, error) {
+		o.Tools = func(_ context.Context, c map[string]json.RawMessage, vars tool.Vars) (*tool.Set, error) {
 			set, err := builtintools.Build(c, tool.Env{Getenv: func(string) string { return "" }, Vars: vars})
 			if err != nil {
 				return nil, err
@@ -81,8 +81,8 @@ func newEngineEnv(t *testing.T) *engineEnv {
 			return set.With(dispatch)
 		}
 		build := o.Model
-		o.Model = func(block json.RawMessage) (agent.Model, error) {
-			m, err := build(block)
+		o.Model = func(ctx context.Context, accountID string, block json.RawMessage) (agent.Model, error) {
+			m, err := build(ctx, accountID, block)
 			return countedModel{Model: m, e: e}, err
 		}
 	})

@@ -61,10 +61,10 @@ func TestABlockingChildPastItsCallersMarginIsHandedOver(t *testing.T) {
 	// The caller's pass waits a second: a lease of 3 s less a margin of 2 s.
 	eng := turn.New(turn.Options{
 		Store: st, Agents: svc, Async: async, Redriver: redriver, Lease: 3 * time.Second, WaitMargin: 2 * time.Second,
-		Tools: func(c map[string]json.RawMessage, vars tool.Vars) (*tool.Set, error) {
+		Tools: func(_ context.Context, c map[string]json.RawMessage, vars tool.Vars) (*tool.Set, error) {
 			return builtintools.Build(c, tool.Env{Getenv: os.Getenv, Vars: vars})
 		},
-		Model: func(block json.RawMessage) (agent.Model, error) {
+		Model: func(_ context.Context, _ string, block json.RawMessage) (agent.Model, error) {
 			return provider.New(block, provider.Config{})
 		},
 		Enqueue: func(_ context.Context, body string) error {

@@ -42,7 +42,9 @@ func newBigEnv(t *testing.T) *testenv.Turns {
 			return testenv.BigText(args.Bytes), nil
 		}}
 	return testenv.NewTurns(t, func(e *testenv.Turns, o *turn.Options) {
-		o.Tools = func(map[string]json.RawMessage, tool.Vars) (*tool.Set, error) { return tool.NewSet(dump) }
+		o.Tools = func(context.Context, map[string]json.RawMessage, tool.Vars) (*tool.Set, error) {
+			return tool.NewSet(dump)
+		}
 		o.Toolsets = turnwire.Toolsets(o.Model, o.Tools, mcptools.New(mcptools.Options{HTTP: &http.Client{}}), nil)
 		o.Results = toolresults.New(blobstore.NewS3(e.Stack.S3, e.Stack.Bucket))
 		o.Logger = slog.New(slog.NewTextHandler(testWriter{t}, nil))

@@ -54,10 +54,10 @@ func newRules(t *testing.T) *rules {
 	r := &rules{store: st, account: acc.ID, now: time.Now()}
 	r.eng = turn.New(turn.Options{
 		Store: st, Agents: svc, Now: func() time.Time { return r.now },
-		Tools: func(c map[string]json.RawMessage, _ tool.Vars) (*tool.Set, error) {
+		Tools: func(_ context.Context, c map[string]json.RawMessage, _ tool.Vars) (*tool.Set, error) {
 			return builtintools.Build(c, tool.Env{Getenv: os.Getenv})
 		},
-		Model: func(block json.RawMessage) (agent.Model, error) {
+		Model: func(_ context.Context, _ string, block json.RawMessage) (agent.Model, error) {
 			return provider.New(block, provider.Config{})
 		},
 	})

@@ -10,6 +10,7 @@ import (
 	"github.com/agentharness/harness/shared/lambda/agentdeps"
 	"github.com/agentharness/harness/shared/state/channels"
 	"github.com/agentharness/harness/shared/state/connections"
+	"github.com/agentharness/harness/shared/state/providerkeys"
 	"github.com/agentharness/harness/shared/state/skills"
 	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/state/tokenkeys"
@@ -88,6 +89,7 @@ func Options(d agentdeps.Deps) (accounts.Options, error) {
 		Identify:         platforms.Identify,
 		SetWebhook:       platforms.SetWebhook,
 		Keys:             keys,
+		ProviderKeys:     providerkeys.New(st, d.Sealer),
 		PrivateEndpoints: c.MCP.PrivateEndpoints,
 		AdminSecret:      c.Accounts.AdminSecret,
 		OpenSignup:       open,

@@ -1,7 +1,7 @@
 // Package accounts is account-manage: accounts (a one-time secret, stored hashed), their
 // agents with sealed secrets, their skills, their channel bindings, secret rotation (which
 // closes the WebSocket connections of the old secret), the NATS credentials their clients read
-// turns with, and the deletion that closes the account's connections and queues a purge.
+// turns with, their own model provider keys, and the deletion that closes the account's connections and queues a purge.
 package accounts
 
 import (
@@ -24,6 +24,7 @@ import (
 	"github.com/agentharness/harness/shared/state/callers"
 	"github.com/agentharness/harness/shared/state/channels"
 	"github.com/agentharness/harness/shared/state/connections"
+	"github.com/agentharness/harness/shared/state/providerkeys"
 	"github.com/agentharness/harness/shared/state/skills"
 	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/state/tokenkeys"
@@ -57,6 +58,9 @@ type Options struct {
 	// ServiceURL is the deployment's public base URL (AGENT_SERVICE_URL), which webhook URLs
 	// start with; empty where it is unknown.
 	ServiceURL string
+	// ProviderKeys keeps the accounts' own model provider keys; nil where the deployment keeps
+	// none (the provider routes answer 501).
+	ProviderKeys *providerkeys.Keys
 	// Keys mints the accounts' end-user tokens; nil where the deployment mints none.
 	Keys *tokenkeys.Keys
 	// PrivateEndpoints is MCP_PRIVATE_ENDPOINTS: "allow" lets a registered JWKS URL be
@@ -127,6 +131,10 @@ func NewFrom(opts Options) *Handler {
 		"PATCH /accounts/me/channels/{bindingId}":            me(h.updateChannel),
 		"DELETE /accounts/me/channels/{bindingId}":           me(h.deleteChannel),
 		"POST /accounts/me/channels/{bindingId}/set-webhook": me(h.setWebhook),
+		"GET /accounts/me/providers":                         me(h.listProviders),
+		"PUT /accounts/me/providers/{provider}":              me(h.putProvider),
+		"GET /accounts/me/providers/{provider}":              me(h.getProvider),
+		"DELETE /accounts/me/providers/{provider}":           me(h.deleteProvider),
 	}
 	for pattern, fn := range routes {
 		h.mux.HandleFunc(pattern, fn)

@@ -106,13 +106,13 @@ func newFixtureWith(t *testing.T, o fixtureOptions) *fixture {
 		maxBody = 4096
 	}
 	h := chathttp.New(chathttp.Options{Options: turn.Options{Store: st, Agents: f.agents, Logger: o.logger,
-		Tools: func(c map[string]json.RawMessage, vars tool.Vars) (*tool.Set, error) {
+		Tools: func(_ context.Context, c map[string]json.RawMessage, vars tool.Vars) (*tool.Set, error) {
 			f.mu.Lock()
 			f.toolConfigs = append(f.toolConfigs, c)
 			f.mu.Unlock()
 			return buildTools(c, vars)
 		},
-		Model: func(block json.RawMessage) (agent.Model, error) {
+		Model: func(_ context.Context, _ string, block json.RawMessage) (agent.Model, error) {
 			m, err := newModel(block)
 			if err != nil {
 				return nil, err

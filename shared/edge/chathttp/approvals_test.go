@@ -131,10 +131,10 @@ func newApprovalFixture(t *testing.T) *approvalFixture {
 	c := &clock{now: time.Now()}
 	h := chathttp.New(chathttp.Options{Options: turn.Options{
 		Store: st, Agents: svc, Now: c.Now,
-		Tools: func(cfg map[string]json.RawMessage, _ tool.Vars) (*tool.Set, error) {
+		Tools: func(_ context.Context, cfg map[string]json.RawMessage, _ tool.Vars) (*tool.Set, error) {
 			return builtintools.Build(cfg, tool.Env{Getenv: os.Getenv})
 		},
-		Model: func(block json.RawMessage) (agent.Model, error) {
+		Model: func(_ context.Context, _ string, block json.RawMessage) (agent.Model, error) {
 			return provider.New(block, provider.Config{})
 		},
 	}})

@@ -100,15 +100,19 @@ type Secrets struct {
 	LocalKey string `env:"SECRETS_LOCAL_KEY"`
 }
 
-// Models are the service's fallback model keys and where models may be called, with the fields
-// of provider.Config.
+// Models are the service's fallback model keys and where models may be called. In AWS a key is
+// a Secrets Manager secret its *_SECRET variable names (Deps.Key reads it when a turn first
+// needs it); the plain variables are for local use only.
 type Models struct {
-	OpenAIKey        string `env:"OPENAI_API_KEY"`
-	OpenAIBaseURL    string `env:"OPENAI_BASE_URL"`
-	AnthropicKey     string `env:"ANTHROPIC_API_KEY"`
-	GoogleKey        string `env:"GOOGLE_API_KEY"`
-	GeminiKey        string `env:"GEMINI_API_KEY"`
-	PrivateEndpoints string `env:"MODEL_PRIVATE_ENDPOINTS"`
+	OpenAIKey          string `env:"OPENAI_API_KEY"`
+	OpenAIKeySecret    string `env:"OPENAI_API_KEY_SECRET"`
+	OpenAIBaseURL      string `env:"OPENAI_BASE_URL"`
+	AnthropicKey       string `env:"ANTHROPIC_API_KEY"`
+	AnthropicKeySecret string `env:"ANTHROPIC_API_KEY_SECRET"`
+	GoogleKey          string `env:"GOOGLE_API_KEY"`
+	GoogleKeySecret    string `env:"GOOGLE_API_KEY_SECRET"`
+	GeminiKey          string `env:"GEMINI_API_KEY"`
+	PrivateEndpoints   string `env:"MODEL_PRIVATE_ENDPOINTS"`
 }
 
 // MCP says whether agents' MCP servers may be on private addresses.
@@ -117,12 +121,14 @@ type MCP struct {
 }
 
 // Tools are the deployment's values of the builtin tools' variables, which a tool falls back to
-// by name through Getenv (tool.Env.Getenv).
+// by name through Getenv (tool.Env.Getenv). The Tavily key is in AWS the Secrets Manager secret
+// TAVILY_API_KEY_SECRET names; TAVILY_API_KEY is for local use only.
 type Tools struct {
-	TavilyAPIKey      string `env:"TAVILY_API_KEY"`
-	TavilyBaseURL     string `env:"TAVILY_BASE_URL"`
-	ExternalJobsQueue string `env:"EXTERNAL_JOBS_QUEUE_URL"`
-	ServiceURL        string `env:"AGENT_SERVICE_URL"`
+	TavilyAPIKey       string `env:"TAVILY_API_KEY"`
+	TavilyAPIKeySecret string `env:"TAVILY_API_KEY_SECRET"`
+	TavilyBaseURL      string `env:"TAVILY_BASE_URL"`
+	ExternalJobsQueue  string `env:"EXTERNAL_JOBS_QUEUE_URL"`
+	ServiceURL         string `env:"AGENT_SERVICE_URL"`
 }
 
 // Getenv is the value of the tools' variable name; "" for any other name.

@@ -63,7 +63,7 @@ func TestProcs(t *testing.T) {
 // the call's shape: GetSecretValue, signed, for the id asked.
 func TestSecretReadsSecretsManager(t *testing.T) {
 	var asked []string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	d := loadAgainst(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var in struct{ SecretId string }
 		body, _ := io.ReadAll(r.Body)
 		if r.Header.Get("X-Amz-Target") != "secretsmanager.GetSecretValue" || !strings.HasPrefix(r.Header.Get("Authorization"), "AWS4-HMAC-SHA256 ") || json.Unmarshal(body, &in) != nil {
@@ -77,13 +77,6 @@ func TestSecretReadsSecretsManager(t *testing.T) {
 		}
 		w.Write([]byte(`{"Name":"` + in.SecretId + `","SecretString":"-----BEGIN NATS USER JWT-----"}`))
 	}))
-	defer srv.Close()
-	t.Setenv("AWS_ENDPOINT_URL", srv.URL)
-	t.Setenv("AWS_REGION", "us-east-1")
-	d, err := lambdadeps.Load(context.Background(), lambdadeps.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	got, err := d.Secret(context.Background(), "arn:aws:secretsmanager:us-east-1:000000000000:secret:nats-creds")
 	if err != nil || got != "-----BEGIN NATS USER JWT-----" {
 		t.Errorf("Secret = %q, %v; want the secret's string", got, err)
@@ -94,4 +87,18 @@ func TestSecretReadsSecretsManager(t *testing.T) {
 	if want := []string{"arn:aws:secretsmanager:us-east-1:000000000000:secret:nats-creds", "binary"}; !slices.Equal(asked, want) {
 		t.Errorf("asked for %v, want %v", asked, want)
 	}
+}
+
+// loadAgainst loads deps whose AWS clients call h, a stand-in on loopback.
+func loadAgainst(t *testing.T, h http.Handler) lambdadeps.Deps {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	t.Setenv("AWS_ENDPOINT_URL", srv.URL)
+	t.Setenv("AWS_REGION", "us-east-1")
+	d, err := lambdadeps.Load(context.Background(), lambdadeps.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }

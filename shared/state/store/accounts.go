@@ -300,14 +300,14 @@ const (
 	purgeRetry = 10 * time.Minute
 )
 
-// DeleteAccount turns an account into a tombstone, so its secret stops working at once, or
-// fails with ErrNotFound. Its agents and conversations stay until DeleteAgents and
+// DeleteAccount turns an account into a tombstone, so its secret stops working at once and its
+// provider keys are gone, or fails with ErrNotFound. Its agents and conversations stay until DeleteAgents and
 // PurgeAccount remove them; the tombstone keeps the purge owed until then.
 func (s *Store) DeleteAccount(ctx context.Context, id string, now time.Time) error {
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:           &s.tables.Accounts,
 		Key:                 map[string]types.AttributeValue{"accountId": ddb.S(id)},
-		UpdateExpression:    aws.String("SET deletedAt = :now, purgeShard = :shard, purgeDue = :due REMOVE secretHash, username, createdAt, updatedAt, tokenKeyId, tokenKey, tokenKeyPub, issuerJwks, issuerJwksUrl, allowedOrigins"),
+		UpdateExpression:    aws.String("SET deletedAt = :now, purgeShard = :shard, purgeDue = :due REMOVE secretHash, username, createdAt, updatedAt, tokenKeyId, tokenKey, tokenKeyPub, issuerJwks, issuerJwksUrl, allowedOrigins, " + providerKeyAttrs()),
 		ConditionExpression: aws.String(liveAccount),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":now": ddb.N(now.UnixMilli()), ":shard": ddb.S(purgeShard), ":due": ddb.N(now.Add(purgeRetry).UnixMilli()),

@@ -23,9 +23,11 @@ import (
 type Opening struct {
 	Account Account
 	// endUser is the end user whose token opened the turn; empty for the account secret.
-	endUser        string
-	agent          Agent
-	agentOK        bool
+	endUser string
+	agent   Agent
+	agentOK bool
+	// providerKeys are the account's, from its item; nil when the opening did not read it.
+	providerKeys   map[string]ProviderKey
 	conversationID string
 	conversation   *snapshot
 }
@@ -114,6 +116,7 @@ func (s *Store) OpenTurn(ctx context.Context, secret, agentID, conversationID st
 	if o.Account, err = s.confirmSecret(accountItem, hash); err != nil {
 		return nil, err
 	}
+	o.providerKeys = providerKeysFrom(accountItem)
 	if !fresh && !proven {
 		readConversation()
 	}

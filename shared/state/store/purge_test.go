@@ -184,14 +184,16 @@ func TestDeletedAccountIsNotFound(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, err := range map[string]error{
-		"AccountAccess": second(s.AccountAccess(ctx, acc.ID)),
-		"SetIssuer":     s.SetIssuer(ctx, acc.ID, "", "", now),
-		"SetOrigins":    s.SetOrigins(ctx, acc.ID, nil, now),
-		"DeleteAccount": s.DeleteAccount(ctx, acc.ID, now),
-		"Account":       second(s.Account(ctx, acc.ID)),
-		"BySecret":      second(s.AccountBySecret(ctx, secret)),
-		"RenameAccount": second(s.RenameAccount(ctx, acc.ID, "x", now)),
-		"RotateSecret":  second(s.RotateSecret(ctx, acc.ID, now)),
+		"AccountAccess":  second(s.AccountAccess(ctx, acc.ID)),
+		"SetIssuer":      s.SetIssuer(ctx, acc.ID, "", "", now),
+		"SetOrigins":     s.SetOrigins(ctx, acc.ID, nil, now),
+		"SetProviderKey": s.SetProviderKey(ctx, acc.ID, "openai", &store.ProviderKey{Sealed: []byte("sealed")}, now),
+		"ProviderKeys":   second(s.ProviderKeys(ctx, acc.ID)),
+		"DeleteAccount":  s.DeleteAccount(ctx, acc.ID, now),
+		"Account":        second(s.Account(ctx, acc.ID)),
+		"BySecret":       second(s.AccountBySecret(ctx, secret)),
+		"RenameAccount":  second(s.RenameAccount(ctx, acc.ID, "x", now)),
+		"RotateSecret":   second(s.RotateSecret(ctx, acc.ID, now)),
 	} {
 		if !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("%s of a deleted account = %v, want ErrNotFound", name, err)

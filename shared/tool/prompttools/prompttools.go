@@ -69,9 +69,9 @@ type Turn interface {
 // Options are what prompt tools are built with: the engine's own builders (turn.Options).
 type Options struct {
 	// Model builds a prompt's own model block; a prompt without one runs on its agent's model.
-	Model func(block json.RawMessage) (agent.Model, error)
+	Model func(ctx context.Context, accountID string, block json.RawMessage) (agent.Model, error)
 	// Tools builds a prompt's config.tools for the thread's variables.
-	Tools func(config map[string]json.RawMessage, vars tool.Vars) (*tool.Set, error)
+	Tools func(ctx context.Context, config map[string]json.RawMessage, vars tool.Vars) (*tool.Set, error)
 	// NewID names the nested loop's messages.
 	NewID func() string
 }
@@ -99,7 +99,7 @@ func (s *Toolset) Offer(_ context.Context, b toolset.Build) (toolset.Offer, erro
 			Description: cmp.Or(p.Description, "Runs the prompt "+name+" on a task and returns its answer."),
 			InputSchema: p.Schema(),
 			Execute: func(ctx context.Context, input json.RawMessage) (any, error) {
-				return s.run(ctx, name, p, b.Model, b.Vars, input)
+				return s.run(ctx, name, p, b, input)
 			},
 		}
 		if len(p.NeedsApproval) > 0 {
@@ -134,15 +134,15 @@ type promptError struct {
 
 // run runs one call of the prompt name: its nested loop, recorded in the call's transcript, and
 // the result its flags shape.
-func (s *Toolset) run(ctx context.Context, name string, p *agentconfig.Prompt, base agent.Model, vars tool.Vars, input json.RawMessage) (any, error) {
+func (s *Toolset) run(ctx context.Context, name string, p *agentconfig.Prompt, b toolset.Build, input json.RawMessage) (any, error) {
 	t, inTurn := tool.TurnFrom(ctx).(Turn)
 	first, err := s.message(ctx, t, p, input)
 	if err != nil {
 		return nil, err
 	}
-	cfg := agent.Config{Model: base, System: p.System, MaxSteps: p.Steps(), NewID: s.opts.NewID}
+	cfg := agent.Config{Model: b.Model, System: p.System, MaxSteps: p.Steps(), NewID: s.opts.NewID}
 	if len(p.Model) > 0 {
-		if cfg.Model, err = s.opts.Model(p.Model); err != nil {
+		if cfg.Model, err = s.opts.Model(ctx, b.AccountID, p.Model); err != nil {
 			return nil, fmt.Errorf("prompt %s cannot run: %w", name, err)
 		}
 	}
@@ -150,7 +150,7 @@ func (s *Toolset) run(ctx context.Context, name string, p *agentconfig.Prompt, b
 		cfg.KeepResult = t.KeepResult
 	}
 	if len(p.Tools) > 0 {
-		if cfg.Tools, err = s.opts.Tools(p.Tools, vars); err != nil {
+		if cfg.Tools, err = s.opts.Tools(ctx, p.Tools, b.Vars); err != nil {
 			return nil, fmt.Errorf("prompt %s cannot run: %w", name, err)
 		}
 	}
