@@ -285,3 +285,17 @@ func Callers(d agentdeps.Deps, st *store.Store) (*callers.Resolver, error) {
 	}
 	return &callers.Resolver{Store: st, Keys: keys}, nil
 }
+
+// AccountKeys reports the providers an account keeps its own key for (PUT
+// /accounts/me/providers/{provider}), which its agents reach without the deployment's.
+func AccountKeys(d agentdeps.Deps, st *store.Store) catalogue.AccountKeys {
+	keys := providerkeys.New(st, d.Sealer)
+	return func(ctx context.Context, accountID string) ([]string, error) {
+		list, err := keys.List(ctx, accountID)
+		providers := make([]string, 0, len(list))
+		for _, k := range list {
+			providers = append(providers, k.Provider)
+		}
+		return providers, err
+	}
+}

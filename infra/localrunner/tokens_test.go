@@ -494,3 +494,23 @@ func TestCORSInChromium(t *testing.T) {
 		t.Errorf("a page of an allowed origin listing: %+v", allowed.List)
 	}
 }
+
+// GET /models says which providers the caller reaches through the account's own key: one the
+// account stored with PUT /accounts/me/providers/{provider}, for its tokens too.
+func TestModelsShowTheAccountsOwnKeys(t *testing.T) {
+	srv := runner(t, faketavily.New(nil))
+	_, secret := createAccount(t, srv, "ownkeys")
+	tok := mintWith(t, srv, secret, `{"endUser":"gina"}`)
+	own := `{"provider":"anthropic","available":true,"keySource":"account"}`
+	if res := call(t, srv, http.MethodGet, "/models", tok, ""); strings.Contains(string(res.body), own) {
+		t.Fatalf("GET /models before the account keeps a key: %s", res.body)
+	}
+	if res := call(t, srv, http.MethodPut, "/accounts/me/providers/anthropic", secret, `{"apiKey":"sk-ant-own"}`); res.status != http.StatusOK {
+		t.Fatalf("PUT provider key = %d %s", res.status, res.body)
+	}
+	for _, cred := range []string{secret, tok} {
+		if res := call(t, srv, http.MethodGet, "/models", cred, ""); res.status != http.StatusOK || !strings.Contains(string(res.body), own) || strings.Contains(string(res.body), "sk-ant-own") {
+			t.Errorf("GET /models after the account keeps an anthropic key = %d %s", res.status, res.body)
+		}
+	}
+}

@@ -25,7 +25,7 @@ func Handler(d agentdeps.Deps) (*chathttp.Handler, error) {
 	}
 	// The accounts' own provider keys are not wired yet (AccountKeys nil): GET /models shows the
 	// deployment's reach.
-	h := chathttp.New(chathttp.Options{Options: opts, Callers: who, Deployment: turnwire.Deployment(d)})
+	h := chathttp.New(chathttp.Options{Options: opts, Callers: who, Deployment: turnwire.Deployment(d), AccountKeys: turnwire.AccountKeys(d, opts.Store)})
 	bindings, err := channels.FromConfig(d.DB, d.Sealer, d.Config.Channels.Table)
 	if err != nil {
 		return nil, err

@@ -20,7 +20,6 @@ func AppServer(d agentdeps.Deps) (opts appserver.Options, ok bool) {
 	if table == "" || d.Poster == nil {
 		return appserver.Options{}, false
 	}
-	// The accounts' own provider keys are not wired yet (AccountKeys nil).
 	return appserver.Options{Connections: connections.New(d.DB, table), Poster: d.Poster, Deployment: turnwire.Deployment(d)}, true
 }
 
@@ -39,5 +38,6 @@ func Gateway(d agentdeps.Deps) (*appserver.Gateway, error) {
 	if opts.Callers, err = turnwire.Callers(d, eng.Options().Store); err != nil {
 		return nil, err
 	}
+	opts.AccountKeys = turnwire.AccountKeys(d, eng.Options().Store)
 	return appserver.NewGateway(eng, opts, agentstore.New(eng.Options().Store, d.Sealer, d.Checks, nil))
 }

@@ -73,6 +73,9 @@ func TestAccountKeys(t *testing.T) {
 		{ada.ID, `{"provider":"anthropic","model":"m"}`, `{"provider":"anthropic","model":"m"}`},
 		{bob.ID, `{"provider":"openai","model":"m"}`, `{"provider":"openai","model":"m"}`},
 		{"acc_gone", `{"provider":"openai","model":"m"}`, `{"provider":"openai","model":"m"}`},
+		// A fallback without a key of its own gets the account's too.
+		{ada.ID, `{"provider":"anthropic","model":"m","fallbacks":[{"provider":"openai","model":"f"},{"provider":"openai","model":"g","apiKey":"sk-own"}]}`,
+			`{"fallbacks":[{"apiKey":"sk-ada","baseURL":"https://llm.example.com/v1","model":"f","provider":"openai"},{"provider":"openai","model":"g","apiKey":"sk-own"}],"model":"m","provider":"anthropic"}`},
 	} {
 		got, err := keys.Fill(ctx, tt.account, json.RawMessage(tt.block))
 		if err != nil || string(got) != tt.want {
