@@ -14,6 +14,7 @@ import (
 	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/lambda/agentdeps"
 	"github.com/agentharness/harness/shared/lambda/lambdadeps"
+	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/model/catalogue"
 	"github.com/agentharness/harness/shared/model/modelblock"
 	"github.com/agentharness/harness/shared/model/provider"
@@ -103,11 +104,11 @@ func Options(d agentdeps.Deps) (turn.Options, error) {
 	models := func(ctx context.Context, accountID string, block json.RawMessage) (agent.Model, error) {
 		block, err := accountKeys.Fill(ctx, accountID, block)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%w: %w", model.ErrCredentials, err)
 		}
 		providers, err := keys.config(ctx, block)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%w: %w", model.ErrCredentials, err)
 		}
 		m, err := provider.New(block, providers)
 		if err != nil {

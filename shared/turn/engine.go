@@ -733,6 +733,9 @@ func (e *Engine) buildAgent(ctx context.Context, accountID, agentID string, cfg 
 		return agent.Config{}, err
 	}
 	m, err := e.opts.Model(ctx, accountID, cfg.Model)
+	if errors.Is(err, model.ErrCredentials) {
+		return agent.Config{}, err
+	}
 	if err != nil {
 		return agent.Config{}, invalid(err)
 	}
