@@ -236,7 +236,7 @@ func toolBuilder(build func(map[string]json.RawMessage, tool.Env) (*tool.Set, er
 			withKey := t
 			var err error
 			if withKey.TavilyAPIKey, err = tavily.Value(ctx); err != nil {
-				return nil, err
+				return nil, fmt.Errorf("%w: %w", model.ErrCredentials, err)
 			}
 			env.Getenv = withKey.Getenv
 		}

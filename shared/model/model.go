@@ -257,10 +257,10 @@ type Source struct {
 	Title string `json:"title,omitempty"`
 }
 
-// ErrCredentials wraps a failure to read a model's credentials (a deployment's secret, an
-// account's sealed key): the operator's to fix, not the request's, so it is answered as an
-// internal error and logged in full, never shown.
-var ErrCredentials = errors.New("the model's credentials could not be read")
+// ErrCredentials wraps a failure to read the credentials an agent's model or tools call with
+// (a deployment's secret, an account's sealed key): the operator's to fix, not the request's, so
+// it is answered as an internal error and logged in full, never shown.
+var ErrCredentials = errors.New("the agent's credentials could not be read")
 
 // ProviderError is a failed call to a model provider. Its Error text is for logs; Public is
 // what a client may see.

@@ -778,6 +778,9 @@ func (e *Engine) buildAgent(ctx context.Context, accountID, agentID string, cfg 
 	if len(missing) > 0 {
 		return agent.Config{}, missingRefusal(&MissingVariablesError{AgentID: agentID, Missing: missing})
 	}
+	if errors.Is(err, model.ErrCredentials) {
+		return agent.Config{}, err
+	}
 	if err != nil {
 		return agent.Config{}, invalid(err)
 	}
