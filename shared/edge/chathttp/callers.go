@@ -45,27 +45,18 @@ func tokenFields(c callers.Caller, req *turnRequest) error {
 	return nil
 }
 
-// seeConversation refuses a token a conversation that is not its end user's, or that does not
-// exist, with the same 404; the account secret sees every conversation, unread.
-func (h *Handler) seeConversation(r *http.Request, c callers.Caller, conversationID string) error {
+// seeConversation refuses a token a conversation that is not its end user's with the 404 of
+// one that does not exist, which is refused too unless the request may start it (starts: a
+// turn's). The account secret sees every conversation, unread.
+func (h *Handler) seeConversation(r *http.Request, c callers.Caller, conversationID string, starts bool) error {
 	if !c.Token() {
 		return nil
 	}
 	info, err := h.opts.Store.Conversation(r.Context(), c.AccountID, conversationID)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && !c.Sees(info.EndUser)) {
-		return turn.ConversationNotFound(conversationID)
-	}
-	return err
-}
-
-// mayStart refuses a token a turn on a conversation of another end user (404); one that does
-// not exist yet becomes its end user's.
-func (h *Handler) mayStart(r *http.Request, c callers.Caller, conversationID string) error {
-	info, err := h.opts.Store.Conversation(r.Context(), c.AccountID, conversationID)
 	switch {
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, store.ErrNotFound) && starts:
 		return nil
-	case err == nil && !c.Sees(info.EndUser):
+	case errors.Is(err, store.ErrNotFound), err == nil && !c.Sees(info.EndUser):
 		return turn.ConversationNotFound(conversationID)
 	}
 	return err

@@ -303,7 +303,7 @@ func (h *Handler) conversationRoute(w http.ResponseWriter, r *http.Request) (acc
 	conversationID = r.PathValue("conversationId")
 	err := httpjson.CheckID("conversationId", conversationID)
 	if err == nil {
-		err = h.seeConversation(r, c, conversationID)
+		err = h.seeConversation(r, c, conversationID, false)
 	}
 	if err != nil {
 		h.fail(w, r, err)

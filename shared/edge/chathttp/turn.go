@@ -319,9 +319,10 @@ func (h *Handler) openTurn(w http.ResponseWriter, r *http.Request, queued bool) 
 	switch {
 	case err != nil:
 	case c.Token():
-		opening, err = h.opts.Store.OpenTurnFor(r.Context(), c.AccountID, c.EndUser, req.AgentID, req.ConversationID, req.madeID || queued)
+		access, _ := c.Access()
+		opening, err = h.opts.Store.OpenTurnFor(r.Context(), access, c.EndUser, req.AgentID, req.ConversationID, req.madeID || queued)
 		if err == nil && queued && !req.madeID {
-			err = h.mayStart(r, c, req.ConversationID)
+			err = h.seeConversation(r, c, req.ConversationID, true)
 		}
 	default:
 		// The secret is confirmed beside the agent's read, in one round trip.

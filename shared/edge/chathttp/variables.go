@@ -25,7 +25,7 @@ func (h *Handler) variablesRoute(w http.ResponseWriter, r *http.Request) (accoun
 		err = httpjson.CheckID("requestId", requestID)
 	}
 	if err == nil {
-		err = h.seeConversation(r, c, threadID)
+		err = h.seeConversation(r, c, threadID, false)
 	}
 	if err != nil {
 		h.fail(w, r, err)

@@ -31,9 +31,18 @@ type Caller struct {
 	// KeyID names the key that signed a token (tokenkeys.Keys.Holds says whether the account
 	// still has it).
 	KeyID string
-	// origins are the account's allowed origins, when the credential's check read them.
-	origins []string
-	read    bool
+	// access is the account's item as the credential's check read it; nil when it read none
+	// (the secret's check reads no more than its hash).
+	access *store.Access
+}
+
+// Access is the account as the token's verification read it, for the request to go on from
+// without reading it again; ok is false for the account secret.
+func (c Caller) Access() (a store.Access, ok bool) {
+	if c.access == nil {
+		return store.Access{}, false
+	}
+	return *c.access, true
 }
 
 // Token reports whether the caller holds an end-user token.
@@ -89,7 +98,7 @@ func (v *Resolver) ResolveBearer(ctx context.Context, bearer string) (Caller, er
 	}
 	return Caller{
 		AccountID: claims.Account, EndUser: claims.EndUser, Agents: claims.Agents, Expires: time.Unix(claims.Expires, 0),
-		KeyID: usertoken.KeyID(bearer), origins: access.Origins, read: true,
+		KeyID: usertoken.KeyID(bearer), access: &access,
 	}, nil
 }
 
@@ -143,14 +152,14 @@ func (v *Resolver) CheckOrigin(ctx context.Context, c *Caller, origin, host stri
 	if origin == "" || sameOrigin(origin, host) {
 		return nil
 	}
-	if !c.read {
+	if c.access == nil {
 		a, err := v.Store.AccountAccess(ctx, c.AccountID)
 		if err != nil {
 			return httpjson.SecretRefused(err)
 		}
-		c.origins, c.read = a.Origins, true
+		c.access = &a
 	}
-	if !slices.Contains(c.origins, origin) {
+	if !slices.Contains(c.access.Origins, origin) {
 		return &httpjson.Error{Status: http.StatusForbidden, Message: "origin " + origin + " is not among the account's allowed origins (PATCH /accounts/me with allowedOrigins)"}
 	}
 	return nil

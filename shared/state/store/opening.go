@@ -57,21 +57,22 @@ func (o *Opening) Conversation() (endUser string, exists bool) {
 	return ddb.String(o.conversation.head, "endUser"), true
 }
 
-// OpenTurnFor is OpenTurn for a request whose account is proven already (an end-user token,
-// verified on a consistent read of the account), by endUser: the agent and the conversation in
-// one round trip.
-func (s *Store) OpenTurnFor(ctx context.Context, accountID, endUser, agentID, conversationID string, fresh bool) (*Opening, error) {
-	o := &Opening{Account: Account{ID: accountID}, endUser: endUser, conversationID: conversationID, conversation: &snapshot{complete: true}}
+// OpenTurnFor is OpenTurn for a request whose account is proven already by a, the account as
+// a consistent read found it (an end-user token's verification), by endUser: the agent and the
+// conversation in one round trip; the account's provider keys are a's.
+func (s *Store) OpenTurnFor(ctx context.Context, a Access, endUser, agentID, conversationID string, fresh bool) (*Opening, error) {
+	accountID := a.Account.ID
+	o := &Opening{Account: a.Account, endUser: endUser, conversationID: conversationID, conversation: &snapshot{complete: true}, providerKeys: a.providerKeys}
 	var wg sync.WaitGroup
 	var convErr error
 	if !fresh {
 		wg.Go(func() { o.conversation, convErr = s.readConversation(ctx, accountID+"#"+conversationID) })
 	}
-	a, err := s.Agent(ctx, accountID, agentID)
+	ag, err := s.Agent(ctx, accountID, agentID)
 	wg.Wait()
 	switch {
 	case err == nil:
-		o.agent, o.agentOK = a, true
+		o.agent, o.agentOK = ag, true
 	case !errors.Is(err, ErrNotFound):
 		return nil, fmt.Errorf("opening the turn: %w", err)
 	}

@@ -74,7 +74,7 @@ type openedKeys struct {
 
 // WithProviderKeys returns ctx carrying the provider keys of the account the opening read, so
 // that building the turn's models reads them from no other round trip; ctx itself when the
-// opening did not read the account's item (OpenTurnFor).
+// opening read no account item.
 func (o *Opening) WithProviderKeys(ctx context.Context) context.Context {
 	if o.providerKeys == nil {
 		return ctx

@@ -32,6 +32,9 @@ type Access struct {
 	IssuerURL string
 	// Origins are the origins (scheme://host[:port]) whose pages may call the account's agents.
 	Origins []string
+	// providerKeys are the account's own provider keys as the same read found them, which a
+	// turn opened with this Access takes instead of reading the item again (OpenTurnFor).
+	providerKeys map[string]ProviderKey
 }
 
 // AccountAccess reads an account's Access in one consistent read, or ErrNotFound.
@@ -48,7 +51,7 @@ func accessFrom(item map[string]types.AttributeValue) Access {
 		Account:  accountFrom(item),
 		TokenKey: TokenKey{ID: ddb.String(item, "tokenKeyId")},
 		Issuer:   ddb.String(item, "issuerJwks"), IssuerURL: ddb.String(item, "issuerJwksUrl"),
-		Origins: ddb.Strings(item, "allowedOrigins"),
+		Origins: ddb.Strings(item, "allowedOrigins"), providerKeys: providerKeysFrom(item),
 	}
 	if b, ok := item["tokenKey"].(*types.AttributeValueMemberB); ok {
 		a.TokenKey.Sealed = b.Value
