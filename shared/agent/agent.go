@@ -89,6 +89,8 @@ type Config struct {
 	KeepResult func(ctx context.Context, whole json.RawMessage) string
 	// Output, when set, makes the final answer a JSON object valid against its schema.
 	Output *Output
+	// CacheKey names the agent for its provider's prompt cache (model.Request.CacheKey).
+	CacheKey string
 }
 
 // Output is a structured output: the agent config's "output".
@@ -174,12 +176,17 @@ const (
 	// ModelAnswered: a fallback model, not the agent's own, answers this step (Text names it,
 	// "provider/model").
 	ModelAnswered
+	// ReasoningStart, ReasoningDelta and ReasoningEnd stream a piece of the model's reasoning
+	// (ID, and Text for a delta), as TextStart, TextDelta and TextEnd stream its answer.
+	ReasoningStart
+	ReasoningDelta
+	ReasoningEnd
 )
 
 // Event is one thing that happened in a turn.
 type Event struct {
 	Type       EventType
-	ID         string // text part id
+	ID         string // text or reasoning part id
 	Text       string // text delta or tool input delta
 	ToolCallID string
 	ToolName   string
@@ -378,7 +385,7 @@ func loopFrom(ctx context.Context, cfg Config, msgs []model.Message, first int, 
 		if calls != nil {
 			res, calls = stepResult{calls: calls, finish: model.FinishToolCalls}, nil
 		} else {
-			req := &model.Request{System: cfg.System, Messages: msgs, Tools: specs, Output: schema}
+			req := &model.Request{System: cfg.System, Messages: msgs, Tools: specs, Output: schema, CacheKey: cfg.CacheKey}
 			res, ok = runStep(ctx, cfg.Model, req, step, yield)
 		}
 		if !ok {
@@ -474,16 +481,18 @@ func startedAsync(cfg Config, calls []model.Part) bool {
 }
 
 type stepResult struct {
-	text   string
-	calls  []model.Part
-	finish model.FinishReason
-	usage  model.Usage
+	// reasoning are the step's pieces of reasoning, which its message begins with.
+	reasoning []model.Part
+	text      string
+	calls     []model.Part
+	finish    model.FinishReason
+	usage     model.Usage
 	// model names the fallback that answered; empty for the agent's own model.
 	model string
 }
 
 func (r stepResult) messages(ids func() string) []model.Message {
-	var parts []model.Part
+	parts := slices.Clone(r.reasoning)
 	if r.text != "" {
 		parts = append(parts, model.Part{Type: model.PartText, Text: r.text})
 	}
@@ -506,12 +515,13 @@ func newID(f func() string) string {
 	return f()
 }
 
-// runStep streams one model call through yield and collects its text and tool calls. A text
-// part is closed as soon as something else streams, so parts never overlap.
+// runStep streams one model call through yield and collects its reasoning, text and tool
+// calls. A text or reasoning part is closed as soon as something else streams, so parts never
+// overlap.
 func runStep(ctx context.Context, m Model, req *model.Request, step int, yield func(Event, error) bool) (stepResult, bool) {
 	var res stepResult
 	var text strings.Builder
-	textID, parts := "", 0
+	textID, reasoningID, parts := "", "", 0
 	closeText := func() bool {
 		if textID == "" {
 			return true
@@ -520,13 +530,58 @@ func runStep(ctx context.Context, m Model, req *model.Request, step int, yield f
 		textID = ""
 		return yield(Event{Type: TextEnd, ID: id}, nil)
 	}
+	openReasoning := func() bool {
+		if reasoningID != "" {
+			return true
+		}
+		parts++
+		reasoningID = fmt.Sprintf("reasoning-%d-%d", step, parts)
+		res.reasoning = append(res.reasoning, model.Part{Type: model.PartReasoning})
+		return yield(Event{Type: ReasoningStart, ID: reasoningID}, nil)
+	}
+	closeReasoning := func() bool {
+		if reasoningID == "" {
+			return true
+		}
+		id := reasoningID
+		reasoningID = ""
+		return yield(Event{Type: ReasoningEnd, ID: id}, nil)
+	}
 	for ev, err := range m.Stream(ctx, req) {
 		if err != nil {
 			yield(Event{}, err)
 			return res, false
 		}
+		if ev.Type != model.EventReasoningDelta && ev.Type != model.EventReasoningEnd && !closeReasoning() {
+			return res, false
+		}
 		var out Event
 		switch ev.Type {
+		case model.EventReasoningDelta:
+			if ev.Text == "" {
+				continue
+			}
+			if !closeText() || !openReasoning() {
+				return res, false
+			}
+			res.reasoning[len(res.reasoning)-1].Text += ev.Text
+			if !yield(Event{Type: ReasoningDelta, ID: reasoningID, Text: ev.Text}, nil) {
+				return res, false
+			}
+			continue
+		case model.EventReasoningEnd:
+			if ev.Signature == "" && ev.Redacted == "" && reasoningID == "" {
+				continue
+			}
+			if !closeText() || !openReasoning() {
+				return res, false
+			}
+			r := &res.reasoning[len(res.reasoning)-1]
+			r.Signature, r.Redacted, r.Provider = ev.Signature, ev.Redacted, ev.Provider
+			if !closeReasoning() {
+				return res, false
+			}
+			continue
 		case model.EventTextDelta:
 			if ev.Text == "" {
 				continue
@@ -545,7 +600,7 @@ func runStep(ctx context.Context, m Model, req *model.Request, step int, yield f
 		case model.EventToolInputDelta:
 			out = Event{Type: ToolInputDelta, ToolCallID: ev.ToolCallID, Text: ev.Text}
 		case model.EventToolCall:
-			res.calls = append(res.calls, model.Part{Type: model.PartToolCall, ToolCallID: ev.ToolCallID, ToolName: ev.ToolName, Input: ev.Input})
+			res.calls = append(res.calls, model.Part{Type: model.PartToolCall, ToolCallID: ev.ToolCallID, ToolName: ev.ToolName, Input: ev.Input, Signature: ev.Signature, Provider: ev.Provider})
 			continue
 		case model.EventFinish:
 			res.finish, res.usage = ev.Finish, ev.Usage
@@ -568,7 +623,7 @@ func runStep(ctx context.Context, m Model, req *model.Request, step int, yield f
 			return res, false
 		}
 	}
-	if !closeText() {
+	if !closeText() || !closeReasoning() {
 		return res, false
 	}
 	if res.finish == "" {

@@ -31,6 +31,8 @@ const (
 	PartToolResult PartType = "tool-result"
 	// PartFile is a file a user message carries (an attachment of its thread).
 	PartFile PartType = "file"
+	// PartReasoning is the model's thinking before it answered, as its provider showed it.
+	PartReasoning PartType = "reasoning"
 )
 
 // Message is one entry of a conversation, as stored and as sent to a model.
@@ -139,6 +141,16 @@ type Part struct {
 	Data []byte `json:"-"`
 	// URL is a signed, short-lived address of a file's bytes, in answers only; never stored.
 	URL string `json:"url,omitempty"`
+	// Signature is what a provider signed the model's reasoning with: on a reasoning part
+	// (Anthropic, Bedrock), or on the tool call it came with (Gemini's thought signature). It is
+	// sent back with the part, so tool use with reasoning goes on across steps, and only to the
+	// provider that wrote it (Provider).
+	Signature string `json:"signature,omitempty"`
+	// Redacted, on a reasoning part, is reasoning its provider sent encrypted (Anthropic's
+	// redacted thinking, Bedrock's redacted content): sent back as it came, never shown.
+	Redacted string `json:"redacted,omitempty"`
+	// Provider names the provider a reasoning part or a signature came from ("anthropic").
+	Provider string `json:"provider,omitempty"`
 	// Approval, on the result of a call that was held for the user's approval or refused by a
 	// policy, is how it was decided: what a client was shown of the decision, kept so that it
 	// can be shown again when the conversation is read back.
@@ -156,6 +168,12 @@ type Approval struct {
 	RequestReason string `json:"requestReason,omitempty"`
 	// Automatic: a policy decided, not the user.
 	Automatic bool `json:"automatic,omitempty"`
+}
+
+// SentTo reports whether p goes to provider's model: a reasoning part or a signature goes only
+// to the provider that wrote it (a fallback of another provider cannot read it).
+func (p Part) SentTo(provider string) bool {
+	return p.Type != PartReasoning || p.Provider == provider
 }
 
 // Text returns the concatenated text parts of m.
@@ -193,6 +211,54 @@ type Request struct {
 	// Output, when set, is the JSON schema (of an object) the final answer must be valid
 	// against: an adapter asks for it in its provider's structured-output mode.
 	Output json.RawMessage
+	// CacheKey names the agent whose calls these are, the same for all of its calls: a
+	// provider that routes requests to its prompt cache by a key (OpenAI's prompt_cache_key)
+	// gets a hash of it.
+	CacheKey string
+}
+
+// Reasoning is a model block's "reasoning": how much a reasoning model thinks before it
+// answers, as an effort or as a budget of tokens (one of them). Each adapter maps it onto its
+// provider's own control.
+type Reasoning struct {
+	Effort       string `json:"effort,omitempty"`
+	BudgetTokens int    `json:"budgetTokens,omitempty"`
+}
+
+// Reasoning efforts, and the budget each stands for where a provider takes a budget.
+const (
+	EffortLow    = "low"
+	EffortMedium = "medium"
+	EffortHigh   = "high"
+)
+
+var effortBudgets = map[string]int{EffortLow: 1024, EffortMedium: 8192, EffortHigh: 24576}
+
+// MinReasoningBudget is the smallest budget a block may set (Anthropic's least).
+const MinReasoningBudget = 1024
+
+// Budget is r's budget of tokens: the one it sets, or its effort's (low 1024, medium 8192,
+// high 24576).
+func (r Reasoning) Budget() int {
+	if r.BudgetTokens > 0 {
+		return r.BudgetTokens
+	}
+	return effortBudgets[r.Effort]
+}
+
+// Level is r's effort: the one it sets, or its budget's (below 4096 tokens low, below 16384
+// medium, else high).
+func (r Reasoning) Level() string {
+	switch {
+	case r.Effort != "":
+		return r.Effort
+	case r.BudgetTokens < 4096:
+		return EffortLow
+	case r.BudgetTokens < 16384:
+		return EffortMedium
+	default:
+		return EffortHigh
+	}
 }
 
 // Settings are the sampling options an agent's model block may set; nil leaves the provider's
@@ -222,6 +288,12 @@ const (
 	// EventModel opens an answer another model than the agent's own wrote (a fallback): Text
 	// names it, "provider/model".
 	EventModel
+	// EventReasoningDelta carries a piece of the model's reasoning (Text).
+	EventReasoningDelta
+	// EventReasoningEnd ends a piece of reasoning: its Signature or its Redacted content, from
+	// Provider, when the provider sent one. One without reasoning text before it is a piece of
+	// its own (redacted reasoning).
+	EventReasoningEnd
 )
 
 // Event is one streamed piece of a model's answer.
@@ -234,6 +306,11 @@ type Event struct {
 	Finish     FinishReason
 	Usage      Usage
 	Source     *Source // EventSource
+	// Signature, Redacted and Provider: EventReasoningEnd's, and on EventToolCall the call's
+	// thought signature (Gemini's), as model.Part has them.
+	Signature string
+	Redacted  string
+	Provider  string
 }
 
 // CheckToolCallID refuses a tool call id that a model's answer sent without a value, or that
@@ -315,9 +392,25 @@ const (
 // Usage counts tokens, in the AI SDK's usage shape: InputTokens counts every input token,
 // cached or not, and InputTokenDetails splits them by the provider's prompt cache.
 type Usage struct {
-	InputTokens       int               `json:"inputTokens"`
-	OutputTokens      int               `json:"outputTokens"`
-	InputTokenDetails InputTokenDetails `json:"inputTokenDetails,omitzero"`
+	InputTokens        int                `json:"inputTokens"`
+	OutputTokens       int                `json:"outputTokens"`
+	InputTokenDetails  InputTokenDetails  `json:"inputTokenDetails,omitzero"`
+	OutputTokenDetails OutputTokenDetails `json:"outputTokenDetails,omitzero"`
+}
+
+// OutputTokenDetails are a call's output tokens by kind: its answer's and its reasoning's; zero
+// when the provider reported no reasoning tokens.
+type OutputTokenDetails struct {
+	TextTokens      int `json:"textTokens"`
+	ReasoningTokens int `json:"reasoningTokens"`
+}
+
+// WithReasoning returns u with reasoning of its output tokens spent on reasoning.
+func (u Usage) WithReasoning(reasoning int) Usage {
+	if reasoning > 0 {
+		u.OutputTokenDetails = OutputTokenDetails{TextTokens: max(u.OutputTokens-reasoning, 0), ReasoningTokens: reasoning}
+	}
+	return u
 }
 
 // InputTokenDetails are a call's input tokens by the prompt cache: read from it, written to
@@ -354,6 +447,17 @@ func (u Usage) Add(v Usage) Usage {
 			NoCacheTokens: a.NoCacheTokens + b.NoCacheTokens, CacheReadTokens: a.CacheReadTokens + b.CacheReadTokens,
 			CacheWriteTokens: a.CacheWriteTokens + b.CacheWriteTokens,
 		}
+	}
+	if u.OutputTokenDetails != (OutputTokenDetails{}) || v.OutputTokenDetails != (OutputTokenDetails{}) {
+		// A call that reported no reasoning tokens spent all of its output on its answer.
+		d := func(x Usage) OutputTokenDetails {
+			if x.OutputTokenDetails == (OutputTokenDetails{}) {
+				return OutputTokenDetails{TextTokens: x.OutputTokens}
+			}
+			return x.OutputTokenDetails
+		}
+		a, b := d(u), d(v)
+		sum.OutputTokenDetails = OutputTokenDetails{TextTokens: a.TextTokens + b.TextTokens, ReasoningTokens: a.ReasoningTokens + b.ReasoningTokens}
 	}
 	return sum
 }

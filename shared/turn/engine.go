@@ -788,7 +788,8 @@ func (e *Engine) buildAgent(ctx context.Context, accountID, agentID string, cfg 
 	if cfg.Output != nil {
 		output = &agent.Output{Schema: cfg.Output.Schema, Compiled: cfg.Output.Compiled()}
 	}
-	return agent.Config{Model: m, Tools: tools, System: system, MaxSteps: cfg.MaxSteps, NewID: NewMessageID, Immediate: immediate, Warnings: warnings, Output: output}, nil
+	return agent.Config{Model: m, Tools: tools, System: system, MaxSteps: cfg.MaxSteps, NewID: NewMessageID, Immediate: immediate, Warnings: warnings, Output: output,
+		CacheKey: accountID + "/" + agentID}, nil
 }
 
 // NewMessageID names a message the harness creates.

@@ -650,6 +650,10 @@ func (o *wsOut) usage(ctx context.Context, u model.Usage) {
 	if d := u.InputTokenDetails; d != (model.InputTokenDetails{}) {
 		stats["cached_input_tokens"], stats["cache_write_tokens"] = d.CacheReadTokens, d.CacheWriteTokens
 	}
+	// And its reasoning tokens among completion_tokens.
+	if d := u.OutputTokenDetails; d != (model.OutputTokenDetails{}) {
+		stats["reasoning_tokens"] = d.ReasoningTokens
+	}
 	o.delta(ctx, message("usage_statistics", stats))
 }
 

@@ -31,6 +31,10 @@ type Hosted struct {
 	BaseURL  string         `json:"baseURL,omitempty"`
 	APIKey   string         `json:"apiKey,omitempty"`
 	Settings model.Settings `json:"settings,omitempty"`
+	// Reasoning sets how much a reasoning model thinks; nil leaves the provider's default.
+	Reasoning *model.Reasoning `json:"reasoning,omitempty"`
+	// Cache, false, turns prompt caching off; it is on by default where it saves money.
+	Cache *bool `json:"cache,omitempty"`
 	// Transport, when set, is the base of the transport the calls go through (provider.New sets
 	// one that connects only to public addresses for a base URL an agent names). Not part of
 	// the JSON block.
@@ -43,8 +47,23 @@ type Bedrock struct {
 	// Model is a model id, or an inference profile id or ARN.
 	Model string `json:"model"`
 	// Region overrides the aws.Config's region, for models offered elsewhere than the function runs.
-	Region   string         `json:"region,omitempty"`
-	Settings model.Settings `json:"settings,omitempty"`
+	Region    string           `json:"region,omitempty"`
+	Settings  model.Settings   `json:"settings,omitempty"`
+	Reasoning *model.Reasoning `json:"reasoning,omitempty"`
+	Cache     *bool            `json:"cache,omitempty"`
+}
+
+// BedrockReasons reports whether the Bedrock model id (or inference profile) is one whose
+// reasoning the harness sets: Anthropic's Claude, through its extended thinking.
+func BedrockReasons(id string) bool {
+	return strings.Contains(id, "anthropic.claude")
+}
+
+// BedrockCaches reports whether the Bedrock model takes cache points (Bedrock's prompt caching
+// docs): Claude and Nova models. Others refuse a request that carries one, so caching is on by
+// default for these only.
+func BedrockCaches(id string) bool {
+	return strings.Contains(id, "anthropic.claude") || strings.Contains(id, "amazon.nova")
 }
 
 // GoogleRuns reports whether the google adapter runs the provider-defined tool providerTool (a
@@ -142,6 +161,9 @@ func checkOne(block json.RawMessage) (agentconfig.Model, error) {
 		if err := checkURL("model.baseURL", cfg.BaseURL); err != nil {
 			return info, err
 		}
+		if err := checkReasoning(name, cfg.Reasoning, cfg.Settings); err != nil {
+			return info, err
+		}
 		if name == "google" {
 			info.RunsProviderTool = GoogleRuns
 		}
@@ -151,6 +173,12 @@ func checkOne(block json.RawMessage) (agentconfig.Model, error) {
 			return info, err
 		}
 		modelID = cfg.Model
+		if err := checkReasoning(name, cfg.Reasoning, cfg.Settings); err != nil {
+			return info, err
+		}
+		if cfg.Reasoning != nil && !BedrockReasons(cfg.Model) {
+			return info, &agentconfig.FieldError{Field: "model.reasoning", Problem: fmt.Sprintf("bedrock model %q has no reasoning setting the harness knows (Claude models on Bedrock take one); leave it out", cfg.Model)}
+		}
 	}
 	if strings.TrimSpace(modelID) == "" {
 		return info, &agentconfig.FieldError{Field: "model.model", Problem: "is required for the " + name + " provider"}
@@ -159,6 +187,41 @@ func checkOne(block json.RawMessage) (agentconfig.Model, error) {
 		info.Secrets = []string{"apiKey"}
 	}
 	return info, nil
+}
+
+// checkReasoning checks a block's reasoning: one of an effort (low, medium, high) and a budget
+// of at least model.MinReasoningBudget tokens. With Claude's extended thinking (anthropic, and
+// Claude on bedrock) the answer's maxTokens must exceed the budget, and temperature may not be
+// set nor topP below 0.95 (Anthropic's extended thinking docs).
+func checkReasoning(provider string, r *model.Reasoning, s model.Settings) error {
+	if r == nil {
+		return nil
+	}
+	fail := func(field, problem string) error {
+		return &agentconfig.FieldError{Field: "model.reasoning" + field, Problem: problem}
+	}
+	switch {
+	case r.Effort == "" && r.BudgetTokens == 0:
+		return fail("", "sets neither effort nor budgetTokens")
+	case r.Effort != "" && r.BudgetTokens != 0:
+		return fail("", "sets both effort and budgetTokens: give one")
+	case r.Effort != "" && r.Effort != model.EffortLow && r.Effort != model.EffortMedium && r.Effort != model.EffortHigh:
+		return fail(".effort", fmt.Sprintf("%q is not one of low, medium, high", r.Effort))
+	case r.Effort == "" && r.BudgetTokens < model.MinReasoningBudget:
+		return fail(".budgetTokens", fmt.Sprintf("must be at least %d", model.MinReasoningBudget))
+	}
+	if provider != "anthropic" && provider != "bedrock" {
+		return nil
+	}
+	switch {
+	case s.MaxTokens != nil && *s.MaxTokens <= int64(r.Budget()):
+		return &agentconfig.FieldError{Field: "model.settings.maxTokens", Problem: fmt.Sprintf("must exceed the reasoning budget (%d tokens): Claude's thinking counts toward it", r.Budget())}
+	case s.Temperature != nil:
+		return &agentconfig.FieldError{Field: "model.settings.temperature", Problem: "cannot be set with reasoning: Claude's extended thinking takes no temperature"}
+	case s.TopP != nil && *s.TopP < 0.95:
+		return &agentconfig.FieldError{Field: "model.settings.topP", Problem: "must be at least 0.95 with reasoning (Claude's extended thinking)"}
+	}
+	return nil
 }
 
 // ProviderOf reads and checks the block's provider field.

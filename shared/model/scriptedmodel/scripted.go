@@ -6,14 +6,21 @@
 // The n-th model call after the latest user message answers with step n; past the end of the
 // script it answers with the last step's text alone. In text, {{toolResults}} becomes the JSON
 // array of the tool results the model has been given since that user message.
+//
+// A step's reasoning streams before its answer, signed as a reasoning provider signs it; like
+// such a provider, the model refuses a call whose earlier steps of the turn came back without
+// their reasoning or its signature.
 package scriptedmodel
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,6 +29,8 @@ import (
 
 // Step is one scripted model answer.
 type Step struct {
+	// Reasoning is the model's thinking before its answer.
+	Reasoning string     `json:"reasoning,omitempty"`
 	Text      string     `json:"text,omitempty"`
 	ToolCalls []ToolCall `json:"toolCalls,omitempty"`
 	// Error makes the call fail with this message, to script provider failures.
@@ -96,6 +105,18 @@ func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.
 			yield(model.Event{}, errors.New(step.Error))
 			return
 		}
+		if err := m.checkReasoning(req.Messages); err != nil {
+			yield(model.Event{}, err)
+			return
+		}
+		for _, piece := range chunks(step.Reasoning) {
+			if !yield(model.Event{Type: model.EventReasoningDelta, Text: piece}, nil) {
+				return
+			}
+		}
+		if step.Reasoning != "" && !yield(model.Event{Type: model.EventReasoningEnd, Signature: signature(step.Reasoning), Provider: Name}, nil) {
+			return
+		}
 		text := strings.ReplaceAll(step.Text, "{{toolResults}}", string(results))
 		for _, piece := range chunks(text) {
 			if !yield(model.Event{Type: model.EventTextDelta, Text: piece}, nil) {
@@ -125,8 +146,50 @@ func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.
 				}
 			}
 		}
-		yield(model.Event{Type: model.EventFinish, Finish: finish, Usage: model.Usage{InputTokens: len(req.Messages), OutputTokens: len(chunks(text))}}, nil)
+		usage := model.Usage{InputTokens: len(req.Messages), OutputTokens: len(chunks(text)) + len(chunks(step.Reasoning))}
+		yield(model.Event{Type: model.EventFinish, Finish: finish, Usage: usage.WithReasoning(len(chunks(step.Reasoning)))}, nil)
 	}
+}
+
+// Name is the provider name of a scripted block, which its reasoning carries.
+const Name = "scripted"
+
+// signature is how the scripted model signs its reasoning.
+func signature(reasoning string) string {
+	sum := sha256.Sum256([]byte(reasoning))
+	return "scripted:" + base64.RawURLEncoding.EncodeToString(sum[:12])
+}
+
+// checkReasoning refuses msgs when an assistant message since the latest user message lacks
+// the reasoning its step scripted, or brings it back with another signature, as a reasoning
+// provider refuses thinking blocks it did not sign.
+func (m *Model) checkReasoning(msgs []model.Message) error {
+	start := 0
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].StartsTurn() {
+			start = i + 1
+			break
+		}
+	}
+	n := 0
+	for _, msg := range msgs[start:] {
+		if msg.Role != model.RoleAssistant {
+			continue
+		}
+		want := ""
+		if n < len(m.script) {
+			want = m.script[n].Reasoning
+		}
+		n++
+		if want == "" || msg.Model != "" {
+			continue // no reasoning scripted, or another model (a fallback) wrote the step
+		}
+		i := slices.IndexFunc(msg.Parts, func(p model.Part) bool { return p.Type == model.PartReasoning })
+		if i < 0 || msg.Parts[i].Text != want || msg.Parts[i].Signature != signature(want) || msg.Parts[i].Provider != Name {
+			return fmt.Errorf("step %d of the turn came back without its reasoning and the reasoning's signature", n)
+		}
+	}
+	return nil
 }
 
 // sinceLastUser counts the assistant messages after the latest user message and collects the
