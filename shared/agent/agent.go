@@ -536,7 +536,7 @@ func runStep(ctx context.Context, m Model, req *model.Request, step int, yield f
 		}
 		parts++
 		reasoningID = fmt.Sprintf("reasoning-%d-%d", step, parts)
-		res.reasoning = append(res.reasoning, model.Part{Type: model.PartReasoning})
+		res.reasoning = append(res.reasoning, model.Part{Type: model.PartReasoning, ID: reasoningID})
 		return yield(Event{Type: ReasoningStart, ID: reasoningID}, nil)
 	}
 	closeReasoning := func() bool {

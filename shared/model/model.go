@@ -141,6 +141,9 @@ type Part struct {
 	Data []byte `json:"-"`
 	// URL is a signed, short-lived address of a file's bytes, in answers only; never stored.
 	URL string `json:"url,omitempty"`
+	// ID is a reasoning part's id on the stream that showed it, which the AI SDK's reasoning
+	// part keeps, so the conversation read back names it as the stream did.
+	ID string `json:"id,omitempty"`
 	// Signature is what a provider signed the model's reasoning with: on a reasoning part
 	// (Anthropic, Bedrock), or on the tool call it came with (Gemini's thought signature). It is
 	// sent back with the part, so tool use with reasoning goes on across steps, and only to the

@@ -132,6 +132,11 @@ func TextEnd(id string) TextChunk       { return TextChunk{Type: "text-end", ID:
 func TextDelta(id, delta string) TextDeltaChunk {
 	return TextDeltaChunk{Type: "text-delta", ID: id, Delta: delta}
 }
+func ReasoningStart(id string) TextChunk { return TextChunk{Type: "reasoning-start", ID: id} }
+func ReasoningEnd(id string) TextChunk   { return TextChunk{Type: "reasoning-end", ID: id} }
+func ReasoningDelta(id, delta string) TextDeltaChunk {
+	return TextDeltaChunk{Type: "reasoning-delta", ID: id, Delta: delta}
+}
 func ToolInputStart(id, name string) ToolInputStartChunk {
 	return ToolInputStartChunk{Type: "tool-input-start", ToolCallID: id, ToolName: name}
 }

@@ -48,6 +48,12 @@ func EventChunks(ev turn.Event) []any {
 		return []any{TextDelta(le.ID, le.Text)}
 	case agent.TextEnd:
 		return []any{TextEnd(le.ID)}
+	case agent.ReasoningStart:
+		return []any{ReasoningStart(le.ID)}
+	case agent.ReasoningDelta:
+		return []any{ReasoningDelta(le.ID, le.Text)}
+	case agent.ReasoningEnd:
+		return []any{ReasoningEnd(le.ID)}
 	case agent.ToolInputStart:
 		return []any{ToolInputStart(le.ToolCallID, le.ToolName)}
 	case agent.ToolInputDelta:

@@ -36,13 +36,15 @@ type Metadata struct {
 	PendingApprovals []turn.PendingApproval `json:"pendingApprovals,omitempty"`
 }
 
-// UIPart is one part of a UIMessage: *TextUIPart, *FileUIPart, *StepStartUIPart, *ToolUIPart or
-// *DataUIPart.
+// UIPart is one part of a UIMessage: *TextUIPart (text and reasoning), *FileUIPart,
+// *StepStartUIPart, *ToolUIPart or *DataUIPart.
 type UIPart interface{ uiPart() }
 
-// TextUIPart is text; State is "done" in an assistant's message and empty in a user's.
+// TextUIPart is text, or reasoning (Type "reasoning", with the ID its stream gave it); State is
+// "done" in an assistant's message and empty in a user's.
 type TextUIPart struct {
 	Type  string `json:"type"`
+	ID    string `json:"id,omitempty"`
 	Text  string `json:"text"`
 	State string `json:"state,omitempty"`
 }
@@ -257,12 +259,16 @@ func (a *assistant) resumes(m model.Message) bool {
 	return false
 }
 
-// step adds a model step: its text, then its calls, each a part from the moment its input
-// began to stream, before any of them ran.
+// step adds a model step: its reasoning and text, then its calls, each a part from the
+// moment its input began to stream, before any of them ran. Reasoning shows its text only: its
+// signature is for the model.
 func (a *assistant) step(m model.Message) {
 	a.msg.Parts = append(a.msg.Parts, &StepStartUIPart{Type: "step-start"})
 	for _, p := range m.Parts {
-		if p.Type == model.PartText {
+		switch p.Type {
+		case model.PartReasoning:
+			a.msg.Parts = append(a.msg.Parts, &TextUIPart{Type: "reasoning", ID: p.ID, Text: p.Text, State: "done"})
+		case model.PartText:
 			a.msg.Parts = append(a.msg.Parts, &TextUIPart{Type: "text", Text: p.Text, State: "done"})
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/agentharness/harness/shared/agentconfig"
+	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/model/catalogue"
 	"github.com/agentharness/harness/shared/model/modelblock"
 )
@@ -57,7 +58,7 @@ func (c *call) listModels(ctx context.Context) error {
 // updateModel answers update_model: the runtime's agent runs on the model from now on, in
 // every conversation (applied_to "agent": the harness keeps one model per agent, in its config).
 // The model is a catalogue model_id or a model_handle "provider/model" of any model the
-// provider takes. The same provider keeps the block's other fields (baseURL, apiKey, settings);
+// provider takes; a reasoning_effort sets the block's reasoning with it. The same provider keeps the block's other fields (baseURL, apiKey, settings);
 // another provider starts a block of its own, called with the account's or the operator's key,
 // so a provider the account does not reach is refused. A token may not change an agent's
 // config: its socket is refused.
@@ -78,8 +79,9 @@ func (c *call) updateModel(ctx context.Context) error {
 	if len(c.cmd.Payload) == 0 || json.Unmarshal(c.cmd.Payload, &p) != nil {
 		return c.fail(ctx, resp, "payload must be an object with model_id or model_handle")
 	}
-	if len(p.ReasoningEffort) > 0 && string(p.ReasoningEffort) != "null" {
-		return c.fail(ctx, resp, "payload.reasoning_effort: the harness sets no reasoning effort; leave it out")
+	reasoning, err := reasoningOf(p.ReasoningEffort)
+	if err != nil {
+		return c.fail(ctx, resp, err.Error())
 	}
 	provider, id, err := resolveModel(p.ModelID, p.ModelHandle)
 	if err != nil {
@@ -109,6 +111,9 @@ func (c *call) updateModel(ctx context.Context) error {
 		}
 		block["provider"], block["model"] = provider, id
 	}
+	if reasoning != nil {
+		block["reasoning"] = reasoning
+	}
 	patch, err := json.Marshal(map[string]any{"model": block})
 	if err != nil {
 		return err
@@ -131,6 +136,26 @@ func (c *call) updateModel(ctx context.Context) error {
 		"type": resp, "success": true, "runtime": rt, "applied_to": "agent",
 		"model_id": id, "model_handle": provider + "/" + id, "model_settings": settings,
 	})
+}
+
+// reasoningOf reads update_model's reasoning_effort as the model block's reasoning: an effort
+// (low, medium, high), or "none", which takes the block's reasoning away (a JSON null in the
+// merge patch); nil when it is left out, which keeps the block's.
+func reasoningOf(raw json.RawMessage) (any, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var effort string
+	if json.Unmarshal(raw, &effort) != nil {
+		return nil, fmt.Errorf("payload.reasoning_effort must be a string: low, medium, high or none")
+	}
+	switch effort {
+	case model.EffortLow, model.EffortMedium, model.EffortHigh:
+		return map[string]any{"effort": effort, "budgetTokens": nil}, nil
+	case "none":
+		return json.RawMessage("null"), nil
+	}
+	return nil, fmt.Errorf("payload.reasoning_effort %q is not one of low, medium, high, none", effort)
 }
 
 // resolveModel reads update_model's model: a catalogue id, or a handle "provider/model" (the

@@ -90,7 +90,8 @@ type wsOut struct {
 	calls map[string]toolCallView
 	// executing are the async calls started so far.
 	executing []string
-	// text is assistant text not sent yet; window is how long it may wait (0 sends each delta).
+	// text is assistant text or reasoning not sent yet; window is how long it may wait (0 sends
+	// each delta).
 	text   *pendingText
 	window time.Duration
 	// failed: the run's loop_error went out.
@@ -142,10 +143,12 @@ func (o *wsOut) subagent(ctx context.Context, p subagenttools.Progress) {
 	o.send(ctx, connections.Stream, map[string]any{"type": "update_subagent_state", "subagents": list}, true)
 }
 
-// pendingText is one text part's deltas waiting to go out as one.
+// pendingText is one text or reasoning part's deltas waiting to go out as one.
 type pendingText struct {
-	id      string
-	content strings.Builder
+	id string
+	// reasoning: the part is the model's reasoning, sent as a reasoning_message.
+	reasoning bool
+	content   strings.Builder
 	timer   *time.Timer
 }
 
@@ -176,15 +179,16 @@ func (o *wsOut) send(ctx context.Context, channel string, msg map[string]any, en
 	o.post(ctx, channel, msg, envelope)
 }
 
-// addText queues a text delta, sending what is queued first when it belongs to another part.
-func (o *wsOut) addText(ctx context.Context, id, delta string) {
+// addText queues a text delta (or a reasoning one), sending what is queued first when it
+// belongs to another part.
+func (o *wsOut) addText(ctx context.Context, id, delta string, reasoning bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.text != nil && o.text.id != id {
 		o.flushText(ctx)
 	}
 	if o.text == nil {
-		t := &pendingText{id: id}
+		t := &pendingText{id: id, reasoning: reasoning}
 		o.text = t
 		// The turn's context may be cut (an abort) before the timer fires; the text still goes.
 		ctx := context.WithoutCancel(ctx)
@@ -202,7 +206,8 @@ func (o *wsOut) addText(ctx context.Context, id, delta string) {
 	}
 }
 
-// flushText sends the queued text as one assistant_message delta. o.mu is held.
+// flushText sends the queued text as one assistant_message delta, or reasoning as one
+// reasoning_message delta. o.mu is held.
 func (o *wsOut) flushText(ctx context.Context) {
 	t := o.text
 	if t == nil {
@@ -210,7 +215,11 @@ func (o *wsOut) flushText(ctx context.Context) {
 	}
 	o.text = nil
 	t.timer.Stop()
-	d := o.stamp(message("assistant_message", map[string]any{"id": t.id, "content": t.content.String()}))
+	d := message("assistant_message", map[string]any{"id": t.id, "content": t.content.String()})
+	if t.reasoning {
+		d = reasoningMessage(t.id, t.content.String())
+	}
+	d = o.stamp(d)
 	o.post(ctx, connections.Stream, map[string]any{"type": "stream_delta", "delta": d}, true)
 }
 
@@ -388,6 +397,12 @@ func (o *wsOut) stamp(d map[string]any) map[string]any {
 	return d
 }
 
+// reasoningMessage is Letta's reasoning_message: the model's thinking, from a reasoning model.
+// Its signature stays with the harness, which sends it back to the model.
+func reasoningMessage(id, reasoning string) map[string]any {
+	return message("reasoning_message", map[string]any{"id": id, "reasoning": reasoning, "source": "reasoner_model"})
+}
+
 func message(kind string, fields map[string]any) map[string]any {
 	fields["type"], fields["message_type"] = "message", kind
 	return fields
@@ -467,7 +482,9 @@ func (o *wsOut) event(ctx context.Context, ev turn.Event) {
 		le := ev.Loop
 		switch le.Type {
 		case agent.TextDelta:
-			o.addText(ctx, le.ID, le.Text)
+			o.addText(ctx, le.ID, le.Text, false)
+		case agent.ReasoningDelta:
+			o.addText(ctx, le.ID, le.Text, true)
 		case agent.ToolInputAvailable:
 			o.toolCall(ctx, le.ToolCallID, le.ToolName, le.Input)
 		case agent.ToolInputError:
@@ -666,6 +683,8 @@ func (o *wsOut) replay(ctx context.Context, msgs []model.Message) {
 	for _, m := range model.WithoutNested(msgs) {
 		for _, p := range m.Parts {
 			switch {
+			case m.Role == model.RoleAssistant && p.Type == model.PartReasoning && p.Text != "":
+				o.delta(ctx, reasoningMessage(m.ID+"-reasoning", p.Text)) // its own id: the text has the message's
 			case m.Role == model.RoleAssistant && p.Type == model.PartText && p.Text != "":
 				o.delta(ctx, message("assistant_message", map[string]any{"id": m.ID, "content": p.Text}))
 			case p.Type == model.PartToolCall:

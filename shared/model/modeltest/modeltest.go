@@ -21,7 +21,8 @@ import (
 //   - text deltas are not empty;
 //   - a tool call starts with a non-empty id, once, and its deltas and the complete call name
 //     a started call; the complete call's input is its deltas joined ("{}" when they are blank);
-//   - the finish reason is one the loop knows, a source has a URL.
+//   - the finish reason is one the loop knows, a source has a URL;
+//   - reasoning deltas are not empty, and the end of a piece of reasoning names its provider.
 func CheckStream(events iter.Seq2[model.Event, error]) error {
 	type call struct {
 		name  string
@@ -73,6 +74,14 @@ func CheckStream(events iter.Seq2[model.Event, error]) error {
 			}
 			if ev.ToolName != c.name || !bytes.Equal(ev.Input, []byte(want)) {
 				return fmt.Errorf("tool call %q is %s(%s), its stream said %s(%s)", ev.ToolCallID, ev.ToolName, ev.Input, c.name, want)
+			}
+		case model.EventReasoningDelta:
+			if ev.Text == "" {
+				return errors.New("empty reasoning delta")
+			}
+		case model.EventReasoningEnd:
+			if ev.Provider == "" {
+				return errors.New("reasoning ends without naming its provider")
 			}
 		case model.EventSource:
 			if ev.Source == nil || ev.Source.URL == "" {

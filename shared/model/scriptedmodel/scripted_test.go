@@ -362,3 +362,49 @@ func TestStreamStall(t *testing.T) {
 		t.Errorf("New with a negative stallMs = %v, want it refused naming script[0].stallMs", err)
 	}
 }
+
+// A step's reasoning streams before its answer, signed; the next step's call goes through only
+// when the first step's reasoning comes back as it was signed.
+func TestStreamReasoning(t *testing.T) {
+	m := mustNew(t, `[{"reasoning":"Look it up first.","toolCalls":[{"name":"t"}]},{"text":"Done."}]`)
+	events, err := modeltest.Collect(t.Context(), m, &model.Request{Messages: []model.Message{modeltest.User("go")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reasoning string
+	var end model.Event
+	for _, ev := range events {
+		switch ev.Type {
+		case model.EventReasoningDelta:
+			reasoning += ev.Text
+		case model.EventReasoningEnd:
+			end = ev
+		}
+	}
+	if reasoning != "Look it up first." || end.Signature == "" || end.Provider != scriptedmodel.Name {
+		t.Fatalf("reasoning %q ended by %+v, want the step's reasoning signed by the scripted provider", reasoning, end)
+	}
+	if last := events[len(events)-1]; last.Usage.OutputTokenDetails.ReasoningTokens != 4 {
+		t.Errorf("usage %+v, want the reasoning's four chunks counted as reasoning tokens", last.Usage)
+	}
+
+	kept := model.Part{Type: model.PartReasoning, Text: reasoning, Signature: end.Signature, Provider: end.Provider}
+	step := func(r model.Part) []model.Message {
+		call := assistantCall("call_a", "t")
+		call.Parts = append([]model.Part{r}, call.Parts...)
+		return []model.Message{modeltest.User("go"), call, toolResults(`"ok"`)}
+	}
+	if _, err := modeltest.Collect(t.Context(), m, &model.Request{Messages: step(kept)}); err != nil {
+		t.Errorf("the next step with the reasoning kept: %v", err)
+	}
+	for name, r := range map[string]model.Part{
+		"without a signature":   {Type: model.PartReasoning, Text: reasoning, Provider: end.Provider},
+		"with another's":        {Type: model.PartReasoning, Text: reasoning, Signature: "forged", Provider: end.Provider},
+		"with its text changed": {Type: model.PartReasoning, Text: "Something else.", Signature: end.Signature, Provider: end.Provider},
+		"dropped":               {Type: model.PartText, Text: ""},
+	} {
+		if _, err := modeltest.Collect(t.Context(), m, &model.Request{Messages: step(r)}); err == nil || !strings.Contains(err.Error(), "without its reasoning") {
+			t.Errorf("the next step with the reasoning %s: err %v, want the refusal", name, err)
+		}
+	}
+}
