@@ -189,6 +189,7 @@ func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.
 						if d.Value == "" {
 							continue
 						}
+						r.text = true
 						e = model.Event{Type: model.EventReasoningDelta, Text: d.Value}
 					case *types.ReasoningContentBlockDeltaMemberSignature:
 						r.signature += d.Value
@@ -214,8 +215,11 @@ func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.
 				index := aws.ToInt32(ev.Value.ContentBlockIndex)
 				if r, ok := reasoning[index]; ok {
 					// Every reasoning block ends with its piece, signed or not, so the loop keeps
-					// it as this provider's.
+					// it as this provider's; a block that streamed nothing is no piece.
 					delete(reasoning, index)
+					if !r.text && r.signature == "" && len(r.redacted) == 0 {
+						continue
+					}
 					e = model.Event{Type: model.EventReasoningEnd, Signature: r.signature, Provider: provider}
 					if len(r.redacted) > 0 {
 						e.Redacted = base64.StdEncoding.EncodeToString(r.redacted)
@@ -266,9 +270,10 @@ type pendingCall struct {
 	input    strings.Builder
 }
 
-// pendingReasoning is a reasoning block until its contentBlockStop: its signature, or the
-// bytes of its redacted content.
+// pendingReasoning is a reasoning block until its contentBlockStop: whether it streamed text,
+// its signature, or the bytes of its redacted content.
 type pendingReasoning struct {
+	text      bool
 	signature string
 	redacted  []byte
 }

@@ -11,7 +11,8 @@
 // can produce on demand (text.json, tool_calls.json, conversation.json, validation_error.json);
 // the model's words then change, so update the wanted events with them. A throttle or a broken
 // stream cannot be ordered from Bedrock: those fixtures stay synthetic and are replayed even
-// under -record.
+// under -record, as do the reasoning and cache fixtures (reasoning_test.go, cache_test.go),
+// written for Claude and Llama models the recording profile does not call.
 package bedrockmodel_test
 
 import (
@@ -22,6 +23,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -788,7 +790,10 @@ func fixtures() map[string][]wirefixture.Exchange {
 
 // writeFixtures writes every fixture in the format wirefixture reads and -record writes.
 func writeFixtures() error {
-	for name, exchanges := range fixtures() {
+	all := fixtures()
+	maps.Copy(all, reasoningFixtures())
+	maps.Copy(all, cacheFixtures())
+	for name, exchanges := range all {
 		out, err := json.MarshalIndent(exchanges, "", "  ")
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
