@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,7 +38,21 @@ type Model struct {
 	client    *bedrockruntime.Client
 	id        string
 	inference *types.InferenceConfiguration
+	// thinking is the additionalModelRequestFields that turn on Claude's extended thinking;
+	// nil without reasoning.
+	thinking map[string]any
+	// cache puts cache points after the system prompt and at the end of the conversation, and
+	// cacheTools after the tools too.
+	cache, cacheTools bool
 }
+
+// provider names this adapter on reasoning parts and errors.
+const provider = "bedrock"
+
+// defaultAnswerTokens is the answer's share of maxTokens when reasoning is on and the block
+// sets no maxTokens: Claude's thinking counts toward maxTokens, which must exceed its budget
+// (Bedrock's extended thinking docs), so the budget alone would leave no room for the answer.
+const defaultAnswerTokens = 4096
 
 // New returns a model for cfg that calls Bedrock with awsCfg's credentials. optFns adjust the
 // client after the adapter's own options, so a caller (or a test) may replace the endpoint or
@@ -46,9 +61,21 @@ func New(cfg Config, awsCfg aws.Config, optFns ...func(*bedrockruntime.Options))
 	if cfg.Model == "" {
 		return nil, errors.New("model.model is required for the bedrock provider")
 	}
-	inference, err := inferenceConfig(cfg.Settings)
+	inference, err := inferenceConfig(cfg.Settings, cfg.Reasoning)
 	if err != nil {
 		return nil, err
+	}
+	var thinking map[string]any
+	if r := cfg.Reasoning; r != nil {
+		// Claude's extended thinking through Converse (Bedrock's extended thinking docs): the
+		// model's own request field, with a budget of tokens.
+		thinking = map[string]any{"thinking": map[string]any{"type": "enabled", "budget_tokens": r.Budget()}}
+	}
+	// Prompt caching is on by default for the models that take cache points (Bedrock's prompt
+	// caching docs: Claude and Nova); "cache" forces it either way.
+	cache := modelblock.BedrockCaches(cfg.Model)
+	if cfg.Cache != nil {
+		cache = *cfg.Cache
 	}
 	opts := append([]func(*bedrockruntime.Options){func(o *bedrockruntime.Options) {
 		if cfg.Region != "" {
@@ -64,10 +91,19 @@ func New(cfg Config, awsCfg aws.Config, optFns ...func(*bedrockruntime.Options))
 	if client.Options().Region == "" {
 		return nil, errors.New("the bedrock provider needs a region: set model.region or AWS_REGION")
 	}
-	return &Model{client: client, id: cfg.Model, inference: inference}, nil
+	return &Model{
+		client: client, id: cfg.Model, inference: inference, thinking: thinking, cache: cache,
+		// Nova caches the system prompt and the messages but refuses a cache point among the
+		// tools (Bedrock's prompt caching docs); its message cache point covers them anyway.
+		cacheTools: cache && !strings.Contains(cfg.Model, "amazon.nova"),
+	}, nil
 }
 
-func inferenceConfig(s model.Settings) (*types.InferenceConfiguration, error) {
+func inferenceConfig(s model.Settings, r *model.Reasoning) (*types.InferenceConfiguration, error) {
+	if r != nil && s.MaxTokens == nil {
+		n := int64(r.Budget() + defaultAnswerTokens)
+		s.MaxTokens = &n
+	}
 	if s.Temperature == nil && s.TopP == nil && s.MaxTokens == nil {
 		return nil, nil
 	}
@@ -113,6 +149,7 @@ func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.
 		defer stream.Close()
 
 		calls := map[int32]*pendingCall{}
+		reasoning := map[int32]*pendingReasoning{}
 		ids := map[string]bool{}
 		finish := model.FinishReason("")
 		var usage model.Usage
@@ -138,6 +175,31 @@ func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.
 						continue
 					}
 					e = model.Event{Type: model.EventTextDelta, Text: d.Value}
+				case *types.ContentBlockDeltaMemberReasoningContent:
+					index := aws.ToInt32(ev.Value.ContentBlockIndex)
+					r := reasoning[index]
+					if r == nil {
+						r = &pendingReasoning{}
+						reasoning[index] = r
+					}
+					// A reasoning block streams its text, then its signature; redacted reasoning
+					// (Claude's encrypted thinking) is a block of its own that streams only bytes.
+					switch d := d.Value.(type) {
+					case *types.ReasoningContentBlockDeltaMemberText:
+						if d.Value == "" {
+							continue
+						}
+						r.text = true
+						e = model.Event{Type: model.EventReasoningDelta, Text: d.Value}
+					case *types.ReasoningContentBlockDeltaMemberSignature:
+						r.signature += d.Value
+						continue
+					case *types.ReasoningContentBlockDeltaMemberRedactedContent:
+						r.redacted = append(r.redacted, d.Value...)
+						continue
+					default:
+						continue
+					}
 				case *types.ContentBlockDeltaMemberToolUse:
 					c := calls[aws.ToInt32(ev.Value.ContentBlockIndex)]
 					piece := aws.ToString(d.Value.Input)
@@ -151,6 +213,19 @@ func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.
 				}
 			case *types.ConverseStreamOutputMemberContentBlockStop:
 				index := aws.ToInt32(ev.Value.ContentBlockIndex)
+				if r, ok := reasoning[index]; ok {
+					// Every reasoning block ends with its piece, signed or not, so the loop keeps
+					// it as this provider's; a block that streamed nothing is no piece.
+					delete(reasoning, index)
+					if !r.text && r.signature == "" && len(r.redacted) == 0 {
+						continue
+					}
+					e = model.Event{Type: model.EventReasoningEnd, Signature: r.signature, Provider: provider}
+					if len(r.redacted) > 0 {
+						e.Redacted = base64.StdEncoding.EncodeToString(r.redacted)
+					}
+					break
+				}
 				c, ok := calls[index]
 				if !ok {
 					continue
@@ -166,7 +241,8 @@ func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.
 				continue
 			case *types.ConverseStreamOutputMemberMetadata:
 				if u := ev.Value.Usage; u != nil {
-					// inputTokens leaves out what the cache points read and wrote.
+					// inputTokens leaves out what the cache points read and wrote. Converse's
+					// usage does not split reasoning from the answer: outputTokens counts both.
 					read, write := int(aws.ToInt32(u.CacheReadInputTokens)), int(aws.ToInt32(u.CacheWriteInputTokens))
 					usage = model.Cached(int(aws.ToInt32(u.InputTokens))+read+write, int(aws.ToInt32(u.OutputTokens)), read, write)
 				}
@@ -194,6 +270,14 @@ type pendingCall struct {
 	input    strings.Builder
 }
 
+// pendingReasoning is a reasoning block until its contentBlockStop: whether it streamed text,
+// its signature, or the bytes of its redacted content.
+type pendingReasoning struct {
+	text      bool
+	signature string
+	redacted  []byte
+}
+
 func finishReason(r types.StopReason) model.FinishReason {
 	switch r {
 	case types.StopReasonEndTurn, types.StopReasonStopSequence:
@@ -211,8 +295,18 @@ func finishReason(r types.StopReason) model.FinishReason {
 
 func (m *Model) input(req *model.Request) (*bedrockruntime.ConverseStreamInput, error) {
 	in := &bedrockruntime.ConverseStreamInput{ModelId: aws.String(m.id), InferenceConfig: m.inference}
+	if m.thinking != nil {
+		in.AdditionalModelRequestFields = document.NewLazyDocument(m.thinking)
+	}
+	// A cache point caches the prompt up to it (Bedrock's prompt caching docs): after the
+	// system prompt and after the tools, which stay the same across an agent's calls, and at the
+	// end of the conversation, whose prefix the next call repeats.
+	cachePoint := types.CachePointBlock{Type: types.CachePointTypeDefault}
 	if req.System != "" {
 		in.System = []types.SystemContentBlock{&types.SystemContentBlockMemberText{Value: req.System}}
+		if m.cache {
+			in.System = append(in.System, &types.SystemContentBlockMemberCachePoint{Value: cachePoint})
+		}
 	}
 	for _, msg := range req.Messages {
 		role, content, err := convert(msg)
@@ -229,6 +323,9 @@ func (m *Model) input(req *model.Request) (*bedrockruntime.ConverseStreamInput, 
 			continue
 		}
 		in.Messages = append(in.Messages, types.Message{Role: role, Content: content})
+	}
+	if n := len(in.Messages); m.cache && n > 0 {
+		in.Messages[n-1].Content = append(in.Messages[n-1].Content, &types.ContentBlockMemberCachePoint{Value: cachePoint})
 	}
 	var tools []types.Tool
 	for _, t := range req.Tools {
@@ -249,6 +346,9 @@ func (m *Model) input(req *model.Request) (*bedrockruntime.ConverseStreamInput, 
 		tools = append(tools, &types.ToolMemberToolSpec{Value: spec})
 	}
 	if len(tools) > 0 {
+		if m.cacheTools {
+			tools = append(tools, &types.ToolMemberCachePoint{Value: cachePoint})
+		}
 		in.ToolConfig = &types.ToolConfiguration{Tools: tools}
 	}
 	if len(req.Output) > 0 {
@@ -305,8 +405,17 @@ func convert(msg model.Message) (types.ConversationRole, []types.ContentBlock, e
 		}
 		return types.ConversationRoleUser, content, nil
 	case model.RoleAssistant:
+		var reasoning []types.ContentBlock
 		for _, p := range msg.Parts {
 			switch {
+			case p.Type == model.PartReasoning && p.SentTo(provider):
+				b, err := reasoningBlock(p)
+				if err != nil {
+					return "", nil, err
+				}
+				if b != nil {
+					reasoning = append(reasoning, b)
+				}
 			case p.Type == model.PartText && p.Text != "":
 				content = append(content, &types.ContentBlockMemberText{Value: p.Text})
 			case p.Type == model.PartToolCall:
@@ -325,7 +434,9 @@ func convert(msg model.Message) (types.ConversationRole, []types.ContentBlock, e
 				}})
 			}
 		}
-		return types.ConversationRoleAssistant, content, nil
+		// With thinking on, an assistant turn that used a tool must begin with its reasoning
+		// blocks, signatures intact (Bedrock's extended thinking docs).
+		return types.ConversationRoleAssistant, append(reasoning, content...), nil
 	case model.RoleTool:
 		for _, p := range msg.Parts {
 			if p.Type != model.PartToolResult {
@@ -341,6 +452,26 @@ func convert(msg model.Message) (types.ConversationRole, []types.ContentBlock, e
 	default:
 		return "", nil, fmt.Errorf("message with unknown role %q", msg.Role)
 	}
+}
+
+// reasoningBlock is a reasoning part of this provider as Converse takes it back: its text with
+// its signature, or its redacted content's bytes; nil for a part with neither.
+func reasoningBlock(p model.Part) (types.ContentBlock, error) {
+	if p.Redacted != "" {
+		b, err := base64.StdEncoding.DecodeString(p.Redacted)
+		if err != nil {
+			return nil, fmt.Errorf("redacted reasoning: %w", err)
+		}
+		return &types.ContentBlockMemberReasoningContent{Value: &types.ReasoningContentBlockMemberRedactedContent{Value: b}}, nil
+	}
+	if p.Text == "" {
+		return nil, nil
+	}
+	text := types.ReasoningTextBlock{Text: aws.String(p.Text)}
+	if p.Signature != "" {
+		text.Signature = aws.String(p.Signature)
+	}
+	return &types.ContentBlockMemberReasoningContent{Value: &types.ReasoningContentBlockMemberReasoningText{Value: text}}, nil
 }
 
 // resultContent sends an object as json content, which Bedrock accepts only for objects; a
@@ -404,7 +535,7 @@ var streamExceptionStatus = map[string]int{
 // providerError keeps the status and request id of a failed call for the client and the log.
 // requestID is the id of the response a stream exception arrived on.
 func providerError(err error, requestID string) error {
-	pe := &model.ProviderError{Provider: "bedrock", RequestID: requestID, Err: err}
+	pe := &model.ProviderError{Provider: provider, RequestID: requestID, Err: err}
 	var respErr *awshttp.ResponseError
 	var apiErr smithy.APIError
 	switch {

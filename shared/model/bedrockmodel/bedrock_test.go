@@ -11,7 +11,8 @@
 // can produce on demand (text.json, tool_calls.json, conversation.json, validation_error.json);
 // the model's words then change, so update the wanted events with them. A throttle or a broken
 // stream cannot be ordered from Bedrock: those fixtures stay synthetic and are replayed even
-// under -record.
+// under -record, as do the reasoning and cache fixtures (reasoning_test.go, cache_test.go),
+// written for Claude and Llama models the recording profile does not call.
 package bedrockmodel_test
 
 import (
@@ -22,6 +23,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -627,7 +629,11 @@ func textStream(requestID string, usage string, pieces ...string) wirefixture.Re
 	return eventStream(requestID, msgs...)
 }
 
-const helloRequest = `{"messages":[{"role":"user","content":[{"text":"Say hello in three words."}]}]}`
+// cachePoint is the cache point the adapter puts after the system prompt, the tools (not for
+// Nova) and the conversation of a model that caches: every fixture's Nova Lite by default.
+const cachePoint = `{"cachePoint":{"type":"default"}}`
+
+const helloRequest = `{"messages":[{"role":"user","content":[{"text":"Say hello in three words."},` + cachePoint + `]}]}`
 
 var weatherTool = `{"toolSpec":{"name":"weather","description":"Forecast for a city.","inputSchema":{"json":` + weatherSchema + `}}}`
 
@@ -673,7 +679,7 @@ func fixtures() map[string][]wirefixture.Exchange {
 	}
 	brokenStory := func(exceptionType, payload string) []wirefixture.Exchange {
 		return []wirefixture.Exchange{{
-			Request: converseStream(modelID, `{"messages":[{"role":"user","content":[{"text":"Tell me a long story."}]}]}`),
+			Request: converseStream(modelID, `{"messages":[{"role":"user","content":[{"text":"Tell me a long story."},`+cachePoint+`]}]}`),
 			Response: eventStream("5d6e7f80-9a1b-4c2d-8e3f-4a5b6c7d8e9f",
 				event("messageStart", `{"role":"assistant"}`),
 				event("contentBlockDelta", `{"contentBlockIndex":0,"delta":{"text":"Once upon"}}`),
@@ -684,16 +690,25 @@ func fixtures() map[string][]wirefixture.Exchange {
 	return map[string][]wirefixture.Exchange{
 		"text.json": {{
 			Request: converseStream(modelID, `{
-				"system":[{"text":"You are terse."}],
-				"messages":[{"role":"user","content":[{"text":"Say hello in three words."}]}]
+				"system":[{"text":"You are terse."},`+cachePoint+`],
+				"messages":[{"role":"user","content":[{"text":"Say hello in three words."},`+cachePoint+`]}]
 			}`),
 			Response: textStream("7c4a9f2e-1b3d-4e5f-a6b7-c8d9e0f1a2b3",
 				`{"usage":{"inputTokens":12,"outputTokens":5,"totalTokens":17},"metrics":{"latencyMs":312}}`,
 				"Hello", " there,", " friend."),
 		}},
+		"cache_usage.json": {{
+			Request: converseStream(modelID, `{
+				"system":[{"text":"You are terse."},`+cachePoint+`],
+				"messages":[{"role":"user","content":[{"text":"Say hello in three words."},`+cachePoint+`]}]
+			}`),
+			Response: textStream("7c4a9f2e-1b3d-4e5f-a6b7-c8d9e0f1a2b3",
+				`{"usage":{"inputTokens":12,"outputTokens":5,"totalTokens":2065,"cacheReadInputTokens":1792,"cacheWriteInputTokens":256},"metrics":{"latencyMs":312}}`,
+				"Hello", " there,", " friend."),
+		}},
 		"tool_calls.json": {{
 			Request: converseStream(modelID, `{
-				"messages":[{"role":"user","content":[{"text":"What's the weather in Oslo for three days, and the time there?"}]}],
+				"messages":[{"role":"user","content":[{"text":"What's the weather in Oslo for three days, and the time there?"},`+cachePoint+`]}],
 				"toolConfig":{"tools":[`+weatherTool+`,
 					{"toolSpec":{"name":"current_time","description":"The current time in a time zone.","inputSchema":{"json":{"type":"object","properties":{"timezone":{"type":"string"}}}}}}]}
 			}`),
@@ -701,7 +716,7 @@ func fixtures() map[string][]wirefixture.Exchange {
 		}},
 		"conversation.json": {{
 			Request: converseStream(modelID, `{
-				"system":[{"text":"Be brief."}],
+				"system":[{"text":"Be brief."},`+cachePoint+`],
 				"messages":[
 					{"role":"user","content":[{"text":"Weather in Oslo and Bergen?"}]},
 					{"role":"assistant","content":[
@@ -712,7 +727,8 @@ func fixtures() map[string][]wirefixture.Exchange {
 					{"role":"user","content":[
 						{"toolResult":{"toolUseId":"tooluse_oslo","content":[{"json":{"sky":"sunny","high":21}}]}},
 						{"toolResult":{"toolUseId":"tooluse_bergen","content":[{"text":"the weather service timed out"}],"status":"error"}},
-						{"text":"Answer in one sentence."}
+						{"text":"Answer in one sentence."},
+						`+cachePoint+`
 					]}
 				],
 				"toolConfig":{"tools":[`+weatherTool+`]},
@@ -724,11 +740,11 @@ func fixtures() map[string][]wirefixture.Exchange {
 		}},
 		"output.json": {{
 			Request: converseStream(modelID, `{
-				"system":[{"text":"Say where it is sunny."}],
+				"system":[{"text":"Say where it is sunny."},`+cachePoint+`],
 				"messages":[
 					{"role":"user","content":[{"text":"Where is it sunny?"}]},
 					{"role":"assistant","content":[{"text":"It is sunny in Oslo."}]},
-					{"role":"user","content":[{"text":`+mustJSON(modeltest.OutputRequest().Messages[2].Text())+`}]}
+					{"role":"user","content":[{"text":`+mustJSON(modeltest.OutputRequest().Messages[2].Text())+`},`+cachePoint+`]}
 				],
 				"outputConfig":{"textFormat":{"type":"json_schema","structure":{"jsonSchema":{"name":"output","schema":`+mustJSON(modeltest.OutputSchema)+`}}}}
 			}`),
@@ -774,7 +790,10 @@ func fixtures() map[string][]wirefixture.Exchange {
 
 // writeFixtures writes every fixture in the format wirefixture reads and -record writes.
 func writeFixtures() error {
-	for name, exchanges := range fixtures() {
+	all := fixtures()
+	maps.Copy(all, reasoningFixtures())
+	maps.Copy(all, cacheFixtures())
+	for name, exchanges := range all {
 		out, err := json.MarshalIndent(exchanges, "", "  ")
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
