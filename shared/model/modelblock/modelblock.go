@@ -60,8 +60,8 @@ func BedrockReasons(id string) bool {
 }
 
 // BedrockCaches reports whether the Bedrock model takes cache points (Bedrock's prompt caching
-// docs): Claude and Nova models. Others refuse a request that carries one, so caching is on by
-// default for these only.
+// docs): Claude and Nova models (Nova in its system prompt and messages, not after its tools).
+// Others refuse a request that carries one, so caching is on by default for these only.
 func BedrockCaches(id string) bool {
 	return strings.Contains(id, "anthropic.claude") || strings.Contains(id, "amazon.nova")
 }
