@@ -18,7 +18,7 @@ func TestCacheUsage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := model.Usage{InputTokens: 1038, OutputTokens: 16, InputTokenDetails: model.InputTokenDetails{NoCacheTokens: 14, CacheReadTokens: 1024}}
+	want := model.Usage{InputTokens: 1038, OutputTokens: 16 + 187, InputTokenDetails: model.InputTokenDetails{NoCacheTokens: 14, CacheReadTokens: 1024}}.WithReasoning(187)
 	if last := got[len(got)-1]; last.Type != model.EventFinish || last.Usage != want {
 		t.Errorf("usage %+v, want %+v", last.Usage, want)
 	}
