@@ -463,10 +463,8 @@ func content(msg model.Message, inLoop bool) (*genai.Content, error) {
 				c.Parts = append(c.Parts, part)
 			}
 		}
-		if reasoningSig != nil {
-			// No text to carry it: an empty text part does, before the calls, where it came.
-			c.Parts = append([]*genai.Part{{ThoughtSignature: reasoningSig}}, c.Parts...)
-		}
+		// With no text to carry it, the signature is dropped: the SDK leaves an empty text out,
+		// and Gemini refuses a part with no data. Only calls' signatures are required.
 		return c, nil
 	case model.RoleTool:
 		// Gemini takes function results as a user message of functionResponse parts.

@@ -187,3 +187,73 @@ func TestOtherProvidersReasoningIsNotSent(t *testing.T) {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
 }
+
+// okAnswer is a one-chunk answer for tests that look only at the request.
+const okAnswer = `data: {"candidates": [{"content": {"parts": [{"text": "OK"}],"role": "model"},"finishReason": "STOP","index": 0}]}` + "\r\n\r\n"
+
+// sentBody makes one call of m with req and returns the JSON body the server got, decoded.
+func sentBody(t *testing.T, name string, r *model.Reasoning, req *model.Request) map[string]any {
+	t.Helper()
+	srv := modeltest.NewServer(t, modeltest.SSE(okAnswer))
+	if _, err := modeltest.Collect(t.Context(), reasoningModel(t, srv.URL, name, r, nil), req); err != nil {
+		t.Fatalf("Stream: %v", err)
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 1 {
+		t.Fatalf("server saw %d requests, want 1", len(reqs))
+	}
+	var body map[string]any
+	if err := json.Unmarshal(reqs[0].Body, &body); err != nil {
+		t.Fatal(err)
+	}
+	return body
+}
+
+// A block's reasoning becomes thinkingConfig (Gemini's thinking docs): Gemini 2.5 a
+// thinkingBudget (the effort's budget, or the one set), Gemini 3 a thinkingLevel (the effort, or
+// the budget's); Gemini 3 Pro takes no medium level and gets high, its default.
+func TestThinkingConfig(t *testing.T) {
+	tests := []struct {
+		model     string
+		reasoning *model.Reasoning
+		want      any // generationConfig.thinkingConfig; nil: none sent
+	}{
+		{"gemini-2.5-flash", nil, nil},
+		{"gemini-2.5-flash", &model.Reasoning{Effort: model.EffortLow}, map[string]any{"includeThoughts": true, "thinkingBudget": 1024.0}},
+		{"gemini-2.5-pro", &model.Reasoning{Effort: model.EffortHigh}, map[string]any{"includeThoughts": true, "thinkingBudget": 24576.0}},
+		{"gemini-2.5-flash", &model.Reasoning{BudgetTokens: 3000}, map[string]any{"includeThoughts": true, "thinkingBudget": 3000.0}},
+		{"models/gemini-2.5-flash-lite", &model.Reasoning{Effort: model.EffortMedium}, map[string]any{"includeThoughts": true, "thinkingBudget": 8192.0}},
+		{"gemini-3-pro-preview", nil, nil},
+		{"gemini-3-pro-preview", &model.Reasoning{Effort: model.EffortLow}, map[string]any{"includeThoughts": true, "thinkingLevel": "LOW"}},
+		{"gemini-3-pro-preview", &model.Reasoning{Effort: model.EffortMedium}, map[string]any{"includeThoughts": true, "thinkingLevel": "HIGH"}},
+		{"gemini-3-flash-preview", &model.Reasoning{Effort: model.EffortMedium}, map[string]any{"includeThoughts": true, "thinkingLevel": "MEDIUM"}},
+		{"models/gemini-3-flash-preview", &model.Reasoning{BudgetTokens: 2048}, map[string]any{"includeThoughts": true, "thinkingLevel": "LOW"}},
+		{"gemini-3-flash-preview", &model.Reasoning{BudgetTokens: 32768}, map[string]any{"includeThoughts": true, "thinkingLevel": "HIGH"}},
+	}
+	for _, tt := range tests {
+		body := sentBody(t, tt.model, tt.reasoning, &model.Request{Messages: []model.Message{modeltest.User("hi")}})
+		got := body["generationConfig"].(map[string]any)["thinkingConfig"]
+		if diff := cmp.Diff(tt.want, got); diff != "" {
+			t.Errorf("%s with %+v: thinkingConfig (-want +got):\n%s", tt.model, tt.reasoning, diff)
+		}
+	}
+}
+
+// A signature Gemini sent on a part other than a call, in an answer of calls only, has no text
+// to come back on and is dropped (a part of a signature alone, no data, Gemini refuses); the
+// call keeps its own signature, and Gemini's reasoning text is not sent.
+func TestSignatureWithoutText(t *testing.T) {
+	body := sentBody(t, gemini3, nil, &model.Request{Messages: []model.Message{
+		modeltest.User("Weather in Oslo?"),
+		{Role: model.RoleAssistant, Parts: []model.Part{
+			{Type: model.PartReasoning, Text: "**Checking**\n\nOne call.\n\n\n", Provider: "google"},
+			{Type: model.PartReasoning, Signature: finalSignature, Provider: "google"},
+			{Type: model.PartToolCall, ToolCallID: "gemini_1_0", ToolName: "weather", Input: json.RawMessage(`{"city":"Oslo"}`), Signature: callSignature, Provider: "google"},
+		}},
+		{Role: model.RoleTool, Parts: []model.Part{{Type: model.PartToolResult, ToolCallID: "gemini_1_0", ToolName: "weather", Output: json.RawMessage(`"rain"`)}}},
+	}})
+	want := modeltest.Decode(t, `{"parts": [{"functionCall": {"name": "weather", "args": {"city": "Oslo"}}, "thoughtSignature": "`+callSignature+`"}], "role": "model"}`)
+	if diff := cmp.Diff(want, body["contents"].([]any)[1]); diff != "" {
+		t.Errorf("model content (-want +got):\n%s", diff)
+	}
+}
