@@ -1,6 +1,8 @@
 // Package googlemodel adapts Gemini, through the Gemini API (not Vertex AI), to the agent loop's
 // streaming model interface, using the official google.golang.org/genai SDK. It also runs
 // Gemini's provider-defined Google Search grounding and reports the pages it cites as sources.
+// A block's reasoning asks for thought summaries, which stream as reasoning; thought signatures
+// go back to Gemini with the parts they came on.
 package googlemodel
 
 import (
