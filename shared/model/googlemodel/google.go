@@ -1,6 +1,8 @@
 // Package googlemodel adapts Gemini, through the Gemini API (not Vertex AI), to the agent loop's
 // streaming model interface, using the official google.golang.org/genai SDK. It also runs
 // Gemini's provider-defined Google Search grounding and reports the pages it cites as sources.
+// A block's reasoning asks for thought summaries, which stream as reasoning; thought signatures
+// go back to Gemini with the parts they came on.
 package googlemodel
 
 import (
@@ -28,9 +30,10 @@ type Config = modelblock.Hosted
 
 // Model calls one Gemini model.
 type Model struct {
-	client   *genai.Client
-	name     string
-	settings model.Settings
+	client    *genai.Client
+	name      string
+	settings  model.Settings
+	reasoning *model.Reasoning
 }
 
 // New returns a model for cfg. The API key falls back to envKey (the caller passes
@@ -62,7 +65,10 @@ func New(ctx context.Context, cfg Config, envKey string) (*Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the gemini client: %w", err)
 	}
-	return &Model{client: client, name: cfg.Model, settings: cfg.Settings}, nil
+	// cfg.Cache has nothing to turn off: Gemini 2.5 and later cache prompts implicitly, with no
+	// request field to opt in or out (Gemini's context caching docs); explicit caches are a
+	// separate cachedContents resource the harness does not create.
+	return &Model{client: client, name: cfg.Model, settings: cfg.Settings, reasoning: cfg.Reasoning}, nil
 }
 
 // Stream runs one streaming generateContent call.
@@ -83,7 +89,18 @@ func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.
 			calls   int
 			sources = map[string]bool{}
 			ids     = map[string]bool{}
+			// thinking: reasoning deltas were streamed that no EventReasoningEnd ended yet.
+			thinking bool
 		)
+		// endReasoning ends the reasoning piece in progress, or with a signature makes one of
+		// its own; it reports whether the consumer wants more.
+		endReasoning := func(sig string) bool {
+			if !thinking && sig == "" {
+				return true
+			}
+			thinking = false
+			return yield(model.Event{Type: model.EventReasoningEnd, Signature: sig, Provider: provider}, nil)
+		}
 		for resp, err := range recovered(m.client.Models.GenerateContentStream(ctx, m.name, contents, config)) {
 			if err != nil {
 				yield(model.Event{}, providerError(err, meta))
@@ -95,7 +112,10 @@ func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.
 			if u := resp.UsageMetadata; u != nil {
 				// Each chunk's usage is the running total, so the last one is the call's.
 				// promptTokenCount counts the cached ones too (implicit caching reads, never writes).
-				usage = model.Cached(int(u.PromptTokenCount), int(u.CandidatesTokenCount), int(u.CachedContentTokenCount), 0)
+				// candidatesTokenCount leaves out thoughtsTokenCount, which is billed as output
+				// too (Gemini's thinking docs), so the output is their sum.
+				thoughts := int(u.ThoughtsTokenCount)
+				usage = model.Cached(int(u.PromptTokenCount), int(u.CandidatesTokenCount)+thoughts, int(u.CachedContentTokenCount), 0).WithReasoning(thoughts)
 			}
 			if pf := resp.PromptFeedback; pf != nil && pf.BlockReason != "" {
 				blocked = true
@@ -107,10 +127,28 @@ func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.
 			cand := resp.Candidates[0]
 			if cand.Content != nil {
 				for _, p := range cand.Content.Parts {
+					if p == nil {
+						continue
+					}
+					sig := signature(p.ThoughtSignature)
 					switch {
-					case p == nil || p.Thought:
+					case p.Thought:
 						// Thought summaries are the model's reasoning, not its answer.
+						if p.Text != "" {
+							thinking = true
+							if !yield(model.Event{Type: model.EventReasoningDelta, Text: p.Text}, nil) {
+								return
+							}
+						}
+						if sig != "" && !endReasoning(sig) {
+							return
+						}
 					case p.FunctionCall != nil:
+						// The call's signature is the call's own (Gemini's thought signatures
+						// docs), so the reasoning before it ends unsigned.
+						if !endReasoning("") {
+							return
+						}
 						id := p.FunctionCall.ID
 						if id == "" {
 							id = callID(len(req.Messages), calls)
@@ -128,13 +166,23 @@ func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.
 							}
 						}
 						name := p.FunctionCall.Name
+						call := model.Event{Type: model.EventToolCall, ToolCallID: id, ToolName: name, Input: json.RawMessage(args)}
+						if sig != "" {
+							call.Signature, call.Provider = sig, provider
+						}
 						if !yield(model.Event{Type: model.EventToolInputStart, ToolCallID: id, ToolName: name}, nil) ||
 							!yield(model.Event{Type: model.EventToolInputDelta, ToolCallID: id, Text: string(args)}, nil) ||
-							!yield(model.Event{Type: model.EventToolCall, ToolCallID: id, ToolName: name, Input: json.RawMessage(args)}, nil) {
+							!yield(call, nil) {
 							return
 						}
-					case p.Text != "":
-						if !yield(model.Event{Type: model.EventTextDelta, Text: p.Text}, nil) {
+					default:
+						// A signature on any other part (Gemini 3 puts it on the answer's last
+						// part, often an empty text part) is kept as a reasoning piece of its own,
+						// or as the end of the thoughts it follows.
+						if (sig != "" || (thinking && p.Text != "")) && !endReasoning(sig) {
+							return
+						}
+						if p.Text != "" && !yield(model.Event{Type: model.EventTextDelta, Text: p.Text}, nil) {
 							return
 						}
 					}
@@ -157,8 +205,19 @@ func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.
 				finish = cand.FinishReason
 			}
 		}
+		if !endReasoning("") {
+			return
+		}
 		yield(model.Event{Type: model.EventFinish, Finish: finishReason(finish, calls > 0, blocked), Usage: usage}, nil)
 	}
+}
+
+// signature is a thought signature as a reasoning part keeps it: base64, as the API sends it.
+func signature(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return base64.StdEncoding.EncodeToString(b)
 }
 
 // recovered passes seq on, turning a panic of seq itself into its last error: the SDK panics
@@ -232,6 +291,9 @@ func (m *Model) request(req *model.Request) ([]*genai.Content, *genai.GenerateCo
 	if s := m.settings; s.MaxTokens != nil {
 		config.MaxOutputTokens = int32(min(*s.MaxTokens, math.MaxInt32))
 	}
+	if r := m.reasoning; r != nil {
+		config.ThinkingConfig = thinking(m.name, *r)
+	}
 	if req.System != "" {
 		config.SystemInstruction = &genai.Content{Parts: []*genai.Part{{Text: req.System}}}
 	}
@@ -262,6 +324,25 @@ func (m *Model) request(req *model.Request) ([]*genai.Content, *genai.GenerateCo
 		}
 	}
 	return contents, config, nil
+}
+
+// thinking is the thinkingConfig for r (Gemini's thinking docs): Gemini 3 models take a
+// thinkingLevel, Gemini 2.5 models a thinkingBudget in tokens. Thought summaries are asked for,
+// so the reasoning streams.
+func thinking(name string, r model.Reasoning) *genai.ThinkingConfig {
+	name = strings.TrimPrefix(name, "models/")
+	if !strings.HasPrefix(name, "gemini-3") {
+		return &genai.ThinkingConfig{IncludeThoughts: true, ThinkingBudget: genai.Ptr(int32(min(r.Budget(), math.MaxInt32)))}
+	}
+	level := map[string]genai.ThinkingLevel{
+		model.EffortLow: genai.ThinkingLevelLow, model.EffortMedium: genai.ThinkingLevelMedium, model.EffortHigh: genai.ThinkingLevelHigh,
+	}[r.Level()]
+	if level == genai.ThinkingLevelMedium && strings.HasPrefix(name, "gemini-3-pro") {
+		// Gemini 3 Pro takes only low and high; high is its default, so medium does not think
+		// less than it would unasked.
+		level = genai.ThinkingLevelHigh
+	}
+	return &genai.ThinkingConfig{IncludeThoughts: true, ThinkingLevel: level}
 }
 
 // tools declares the harness's tools as one function-calling tool, and adds the provider-defined
@@ -303,11 +384,21 @@ func activeLoopStart(msgs []model.Message) int {
 }
 
 // skipSignature is the thought signature Gemini documents for function calls whose real
-// signature is not available (ai.google.dev/gemini-api/docs/thought-signatures). Gemini 3
-// rejects the current turn's function calls without one, and model.Part has no field to keep
-// the real signature in. On the wire it must read "skip_thought_signature_validator", which the
-// SDK, encoding bytes, writes in the standard base64 alphabet that decodes to the same bytes.
+// signature is not available (Gemini's thought signatures docs): calls another provider's model
+// wrote, or that came without one. Gemini 3 rejects the current turn's function calls without
+// one. On the wire it must read "skip_thought_signature_validator", which the SDK, encoding
+// bytes, writes in the standard base64 alphabet that decodes to the same bytes.
 var skipSignature, _ = base64.URLEncoding.DecodeString("skip_thought_signature_validator")
+
+// decoded is a kept signature as the SDK sends it (bytes it encodes in base64 again); nil for
+// none, or for one that is not base64 (never one Gemini sent), which Gemini would refuse.
+func decoded(sig string) []byte {
+	b, err := base64.StdEncoding.DecodeString(sig)
+	if err != nil || len(b) == 0 {
+		return nil
+	}
+	return b
+}
 
 // inlineType reports whether Gemini takes a file of this media type inline: images, audio,
 // video, PDFs and text; it refuses the request for any other, so those stay notes.
@@ -338,12 +429,22 @@ func content(msg model.Message, inLoop bool) (*genai.Content, error) {
 		return c, nil
 	case model.RoleAssistant:
 		c := &genai.Content{Role: genai.RoleModel}
-		signed := false
+		// A signature Gemini put on a part other than a call comes back on the answer's text
+		// (Gemini's thought signatures docs: return each signature with its part). The thought
+		// summaries themselves are not sent back, nor another provider's reasoning.
+		var reasoningSig []byte
+		for _, p := range msg.Parts {
+			if p.Type == model.PartReasoning && p.SentTo(provider) && reasoningSig == nil {
+				reasoningSig = decoded(p.Signature)
+			}
+		}
+		called := false
 		for _, p := range msg.Parts {
 			switch p.Type {
 			case model.PartText:
 				if p.Text != "" {
-					c.Parts = append(c.Parts, &genai.Part{Text: p.Text})
+					c.Parts = append(c.Parts, &genai.Part{Text: p.Text, ThoughtSignature: reasoningSig})
+					reasoningSig = nil
 				}
 			case model.PartToolCall:
 				args, err := object(p.Input)
@@ -351,14 +452,21 @@ func content(msg model.Message, inLoop bool) (*genai.Content, error) {
 					return nil, fmt.Errorf("the arguments of the %s call %s: %w", p.ToolName, p.ToolCallID, err)
 				}
 				part := &genai.Part{FunctionCall: &genai.FunctionCall{ID: sentID(p.ToolCallID), Name: p.ToolName, Args: args}}
-				// Only the first call of a step carries a signature, parallel calls included.
-				if inLoop && !signed {
-					part.ThoughtSignature = skipSignature
-					signed = true
+				if p.Provider == provider {
+					part.ThoughtSignature = decoded(p.Signature)
 				}
+				// Gemini 3 refuses the turn in progress unless each step's first call carries a
+				// signature (parallel calls after it carry none); a call without Gemini's own,
+				// which another provider wrote, takes the placeholder.
+				if inLoop && !called && part.ThoughtSignature == nil {
+					part.ThoughtSignature = skipSignature
+				}
+				called = true
 				c.Parts = append(c.Parts, part)
 			}
 		}
+		// With no text to carry it, the signature is dropped: the SDK leaves an empty text out,
+		// and Gemini refuses a part with no data. Only calls' signatures are required.
 		return c, nil
 	case model.RoleTool:
 		// Gemini takes function results as a user message of functionResponse parts.

@@ -49,6 +49,9 @@ var (
 	searchSpec = model.ToolSpec{Name: "google_search", ProviderTool: model.ProviderGoogleSearch}
 )
 
+// toolCallsSignature is the thought signature on the first call of tool_calls.json.
+const toolCallsSignature = "CpUCcTjuF9Ankb3KRkSS1w8CkuKgFle/Azi+V5jUQiT8HfJxOO4X0CeRvcpGRJLXDwKS4qAWV78DOL5XmNRCJPwd8nE47hfQJ5G9ykZEktcPApLioBZXvwM4vleY1EIk/B3y"
+
 // apiKey is the real key when recording and a placeholder when replaying. Tests call it before
 // wirefixture.Serve, so a recording without a key stops before it can rewrite a fixture.
 func apiKey(t *testing.T) string { return modeltest.APIKey(t, "GOOGLE_API_KEY") }
@@ -74,12 +77,13 @@ func TestTextAnswer(t *testing.T) {
 		t.Fatalf("Stream: %v", err)
 	}
 
-	// Usage is the last chunk's: thoughtsTokenCount is not part of candidatesTokenCount.
+	// Usage is the last chunk's: the output is candidatesTokenCount and thoughtsTokenCount, which
+	// it leaves out, together.
 	want := []model.Event{
 		{Type: model.EventTextDelta, Text: "The capital of Norway"},
 		{Type: model.EventTextDelta, Text: " is Oslo, which sits at the head of"},
 		{Type: model.EventTextDelta, Text: " the Oslofjord."},
-		{Type: model.EventFinish, Finish: model.FinishStop, Usage: model.Usage{InputTokens: 14, OutputTokens: 16}},
+		{Type: model.EventFinish, Finish: model.FinishStop, Usage: model.Usage{InputTokens: 14, OutputTokens: 16 + 187}.WithReasoning(187)},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
@@ -107,16 +111,16 @@ func TestTwoFunctionCalls(t *testing.T) {
 	}
 
 	// Gemini sent no ids: the answer will be message 1 of the conversation, and the calls are
-	// its first and second.
+	// its first and second. Only the first of parallel calls carries a thought signature.
 	const w, c = "gemini_1_0", "gemini_1_1"
 	want := []model.Event{
 		{Type: model.EventToolInputStart, ToolCallID: w, ToolName: "weather"},
 		{Type: model.EventToolInputDelta, ToolCallID: w, Text: `{"city":"Oslo","days":3}`},
-		{Type: model.EventToolCall, ToolCallID: w, ToolName: "weather", Input: json.RawMessage(`{"city":"Oslo","days":3}`)},
+		{Type: model.EventToolCall, ToolCallID: w, ToolName: "weather", Input: json.RawMessage(`{"city":"Oslo","days":3}`), Signature: toolCallsSignature, Provider: "google"},
 		{Type: model.EventToolInputStart, ToolCallID: c, ToolName: "current_time"},
 		{Type: model.EventToolInputDelta, ToolCallID: c, Text: `{"city":"Oslo"}`},
 		{Type: model.EventToolCall, ToolCallID: c, ToolName: "current_time", Input: json.RawMessage(`{"city":"Oslo"}`)},
-		{Type: model.EventFinish, Finish: model.FinishToolCalls, Usage: model.Usage{InputTokens: 96, OutputTokens: 37}},
+		{Type: model.EventFinish, Finish: model.FinishToolCalls, Usage: model.Usage{InputTokens: 96, OutputTokens: 37 + 118}.WithReasoning(118)},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
@@ -163,7 +167,7 @@ func TestConversationWithToolResults(t *testing.T) {
 	want := []model.Event{
 		{Type: model.EventTextDelta, Text: "Oslo: rain, 4 °C. I couldn't get Bergen's forecast"},
 		{Type: model.EventTextDelta, Text: "; the weather service timed out."},
-		{Type: model.EventFinish, Finish: model.FinishStop, Usage: model.Usage{InputTokens: 241, OutputTokens: 21}},
+		{Type: model.EventFinish, Finish: model.FinishStop, Usage: model.Usage{InputTokens: 241, OutputTokens: 21 + 64}.WithReasoning(64)},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
@@ -188,7 +192,7 @@ func TestGoogleSearchSources(t *testing.T) {
 		{Type: model.EventTextDelta, Text: ` "for her intense poetic prose that confronts historical traumas and exposes the fragility of human life".`},
 		{Type: model.EventSource, Source: &model.Source{ID: "src-1", URL: redirect + "AUZIYQGm0xJ7q3kXoQ0mA8vR1sYwZ2cT5uE9bN4dF6hK3jL", Title: "nobelprize.org"}},
 		{Type: model.EventSource, Source: &model.Source{ID: "src-2", URL: redirect + "AUZIYQHt2pW8nV5cX1zB7yM4aS6dG3fJ9kL0qR2eT8uI5oP", Title: "wikipedia.org"}},
-		{Type: model.EventFinish, Finish: model.FinishStop, Usage: model.Usage{InputTokens: 11, OutputTokens: 33}},
+		{Type: model.EventFinish, Finish: model.FinishStop, Usage: model.Usage{InputTokens: 11, OutputTokens: 33 + 91}.WithReasoning(91)},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
@@ -257,7 +261,7 @@ func TestRateLimitIsRetried(t *testing.T) {
 	}
 	want := []model.Event{
 		{Type: model.EventTextDelta, Text: "Hello!"},
-		{Type: model.EventFinish, Finish: model.FinishStop, Usage: model.Usage{InputTokens: 3, OutputTokens: 2}},
+		{Type: model.EventFinish, Finish: model.FinishStop, Usage: model.Usage{InputTokens: 3, OutputTokens: 2 + 24}.WithReasoning(24)},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
@@ -427,9 +431,9 @@ func TestFinishReasons(t *testing.T) {
 	}
 }
 
-// Thought summaries are not answer text, and grounding metadata repeated in later chunks cites
-// each page once.
-func TestThoughtsSkippedAndSourcesCitedOnce(t *testing.T) {
+// Thought summaries stream as reasoning, not answer text, and grounding metadata repeated in
+// later chunks cites each page once.
+func TestThoughtsAsReasoningAndSourcesCitedOnce(t *testing.T) {
 	const page = `{"web": {"uri": "https://example.org/a","title": "example.org"}}`
 	body := `data: {"candidates": [{"content": {"parts": [{"text": "Weighing the sources...","thought": true}],"role": "model"},"index": 0}]}` + "\r\n\r\n" +
 		`data: {"candidates": [{"content": {"parts": [{"text": "A."}],"role": "model"},"groundingMetadata": {"groundingChunks": [` + page + `]},"index": 0}]}` + "\r\n\r\n" +
@@ -439,11 +443,13 @@ func TestThoughtsSkippedAndSourcesCitedOnce(t *testing.T) {
 		t.Fatalf("Stream: %v", err)
 	}
 	want := []model.Event{
+		{Type: model.EventReasoningDelta, Text: "Weighing the sources..."},
+		{Type: model.EventReasoningEnd, Provider: "google"},
 		{Type: model.EventTextDelta, Text: "A."},
 		{Type: model.EventSource, Source: &model.Source{ID: "src-1", URL: "https://example.org/a", Title: "example.org"}},
 		{Type: model.EventTextDelta, Text: " B."},
 		{Type: model.EventSource, Source: &model.Source{ID: "src-2", URL: "https://example.org/b", Title: "example.org"}},
-		{Type: model.EventFinish, Finish: model.FinishStop, Usage: model.Usage{InputTokens: 5, OutputTokens: 2}},
+		{Type: model.EventFinish, Finish: model.FinishStop, Usage: model.Usage{InputTokens: 5, OutputTokens: 11}.WithReasoning(9)},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
