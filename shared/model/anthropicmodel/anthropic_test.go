@@ -405,7 +405,8 @@ func TestMessageEdgeCases(t *testing.T) {
 		t.Errorf("max_tokens = %d, want the default %d", body.MaxTokens, anthropicmodel.DefaultMaxTokens)
 	}
 	// Empty text is dropped (Anthropic rejects empty text blocks), so is a message left empty;
-	// consecutive user messages form one turn; a result without output has no content.
+	// consecutive user messages form one turn; a result without output has no content; the
+	// conversation's last block carries the cache breakpoint.
 	want := modeltest.Decode(t, `[
 		{"role":"user","content":[{"type":"text","text":"Hello, "},{"type":"text","text":"world"},{"type":"text","text":"and again"}]},
 		{"role":"assistant","content":[
@@ -413,7 +414,7 @@ func TestMessageEdgeCases(t *testing.T) {
 			{"type":"tool_use","id":"b","name":"current_time","input":{}}]},
 		{"role":"user","content":[
 			{"type":"tool_result","tool_use_id":"a","content":[{"type":"text","text":"{\"error\":\"arguments are not JSON\"}"}],"is_error":true},
-			{"type":"tool_result","tool_use_id":"b"}]}
+			{"type":"tool_result","tool_use_id":"b","cache_control":{"type":"ephemeral"}}]}
 	]`)
 	if diff := cmp.Diff(want, body.Messages); diff != "" {
 		t.Errorf("messages (-want +got):\n%s", diff)
