@@ -8,7 +8,10 @@
 // bad_request.json); the model's words, usage and request ids then change, so update the wanted
 // events with them. A 429 or an error part-way through a stream cannot be ordered from the API:
 // rate_limited.json, rate_limited_long.json and overloaded.json stay hand-written and are
-// replayed even under -record.
+// replayed even under -record. The extended thinking and prompt caching fixtures
+// (reasoning.json, reasoning_tools.json, cache_turns.json, cache_off.json) are hand-written
+// after the streams and usage Anthropic's extended thinking and prompt caching docs show, and
+// are always replayed.
 package anthropicmodel_test
 
 import (
@@ -48,6 +51,12 @@ var (
 // others are replayed as always.
 func serve(t *testing.T, name string, recordable bool, settings model.Settings) (*anthropicmodel.Model, func() []wirefixture.Captured) {
 	t.Helper()
+	return serveConfig(t, name, recordable, anthropicmodel.Config{Settings: settings})
+}
+
+// serveConfig is serve for a model block with more than settings (reasoning, cache).
+func serveConfig(t *testing.T, name string, recordable bool, cfg anthropicmodel.Config) (*anthropicmodel.Model, func() []wirefixture.Captured) {
+	t.Helper()
 	key := "test-key"
 	var srv *wirefixture.Server
 	if !recordable {
@@ -56,7 +65,8 @@ func serve(t *testing.T, name string, recordable bool, settings model.Settings) 
 		key = modeltest.APIKey(t, "ANTHROPIC_API_KEY")
 		srv = wirefixture.Serve(t, name, "https://api.anthropic.com")
 	}
-	m, err := anthropicmodel.New(anthropicmodel.Config{Provider: "anthropic", Model: testModel, BaseURL: srv.URL, APIKey: key, Settings: settings}, "")
+	cfg.Provider, cfg.Model, cfg.BaseURL, cfg.APIKey = "anthropic", testModel, srv.URL, key
+	m, err := anthropicmodel.New(cfg, "")
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
