@@ -32,9 +32,11 @@ type Config = modelblock.Hosted
 
 // Model calls one Anthropic model.
 type Model struct {
-	client   anthropic.Client
-	name     string
-	settings model.Settings
+	client    anthropic.Client
+	name      string
+	settings  model.Settings
+	reasoning *model.Reasoning
+	cache     bool
 }
 
 // New returns a model for cfg. The API key falls back to envKey when the config names none.
@@ -68,7 +70,13 @@ func New(cfg Config, envKey string) (*Model, error) {
 	if cfg.Transport != nil {
 		opts = append(opts, option.WithHTTPClient(egress.ModelClient(cfg.Transport)))
 	}
-	return &Model{client: anthropic.NewClient(opts...), name: cfg.Model, settings: cfg.Settings}, nil
+	return &Model{
+		client: anthropic.NewClient(opts...), name: cfg.Model, settings: cfg.Settings,
+		reasoning: cfg.Reasoning,
+		// Prompt caching is on unless the block turns it off: a cache read costs a tenth of
+		// an input token, and a write a quarter more (Anthropic's prompt caching docs).
+		cache: cfg.Cache == nil || *cfg.Cache,
+	}, nil
 }
 
 // Stream runs one streaming Messages call. Events come in the order the model produced them;
@@ -87,6 +95,8 @@ func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.
 		defer stream.Close()
 
 		calls := map[int64]*pendingCall{}
+		// thinking holds the signatures of the thinking blocks still streaming, by index.
+		thinking := map[int64]*strings.Builder{}
 		ids := map[string]bool{}
 		finish := model.FinishOther
 		var input, cacheRead, cacheWrite, output int
@@ -103,6 +113,16 @@ func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.
 				switch b := ev.ContentBlock; b.Type {
 				case "text":
 					out = model.Event{Type: model.EventTextDelta, Text: b.Text}
+				case "thinking":
+					// A thinking block opens empty; its text comes in thinking_delta events and
+					// its signature in a signature_delta just before it stops (Anthropic's
+					// extended thinking docs).
+					thinking[ev.Index] = &strings.Builder{}
+					out = model.Event{Type: model.EventReasoningDelta, Text: b.Thinking}
+				case "redacted_thinking":
+					// Reasoning the safety systems flagged comes whole and encrypted, to be sent
+					// back as it came.
+					out = model.Event{Type: model.EventReasoningEnd, Redacted: b.Data, Provider: provider}
 				case "tool_use":
 					if err := model.CheckToolCallID(ids, b.ID); err != nil {
 						yield(model.Event{}, providerError(err, res))
@@ -115,6 +135,12 @@ func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.
 				switch ev.Delta.Type {
 				case "text_delta":
 					out = model.Event{Type: model.EventTextDelta, Text: ev.Delta.Text}
+				case "thinking_delta":
+					out = model.Event{Type: model.EventReasoningDelta, Text: ev.Delta.Thinking}
+				case "signature_delta":
+					if sig := thinking[ev.Index]; sig != nil {
+						sig.WriteString(ev.Delta.Signature)
+					}
 				case "input_json_delta":
 					if c := calls[ev.Index]; c != nil && ev.Delta.PartialJSON != "" {
 						c.input.WriteString(ev.Delta.PartialJSON)
@@ -122,6 +148,10 @@ func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.
 					}
 				}
 			case "content_block_stop":
+				if sig := thinking[ev.Index]; sig != nil {
+					delete(thinking, ev.Index)
+					out = model.Event{Type: model.EventReasoningEnd, Signature: sig.String(), Provider: provider}
+				}
 				if c := calls[ev.Index]; c != nil {
 					delete(calls, ev.Index)
 					input := c.input.String()
@@ -138,7 +168,7 @@ func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.
 			case "message_stop":
 				stopped = true
 			}
-			if out.Type == 0 || (out.Type == model.EventTextDelta && out.Text == "") {
+			if out.Type == 0 || ((out.Type == model.EventTextDelta || out.Type == model.EventReasoningDelta) && out.Text == "") {
 				continue
 			}
 			if !yield(out, nil) {
@@ -155,6 +185,8 @@ func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.
 			yield(model.Event{}, providerError(errors.New("the event stream ended before message_stop"), res))
 			return
 		}
+		// output_tokens counts the thinking with the answer, and Anthropic reports no split
+		// (and bills the full thinking, not the summary shown), so the usage gives none.
 		usage := model.Cached(input+cacheRead+cacheWrite, output, cacheRead, cacheWrite)
 		yield(model.Event{Type: model.EventFinish, Finish: finish, Usage: usage}, nil)
 	}
@@ -182,6 +214,13 @@ func finishReason(r anthropic.StopReason) model.FinishReason {
 
 func (m *Model) params(req *model.Request) (anthropic.MessageNewParams, error) {
 	p := anthropic.MessageNewParams{Model: anthropic.Model(m.name), MaxTokens: DefaultMaxTokens}
+	if r := m.reasoning; r != nil {
+		// Thinking counts toward max_tokens, which must exceed the budget (Anthropic's extended
+		// thinking docs): without a maxTokens set, the answer keeps the default on top of it.
+		budget := int64(r.Budget())
+		p.Thinking = anthropic.ThinkingConfigParamOfEnabled(budget)
+		p.MaxTokens = budget + DefaultMaxTokens
+	}
 	if s := m.settings; s.MaxTokens != nil {
 		p.MaxTokens = *s.MaxTokens
 	}
@@ -221,7 +260,38 @@ func (m *Model) params(req *model.Request) (anthropic.MessageNewParams, error) {
 		}
 		p.OutputConfig.Format = anthropic.JSONOutputFormatParam{Schema: schema}
 	}
+	if m.cache {
+		cacheBreakpoints(&p)
+	}
 	return p, nil
+}
+
+// cacheBreakpoints marks the ends of the prompt's stable parts for the prompt cache: the
+// system prompt, the tools, and the conversation so far, whose prefix the next step of the
+// loop sends again and reads back from the cache. Three of the four breakpoints Anthropic
+// allows; one on a prompt shorter than the model's least cacheable length is ignored
+// (Anthropic's prompt caching docs).
+func cacheBreakpoints(p *anthropic.MessageNewParams) {
+	mark := anthropic.NewCacheControlEphemeralParam()
+	if n := len(p.System); n > 0 {
+		p.System[n-1].CacheControl = mark
+	}
+	if n := len(p.Tools); n > 0 {
+		if cc := p.Tools[n-1].GetCacheControl(); cc != nil {
+			*cc = mark
+		}
+	}
+	if n := len(p.Messages); n > 0 {
+		// Thinking blocks take no cache_control of their own; the last block that does closes
+		// the prefix.
+		blocks := p.Messages[n-1].Content
+		for i := len(blocks) - 1; i >= 0; i-- {
+			if cc := blocks[i].GetCacheControl(); cc != nil {
+				*cc = mark
+				break
+			}
+		}
+	}
 }
 
 // messages converts a conversation. Anthropic wants user and assistant turns to alternate and
@@ -252,6 +322,20 @@ func messages(msgs []model.Message) ([]anthropic.MessageParam, error) {
 			}
 		case model.RoleAssistant:
 			role = anthropic.MessageParamRoleAssistant
+			// Thinking goes back first and unmodified, its signature with it, so tool use with
+			// extended thinking goes on across steps (Anthropic's extended thinking docs);
+			// another provider's reasoning cannot be read here and is left out.
+			for _, p := range msg.Parts {
+				switch {
+				case p.Type != model.PartReasoning || !p.SentTo(provider):
+				// A thinking block without its signature would be refused.
+				case p.Redacted == "" && p.Signature == "":
+				case p.Redacted != "":
+					blocks = append(blocks, anthropic.NewRedactedThinkingBlock(p.Redacted))
+				default:
+					blocks = append(blocks, anthropic.NewThinkingBlock(p.Signature, p.Text))
+				}
+			}
 			for _, p := range msg.Parts {
 				switch {
 				case p.Type == model.PartText && p.Text != "":

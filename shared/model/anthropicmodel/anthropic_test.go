@@ -8,7 +8,10 @@
 // bad_request.json); the model's words, usage and request ids then change, so update the wanted
 // events with them. A 429 or an error part-way through a stream cannot be ordered from the API:
 // rate_limited.json, rate_limited_long.json and overloaded.json stay hand-written and are
-// replayed even under -record.
+// replayed even under -record. The extended thinking and prompt caching fixtures
+// (reasoning.json, reasoning_tools.json, cache_turns.json, cache_off.json) are hand-written
+// after the streams and usage Anthropic's extended thinking and prompt caching docs show, and
+// are always replayed.
 package anthropicmodel_test
 
 import (
@@ -48,6 +51,12 @@ var (
 // others are replayed as always.
 func serve(t *testing.T, name string, recordable bool, settings model.Settings) (*anthropicmodel.Model, func() []wirefixture.Captured) {
 	t.Helper()
+	return serveConfig(t, name, recordable, anthropicmodel.Config{Settings: settings})
+}
+
+// serveConfig is serve for a model block with more than settings (reasoning, cache).
+func serveConfig(t *testing.T, name string, recordable bool, cfg anthropicmodel.Config) (*anthropicmodel.Model, func() []wirefixture.Captured) {
+	t.Helper()
 	key := "test-key"
 	var srv *wirefixture.Server
 	if !recordable {
@@ -56,7 +65,8 @@ func serve(t *testing.T, name string, recordable bool, settings model.Settings) 
 		key = modeltest.APIKey(t, "ANTHROPIC_API_KEY")
 		srv = wirefixture.Serve(t, name, "https://api.anthropic.com")
 	}
-	m, err := anthropicmodel.New(anthropicmodel.Config{Provider: "anthropic", Model: testModel, BaseURL: srv.URL, APIKey: key, Settings: settings}, "")
+	cfg.Provider, cfg.Model, cfg.BaseURL, cfg.APIKey = "anthropic", testModel, srv.URL, key
+	m, err := anthropicmodel.New(cfg, "")
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -405,7 +415,8 @@ func TestMessageEdgeCases(t *testing.T) {
 		t.Errorf("max_tokens = %d, want the default %d", body.MaxTokens, anthropicmodel.DefaultMaxTokens)
 	}
 	// Empty text is dropped (Anthropic rejects empty text blocks), so is a message left empty;
-	// consecutive user messages form one turn; a result without output has no content.
+	// consecutive user messages form one turn; a result without output has no content; the
+	// conversation's last block carries the cache breakpoint.
 	want := modeltest.Decode(t, `[
 		{"role":"user","content":[{"type":"text","text":"Hello, "},{"type":"text","text":"world"},{"type":"text","text":"and again"}]},
 		{"role":"assistant","content":[
@@ -413,7 +424,7 @@ func TestMessageEdgeCases(t *testing.T) {
 			{"type":"tool_use","id":"b","name":"current_time","input":{}}]},
 		{"role":"user","content":[
 			{"type":"tool_result","tool_use_id":"a","content":[{"type":"text","text":"{\"error\":\"arguments are not JSON\"}"}],"is_error":true},
-			{"type":"tool_result","tool_use_id":"b"}]}
+			{"type":"tool_result","tool_use_id":"b","cache_control":{"type":"ephemeral"}}]}
 	]`)
 	if diff := cmp.Diff(want, body.Messages); diff != "" {
 		t.Errorf("messages (-want +got):\n%s", diff)
