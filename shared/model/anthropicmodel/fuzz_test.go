@@ -14,7 +14,7 @@ import (
 // well-formed events or a provider error, and never panics.
 func FuzzStream(f *testing.F) {
 	modeltest.FuzzStream(f, modeltest.Stream{
-		Fixtures: []string{"text.json", "tool_calls.json", "tool_results.json", "overloaded.json"},
+		Fixtures: []string{"text.json", "tool_calls.json", "tool_results.json", "overloaded.json", "reasoning.json", "reasoning_tools.json"},
 		Seeds: []string{
 			"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":3}}}\n\n" +
 				"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"\",\"name\":\"weather\",\"input\":{}}}\n\n" +

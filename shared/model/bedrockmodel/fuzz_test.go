@@ -18,7 +18,7 @@ import (
 // fuzzed is the answer of a ConverseStream call, for the fuzz targets: the adapter must
 // yield well-formed events or a provider error, and never panic.
 var fuzzed = modeltest.Stream{
-	Fixtures:    []string{"text.json", "tool_calls.json", "conversation.json", "stream_model_error.json"},
+	Fixtures:    []string{"text.json", "tool_calls.json", "conversation.json", "stream_model_error.json", "reasoning.json", "reasoning_tools.json"},
 	Seeds:       []string{"\x00\x00\x00\x10\x00\x00\x00\x00"},
 	ContentType: "application/vnd.amazon.eventstream",
 	New: func(ctx context.Context, transport *http.Transport) (agent.Model, error) {

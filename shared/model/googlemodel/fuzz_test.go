@@ -14,7 +14,7 @@ import (
 // call: it yields well-formed events or a provider error, and never panics.
 func FuzzStream(f *testing.F) {
 	modeltest.FuzzStream(f, modeltest.Stream{
-		Fixtures: []string{"text.json", "tool_calls.json", "conversation.json", "google_search.json"},
+		Fixtures: []string{"text.json", "tool_calls.json", "conversation.json", "google_search.json", "reasoning.json", "reasoning_tools.json"},
 		Seeds: []string{
 			"data: {\"candidates\":[{\"content\":{\"parts\":[{\"functionCall\":{\"id\":\"c1\",\"name\":\"weather\",\"args\":{\"city\":\"Oslo\"}}},{\"text\":\"ok\"}],\"role\":\"model\"},\"finishReason\":\"STOP\"}]}\n\n",
 			"data: {\"candidates\":[{\"groundingMetadata\":{\"groundingChunks\":[{\"web\":{\"uri\":\"https://example.com\",\"title\":\"Example\"}},{\"web\":{\"uri\":\"\"}}]}}]}\n\n",
