@@ -5,6 +5,8 @@ package openaimodel
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +14,7 @@ import (
 	"github.com/agentharness/harness/shared/wire/egress"
 	"iter"
 	"net/http"
+	"net/url"
 	"slices"
 	"sort"
 	"strings"
@@ -29,11 +32,18 @@ type Config = modelblock.Hosted
 // DefaultBaseURL is where calls go when the config names no baseURL.
 const DefaultBaseURL = "https://api.openai.com/v1/"
 
+// provider names this adapter in reasoning events and errors.
+const provider = "openai"
+
 // Model calls one OpenAI-compatible chat model.
 type Model struct {
-	chat     openai.ChatCompletionService
-	name     string
-	settings model.Settings
+	chat      openai.ChatCompletionService
+	name      string
+	settings  model.Settings
+	reasoning *model.Reasoning
+	// cacheKey: the calls go to OpenAI's own API with caching left on, so a request's CacheKey
+	// is sent as a prompt_cache_key.
+	cacheKey bool
 }
 
 // New returns a model for cfg. The API key falls back to envKey when the config names none;
@@ -72,7 +82,24 @@ func New(cfg Config, envKey string) (*Model, error) {
 			return retryafter.WithinDeadline(req, next)
 		}),
 	)
-	return &Model{chat: chat, name: cfg.Model, settings: cfg.Settings}, nil
+	return &Model{
+		chat: chat, name: cfg.Model, settings: cfg.Settings, reasoning: cfg.Reasoning,
+		cacheKey: (cfg.Cache == nil || *cfg.Cache) && isOpenAI(base),
+	}, nil
+}
+
+// isOpenAI reports whether base is OpenAI's own API. prompt_cache_key is OpenAI's field: other
+// servers that speak Chat Completions may refuse a request that carries it.
+func isOpenAI(base string) bool {
+	u, err := url.Parse(base)
+	return err == nil && strings.EqualFold(u.Hostname(), "api.openai.com")
+}
+
+// promptCacheKey is the prompt_cache_key for a request's CacheKey: a hash, so that the agent's
+// name never leaves the harness; 128 bits of it keep agents apart.
+func promptCacheKey(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:16])
 }
 
 // Stream runs one streaming Chat Completions call.
@@ -90,14 +117,37 @@ func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.
 		ids := map[string]bool{}
 		finish := model.FinishReason("")
 		var usage model.Usage
+		// reasoning: a piece of reasoning is streaming, which the next text, tool call or the
+		// end of the answer closes.
+		reasoning := false
+		endReasoning := func() bool {
+			if !reasoning {
+				return true
+			}
+			reasoning = false
+			return yield(model.Event{Type: model.EventReasoningEnd, Provider: provider}, nil)
+		}
 		for stream.Next() {
 			chunk := stream.Current()
 			if chunk.Usage.PromptTokens > 0 || chunk.Usage.CompletionTokens > 0 {
 				// prompt_tokens counts the cached ones too; OpenAI's cache writes cost nothing.
+				// completion_tokens counts the reasoning ones too.
 				u := chunk.Usage
-				usage = model.Cached(int(u.PromptTokens), int(u.CompletionTokens), int(u.PromptTokensDetails.CachedTokens), 0)
+				usage = model.Cached(int(u.PromptTokens), int(u.CompletionTokens), int(u.PromptTokensDetails.CachedTokens), 0).
+					WithReasoning(int(u.CompletionTokensDetails.ReasoningTokens))
 			}
 			for _, choice := range chunk.Choices {
+				if text := reasoningText(choice.Delta); text != "" {
+					reasoning = true
+					if !yield(model.Event{Type: model.EventReasoningDelta, Text: text}, nil) {
+						return
+					}
+				}
+				if choice.Delta.Content != "" || len(choice.Delta.ToolCalls) > 0 {
+					if !endReasoning() {
+						return
+					}
+				}
 				if choice.Delta.Content != "" {
 					if !yield(model.Event{Type: model.EventTextDelta, Text: choice.Delta.Content}, nil) {
 						return
@@ -132,6 +182,9 @@ func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.
 			yield(model.Event{}, providerError(err))
 			return
 		}
+		if !endReasoning() {
+			return
+		}
 		ordered := make([]*pendingCall, 0, len(calls))
 		for _, c := range calls {
 			ordered = append(ordered, c)
@@ -151,6 +204,20 @@ func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.
 		}
 		yield(model.Event{Type: model.EventFinish, Finish: finish, Usage: usage}, nil)
 	}
+}
+
+// reasoningText is the reasoning a chunk's delta carries. OpenAI's own API streams none (its
+// reasoning stays hidden); servers that speak Chat Completions send it beside content, as
+// reasoning_content (DeepSeek's reasoning model docs; vLLM, Qwen) or as reasoning (OpenRouter,
+// Ollama). A server that sends both sends the same text twice: reasoning_content is taken.
+func reasoningText(delta openai.ChatCompletionChunkChoiceDelta) string {
+	for _, name := range []string{"reasoning_content", "reasoning"} {
+		var text string
+		if f, ok := delta.JSON.ExtraFields[name]; ok && json.Unmarshal([]byte(f.Raw()), &text) == nil && text != "" {
+			return text
+		}
+	}
+	return ""
 }
 
 type pendingCall struct {
@@ -186,7 +253,17 @@ func (m *Model) params(req *model.Request) (openai.ChatCompletionNewParams, erro
 		p.TopP = openai.Float(*s.TopP)
 	}
 	if s := m.settings; s.MaxTokens != nil {
+		// max_completion_tokens, not max_tokens: reasoning models take only it, and it bounds
+		// their reasoning tokens too (OpenAI's reasoning models docs).
 		p.MaxCompletionTokens = openai.Int(*s.MaxTokens)
+	}
+	if m.reasoning != nil {
+		p.ReasoningEffort = shared.ReasoningEffort(m.reasoning.Level())
+	}
+	if m.cacheKey && req.CacheKey != "" {
+		// OpenAI caches prompts by itself; the key routes an agent's calls to the same cache
+		// (OpenAI's prompt caching docs).
+		p.PromptCacheKey = openai.String(promptCacheKey(req.CacheKey))
 	}
 	if req.System != "" {
 		p.Messages = append(p.Messages, openai.SystemMessage(req.System))
@@ -247,6 +324,9 @@ func messages(msg model.Message) ([]openai.ChatCompletionMessageParamUnion, erro
 		}
 		return []openai.ChatCompletionMessageParamUnion{openai.UserMessage(parts)}, nil
 	case model.RoleAssistant:
+		// Reasoning parts are never sent back, whoever wrote them: OpenAI keeps its reasoning
+		// hidden, and DeepSeek's reasoning model docs refuse reasoning_content in input messages.
+		// Only text and tool calls are.
 		a := openai.ChatCompletionAssistantMessageParam{}
 		if text := msg.Text(); text != "" {
 			a.Content.OfString = openai.String(text)
@@ -278,7 +358,7 @@ func messages(msg model.Message) ([]openai.ChatCompletionMessageParamUnion, erro
 
 // providerError keeps the status and request id of an API error for the client and the log.
 func providerError(err error) error {
-	pe := &model.ProviderError{Provider: "openai", Err: err}
+	pe := &model.ProviderError{Provider: provider, Err: err}
 	var apiErr *openai.Error
 	if errors.As(err, &apiErr) {
 		pe.Status = apiErr.StatusCode

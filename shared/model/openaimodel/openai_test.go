@@ -75,6 +75,12 @@ func serve(t *testing.T, name string, recordable bool, settings model.Settings) 
 // for usage.
 func checkSent(t *testing.T, reqs []wirefixture.Captured, want int) {
 	t.Helper()
+	checkSentTo(t, reqs, want, testModel)
+}
+
+// checkSentTo is checkSent of requests for the model named modelName.
+func checkSentTo(t *testing.T, reqs []wirefixture.Captured, want int, modelName string) {
+	t.Helper()
 	if len(reqs) != want {
 		t.Fatalf("server saw %d requests, want %d", len(reqs), want)
 	}
@@ -95,8 +101,8 @@ func checkSent(t *testing.T, reqs []wirefixture.Captured, want int) {
 		if err := json.Unmarshal(r.Body, &body); err != nil {
 			t.Fatalf("request %d: decoding the body: %v", i, err)
 		}
-		if body.Model != testModel || !body.Stream || !body.StreamOptions.IncludeUsage {
-			t.Errorf("request %d: model %q stream %v include_usage %v; want %s, streamed, with usage", i, body.Model, body.Stream, body.StreamOptions.IncludeUsage, testModel)
+		if body.Model != modelName || !body.Stream || !body.StreamOptions.IncludeUsage {
+			t.Errorf("request %d: model %q stream %v include_usage %v; want %s, streamed, with usage", i, body.Model, body.Stream, body.StreamOptions.IncludeUsage, modelName)
 		}
 	}
 }
