@@ -161,7 +161,7 @@ func checkOne(block json.RawMessage) (agentconfig.Model, error) {
 		if err := checkURL("model.baseURL", cfg.BaseURL); err != nil {
 			return info, err
 		}
-		if err := checkReasoning(name, cfg.Reasoning, cfg.Settings); err != nil {
+		if err := checkReasoning(name, cfg.BaseURL, cfg.Reasoning, cfg.Settings); err != nil {
 			return info, err
 		}
 		if name == "google" {
@@ -173,7 +173,7 @@ func checkOne(block json.RawMessage) (agentconfig.Model, error) {
 			return info, err
 		}
 		modelID = cfg.Model
-		if err := checkReasoning(name, cfg.Reasoning, cfg.Settings); err != nil {
+		if err := checkReasoning(name, "", cfg.Reasoning, cfg.Settings); err != nil {
 			return info, err
 		}
 		if cfg.Reasoning != nil && !BedrockReasons(cfg.Model) {
@@ -192,8 +192,9 @@ func checkOne(block json.RawMessage) (agentconfig.Model, error) {
 // checkReasoning checks a block's reasoning: one of an effort (low, medium, high) and a budget
 // of at least model.MinReasoningBudget tokens. With Claude's extended thinking (anthropic, and
 // Claude on bedrock) the answer's maxTokens must exceed the budget, and temperature may not be
-// set nor topP below 0.95 (Anthropic's extended thinking docs).
-func checkReasoning(provider string, r *model.Reasoning, s model.Settings) error {
+// set nor topP below 0.95 (Anthropic's extended thinking docs). OpenAI's own reasoning models
+// take neither temperature nor topP (OpenAI's reasoning models docs); another server's may.
+func checkReasoning(provider, baseURL string, r *model.Reasoning, s model.Settings) error {
 	if r == nil {
 		return nil
 	}
@@ -209,6 +210,18 @@ func checkReasoning(provider string, r *model.Reasoning, s model.Settings) error
 		return fail(".effort", fmt.Sprintf("%q is not one of low, medium, high", r.Effort))
 	case r.Effort == "" && r.BudgetTokens < model.MinReasoningBudget:
 		return fail(".budgetTokens", fmt.Sprintf("must be at least %d", model.MinReasoningBudget))
+	}
+	if provider == "openai" && baseURL == "" {
+		field := ""
+		if s.TopP != nil {
+			field = "topP"
+		}
+		if s.Temperature != nil {
+			field = "temperature"
+		}
+		if field != "" {
+			return &agentconfig.FieldError{Field: "model.settings." + field, Problem: "cannot be set with reasoning: OpenAI's reasoning models take none"}
+		}
 	}
 	if provider != "anthropic" && provider != "bedrock" {
 		return nil

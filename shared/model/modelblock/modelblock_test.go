@@ -52,6 +52,16 @@ func TestCheckValid(t *testing.T) {
 			want:  checked{Provider: "openai", Secrets: []string{"apiKey"}},
 		},
 		{
+			name:  "reasoning and cache",
+			block: `{"provider":"anthropic","model":"claude-sonnet-4-5","reasoning":{"budgetTokens":2048},"cache":false,"settings":{"maxTokens":4096,"topP":0.95}}`,
+			want:  checked{Provider: "anthropic"},
+		},
+		{
+			name:  "reasoning with temperature on another OpenAI-compatible server",
+			block: `{"provider":"openai","model":"deepseek-reasoner","baseURL":"https://api.deepseek.com","reasoning":{"effort":"high"},"settings":{"temperature":0.6}}`,
+			want:  checked{Provider: "openai"},
+		},
+		{
 			name:  "anthropic with the service key",
 			block: `{"provider":"anthropic","model":"claude-sonnet-4-5"}`,
 			want:  checked{Provider: "anthropic"},
@@ -146,6 +156,17 @@ func TestCheckInvalid(t *testing.T) {
 		{name: "a fallback without a model", block: `{"provider":"openai","model":"m","fallbacks":[{"provider":"anthropic"}]}`, wantField: "model.fallbacks[0].model"},
 		{name: "a fallback's unknown field", block: `{"provider":"openai","model":"m","fallbacks":[{"provider":"google","model":"g"},{"provider":"anthropic","model":"a","temprature":1}]}`, wantField: "model.fallbacks[1].temprature"},
 		{name: "a fallback's fallbacks", block: `{"provider":"openai","model":"m","fallbacks":[{"provider":"anthropic","model":"a","fallbacks":[]}]}`, wantField: "model.fallbacks[0].fallbacks"},
+		{name: "reasoning with neither", block: `{"provider":"anthropic","model":"a","reasoning":{}}`, wantField: "model.reasoning"},
+		{name: "reasoning with both", block: `{"provider":"google","model":"g","reasoning":{"effort":"low","budgetTokens":2048}}`, wantField: "model.reasoning"},
+		{name: "reasoning effort unknown", block: `{"provider":"openai","model":"o4-mini","reasoning":{"effort":"max"}}`, wantField: "model.reasoning.effort"},
+		{name: "reasoning budget too small", block: `{"provider":"google","model":"g","reasoning":{"budgetTokens":512}}`, wantField: "model.reasoning.budgetTokens"},
+		{name: "reasoning field unknown", block: `{"provider":"google","model":"g","reasoning":{"level":"low"}}`, wantField: "model.reasoning.level"},
+		{name: "claude thinking with temperature", block: `{"provider":"anthropic","model":"a","reasoning":{"effort":"low"},"settings":{"temperature":0.5}}`, wantField: "model.settings.temperature"},
+		{name: "claude thinking with a low topP", block: `{"provider":"anthropic","model":"a","reasoning":{"effort":"low"},"settings":{"topP":0.9}}`, wantField: "model.settings.topP"},
+		{name: "claude thinking over maxTokens", block: `{"provider":"bedrock","model":"us.anthropic.claude-sonnet-4-20250514-v1:0","reasoning":{"effort":"medium"},"settings":{"maxTokens":8192}}`, wantField: "model.settings.maxTokens"},
+		{name: "bedrock reasoning on a model without it", block: `{"provider":"bedrock","model":"us.amazon.nova-lite-v1:0","reasoning":{"effort":"low"}}`, wantField: "model.reasoning"},
+		{name: "openai reasoning with temperature", block: `{"provider":"openai","model":"o4-mini","reasoning":{"effort":"low"},"settings":{"temperature":0.2,"topP":0.5}}`, wantField: "model.settings.temperature"},
+		{name: "cache not a boolean", block: `{"provider":"anthropic","model":"a","cache":"no"}`, wantField: "model.cache"},
 		{name: "too many fallbacks", block: `{"provider":"openai","model":"m","fallbacks":[{"provider":"openai","model":"a"},{"provider":"openai","model":"b"},{"provider":"openai","model":"c"},{"provider":"openai","model":"d"}]}`, wantField: "model.fallbacks"},
 	}
 	for _, p := range []string{"openai", "anthropic", "google", "bedrock"} {

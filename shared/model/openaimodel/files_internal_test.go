@@ -10,7 +10,7 @@ import (
 // A user message's files go to OpenAI as an image part and a file part, each after its note;
 // a file it takes in neither form is its note alone.
 func TestFilePartsAreSent(t *testing.T) {
-	msgs, err := messages(modeltest.FileParts())
+	msgs, err := messages(modeltest.FileParts(), false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,6 +44,9 @@ type Model struct {
 	// cacheKey: the calls go to OpenAI's own API with caching left on, so a request's CacheKey
 	// is sent as a prompt_cache_key.
 	cacheKey bool
+	// compatible: the calls go to another server than OpenAI's, which may stream reasoning and
+	// want it back.
+	compatible bool
 }
 
 // New returns a model for cfg. The API key falls back to envKey when the config names none;
@@ -84,7 +87,7 @@ func New(cfg Config, envKey string) (*Model, error) {
 	)
 	return &Model{
 		chat: chat, name: cfg.Model, settings: cfg.Settings, reasoning: cfg.Reasoning,
-		cacheKey: (cfg.Cache == nil || *cfg.Cache) && isOpenAI(base),
+		cacheKey: (cfg.Cache == nil || *cfg.Cache) && isOpenAI(base), compatible: !isOpenAI(base),
 	}, nil
 }
 
@@ -269,7 +272,7 @@ func (m *Model) params(req *model.Request) (openai.ChatCompletionNewParams, erro
 		p.Messages = append(p.Messages, openai.SystemMessage(req.System))
 	}
 	for _, msg := range req.Messages {
-		converted, err := messages(msg)
+		converted, err := messages(msg, m.compatible)
 		if err != nil {
 			return p, err
 		}
@@ -301,7 +304,9 @@ func (m *Model) params(req *model.Request) (openai.ChatCompletionNewParams, erro
 }
 
 // messages converts one stored message; a tool message becomes one OpenAI message per result.
-func messages(msg model.Message) ([]openai.ChatCompletionMessageParamUnion, error) {
+// For a compatible server, an assistant message that made tool calls carries the reasoning that
+// server streamed with them (see below).
+func messages(msg model.Message, compatible bool) ([]openai.ChatCompletionMessageParamUnion, error) {
 	switch msg.Role {
 	case model.RoleUser:
 		if !slices.ContainsFunc(msg.Parts, func(p model.Part) bool { return p.Type == model.PartFile }) {
@@ -324,9 +329,10 @@ func messages(msg model.Message) ([]openai.ChatCompletionMessageParamUnion, erro
 		}
 		return []openai.ChatCompletionMessageParamUnion{openai.UserMessage(parts)}, nil
 	case model.RoleAssistant:
-		// Reasoning parts are never sent back, whoever wrote them: OpenAI keeps its reasoning
-		// hidden, and DeepSeek's reasoning model docs refuse reasoning_content in input messages.
-		// Only text and tool calls are.
+		// OpenAI keeps its reasoning hidden, and takes none back. A compatible server's reasoning
+		// goes back only on a message that made tool calls: DeepSeek's thinking mode guide
+		// refuses the next request of a tool loop without it, while its reasoning model docs
+		// refuse reasoning_content on a plain answer.
 		a := openai.ChatCompletionAssistantMessageParam{}
 		if text := msg.Text(); text != "" {
 			a.Content.OfString = openai.String(text)
@@ -341,6 +347,17 @@ func messages(msg model.Message) ([]openai.ChatCompletionMessageParamUnion, erro
 					Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: p.ToolName, Arguments: string(p.Input)},
 				},
 			})
+		}
+		if compatible && len(a.ToolCalls) > 0 {
+			var reasoning strings.Builder
+			for _, p := range msg.Parts {
+				if p.Type == model.PartReasoning && p.SentTo(provider) {
+					reasoning.WriteString(p.Text)
+				}
+			}
+			if reasoning.Len() > 0 {
+				a.SetExtraFields(map[string]any{"reasoning_content": reasoning.String()})
+			}
 		}
 		return []openai.ChatCompletionMessageParamUnion{{OfAssistant: &a}}, nil
 	case model.RoleTool:

@@ -4,11 +4,14 @@
 // completion_tokens_details. reasoning_content.json and reasoning_history.json follow DeepSeek's
 // reasoning model docs (deepseek-reasoner through its OpenAI-compatible base URL): the
 // reasoning streamed as delta.reasoning_content beside a null content, then the answer as
-// content, and the next round's request without the reasoning.
+// content, and the next round's request without the reasoning of a plain answer.
 package openaimodel_test
 
 import (
+	"context"
 	"encoding/json"
+	"net"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -124,8 +127,9 @@ func TestReasoningContentStream(t *testing.T) {
 	checkSentTo(t, srv.Requests(), 1, "deepseek-reasoner")
 }
 
-// No reasoning part of the history is sent back, whoever wrote it: not this adapter's own
-// (DeepSeek's reasoning model docs refuse reasoning_content in input messages), nor those of
+// No reasoning part of a history without tool calls of this adapter's is sent back: not this
+// adapter's own on a plain answer (DeepSeek's reasoning model docs refuse reasoning_content
+// there), nor those of
 // fallbacks of other providers, with their signatures and redacted reasoning, nor a Gemini
 // thought signature on a tool call. The fixture pins the request: text and tool calls only.
 func TestReasoningHistoryIsNotSent(t *testing.T) {
@@ -241,5 +245,66 @@ func TestReasoningField(t *testing.T) {
 				t.Errorf("events (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// A compatible server's reasoning goes back on the message that made tool calls with it, as
+// reasoning_content (DeepSeek's thinking mode guide refuses the next request of a tool loop
+// without it); not on a plain answer, not another provider's, and never to OpenAI's own API.
+func TestReasoningContentGoesBackWithToolCalls(t *testing.T) {
+	history := []model.Message{
+		modeltest.User("What's the weather in Oslo?"),
+		{Role: model.RoleAssistant, Parts: []model.Part{
+			{Type: model.PartReasoning, Text: "Look the weather up.", Provider: "openai"},
+			{Type: model.PartReasoning, Text: "Claude's own thought.", Signature: "sig", Provider: "anthropic"},
+			{Type: model.PartToolCall, ToolCallID: "call_1", ToolName: "weather", Input: json.RawMessage(`{"city":"Oslo"}`)},
+		}},
+		{Role: model.RoleTool, Parts: []model.Part{{Type: model.PartToolResult, ToolCallID: "call_1", ToolName: "weather", Output: json.RawMessage(`"rain"`)}}},
+		{Role: model.RoleAssistant, Parts: []model.Part{
+			{Type: model.PartReasoning, Text: "Say it rains.", Provider: "openai"},
+			{Type: model.PartText, Text: "Rain."},
+		}},
+		modeltest.User("And tomorrow?"),
+	}
+	sent := func(t *testing.T, cfg openaimodel.Config, dial bool) []map[string]any {
+		t.Helper()
+		mock := mockopenai.New(nil)
+		srv := httptest.NewServer(mock)
+		defer srv.Close()
+		cfg.Provider, cfg.Model, cfg.APIKey = "openai", "deepseek-chat", "test-key"
+		if dial {
+			cfg.Transport = &http.Transport{DialTLSContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				return (&net.Dialer{}).DialContext(ctx, "tcp", strings.TrimPrefix(srv.URL, "http://"))
+			}}
+		} else {
+			cfg.BaseURL = srv.URL + "/v1"
+		}
+		m, err := openaimodel.New(cfg, "")
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		if _, err := modeltest.Collect(t.Context(), m, &model.Request{Messages: history, Tools: []model.ToolSpec{weatherSpec}}); err != nil {
+			t.Fatalf("Stream: %v", err)
+		}
+		var body struct {
+			Messages []map[string]any `json:"messages"`
+		}
+		if err := json.Unmarshal(mock.Requests()[0].Body, &body); err != nil {
+			t.Fatal(err)
+		}
+		return body.Messages
+	}
+
+	msgs := sent(t, openaimodel.Config{}, false)
+	if got := msgs[1]["reasoning_content"]; got != "Look the weather up." {
+		t.Errorf("the tool call's message carries reasoning_content %v, want its own reasoning alone: %v", got, msgs[1])
+	}
+	if _, ok := msgs[3]["reasoning_content"]; ok {
+		t.Errorf("the plain answer carries reasoning_content: %v", msgs[3])
+	}
+	for i, m := range sent(t, openaimodel.Config{}, true) {
+		if _, ok := m["reasoning_content"]; ok {
+			t.Errorf("message %d to OpenAI's own API carries reasoning_content: %v", i, m)
+		}
 	}
 }
