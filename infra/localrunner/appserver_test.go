@@ -22,6 +22,8 @@ import (
 // The agents of the conformance suite, by the names infra/node/appserver-conformance.mjs knows
 // them by. Each scripted model plays its script from every new user message.
 var conformanceAgents = map[string]string{
+	// o: reasons before it answers.
+	"thinker": `{"name":"thinker","model":{"provider":"scripted","script":[{"reasoning":"Greet them briefly.","text":"Hello."}]}}`,
 	// m: the subagent the delegator calls (the delegator is created after, naming its id).
 	"delegatee": `{"name":"delegatee","model":{"provider":"scripted","script":[{"text":"All systems normal."}]}}`,
 	// b: calls the controller's lookup_ticket, then answers with what it returned.
@@ -152,7 +154,7 @@ type conformanceSummary struct {
 	}
 	Models struct {
 		List, Update, Toolset, ToolsetRefused asFrame
-		Before, After                         asTurn
+		Before, After, Thought                asTurn
 	}
 }
 
@@ -830,8 +832,8 @@ func TestAppServerConformance(t *testing.T) {
 	}
 
 	// o. The models: list_models lists the catalogue, the scripted model available without a
-	// key; update_model switches the runtime's agent to gpt-4.1-mini, keeping its endpoint and
-	// key, and the next turn runs on it; update_toolset takes auto and refuses codex.
+	// key; update_model switches the runtime's agent to gpt-4.1-mini with high reasoning effort,
+	// keeping its endpoint and key, and the next turn runs on it; update_toolset takes auto and refuses codex.
 	m := got.Models
 	handles := map[string]asFrame{}
 	entries, _ := m.List["entries"].([]any)
@@ -854,8 +856,15 @@ func TestAppServerConformance(t *testing.T) {
 		t.Errorf("models: the turn after update_model said %q, want gpt-4.1-mini's answer", text)
 	}
 	res = call(t, srv, http.MethodGet, "/accounts/me/agents/"+ids["switcher"], secret, "")
-	if model, _ := res.json(t)["config"].(map[string]any)["model"].(map[string]any); model["model"] != "gpt-4.1-mini" || model["baseURL"] != mock.URL+"/v1" {
-		t.Errorf("models: the switcher's stored model block is %v, want gpt-4.1-mini on the same endpoint", model)
+	if model, _ := res.json(t)["config"].(map[string]any)["model"].(map[string]any); model["model"] != "gpt-4.1-mini" || model["baseURL"] != mock.URL+"/v1" ||
+		asStr(model, "reasoning", "effort") != "high" {
+		t.Errorf("models: the switcher's stored model block is %v, want gpt-4.1-mini on the same endpoint, reasoning with high effort", model)
+	}
+	reasoning, answers := asDeltas(m.Thought.Frames, "reasoning_message"), asDeltas(m.Thought.Frames, "assistant_message")
+	if len(reasoning) != 1 || asStr(reasoning[0], "reasoning") != "Greet them briefly." || asStr(reasoning[0], "source") != "reasoner_model" || asText(m.Thought.Frames) != "Hello." ||
+		len(answers) == 0 || slices.IndexFunc(m.Thought.Frames, func(f asFrame) bool { return asStr(f, "delta", "message_type") == "reasoning_message" }) >
+			slices.IndexFunc(m.Thought.Frames, func(f asFrame) bool { return asStr(f, "delta", "message_type") == "assistant_message" }) {
+		t.Errorf("models: the thinker's turn streamed reasoning %v and text %q, want one reasoning_message before the answer", reasoning, asText(m.Thought.Frames))
 	}
 	if r := m.Toolset; r["success"] != true || r["current_toolset"] != "default" || r["current_toolset_preference"] != "auto" {
 		t.Errorf("models: update_toolset auto answered %v, want the default toolset", r)

@@ -34,7 +34,9 @@
 //   models        o. list_models, update_model and update_toolset, which the client sends with
 //                 request(): the switcher (an OpenAI-compatible model, "mock-a", that answers
 //                 with its model's name) answers a turn, switches to openai/gpt-4.1-mini and
-//                 answers the next on it; update_toolset takes "auto" and refuses "codex".
+//                 answers the next on it (with reasoning_effort high); update_toolset takes
+//                 "auto" and refuses "codex"; the thinker's turn streams its reasoning as a
+//                 reasoning_message before its answer.
 //
 // Usage: node appserver-conformance.mjs <baseUrl> <accountSecret> <agentsJSON>   (Node 22)
 // agentsJSON names the agents the caller created:
@@ -547,13 +549,16 @@ async function main() {
     const c = ctl.client;
     const list = await step('list_models', answer(c, 'list_models', {}));
     const before = await ask(ctl, st.runtime, 'Which model answers?');
-    const update = await step('update_model', answer(c, 'update_model', { runtime: st.runtime, payload: { model_handle: 'openai/gpt-4.1-mini' } }));
+    const update = await step('update_model', answer(c, 'update_model', { runtime: st.runtime, payload: { model_handle: 'openai/gpt-4.1-mini', reasoning_effort: 'high' } }));
     const after = await ask(ctl, st.runtime, 'And now?');
+    const thinker = await start(ctl, agents.thinker);
+    const thought = await ask(ctl, thinker.runtime, 'Hi');
     summary.models = {
       list,
       before,
       update,
       after,
+      thought,
       toolset: await step('update_toolset auto', answer(c, 'update_toolset', { runtime: st.runtime, toolset_preference: 'auto' })),
       toolsetRefused: await step('update_toolset codex', answer(c, 'update_toolset', { runtime: st.runtime, toolset_preference: 'codex' })),
     };

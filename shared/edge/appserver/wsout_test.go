@@ -43,7 +43,7 @@ func (p *recordingPoster) Disconnect(context.Context, string) error {
 }
 
 // deltas returns the message types of the stream deltas posted so far and the content of
-// each assistant_message.
+// each assistant_message and reasoning_message (prefixed "reasoning: ").
 func (p *recordingPoster) deltas() (kinds, texts []string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -54,8 +54,11 @@ func (p *recordingPoster) deltas() (kinds, texts []string) {
 		}
 		kind, _ := d["message_type"].(string)
 		kinds = append(kinds, kind)
-		if kind == "assistant_message" {
+		switch kind {
+		case "assistant_message":
 			texts = append(texts, d["content"].(string))
+		case "reasoning_message":
+			texts = append(texts, "reasoning: "+d["reasoning"].(string))
 		}
 	}
 	return kinds, texts
@@ -131,6 +134,23 @@ func TestWebSocketTextIsCoalesced(t *testing.T) {
 		}
 		if kinds[len(kinds)-1] != "stop_reason" {
 			t.Errorf("frames %v, want the text before the stop_reason", kinds)
+		}
+	})
+	t.Run("reasoning is coalesced apart from the answer, as reasoning messages", func(t *testing.T) {
+		out, p := newOut(t, time.Minute)
+		for _, d := range []string{"Check", " the", " clock."} {
+			out.Event(ctx, turn.Event{Kind: turn.Loop, Loop: agent.Event{Type: agent.ReasoningDelta, ID: "reasoning-1-1", Text: d}})
+		}
+		out.Event(ctx, textDelta("text-1-2", "It is noon."))
+		out.End(ctx)
+		kinds, texts := p.deltas()
+		if strings.Join(kinds[:2], ",") != "reasoning_message,assistant_message" || strings.Join(texts, "|") != "reasoning: Check the clock.|It is noon." {
+			t.Errorf("frames %v with texts %q, want one reasoning_message, then the answer", kinds, texts)
+		}
+		for _, f := range p.frames {
+			if d, _ := f["delta"].(map[string]any); d != nil && d["message_type"] == "reasoning_message" && d["source"] != "reasoner_model" {
+				t.Errorf("reasoning_message %v, want source reasoner_model", d)
+			}
 		}
 	})
 	t.Run("the end of the invocation sends what is queued", func(t *testing.T) {
