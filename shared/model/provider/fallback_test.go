@@ -104,3 +104,41 @@ func TestAStartedStepDoesNotFallBack(t *testing.T) {
 		t.Errorf("a step cut mid-stream: %q, %v; want its part and its failure, no fallback", got, err)
 	}
 }
+
+// Each provider's overload, answered the way its documentation shows it (after the adapter's
+// own retries), sends the step to the fallback: Anthropic's 529 overloaded_error, Google's 503
+// UNAVAILABLE, Bedrock's 429 ThrottlingException, OpenAI's 429 rate limit. A failure of any
+// other kind (a refused connection) would not fall back.
+func TestFallbacksOnEveryProvider(t *testing.T) {
+	overloaded := func(status int, header, body string) string {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			if header != "" {
+				w.Header().Set("X-Amzn-ErrorType", header)
+			}
+			w.WriteHeader(status)
+			fmt.Fprint(w, body)
+		}))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	scripted := `{"provider":"scripted","script":[{"text":"from the fallback"}]}`
+	anthropic := overloaded(529, "", `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`)
+	google := overloaded(503, "", `{"error":{"code":503,"message":"The model is overloaded. Please try again later.","status":"UNAVAILABLE"}}`)
+	openai := overloaded(429, "", `{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}`)
+	bedrock := overloaded(429, "ThrottlingException", `{"message":"Too many requests, please wait before trying again."}`)
+	t.Setenv("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", bedrock)
+	t.Setenv("AWS_ACCESS_KEY_ID", "test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+	t.Setenv("AWS_REGION", "us-east-1")
+	for name, block := range map[string]string{
+		"anthropic": `{"provider":"anthropic","model":"claude-haiku-4-5","baseURL":"` + anthropic + `","apiKey":"k","fallbacks":[` + scripted + `]}`,
+		"google":    `{"provider":"google","model":"gemini-2.5-flash","baseURL":"` + google + `","apiKey":"k","fallbacks":[` + scripted + `]}`,
+		"openai":    `{"provider":"openai","model":"gpt-4.1-mini","baseURL":"` + openai + `","apiKey":"k","fallbacks":[` + scripted + `]}`,
+		"bedrock":   `{"provider":"bedrock","model":"us.amazon.nova-lite-v1:0","fallbacks":[` + scripted + `]}`,
+	} {
+		if got, err := collect(t, block); err != nil || got != "model:scripted|from the fallback" {
+			t.Errorf("%s overloaded: streamed %q, %v; want the fallback's answer, named", name, got, err)
+		}
+	}
+}
