@@ -863,7 +863,7 @@ func TestAppServerConformance(t *testing.T) {
 	reasoning, answers := asDeltas(m.Thought.Frames, "reasoning_message"), asDeltas(m.Thought.Frames, "assistant_message")
 	if len(reasoning) != 1 || asStr(reasoning[0], "reasoning") != "Greet them briefly." || asStr(reasoning[0], "source") != "reasoner_model" || asText(m.Thought.Frames) != "Hello." ||
 		len(answers) == 0 || slices.IndexFunc(m.Thought.Frames, func(f asFrame) bool { return asStr(f, "delta", "message_type") == "reasoning_message" }) >
-			slices.IndexFunc(m.Thought.Frames, func(f asFrame) bool { return asStr(f, "delta", "message_type") == "assistant_message" }) {
+		slices.IndexFunc(m.Thought.Frames, func(f asFrame) bool { return asStr(f, "delta", "message_type") == "assistant_message" }) {
 		t.Errorf("models: the thinker's turn streamed reasoning %v and text %q, want one reasoning_message before the answer", reasoning, asText(m.Thought.Frames))
 	}
 	if r := m.Toolset; r["success"] != true || r["current_toolset"] != "default" || r["current_toolset_preference"] != "auto" {

@@ -149,7 +149,7 @@ type pendingText struct {
 	// reasoning: the part is the model's reasoning, sent as a reasoning_message.
 	reasoning bool
 	content   strings.Builder
-	timer   *time.Timer
+	timer     *time.Timer
 }
 
 type toolCallView struct {
