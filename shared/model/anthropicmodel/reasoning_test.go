@@ -14,42 +14,6 @@ import (
 // its text in thinking_delta events and its signature in a signature_delta just before it
 // stops, then the text and tool_use blocks follow.
 
-// assistantMessage is the assistant message the agent loop keeps of an answer's events: its
-// reasoning pieces first, then its text, then its tool calls.
-func assistantMessage(events []model.Event) model.Message {
-	msg := model.Message{Role: model.RoleAssistant}
-	var reasoning, calls []model.Part
-	var text string
-	open := false
-	for _, ev := range events {
-		switch ev.Type {
-		case model.EventReasoningDelta:
-			if !open {
-				reasoning = append(reasoning, model.Part{Type: model.PartReasoning})
-				open = true
-			}
-			reasoning[len(reasoning)-1].Text += ev.Text
-		case model.EventReasoningEnd:
-			if !open {
-				reasoning = append(reasoning, model.Part{Type: model.PartReasoning})
-			}
-			r := &reasoning[len(reasoning)-1]
-			r.Signature, r.Redacted, r.Provider = ev.Signature, ev.Redacted, ev.Provider
-			open = false
-		case model.EventTextDelta:
-			text += ev.Text
-		case model.EventToolCall:
-			calls = append(calls, model.Part{Type: model.PartToolCall, ToolCallID: ev.ToolCallID, ToolName: ev.ToolName, Input: ev.Input})
-		}
-	}
-	msg.Parts = append(msg.Parts, reasoning...)
-	if text != "" {
-		msg.Parts = append(msg.Parts, model.Part{Type: model.PartText, Text: text})
-	}
-	msg.Parts = append(msg.Parts, calls...)
-	return msg
-}
-
 // A tool loop with extended thinking: the first step streams the thinking with its signature,
 // then text and a tool call; the second request (pinned by reasoning_tools.json) carries the
 // thinking block with its signature, unmodified, before the text and the tool_use, then the
@@ -87,7 +51,7 @@ func TestReasoningToolLoop(t *testing.T) {
 		t.Errorf("first step's events (-want +got):\n%s", diff)
 	}
 
-	req.Messages = append(req.Messages, assistantMessage(first), model.Message{Role: model.RoleTool, Parts: []model.Part{
+	req.Messages = append(req.Messages, modeltest.Assistant(first), model.Message{Role: model.RoleTool, Parts: []model.Part{
 		{Type: model.PartToolResult, ToolCallID: w, ToolName: "weather", Output: json.RawMessage(`{"forecast":["sun","rain","sun"]}`)},
 	}})
 	second, err := modeltest.Collect(t.Context(), m, req)

@@ -73,7 +73,7 @@ func TestCacheReadOnSecondTurn(t *testing.T) {
 		t.Errorf("first call's usage %+v, want %+v", last.Usage, want)
 	}
 
-	req.Messages = append(req.Messages, assistantMessage(first), modeltest.User("And my username?"))
+	req.Messages = append(req.Messages, modeltest.Assistant(first), modeltest.User("And my username?"))
 	second, err := modeltest.Collect(t.Context(), m, req)
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,6 @@ package bedrockmodel_test
 import (
 	"encoding/base64"
 	"encoding/json"
-	"strings"
 	"testing"
 
 	"github.com/agentharness/harness/infra/wirefixture"
@@ -65,7 +64,7 @@ func TestReasoningToolLoop(t *testing.T) {
 	if err != nil {
 		t.Fatalf("first Stream: %v", err)
 	}
-	step := assistantMessage(first)
+	step := modeltest.Assistant(first)
 	wantStep := model.Message{Role: model.RoleAssistant, Parts: []model.Part{
 		{Type: model.PartReasoning, Text: weatherThought, Signature: weatherSignature, Provider: "bedrock"},
 		{Type: model.PartToolCall, ToolCallID: "tooluse_Wq3xKf9RTbyV2hQpLm0aZg", ToolName: "weather", Input: json.RawMessage(`{"city": "Oslo"}`)},
@@ -122,30 +121,6 @@ func TestForeignReasoningIsNotSent(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
-}
-
-// assistantMessage keeps a step's answer as the agent loop does: each reasoning piece a part
-// at the start, with its signature, redacted content and provider, then text and tool calls.
-func assistantMessage(events []model.Event) model.Message {
-	var reasoning, rest []model.Part
-	var thought, text strings.Builder
-	for _, e := range events {
-		switch e.Type {
-		case model.EventReasoningDelta:
-			thought.WriteString(e.Text)
-		case model.EventReasoningEnd:
-			reasoning = append(reasoning, model.Part{Type: model.PartReasoning, Text: thought.String(), Signature: e.Signature, Redacted: e.Redacted, Provider: e.Provider})
-			thought.Reset()
-		case model.EventTextDelta:
-			text.WriteString(e.Text)
-		case model.EventToolCall:
-			rest = append(rest, model.Part{Type: model.PartToolCall, ToolCallID: e.ToolCallID, ToolName: e.ToolName, Input: e.Input})
-		}
-	}
-	if text.Len() > 0 {
-		rest = append([]model.Part{{Type: model.PartText, Text: text.String()}}, rest...)
-	}
-	return model.Message{Role: model.RoleAssistant, Parts: append(reasoning, rest...)}
 }
 
 // reasoningDelta is a contentBlockDelta of a reasoning block: delta is the reasoningContent

@@ -35,43 +35,6 @@ func reasoningModel(t *testing.T, baseURL, name string, r *model.Reasoning, cach
 	return m
 }
 
-// assistant is the message the agent loop stores for a step's events: its reasoning pieces
-// first, then its text and its calls.
-func assistant(events []model.Event) model.Message {
-	var reasoning []model.Part
-	var text string
-	var calls []model.Part
-	open := false
-	for _, ev := range events {
-		switch ev.Type {
-		case model.EventReasoningDelta:
-			if !open {
-				reasoning = append(reasoning, model.Part{Type: model.PartReasoning})
-				open = true
-			}
-			reasoning[len(reasoning)-1].Text += ev.Text
-		case model.EventReasoningEnd:
-			if !open {
-				reasoning = append(reasoning, model.Part{Type: model.PartReasoning})
-			}
-			r := &reasoning[len(reasoning)-1]
-			r.Signature, r.Redacted, r.Provider = ev.Signature, ev.Redacted, ev.Provider
-			open = false
-		case model.EventTextDelta:
-			open = false
-			text += ev.Text
-		case model.EventToolCall:
-			open = false
-			calls = append(calls, model.Part{Type: model.PartToolCall, ToolCallID: ev.ToolCallID, ToolName: ev.ToolName, Input: ev.Input, Signature: ev.Signature, Provider: ev.Provider})
-		}
-	}
-	parts := reasoning
-	if text != "" {
-		parts = append(parts, model.Part{Type: model.PartText, Text: text})
-	}
-	return model.Message{Role: model.RoleAssistant, Parts: append(parts, calls...)}
-}
-
 // A Gemini 3 answer with thought summaries: they stream as one reasoning piece, ended when the
 // answer starts; the signature Gemini 3 puts on the answer's last (empty) part is a piece of its
 // own; thoughtsTokenCount is reasoning output.
@@ -126,7 +89,7 @@ func TestReasoningToolLoop(t *testing.T) {
 		t.Errorf("first step (-want +got):\n%s", diff)
 	}
 
-	msgs = append(msgs, assistant(first), model.Message{Role: model.RoleTool, Parts: []model.Part{
+	msgs = append(msgs, modeltest.Assistant(first), model.Message{Role: model.RoleTool, Parts: []model.Part{
 		{Type: model.PartToolResult, ToolCallID: id, ToolName: "weather", Output: json.RawMessage(`{"sky":"rain","celsius":6}`)},
 	}})
 	second, err := modeltest.Collect(t.Context(), m, &model.Request{Messages: msgs, Tools: tools})

@@ -122,3 +122,41 @@ func Decode(t *testing.T, s string) any {
 	}
 	return v
 }
+
+// Assistant is the assistant message the agent loop keeps of an answer's events, for adapters'
+// tests of a second step: each piece of reasoning a part at its start (a piece ends at its
+// EventReasoningEnd or when other content streams), then the text, then the tool calls, with
+// the signatures and providers the events carried.
+func Assistant(events []model.Event) model.Message {
+	var reasoning, calls []model.Part
+	var text strings.Builder
+	open := false
+	for _, ev := range events {
+		switch ev.Type {
+		case model.EventReasoningDelta:
+			if !open {
+				reasoning = append(reasoning, model.Part{Type: model.PartReasoning})
+				open = true
+			}
+			reasoning[len(reasoning)-1].Text += ev.Text
+		case model.EventReasoningEnd:
+			if !open {
+				reasoning = append(reasoning, model.Part{Type: model.PartReasoning})
+			}
+			r := &reasoning[len(reasoning)-1]
+			r.Signature, r.Redacted, r.Provider = ev.Signature, ev.Redacted, ev.Provider
+			open = false
+		case model.EventTextDelta:
+			open = false
+			text.WriteString(ev.Text)
+		case model.EventToolCall:
+			open = false
+			calls = append(calls, model.Part{Type: model.PartToolCall, ToolCallID: ev.ToolCallID, ToolName: ev.ToolName, Input: ev.Input, Signature: ev.Signature, Provider: ev.Provider})
+		}
+	}
+	parts := reasoning
+	if text.Len() > 0 {
+		parts = append(parts, model.Part{Type: model.PartText, Text: text.String()})
+	}
+	return model.Message{Role: model.RoleAssistant, Parts: append(parts, calls...)}
+}

@@ -164,13 +164,7 @@ func signature(reasoning string) string {
 // the reasoning its step scripted, or brings it back with another signature, as a reasoning
 // provider refuses thinking blocks it did not sign.
 func (m *Model) checkReasoning(msgs []model.Message) error {
-	start := 0
-	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].StartsTurn() {
-			start = i + 1
-			break
-		}
-	}
+	start := turnStart(msgs)
 	n := 0
 	for _, msg := range msgs[start:] {
 		if msg.Role != model.RoleAssistant {
@@ -192,18 +186,22 @@ func (m *Model) checkReasoning(msgs []model.Message) error {
 	return nil
 }
 
+// turnStart is the index of the first message after the latest user message of msgs.
+func turnStart(msgs []model.Message) int {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].StartsTurn() {
+			return i + 1
+		}
+	}
+	return 0
+}
+
 // sinceLastUser counts the assistant messages after the latest user message and collects the
 // outputs of the tool results given since then, as a JSON array. Async results the harness
 // brought back (model.KindAsyncResults) count as tool results, not as a user message, and take
 // the place of their call's placeholder.
 func sinceLastUser(msgs []model.Message) (int, json.RawMessage) {
-	start := 0
-	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].StartsTurn() {
-			start = i + 1
-			break
-		}
-	}
+	start := turnStart(msgs)
 	n := 0
 	results := []json.RawMessage{}
 	placeholders := map[string]int{} // resultId → index in results
