@@ -237,8 +237,13 @@ const (
 
 var effortBudgets = map[string]int{EffortLow: 1024, EffortMedium: 8192, EffortHigh: 24576}
 
-// MinReasoningBudget is the smallest budget a block may set (Anthropic's least).
-const MinReasoningBudget = 1024
+// MinReasoningBudget is the smallest budget a block may set (Anthropic's least), and
+// MaxReasoningBudget the largest: a step's reasoning is kept in its stored message, which holds
+// about 384 KiB, some 90,000 tokens of text.
+const (
+	MinReasoningBudget = 1024
+	MaxReasoningBudget = 65536
+)
 
 // Budget is r's budget of tokens: the one it sets, or its effort's (low 1024, medium 8192,
 // high 24576).

@@ -210,6 +210,8 @@ func checkReasoning(provider, baseURL string, r *model.Reasoning, s model.Settin
 		return fail(".effort", fmt.Sprintf("%q is not one of low, medium, high", r.Effort))
 	case r.Effort == "" && r.BudgetTokens < model.MinReasoningBudget:
 		return fail(".budgetTokens", fmt.Sprintf("must be at least %d", model.MinReasoningBudget))
+	case r.BudgetTokens > model.MaxReasoningBudget:
+		return fail(".budgetTokens", fmt.Sprintf("must be at most %d", model.MaxReasoningBudget))
 	}
 	if provider == "openai" && baseURL == "" {
 		field := ""

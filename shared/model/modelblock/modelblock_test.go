@@ -160,6 +160,7 @@ func TestCheckInvalid(t *testing.T) {
 		{name: "reasoning with both", block: `{"provider":"google","model":"g","reasoning":{"effort":"low","budgetTokens":2048}}`, wantField: "model.reasoning"},
 		{name: "reasoning effort unknown", block: `{"provider":"openai","model":"o4-mini","reasoning":{"effort":"max"}}`, wantField: "model.reasoning.effort"},
 		{name: "reasoning budget too small", block: `{"provider":"google","model":"g","reasoning":{"budgetTokens":512}}`, wantField: "model.reasoning.budgetTokens"},
+		{name: "reasoning budget too large", block: `{"provider":"anthropic","model":"a","reasoning":{"budgetTokens":100000}}`, wantField: "model.reasoning.budgetTokens"},
 		{name: "reasoning field unknown", block: `{"provider":"google","model":"g","reasoning":{"level":"low"}}`, wantField: "model.reasoning.level"},
 		{name: "claude thinking with temperature", block: `{"provider":"anthropic","model":"a","reasoning":{"effort":"low"},"settings":{"temperature":0.5}}`, wantField: "model.settings.temperature"},
 		{name: "claude thinking with a low topP", block: `{"provider":"anthropic","model":"a","reasoning":{"effort":"low"},"settings":{"topP":0.9}}`, wantField: "model.settings.topP"},
