@@ -2,6 +2,7 @@ package sandbox_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -342,5 +343,26 @@ func TestRunAsUser(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "--- PASS: TestRunAsUser") {
 		t.Errorf("as nobody: %v\n%s", err, out)
+	}
+}
+
+// A bwrap that fails before the command runs is an error, not a result with its exit code.
+func TestRunSetupFails(t *testing.T) {
+	_, err := (&sandbox.Local{Bwrap: "/bin/false"}).Run(context.Background(), sandbox.Request{Command: "true"})
+	if err == nil || !strings.Contains(err.Error(), "could not set up the sandbox") {
+		t.Errorf("Run = %v, want the sandbox's setup failed", err)
+	}
+}
+
+// A caller that gives up stops the command and gets its context's error.
+func TestRunCanceled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(500*time.Millisecond, cancel)
+	_, err := local(t).Run(ctx, sandbox.Request{Command: "sleep 6011"})
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("Run = %v, want context.Canceled", err)
+	}
+	if pids := processesWith(t, "6011"); len(pids) > 0 {
+		t.Errorf("processes %v of the command outlived it", pids)
 	}
 }
