@@ -312,8 +312,9 @@ const asUserVar = "SANDBOX_TEST_AS_USER"
 // when the suite runs as root).
 func TestRunAsUser(t *testing.T) {
 	if os.Getenv(asUserVar) != "" || os.Geteuid() != 0 {
-		res := run(t, sandbox.Request{Command: "echo out > f; id -u", Files: []sandbox.File{{Path: "in", Content: []byte("x")}}})
-		want := []sandbox.File{{Path: "f", Content: []byte("out\n"), Mode: 0o644}}
+		// A directory and file the command locks are read back all the same.
+		res := run(t, sandbox.Request{Command: "echo out > f; mkdir d && echo x > d/g && chmod 0 d/g d; id -u", Files: []sandbox.File{{Path: "in", Content: []byte("x")}}})
+		want := []sandbox.File{{Path: "d/g", Content: []byte("x\n"), Mode: 0}, {Path: "f", Content: []byte("out\n"), Mode: 0o644}}
 		if res.Stdout != "65534\n" || !cmp.Equal(want, res.Changed) {
 			t.Errorf("stdout %q, Changed %v (stderr %q)", res.Stdout, res.Changed, res.Stderr)
 		}
