@@ -1,8 +1,8 @@
 // Command stack runs a command with the local AWS stand-ins up: it starts DynamoDB Local and
-// fauxqs, finds Chromium for the browser tests (installing it with apt-get when it is missing
-// and it runs as root), runs the command with the endpoint variables and HARNESS_CHROMIUM set,
-// stops the stand-ins, and exits with the command's status. `make test` runs the test suite
-// through it.
+// fauxqs, finds Chromium for the browser tests and bubblewrap for the sandbox tests (installing
+// each with apt-get when it is missing and it runs as root), runs the command with the endpoint
+// variables, HARNESS_CHROMIUM and HARNESS_BWRAP set, stops the stand-ins, and exits with the
+// command's status. `make test` runs the test suite through it.
 //
 //	go run ./infra/cmd/stack -- go test ./...
 package main
@@ -56,15 +56,21 @@ func run() (int, error) {
 	defer os.Remove(logf.Name())
 	defer logf.Close()
 
-	// Chromium first: when it is missing and cannot be installed, nothing need start.
-	chromium, err := systemChromium(logf).ensure(context.Background(), func() {
-		fmt.Fprintln(os.Stderr, "stack: installing Chromium for the browser tests (apt-get install chromium)...")
-	})
-	if err != nil {
-		if out, _ := os.ReadFile(logf.Name()); len(out) > 0 {
-			return 1, fmt.Errorf("%w\napt-get output:\n%s", err, out)
+	// The programs first: when one is missing and cannot be installed, nothing need start.
+	var progEnv []string
+	paths := make(map[string]string)
+	for _, prog := range []program{chromium, bubblewrap} {
+		p, err := systemFinder(prog, logf).ensure(context.Background(), func() {
+			fmt.Fprintf(os.Stderr, "stack: installing %s (apt-get install %s)...\n", prog.name, prog.pkg)
+		})
+		if err != nil {
+			if out, _ := os.ReadFile(logf.Name()); len(out) > 0 {
+				return 1, fmt.Errorf("%w\napt-get output:\n%s", err, out)
+			}
+			return 1, err
 		}
-		return 1, err
+		progEnv = append(progEnv, prog.envVar+"="+p)
+		paths[prog.name] = p
 	}
 
 	s, err := devstack.Start(context.Background(), root, logf)
@@ -73,10 +79,11 @@ func run() (int, error) {
 		return 1, fmt.Errorf("%w\nstand-in output:\n%s", err, out)
 	}
 	defer s.Stop()
-	fmt.Fprintf(os.Stderr, "stack: DynamoDB Local at %s, fauxqs (SQS, S3) at %s, Chromium at %s\n", s.DynamoDB, s.SQS, chromium)
+	fmt.Fprintf(os.Stderr, "stack: DynamoDB Local at %s, fauxqs (SQS, S3) at %s, Chromium at %s, bubblewrap at %s\n",
+		s.DynamoDB, s.SQS, paths[chromium.name], paths[bubblewrap.name])
 
 	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Env = append(os.Environ(), append(s.Env(), chromiumVar+"="+chromium)...)
+	cmd.Env = append(os.Environ(), append(s.Env(), progEnv...)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	err = cmd.Run()
 	var exit *exec.ExitError

@@ -10,7 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// fakeSystem is the machine a chromiumFinder sees: variables, files (executables all), the PATH
+// fakeSystem is the machine a finder sees: variables, files (executables all), the PATH
 // directory /bin, and the commands run, the last of which may install files.
 type fakeSystem struct {
 	env      map[string]string
@@ -20,8 +20,9 @@ type fakeSystem struct {
 	installs []string // files the apt-get install adds
 }
 
-func (s *fakeSystem) finder(canInstall bool) *chromiumFinder {
-	return &chromiumFinder{
+func (s *fakeSystem) finder(prog program, canInstall bool) *finder {
+	return &finder{
+		prog:   prog,
 		getenv: func(k string) string { return s.env[k] },
 		lookPath: func(name string) (string, error) {
 			if strings.Contains(name, "/") {
@@ -53,13 +54,15 @@ func (s *fakeSystem) finder(canInstall bool) *chromiumFinder {
 	}
 }
 
-func TestChromiumFinder(t *testing.T) {
+func TestFinder(t *testing.T) {
 	const (
-		update  = "apt-get update"
-		install = "DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y chromium"
+		update       = "apt-get update"
+		install      = "DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y chromium"
+		installBwrap = "DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y bubblewrap"
 	)
 	tests := []struct {
 		name       string
+		prog       *program // nil: chromium
 		sys        fakeSystem
 		canInstall bool
 		want       string
@@ -68,19 +71,19 @@ func TestChromiumFinder(t *testing.T) {
 	}{
 		{
 			name: "the variable wins",
-			sys:  fakeSystem{env: map[string]string{chromiumVar: "/opt/chrome/chrome"}, files: map[string]bool{"/opt/chrome/chrome": true, "/bin/chromium": true}},
+			sys:  fakeSystem{env: map[string]string{chromium.envVar: "/opt/chrome/chrome"}, files: map[string]bool{"/opt/chrome/chrome": true, "/bin/chromium": true}},
 			want: "/opt/chrome/chrome",
 		},
 		{
 			name: "the variable names a command on PATH",
-			sys:  fakeSystem{env: map[string]string{chromiumVar: "google-chrome"}, files: map[string]bool{"/bin/google-chrome": true}},
+			sys:  fakeSystem{env: map[string]string{chromium.envVar: "google-chrome"}, files: map[string]bool{"/bin/google-chrome": true}},
 			want: "/bin/google-chrome",
 		},
 		{
 			name:       "the variable names nothing: no install",
-			sys:        fakeSystem{env: map[string]string{chromiumVar: "/nowhere/chrome"}, files: map[string]bool{}},
+			sys:        fakeSystem{env: map[string]string{chromium.envVar: "/nowhere/chrome"}, files: map[string]bool{}},
 			canInstall: true,
-			wantErr:    []string{chromiumVar + "=/nowhere/chrome"},
+			wantErr:    []string{chromium.envVar + "=/nowhere/chrome"},
 		},
 		{
 			name: "chromium on PATH",
@@ -89,13 +92,13 @@ func TestChromiumFinder(t *testing.T) {
 		},
 		{
 			name: "chromium-browser on PATH",
-			sys:  fakeSystem{files: map[string]bool{"/bin/chromium-browser": true, chromiumFallback: true}},
+			sys:  fakeSystem{files: map[string]bool{"/bin/chromium-browser": true, chromium.fallback: true}},
 			want: "/bin/chromium-browser",
 		},
 		{
 			name: "Debian's path off PATH",
-			sys:  fakeSystem{files: map[string]bool{chromiumFallback: true}},
-			want: chromiumFallback,
+			sys:  fakeSystem{files: map[string]bool{chromium.fallback: true}},
+			want: chromium.fallback,
 		},
 		{
 			name:       "missing, installed with apt-get",
@@ -107,7 +110,7 @@ func TestChromiumFinder(t *testing.T) {
 		{
 			name:    "missing, not root or no apt-get",
 			sys:     fakeSystem{files: map[string]bool{}},
-			wantErr: []string{"not installed", "apt-get install chromium", "dnf install chromium", chromiumVar + " to Chrome's binary"},
+			wantErr: []string{"not installed", "apt-get install chromium", "dnf install chromium", chromium.envVar + " to Chrome's binary"},
 		},
 		{
 			name:       "apt-get fails",
@@ -123,11 +126,49 @@ func TestChromiumFinder(t *testing.T) {
 			wantRan:    []string{update, install},
 			wantErr:    []string{"still not found"},
 		},
+		{
+			name: "bwrap on PATH",
+			prog: &bubblewrap,
+			sys:  fakeSystem{files: map[string]bool{"/bin/bwrap": true, bubblewrap.fallback: true}},
+			want: "/bin/bwrap",
+		},
+		{
+			name: "HARNESS_BWRAP wins",
+			prog: &bubblewrap,
+			sys:  fakeSystem{env: map[string]string{bubblewrap.envVar: "/opt/bwrap"}, files: map[string]bool{"/opt/bwrap": true, "/bin/bwrap": true}},
+			want: "/opt/bwrap",
+		},
+		{
+			name:       "bwrap missing, installed with apt-get",
+			prog:       &bubblewrap,
+			sys:        fakeSystem{files: map[string]bool{}, installs: []string{bubblewrap.fallback}},
+			canInstall: true,
+			want:       bubblewrap.fallback,
+			wantRan:    []string{update, installBwrap},
+		},
+		{
+			name:    "bwrap missing, not root or no apt-get",
+			prog:    &bubblewrap,
+			sys:     fakeSystem{files: map[string]bool{}},
+			wantErr: []string{"sandbox tests", "not installed", "apt-get install bubblewrap", "dnf install bubblewrap", "Linux only"},
+		},
+		{
+			name:       "apt-get fails for bwrap",
+			prog:       &bubblewrap,
+			sys:        fakeSystem{files: map[string]bool{}, fail: installBwrap},
+			canInstall: true,
+			wantRan:    []string{update, installBwrap},
+			wantErr:    []string{"apt-get install bubblewrap: exit status 100", "dnf install bubblewrap"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			announced := false
-			got, err := tt.sys.finder(tt.canInstall).ensure(context.Background(), func() { announced = true })
+			prog := chromium
+			if tt.prog != nil {
+				prog = *tt.prog
+			}
+			got, err := tt.sys.finder(prog, tt.canInstall).ensure(context.Background(), func() { announced = true })
 			if len(tt.wantErr) == 0 && err != nil {
 				t.Fatalf("ensure: %v", err)
 			}

@@ -1,0 +1,243 @@
+// Package sandbox runs model-authored shell commands away from the harness: in a fresh root
+// holding a workspace's files, with no network, no harness environment and bounded time, memory
+// and output, and hands back what the command printed and which files it created, changed or
+// deleted.
+//
+// Request and Result are wire types: every backend takes and returns these shapes, the local
+// one (Local, on bubblewrap) as a later one in AWS, so their JSON is the contract. A zero limit
+// means its default; Check refuses what no backend may run.
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"strings"
+	"unicode/utf8"
+)
+
+// Runner runs one command in a sandbox. A command that fails or is killed is a Result (its
+// ExitCode, TimedOut); an error means the sandbox itself could not run it.
+type Runner interface {
+	Run(ctx context.Context, req Request) (Result, error)
+}
+
+// Request is one command and the files it starts with.
+type Request struct {
+	// Command is run by /bin/sh -c in the root, which is its working directory.
+	Command string `json:"command"`
+	// Files are put in the root before the run; none is an empty root.
+	Files  []File `json:"files,omitempty"`
+	Limits Limits `json:"limits,omitzero"`
+	// Network is "none", the only mode there is; "" means "none".
+	Network string `json:"network,omitempty"`
+}
+
+// File is a file of the root: its path under it (see CheckPath), its bytes and its permission
+// bits (0 means 0644; only 0777 bits are kept).
+type File struct {
+	Path    string `json:"path"`
+	Content []byte `json:"content"`
+	Mode    uint32 `json:"mode,omitempty"`
+}
+
+// Limits bound one run. Each zero field is its default; see the Default and Max constants.
+type Limits struct {
+	// CPUSeconds is the CPU time of each process of the command.
+	CPUSeconds int `json:"cpuSeconds,omitempty"`
+	// MemoryBytes is the address space of each process of the command.
+	MemoryBytes int64 `json:"memoryBytes,omitempty"`
+	// WallSeconds is the whole run's time; past it every process of the command is killed.
+	WallSeconds int `json:"wallSeconds,omitempty"`
+	// OutputBytes is how much of stdout, and as much of stderr, is kept; the rest is dropped.
+	OutputBytes int `json:"outputBytes,omitempty"`
+	// MaxFiles and MaxBytes bound the files handed back (Result.Changed); MaxBytes is also the
+	// largest file the command may write.
+	MaxFiles int   `json:"maxFiles,omitempty"`
+	MaxBytes int64 `json:"maxBytes,omitempty"`
+}
+
+// Defaults and bounds of Limits, and of a request's files.
+const (
+	DefaultCPUSeconds  = 30
+	MaxCPUSeconds      = 900
+	DefaultMemoryBytes = 512 << 20
+	MinMemoryBytes     = 32 << 20 // less and the shell itself cannot start
+	MaxMemoryBytes     = 4 << 30
+	DefaultWallSeconds = 30
+	MaxWallSeconds     = 900 // 15 minutes, a Lambda function's longest run
+	DefaultOutputBytes = 64 << 10
+	MaxOutputBytes     = 1 << 20
+	DefaultMaxFiles    = 1000
+	MaxMaxFiles        = 10000
+	DefaultMaxBytes    = 8 << 20
+	MaxMaxBytes        = 64 << 20
+
+	// MaxCommandBytes bounds Request.Command.
+	MaxCommandBytes = 64 << 10
+	// MaxPathBytes bounds a file's path.
+	MaxPathBytes = 1024
+)
+
+// WithDefaults returns l with each zero field set to its default.
+func (l Limits) WithDefaults() Limits {
+	if l.CPUSeconds == 0 {
+		l.CPUSeconds = DefaultCPUSeconds
+	}
+	if l.MemoryBytes == 0 {
+		l.MemoryBytes = DefaultMemoryBytes
+	}
+	if l.WallSeconds == 0 {
+		l.WallSeconds = DefaultWallSeconds
+	}
+	if l.OutputBytes == 0 {
+		l.OutputBytes = DefaultOutputBytes
+	}
+	if l.MaxFiles == 0 {
+		l.MaxFiles = DefaultMaxFiles
+	}
+	if l.MaxBytes == 0 {
+		l.MaxBytes = DefaultMaxBytes
+	}
+	return l
+}
+
+// Check refuses a request no backend runs, naming the field: an empty or oversized command, a
+// network other than "none", a limit below zero or above its bound, and files whose paths fail
+// CheckPath, repeat, or put a file where another's directory goes ("a" and "a/b"), or that are
+// more or bigger than the limits hand back.
+func (r *Request) Check() error {
+	if strings.TrimSpace(r.Command) == "" {
+		return fmt.Errorf("command is empty")
+	}
+	if len(r.Command) > MaxCommandBytes {
+		return fmt.Errorf("command is %d bytes, more than %d", len(r.Command), MaxCommandBytes)
+	}
+	if strings.IndexByte(r.Command, 0) >= 0 {
+		return fmt.Errorf("command holds a NUL byte")
+	}
+	if r.Network != "" && r.Network != "none" {
+		return fmt.Errorf("network %q: the only mode is \"none\"", r.Network)
+	}
+	if err := r.Limits.Check(); err != nil {
+		return err
+	}
+	lim := r.Limits.WithDefaults()
+	if len(r.Files) > lim.MaxFiles {
+		return fmt.Errorf("files: %d files, more than limits.maxFiles (%d)", len(r.Files), lim.MaxFiles)
+	}
+	var total int64
+	seen := make(map[string]bool, len(r.Files))
+	for i, f := range r.Files {
+		if err := CheckPath(f.Path); err != nil {
+			return fmt.Errorf("files[%d].path: %w", i, err)
+		}
+		if seen[f.Path] {
+			return fmt.Errorf("files[%d].path: %q is there twice", i, f.Path)
+		}
+		seen[f.Path] = true
+		if f.Mode&^0o777 != 0 {
+			return fmt.Errorf("files[%d].mode: %#o has bits beyond 0777", i, f.Mode)
+		}
+		total += int64(len(f.Content))
+	}
+	for i, f := range r.Files {
+		for dir := path.Dir(f.Path); dir != "."; dir = path.Dir(dir) {
+			if seen[dir] {
+				return fmt.Errorf("files[%d].path: %q is under %q, which is a file", i, f.Path, dir)
+			}
+		}
+	}
+	if total > lim.MaxBytes {
+		return fmt.Errorf("files: %d bytes, more than limits.maxBytes (%d)", total, lim.MaxBytes)
+	}
+	return nil
+}
+
+// Check refuses a limit below zero or above its bound, naming it.
+func (l Limits) Check() error {
+	for _, c := range []struct {
+		name      string
+		v, lo, hi int64
+	}{
+		{"cpuSeconds", int64(l.CPUSeconds), 0, MaxCPUSeconds},
+		{"memoryBytes", l.MemoryBytes, 0, MaxMemoryBytes},
+		{"wallSeconds", int64(l.WallSeconds), 0, MaxWallSeconds},
+		{"outputBytes", int64(l.OutputBytes), 0, MaxOutputBytes},
+		{"maxFiles", int64(l.MaxFiles), 0, MaxMaxFiles},
+		{"maxBytes", l.MaxBytes, 0, MaxMaxBytes},
+	} {
+		if c.v < c.lo || c.v > c.hi {
+			return fmt.Errorf("limits.%s: %d is out of range (0 for the default, at most %d)", c.name, c.v, c.hi)
+		}
+	}
+	if l.MemoryBytes != 0 && l.MemoryBytes < MinMemoryBytes {
+		return fmt.Errorf("limits.memoryBytes: %d is below %d, too little for a shell", l.MemoryBytes, MinMemoryBytes)
+	}
+	return nil
+}
+
+// CheckPath refuses a path that is not a clean relative one: empty, absolute, with a "." or ".."
+// part, an empty part (a doubled or trailing '/'), a control character or invalid UTF-8, a part
+// over 255 bytes or the whole over MaxPathBytes. A path that passes names a place under a root,
+// and only there, on any system the root lives on.
+func CheckPath(p string) error {
+	switch {
+	case p == "":
+		return fmt.Errorf("the path is empty")
+	case len(p) > MaxPathBytes:
+		return fmt.Errorf("the path is %d bytes, more than %d", len(p), MaxPathBytes)
+	case !utf8.ValidString(p):
+		return fmt.Errorf("%q is not valid UTF-8", p)
+	case p[0] == '/':
+		return fmt.Errorf("%q is absolute; paths are relative to the root", p)
+	}
+	for _, r := range p {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return fmt.Errorf("%q holds a control character", p)
+		}
+	}
+	for part := range strings.SplitSeq(p, "/") {
+		switch {
+		case part == "":
+			return fmt.Errorf("%q has an empty part", p)
+		case part == "." || part == "..":
+			return fmt.Errorf("%q has a %q part; paths stay under the root", p, part)
+		case len(part) > 255:
+			return fmt.Errorf("%q has a part over 255 bytes", p)
+		}
+	}
+	return nil
+}
+
+// Result is what a run did.
+type Result struct {
+	ExitCode int `json:"exitCode"`
+	// Stdout and Stderr are the first Limits.OutputBytes of each.
+	Stdout          string `json:"stdout"`
+	Stderr          string `json:"stderr"`
+	StdoutTruncated bool   `json:"stdoutTruncated,omitempty"`
+	StderrTruncated bool   `json:"stderrTruncated,omitempty"`
+	// TimedOut is set when the command was killed for its wall or CPU time; Killed says which.
+	TimedOut bool   `json:"timedOut,omitempty"`
+	Killed   string `json:"killed,omitempty"`
+	// Changed are the regular files under the root that the command created or modified, by
+	// path; Deleted are the paths of Request.Files that are no longer regular files.
+	Changed []File   `json:"changed,omitempty"`
+	Deleted []string `json:"deleted,omitempty"`
+	// Skipped are entries under the root not handed back, and why (a symlink, a path
+	// CheckPath refuses, past a limit); ChangedTruncated is set when the limits left files out.
+	Skipped          []Skipped `json:"skipped,omitempty"`
+	ChangedTruncated bool      `json:"changedTruncated,omitempty"`
+	DurationMs       int64     `json:"durationMs"`
+}
+
+// Skipped is an entry under the root that Result.Changed leaves out.
+type Skipped struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
+}
+
+// MaxSkipped bounds Result.Skipped: a command that makes a million symlinks gets the first ones
+// named, and ChangedTruncated.
+const MaxSkipped = 100
