@@ -182,7 +182,8 @@ func (s *Store) query(ctx context.Context, accountID, prefix string, fn func(map
 // Commit commits changes over base (a version, or Latest) as one new version. When other
 // writers committed since base, it commits over the latest version instead, unless they changed
 // one of its paths: that is a *Conflict. Over Latest, the changes land whatever changed. A batch
-// that changes nothing (the same bytes written again) makes no commit and returns the latest.
+// that changes nothing (the same bytes written again) makes no commit: it returns the latest
+// version with no changes.
 func (s *Store) Commit(ctx context.Context, accountID, name string, base int64, changes []Change, author Author) (Commit, error) {
 	return s.commit(ctx, accountID, name, base, changes, author, true)
 }
@@ -208,7 +209,7 @@ func (s *Store) commit(ctx context.Context, accountID, name string, base int64, 
 		if c.Delete {
 			continue
 		}
-		sum := digest(c.Data)
+		sum := Digest(c.Data)
 		if err := s.blobs.Put(ctx, blobKey(accountID, sum), c.Data); err != nil {
 			return Commit{}, err
 		}
@@ -245,7 +246,9 @@ func (s *Store) commit(ctx context.Context, accountID, name string, base int64, 
 			return Commit{}, err
 		}
 		if len(changed) == 0 {
-			return s.Version(ctx, accountID, name, head.Version)
+			c, err := s.Version(ctx, accountID, name, head.Version)
+			c.Changes = []PathChange{}
+			return c, err
 		}
 		c, err := s.land(ctx, accountID, head, next, changed, author)
 		if errors.Is(err, errOvertaken) {

@@ -26,10 +26,11 @@ func (t *Tree) encode() ([]byte, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	return content, digest(content), nil
+	return content, Digest(content), nil
 }
 
-func digest(b []byte) string {
+// Digest is the hex SHA-256 that names b's object.
+func Digest(b []byte) string {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
