@@ -112,8 +112,12 @@ func TestWorkspaceFiles(t *testing.T) {
 
 	// If-Match makes a write conditional on the version; a moved workspace is 409.
 	resp, body = f.send(t, "PUT", "/accounts/me/workspaces/notes/files/b.txt", secret, "b", "If-Match", `"1"`)
-	if resp.StatusCode != http.StatusConflict || !strings.Contains(body, `"version":2`) {
+	if resp.StatusCode != http.StatusConflict || !strings.Contains(body, `"version":2`) || !strings.Contains(body, `"paths":[]`) {
 		t.Errorf("PUT over a moved version = %d %s, want 409 naming version 2", resp.StatusCode, body)
+	}
+	resp, body = f.send(t, "PUT", "/accounts/me/workspaces/notes/files/docs/a.md", secret, "# mine", "If-Match", "1")
+	if resp.StatusCode != http.StatusConflict || !strings.Contains(body, `"paths":["docs/a.md"]`) {
+		t.Errorf("PUT over a path changed since = %d %s, want 409 naming docs/a.md", resp.StatusCode, body)
 	}
 	if resp, body = f.send(t, "PUT", "/accounts/me/workspaces/notes/files/b.txt", secret, "b", "If-Match", `"2"`); resp.StatusCode != http.StatusCreated {
 		t.Errorf("PUT over the current version = %d %s", resp.StatusCode, body)

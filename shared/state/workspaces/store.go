@@ -189,7 +189,7 @@ func (s *Store) Commit(ctx context.Context, accountID, name string, base int64, 
 }
 
 // CommitExact is Commit refused with a *Conflict whenever the workspace moved past base, even
-// by commits of other paths.
+// by commits of other paths (then the conflict names no paths).
 func (s *Store) CommitExact(ctx context.Context, accountID, name string, base int64, changes []Change, author Author) (Commit, error) {
 	return s.commit(ctx, accountID, name, base, changes, author, false)
 }
@@ -229,15 +229,12 @@ func (s *Store) commit(ctx context.Context, accountID, name string, base int64, 
 			return Commit{}, err
 		}
 		if base != Latest && base != head.Version {
-			if !rebase {
-				return Commit{}, &Conflict{Paths: []string{}, Head: head.Version}
-			}
 			if baseTree == nil {
 				if baseTree, err = s.Tree(ctx, accountID, name, base); err != nil {
 					return Commit{}, err
 				}
 			}
-			if paths := touched(baseTree, headTree, changes); len(paths) > 0 {
+			if paths := touched(baseTree, headTree, changes); len(paths) > 0 || !rebase {
 				return Commit{}, &Conflict{Paths: paths, Head: head.Version}
 			}
 		}
@@ -286,7 +283,7 @@ func checkChanges(changes []Change) error {
 
 // touched are the paths of changes that differ between the base and the head, sorted.
 func touched(base, head *Tree, changes []Change) []string {
-	var out []string
+	out := []string{}
 	for _, c := range changes {
 		before, inBase := base.Files[c.Path]
 		after, inHead := head.Files[c.Path]
