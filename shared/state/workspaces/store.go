@@ -357,33 +357,48 @@ func (s *Store) Version(ctx context.Context, accountID, name string, version int
 	if err != nil {
 		return Commit{}, err
 	}
+	return s.version(ctx, accountID, head, version)
+}
+
+func (s *Store) version(ctx context.Context, accountID string, head Workspace, version int64) (Commit, error) {
 	if version == Latest {
 		version = head.Version
 	}
 	if version < 0 || version > head.Version {
-		return Commit{}, fmt.Errorf("workspace %s has no version %d: %w", name, version, ErrNotFound)
+		return Commit{}, fmt.Errorf("workspace %s has no version %d: %w", head.Name, version, ErrNotFound)
 	}
-	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.table, Key: key(accountID, commitSK(name, version)), ConsistentRead: aws.Bool(true)})
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.table, Key: key(accountID, commitSK(head.Name, version)), ConsistentRead: aws.Bool(true)})
 	if err != nil {
-		return Commit{}, fmt.Errorf("loading version %d of workspace %s: %w", version, name, err)
+		return Commit{}, fmt.Errorf("loading version %d of workspace %s: %w", version, head.Name, err)
 	}
 	if out.Item == nil {
-		return Commit{}, fmt.Errorf("workspace %s has no version %d: %w", name, version, ErrNotFound)
+		return Commit{}, fmt.Errorf("workspace %s has no version %d: %w", head.Name, version, ErrNotFound)
 	}
 	return commitFrom(out.Item)
 }
 
 // Tree returns the workspace's tree at version (Latest: its latest).
 func (s *Store) Tree(ctx context.Context, accountID, name string, version int64) (*Tree, error) {
-	c, err := s.Version(ctx, accountID, name, version)
+	head, err := s.Get(ctx, accountID, name)
 	if err != nil {
 		return nil, err
 	}
-	t, err := s.loadTree(ctx, accountID, c.Tree)
+	sum := head.Tree
+	if version != Latest && version != head.Version {
+		c, err := s.version(ctx, accountID, head, version)
+		if err != nil {
+			return nil, err
+		}
+		sum = c.Tree
+	}
+	t, err := s.loadTree(ctx, accountID, sum)
 	if err != nil {
 		return nil, err
 	}
-	t.Version = c.Version
+	t.Version = version
+	if version == Latest {
+		t.Version = head.Version
+	}
 	return t, nil
 }
 
@@ -451,6 +466,9 @@ func (s *Store) History(ctx context.Context, accountID, name string, limit int32
 	if err != nil {
 		return nil, "", err
 	}
+	if limit < 1 {
+		limit = 50
+	}
 	upTo := head.Version
 	if cursor != "" {
 		before, err := strconv.ParseInt(cursor, 10, 64)
@@ -500,24 +518,36 @@ func (s *Store) Diff(ctx context.Context, accountID, name string, from, to int64
 	return diff(a, b), nil
 }
 
-// Delete deletes the workspace: its head at once (ErrNotFound when there is none), which ends
-// it for readers and writers, then its commits. Its objects stay: blobs are shared by content
+// Delete deletes the workspace (ErrNotFound when there is none): its commits' rows, then its
+// head, on condition that no commit landed meanwhile (else it goes round again). A failure
+// midway leaves the workspace, fewer old versions, for a retry to finish; no row outlives the
+// head, so the name can be created again at once. Its objects stay: blobs are shared by content
 // with the account's other workspaces, so only a prune that sees every tree of the account, or
 // the account's purge, may remove them.
 func (s *Store) Delete(ctx context.Context, accountID, name string) error {
-	if err := check(accountID, name); err != nil {
-		return err
+	for range commitAttempts {
+		head, err := s.Get(ctx, accountID, name)
+		if err != nil {
+			return err
+		}
+		if err := s.deleteRows(ctx, accountID, commitPrefix(name)); err != nil {
+			return err
+		}
+		_, err = s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+			TableName: &s.table, Key: key(accountID, headSK(name)),
+			ConditionExpression:       aws.String("#version = :read"),
+			ExpressionAttributeNames:  map[string]string{"#version": "version"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":read": ddb.N(head.Version)},
+		})
+		if ddb.ConditionFailed(err) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("deleting workspace %s: %w", name, err)
+		}
+		return nil
 	}
-	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName: &s.table, Key: key(accountID, headSK(name)), ConditionExpression: aws.String("attribute_exists(sk)"),
-	})
-	if ddb.ConditionFailed(err) {
-		return fmt.Errorf("workspace %s: %w", name, ErrNotFound)
-	}
-	if err != nil {
-		return fmt.Errorf("deleting workspace %s: %w", name, err)
-	}
-	return s.deleteRows(ctx, accountID, commitPrefix(name))
+	return fmt.Errorf("workspace %s: %w", name, ErrBusy)
 }
 
 // deleteRows deletes the account's rows whose sort key starts with prefix.
