@@ -222,6 +222,9 @@ func New(opts Options) (*Runner, error) {
 				if strings.HasSuffix(path, "/") {
 					path += "{$}" // an exact path, as in API Gateway
 				}
+				if greedy, ok := strings.CutSuffix(path, "+}"); ok {
+					path = greedy + "...}" // API Gateway's {name+} is the mux's {name...}
+				}
 				method := strings.ToUpper(ev.Method) + " "
 				if method == "ANY " {
 					method = ""

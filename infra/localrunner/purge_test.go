@@ -25,7 +25,7 @@ const chatty = `{"name":"chatty","model":{"provider":"scripted","script":[{"text
 
 // TestDeletingAnAccountPurgesItsConversations: DELETE /accounts/me answers 204, the secret stops
 // working at once, and async-worker soon deletes every item of the account's conversations, its
-// skills' rows and objects, its channel bindings and its kept tool results, while another
+// skills' and workspaces' rows and objects, its channel bindings and its kept tool results, while another
 // account's stay. With short invocations the purge runs out of time after each
 // conversation and goes on in the next message it queues.
 func TestDeletingAnAccountPurgesItsConversations(t *testing.T) {
@@ -86,6 +86,12 @@ func TestDeletingAnAccountPurgesItsConversations(t *testing.T) {
 						t.Fatalf("uploading a skill = %d %s", res.status, res.body)
 					}
 				}
+				if res := call(t, srv, http.MethodPost, "/accounts/me/workspaces", s, `{"name":"notes"}`); res.status != http.StatusCreated {
+					t.Fatalf("creating a workspace = %d %s", res.status, res.body)
+				}
+				if res := call(t, srv, http.MethodPut, "/accounts/me/workspaces/notes/files/a.txt", s, "a"); res.status != http.StatusCreated {
+					t.Fatalf("writing a workspace's file = %d %s", res.status, res.body)
+				}
 				if res := call(t, srv, http.MethodPost, "/accounts/me/channels", s, `{"type":"telegram","agentId":"chatty","botToken":"`+telegramToken+`"}`); res.status != http.StatusCreated {
 					t.Fatalf("binding a channel = %d %s", res.status, res.body)
 				}
@@ -100,6 +106,10 @@ func TestDeletingAnAccountPurgesItsConversations(t *testing.T) {
 			}
 			if rows, objects := skillItems(t, stack, id); rows != 1 || objects != 2 {
 				t.Fatalf("the account has %d skill rows and %d objects, want 1 and 2", rows, objects)
+			}
+			// The head and versions 0 and 1; the empty tree, the tree of version 1 and its file.
+			if rows, objects := workspaceItems(t, stack, id); rows != 3 || objects != 3 {
+				t.Fatalf("the account has %d workspace rows and %d objects, want 3 and 3", rows, objects)
 			}
 			if n := channelItems(t, stack, id); n != 2 {
 				t.Fatalf("the account has %d items in ChannelsTable, want its binding and its index item", n)
@@ -127,11 +137,12 @@ func TestDeletingAnAccountPurgesItsConversations(t *testing.T) {
 			}
 
 			deadline := time.Now().Add(20 * time.Second)
-			for len(testenv.ConversationItems(t, stack.DB, stack.Tables.Conversations, id)) > 0 || len(heads(t, stack, id)) > 0 || skillsLeft(t, stack, id) || channelItems(t, stack, id) > 0 ||
-				toolResultObjects(t, stack, id) > 0 {
+			for len(testenv.ConversationItems(t, stack.DB, stack.Tables.Conversations, id)) > 0 || len(heads(t, stack, id)) > 0 || skillsLeft(t, stack, id) || workspacesLeft(t, stack, id) ||
+				channelItems(t, stack, id) > 0 || toolResultObjects(t, stack, id) > 0 {
 				if time.Now().After(deadline) {
-					t.Fatalf("20 s after the deletion the account still has conversation items %v (heads in ByAccount: %d), skills %v, channel items %d, tool results %d",
-						testenv.ConversationItems(t, stack.DB, stack.Tables.Conversations, id), len(heads(t, stack, id)), skillsLeft(t, stack, id), channelItems(t, stack, id), toolResultObjects(t, stack, id))
+					t.Fatalf("20 s after the deletion the account still has conversation items %v (heads in ByAccount: %d), skills %v, workspaces %v, channel items %d, tool results %d",
+						testenv.ConversationItems(t, stack.DB, stack.Tables.Conversations, id), len(heads(t, stack, id)), skillsLeft(t, stack, id), workspacesLeft(t, stack, id),
+						channelItems(t, stack, id), toolResultObjects(t, stack, id))
 				}
 				time.Sleep(100 * time.Millisecond)
 			}
@@ -143,6 +154,9 @@ func TestDeletingAnAccountPurgesItsConversations(t *testing.T) {
 			}
 			if rows, objects := skillItems(t, stack, otherID); rows != 1 || objects != 2 {
 				t.Errorf("the other account has %d skill rows and %d objects after the purge, want its 1 and 2", rows, objects)
+			}
+			if rows, objects := workspaceItems(t, stack, otherID); rows != 3 || objects != 3 {
+				t.Errorf("the other account has %d workspace rows and %d objects after the purge, want its 3 and 3", rows, objects)
 			}
 			if n := channelItems(t, stack, otherID); n != 2 {
 				t.Errorf("the other account has %d items in ChannelsTable after the purge, want its 2", n)
@@ -172,9 +186,34 @@ func turn(t *testing.T, srv *httptest.Server, secret, conv string) {
 // skillItems counts an account's rows in SkillsTable and its objects in SkillsBucket.
 func skillItems(t *testing.T, stack *testenv.Resources, accountID string) (rows, objects int) {
 	t.Helper()
+	return accountItems(t, stack, "SkillsTable", "SkillsBucket", "skills/", accountID)
+}
+
+func skillsLeft(t *testing.T, stack *testenv.Resources, accountID string) bool {
+	t.Helper()
+	rows, objects := skillItems(t, stack, accountID)
+	return rows+objects > 0
+}
+
+// workspaceItems counts an account's rows in WorkspacesTable and its objects in WorkspacesBucket.
+func workspaceItems(t *testing.T, stack *testenv.Resources, accountID string) (rows, objects int) {
+	t.Helper()
+	return accountItems(t, stack, "WorkspacesTable", "WorkspacesBucket", "workspaces/", accountID)
+}
+
+func workspacesLeft(t *testing.T, stack *testenv.Resources, accountID string) bool {
+	t.Helper()
+	rows, objects := workspaceItems(t, stack, accountID)
+	return rows+objects > 0
+}
+
+// accountItems counts an account's rows in table (keyed by accountId) and its objects in bucket
+// under prefix<accountId>/.
+func accountItems(t *testing.T, stack *testenv.Resources, table, bucket, prefix, accountID string) (rows, objects int) {
+	t.Helper()
 	ctx := context.Background()
 	out, err := stack.DB.Query(ctx, &dynamodb.QueryInput{
-		TableName:                 aws.String(stack.Name("SkillsTable")),
+		TableName:                 aws.String(stack.Name(table)),
 		KeyConditionExpression:    aws.String("accountId = :a"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":a": &types.AttributeValueMemberS{Value: accountID}},
 		ConsistentRead:            aws.Bool(true),
@@ -182,17 +221,11 @@ func skillItems(t *testing.T, stack *testenv.Resources, accountID string) (rows,
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys, err := stack.S3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(stack.Name("SkillsBucket")), Prefix: aws.String("skills/" + accountID + "/")})
+	keys, err := stack.S3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(stack.Name(bucket)), Prefix: aws.String(prefix + accountID + "/")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return len(out.Items), len(keys.Contents)
-}
-
-func skillsLeft(t *testing.T, stack *testenv.Resources, accountID string) bool {
-	t.Helper()
-	rows, objects := skillItems(t, stack, accountID)
-	return rows+objects > 0
 }
 
 // channelItems counts an account's bindings and index items in ChannelsTable.

@@ -293,7 +293,8 @@ func TestEveryRouteIsServed(t *testing.T) {
 			if method == "ANY" {
 				method = http.MethodGet
 			}
-			path := strings.NewReplacer("{accountId}", "acc_x", "{agentId}", "agt_x", "{eventId}", "evt_x", "{resultId}", "res_x", "{conversationId}", "conv_x", "{parentThreadId}", "conv_x", "{requestId}", "vrq_x", "{name}", "release-notes", "{bindingId}", "chb_x", "{provider}", "openai").Replace(e.Path)
+			path := strings.NewReplacer("{accountId}", "acc_x", "{agentId}", "agt_x", "{eventId}", "evt_x", "{resultId}", "res_x", "{conversationId}", "conv_x", "{parentThreadId}", "conv_x", "{requestId}", "vrq_x", "{name}", "release-notes", "{bindingId}", "chb_x", "{provider}", "openai",
+				"{workspace}", "notes", "{path+}", "a/b.txt").Replace(e.Path)
 			if strings.Contains(path, "{") {
 				t.Fatalf("route %s %s has a parameter this test does not fill", e.Method, e.Path)
 			}

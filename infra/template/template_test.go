@@ -154,6 +154,11 @@ func TestProjectTables(t *testing.T) {
 			}},
 			TTLAttribute: "expiresAt",
 		},
+		{
+			LogicalID: "WorkspacesTable", BillingMode: "PAY_PER_REQUEST",
+			AttributeDefinitions: []AttributeDefinition{{"accountId", "S"}, {"sk", "S"}},
+			KeySchema:            []KeyElement{{"accountId", "HASH"}, {"sk", "RANGE"}},
+		},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Tables() (-want +got):\n%s", diff)
@@ -185,7 +190,9 @@ func TestProjectFunctions(t *testing.T) {
 			"HttpApi GET /accounts/me/providers", "HttpApi ANY /accounts/me/providers/{provider}",
 			"HttpApi POST /accounts", "HttpApi GET /accounts", "HttpApi POST /accounts/me/nats-credentials", "HttpApi POST /accounts/{accountId}/rotate-secret",
 			"HttpApi POST /accounts/me/tokens", "HttpApi ANY /accounts/me/token-issuer",
-			"HttpApi ANY /accounts/me/skills/{name}", "HttpApi ANY /accounts/me/skills"},
+			"HttpApi ANY /accounts/me/skills/{name}", "HttpApi ANY /accounts/me/skills",
+			"HttpApi ANY /accounts/me/workspaces", "HttpApi ANY /accounts/me/workspaces/{workspace}", "HttpApi GET /accounts/me/workspaces/{workspace}/files",
+			"HttpApi ANY /accounts/me/workspaces/{workspace}/files/{path+}", "HttpApi GET /accounts/me/workspaces/{workspace}/history", "HttpApi GET /accounts/me/workspaces/{workspace}/diff"},
 		"AsyncToolCompleteFunction": {"functions/async-tool-complete/", "bootstrap", "provided.al2023", "arm64",
 			"HttpApi POST /async-tools/{resultId}/complete"},
 		"AsyncWorkerFunction": {"functions/async-worker/", "bootstrap", "provided.al2023", "arm64",
@@ -248,6 +255,8 @@ func TestProjectFunctions(t *testing.T) {
 		"SECRETS_KMS_KEY_ID":       "test-AgentSecretsKey",
 		"SKILLS_TABLE":             "test-SkillsTable",
 		"SKILLS_BUCKET":            "test-SkillsBucket",
+		"WORKSPACES_TABLE":         "test-WorkspacesTable",
+		"WORKSPACES_BUCKET":        "test-WorkspacesBucket",
 		"CHANNELS_TABLE":           "test-ChannelsTable",
 		"STREAMS_TABLE":            "test-StreamsTable",
 		"OPENAI_API_KEY_SECRET":    "",
@@ -275,7 +284,7 @@ func TestProjectQueuesAndBuckets(t *testing.T) {
 	if diff := cmp.Diff(wantQueues, tpl.Queues()); diff != "" {
 		t.Errorf("Queues() (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]Bucket{{LogicalID: "AsyncResultsBucket"}, {LogicalID: "SkillsBucket"}}, tpl.Buckets()); diff != "" {
+	if diff := cmp.Diff([]Bucket{{LogicalID: "AsyncResultsBucket"}, {LogicalID: "SkillsBucket"}, {LogicalID: "WorkspacesBucket"}}, tpl.Buckets()); diff != "" {
 		t.Errorf("Buckets() (-want +got):\n%s", diff)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/agentharness/harness/shared/state/skills"
 	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/state/tokenkeys"
+	"github.com/agentharness/harness/shared/state/workspaces"
 	"github.com/agentharness/harness/shared/wire/natsturns"
 	"github.com/agentharness/harness/shared/wire/workqueue"
 )
@@ -53,6 +54,10 @@ func Options(d agentdeps.Deps) (accounts.Options, error) {
 	if err != nil {
 		return accounts.Options{}, err
 	}
+	ws, err := workspaces.FromConfig(d.DB, d.S3, workspaces.Config(c.Workspaces))
+	if err != nil {
+		return accounts.Options{}, err
+	}
 	ch, err := channels.FromConfig(d.DB, d.Sealer, c.Channels.Table)
 	if err != nil {
 		return accounts.Options{}, err
@@ -81,6 +86,7 @@ func Options(d agentdeps.Deps) (accounts.Options, error) {
 		Store:            st,
 		Agents:           accounts.AgentService(st, sk, d.Sealer, d.Checks),
 		Skills:           sk,
+		Workspaces:       ws,
 		Channels:         ch,
 		Connections:      conns,
 		Poster:           d.Poster,

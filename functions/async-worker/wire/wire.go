@@ -12,6 +12,7 @@ import (
 	"github.com/agentharness/harness/shared/lambda/agentdeps"
 	"github.com/agentharness/harness/shared/state/channels"
 	"github.com/agentharness/harness/shared/state/skills"
+	"github.com/agentharness/harness/shared/state/workspaces"
 	"github.com/agentharness/harness/shared/turn"
 	"github.com/agentharness/harness/shared/wire/workqueue"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -22,7 +23,7 @@ const busyRetrySeconds = 5
 
 // Worker wires async-worker: the turn engine, the App Server's part of its turns where a
 // WebSocket API is wired, the chat channels' part where the deployment keeps channels, its own
-// queue and the skills store for purges, and a way to bring back soon a message whose
+// queue and the skills and workspaces stores for purges, and a way to bring back soon a message whose
 // conversation was busy.
 func Worker(d agentdeps.Deps) (*worker.Worker, error) {
 	topts, err := turnwire.Options(d)
@@ -34,12 +35,17 @@ func Worker(d agentdeps.Deps) (*worker.Worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	ws, err := workspaces.FromConfig(d.DB, d.S3, workspaces.Config(d.Config.Workspaces))
+	if err != nil {
+		return nil, err
+	}
 	queue := d.Config.Async.WorkQueue
 	send := workqueue.SQS(d.SQS)
 	opts := worker.Options{
-		Edges:   map[string]worker.Edge{},
-		Skills:  sk,
-		Enqueue: func(ctx context.Context, body string) error { return send(ctx, queue, body) },
+		Edges:      map[string]worker.Edge{},
+		Skills:     sk,
+		Workspaces: ws,
+		Enqueue:    func(ctx context.Context, body string) error { return send(ctx, queue, body) },
 		RetrySoon: func(ctx context.Context, receipt string) {
 			_, err := d.SQS.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: &queue, ReceiptHandle: &receipt, VisibilityTimeout: busyRetrySeconds})
 			if err != nil {

@@ -100,6 +100,14 @@ if ! awslocal dynamodb describe-table --table-name 'StreamsTable' >/dev/null 2>&
     --time-to-live-specification '{"AttributeName":"expiresAt","Enabled":true}' >/dev/null
 fi
 
+if ! awslocal dynamodb describe-table --table-name 'WorkspacesTable' >/dev/null 2>&1; then
+  awslocal dynamodb create-table --table-name 'WorkspacesTable' \
+    --billing-mode 'PAY_PER_REQUEST' \
+    --attribute-definitions '[{"AttributeName":"accountId","AttributeType":"S"},{"AttributeName":"sk","AttributeType":"S"}]' \
+    --key-schema '[{"AttributeName":"accountId","KeyType":"HASH"},{"AttributeName":"sk","KeyType":"RANGE"}]' >/dev/null
+  awslocal dynamodb wait table-exists --table-name 'WorkspacesTable'
+fi
+
 awslocal sqs create-queue --queue-name 'AsyncWorkDeadLetterQueue' \
   --attributes '{"MessageRetentionPeriod":"1209600"}' >/dev/null
 
@@ -115,4 +123,8 @@ fi
 
 if ! awslocal s3api head-bucket --bucket 'skillsbucket' >/dev/null 2>&1; then
   awslocal s3api create-bucket --bucket 'skillsbucket' >/dev/null
+fi
+
+if ! awslocal s3api head-bucket --bucket 'workspacesbucket' >/dev/null 2>&1; then
+  awslocal s3api create-bucket --bucket 'workspacesbucket' >/dev/null
 fi

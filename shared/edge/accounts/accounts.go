@@ -1,6 +1,6 @@
 // Package accounts is account-manage: accounts (a one-time secret, stored hashed), their
-// agents with sealed secrets, their skills, their channel bindings, secret rotation (which
-// closes the WebSocket connections of the old secret), the NATS credentials their clients read
+// agents with sealed secrets, their skills, their workspaces, their channel bindings, secret
+// rotation (which closes the WebSocket connections of the old secret), the NATS credentials their clients read
 // turns with, their own model provider keys, and the deletion that closes the account's connections and queues a purge.
 package accounts
 
@@ -28,6 +28,7 @@ import (
 	"github.com/agentharness/harness/shared/state/skills"
 	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/state/tokenkeys"
+	"github.com/agentharness/harness/shared/state/workspaces"
 	"github.com/agentharness/harness/shared/wire/httpjson"
 	"github.com/agentharness/harness/shared/wire/natsturns"
 	"github.com/agentharness/harness/shared/wire/workqueue"
@@ -39,6 +40,8 @@ type Options struct {
 	Agents *agentstore.Service
 	// Skills keeps the accounts' skills; nil where the deployment keeps none.
 	Skills *skills.Store
+	// Workspaces keeps the accounts' workspaces; nil where the deployment keeps none.
+	Workspaces *workspaces.Store
 	// Channels keeps the accounts' channel bindings; nil where the deployment keeps none.
 	Channels *channels.Store
 	// Connections are the accounts' WebSocket connections, which Poster closes when their
@@ -101,40 +104,50 @@ func NewFrom(opts Options) *Handler {
 	me := h.account
 	admin := h.admin
 	routes := map[string]http.HandlerFunc{
-		"POST /accounts":                                     h.createAccount,
-		"GET /accounts":                                      admin(h.listAccounts),
-		"GET /accounts/{accountId}":                          admin(h.getAccount),
-		"PATCH /accounts/{accountId}":                        admin(h.updateAccount),
-		"DELETE /accounts/{accountId}":                       admin(h.deleteAccount),
-		"POST /accounts/{accountId}/rotate-secret":           admin(h.rotateSecret),
-		"GET /accounts/me":                                   me(h.getAccount),
-		"PATCH /accounts/me":                                 me(h.updateAccount),
-		"DELETE /accounts/me":                                me(h.deleteAccount),
-		"POST /accounts/me/rotate-secret":                    me(h.rotateSecret),
-		"POST /accounts/me/nats-credentials":                 me(h.natsCredentials),
-		"POST /accounts/me/tokens":                           me(h.mintToken),
-		"PUT /accounts/me/token-issuer":                      me(h.putIssuer),
-		"GET /accounts/me/token-issuer":                      me(h.getIssuer),
-		"DELETE /accounts/me/token-issuer":                   me(h.deleteIssuer),
-		"POST /accounts/me/agents":                           me(h.createAgent),
-		"GET /accounts/me/agents":                            me(h.listAgents),
-		"GET /accounts/me/agents/{agentId}":                  me(h.getAgent),
-		"PATCH /accounts/me/agents/{agentId}":                me(h.updateAgent),
-		"DELETE /accounts/me/agents/{agentId}":               me(h.deleteAgent),
-		"POST /accounts/me/skills":                           me(h.putSkill),
-		"GET /accounts/me/skills":                            me(h.listSkills),
-		"GET /accounts/me/skills/{name}":                     me(h.getSkill),
-		"DELETE /accounts/me/skills/{name}":                  me(h.deleteSkill),
-		"POST /accounts/me/channels":                         me(h.createChannel),
-		"GET /accounts/me/channels":                          me(h.listChannels),
-		"GET /accounts/me/channels/{bindingId}":              me(h.getChannel),
-		"PATCH /accounts/me/channels/{bindingId}":            me(h.updateChannel),
-		"DELETE /accounts/me/channels/{bindingId}":           me(h.deleteChannel),
-		"POST /accounts/me/channels/{bindingId}/set-webhook": me(h.setWebhook),
-		"GET /accounts/me/providers":                         me(h.listProviders),
-		"PUT /accounts/me/providers/{provider}":              me(h.putProvider),
-		"GET /accounts/me/providers/{provider}":              me(h.getProvider),
-		"DELETE /accounts/me/providers/{provider}":           me(h.deleteProvider),
+		"POST /accounts":                                             h.createAccount,
+		"GET /accounts":                                              admin(h.listAccounts),
+		"GET /accounts/{accountId}":                                  admin(h.getAccount),
+		"PATCH /accounts/{accountId}":                                admin(h.updateAccount),
+		"DELETE /accounts/{accountId}":                               admin(h.deleteAccount),
+		"POST /accounts/{accountId}/rotate-secret":                   admin(h.rotateSecret),
+		"GET /accounts/me":                                           me(h.getAccount),
+		"PATCH /accounts/me":                                         me(h.updateAccount),
+		"DELETE /accounts/me":                                        me(h.deleteAccount),
+		"POST /accounts/me/rotate-secret":                            me(h.rotateSecret),
+		"POST /accounts/me/nats-credentials":                         me(h.natsCredentials),
+		"POST /accounts/me/tokens":                                   me(h.mintToken),
+		"PUT /accounts/me/token-issuer":                              me(h.putIssuer),
+		"GET /accounts/me/token-issuer":                              me(h.getIssuer),
+		"DELETE /accounts/me/token-issuer":                           me(h.deleteIssuer),
+		"POST /accounts/me/agents":                                   me(h.createAgent),
+		"GET /accounts/me/agents":                                    me(h.listAgents),
+		"GET /accounts/me/agents/{agentId}":                          me(h.getAgent),
+		"PATCH /accounts/me/agents/{agentId}":                        me(h.updateAgent),
+		"DELETE /accounts/me/agents/{agentId}":                       me(h.deleteAgent),
+		"POST /accounts/me/skills":                                   me(h.putSkill),
+		"GET /accounts/me/skills":                                    me(h.listSkills),
+		"GET /accounts/me/skills/{name}":                             me(h.getSkill),
+		"DELETE /accounts/me/skills/{name}":                          me(h.deleteSkill),
+		"POST /accounts/me/workspaces":                               me(h.createWorkspace),
+		"GET /accounts/me/workspaces":                                me(h.listWorkspaces),
+		"GET /accounts/me/workspaces/{workspace}":                    me(h.getWorkspace),
+		"DELETE /accounts/me/workspaces/{workspace}":                 me(h.deleteWorkspace),
+		"GET /accounts/me/workspaces/{workspace}/files":              me(h.getFile),
+		"GET /accounts/me/workspaces/{workspace}/files/{path...}":    me(h.getFile),
+		"PUT /accounts/me/workspaces/{workspace}/files/{path...}":    me(h.putFile),
+		"DELETE /accounts/me/workspaces/{workspace}/files/{path...}": me(h.deleteFile),
+		"GET /accounts/me/workspaces/{workspace}/history":            me(h.workspaceHistory),
+		"GET /accounts/me/workspaces/{workspace}/diff":               me(h.workspaceDiff),
+		"POST /accounts/me/channels":                                 me(h.createChannel),
+		"GET /accounts/me/channels":                                  me(h.listChannels),
+		"GET /accounts/me/channels/{bindingId}":                      me(h.getChannel),
+		"PATCH /accounts/me/channels/{bindingId}":                    me(h.updateChannel),
+		"DELETE /accounts/me/channels/{bindingId}":                   me(h.deleteChannel),
+		"POST /accounts/me/channels/{bindingId}/set-webhook":         me(h.setWebhook),
+		"GET /accounts/me/providers":                                 me(h.listProviders),
+		"PUT /accounts/me/providers/{provider}":                      me(h.putProvider),
+		"GET /accounts/me/providers/{provider}":                      me(h.getProvider),
+		"DELETE /accounts/me/providers/{provider}":                   me(h.deleteProvider),
 	}
 	for pattern, fn := range routes {
 		h.mux.HandleFunc(pattern, fn)
@@ -165,6 +178,9 @@ func (h *Handler) account(next http.HandlerFunc) http.HandlerFunc {
 		}
 		if err == nil {
 			err = checkSkillName(r)
+		}
+		if err == nil {
+			err = checkPathID(r, "workspace")
 		}
 		if err != nil {
 			h.errs.Fail(w, r, err)

@@ -17,7 +17,7 @@ const (
 	purgeDefault = 5 * time.Minute
 )
 
-// purge deletes a deleted account's data, its skills, channel bindings and kept tool results
+// purge deletes a deleted account's data, its skills, workspaces, channel bindings and kept tool results
 // among it, in passes that end before the invocation does: a pass that runs out of time queues
 // the next. Purging twice is harmless. A live account is never purged: the message was forged
 // or misrouted.
@@ -28,7 +28,7 @@ func (w *Worker) purge(ctx context.Context, msg turn.Work) error {
 	if deadline, ok := ctx.Deadline(); ok {
 		until = deadline.Add(-purgeMargin)
 	}
-	skills, bindings := w.opts.Skills, w.opts.Bindings
+	skills, spaces, bindings := w.opts.Skills, w.opts.Workspaces, w.opts.Bindings
 	p := store.Purge{Now: o.Now(), Until: until, Elsewhere: func(ctx context.Context) error {
 		if o.Results != nil {
 			if err := o.Results.DeleteAll(ctx, msg.AccountID); err != nil {
@@ -37,6 +37,11 @@ func (w *Worker) purge(ctx context.Context, msg turn.Work) error {
 		}
 		if skills != nil {
 			if err := skills.DeleteAll(ctx, msg.AccountID); err != nil {
+				return err
+			}
+		}
+		if spaces != nil {
+			if err := spaces.DeleteAll(ctx, msg.AccountID); err != nil {
 				return err
 			}
 		}

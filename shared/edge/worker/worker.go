@@ -9,6 +9,7 @@ import (
 	"github.com/agentharness/harness/shared/state/channels"
 	"github.com/agentharness/harness/shared/state/skills"
 	"github.com/agentharness/harness/shared/state/store"
+	"github.com/agentharness/harness/shared/state/workspaces"
 	"github.com/agentharness/harness/shared/tool/asynctools"
 	"github.com/agentharness/harness/shared/turn"
 	"github.com/agentharness/harness/shared/wire/workqueue"
@@ -31,10 +32,11 @@ type Options struct {
 	Edges map[string]Edge
 	// Enqueue puts work back on the queue (the next pass of a purge).
 	Enqueue func(ctx context.Context, body string) error
-	// Skills and Bindings are deleted with the rest of a purged account's data; nil where the
-	// deployment keeps none.
-	Skills   *skills.Store
-	Bindings *channels.Store
+	// Skills, Workspaces and Bindings are deleted with the rest of a purged account's data; nil
+	// where the deployment keeps none.
+	Skills     *skills.Store
+	Workspaces *workspaces.Store
+	Bindings   *channels.Store
 	// RetrySoon shortens the wait before a message that found its conversation busy comes
 	// back; nil leaves the queue's visibility timeout.
 	RetrySoon func(ctx context.Context, receiptHandle string)

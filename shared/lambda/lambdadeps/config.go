@@ -15,21 +15,22 @@ import (
 // packages its wire uses. docs/configuration.md documents every variable (config_test.go holds
 // this list, the docs and template.yaml to each other).
 type Config struct {
-	LogLevel  string `env:"LOG_LEVEL"`
-	Runtime   Runtime
-	Tables    Tables
-	Async     Async
-	Turns     Turns
-	Streams   Streams
-	Skills    Skills
-	Channels  Channels
-	WebSocket WebSocket
-	Secrets   Secrets
-	Models    Models
-	MCP       MCP
-	Tools     Tools
-	Accounts  Accounts
-	NATS      NATS
+	LogLevel   string `env:"LOG_LEVEL"`
+	Runtime    Runtime
+	Tables     Tables
+	Async      Async
+	Turns      Turns
+	Streams    Streams
+	Skills     Skills
+	Workspaces Workspaces
+	Channels   Channels
+	WebSocket  WebSocket
+	Secrets    Secrets
+	Models     Models
+	MCP        MCP
+	Tools      Tools
+	Accounts   Accounts
+	NATS       NATS
 }
 
 // Runtime sizes the Go runtime to the function's memory (Main).
@@ -76,6 +77,12 @@ type Streams struct {
 type Skills struct {
 	Table  string `env:"SKILLS_TABLE"`
 	Bucket string `env:"SKILLS_BUCKET"`
+}
+
+// Workspaces are the workspaces' table and bucket, with the fields of workspaces.Config.
+type Workspaces struct {
+	Table  string `env:"WORKSPACES_TABLE"`
+	Bucket string `env:"WORKSPACES_BUCKET"`
 }
 
 // Channels are the channel bindings' table and where the chat platforms' APIs are (APIs has the
