@@ -13,7 +13,8 @@ import (
 	"fmt"
 	"path"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/agentharness/harness/shared/wire/relpath"
 )
 
 // Runner runs one command in a sandbox. A command that fails or is killed is a Result (its
@@ -75,8 +76,6 @@ const (
 
 	// MaxCommandBytes bounds Request.Command.
 	MaxCommandBytes = 64 << 10
-	// MaxPathBytes bounds a file's path.
-	MaxPathBytes = 1024
 )
 
 // WithDefaults returns l with each zero field set to its default.
@@ -177,35 +176,11 @@ func (l Limits) Check() error {
 	return nil
 }
 
-// CheckPath refuses a path that is not a clean relative one: empty, absolute, with a "." or ".."
-// part, an empty part (a doubled or trailing '/'), a control character or invalid UTF-8, a part
-// over 255 bytes or the whole over MaxPathBytes. A path that passes names a place under a root,
-// and only there, on any system the root lives on.
+// CheckPath refuses a path that is not a clean relative one (package relpath's grammar, the
+// workspaces'): a path that passes names a place under a root, and only there.
 func CheckPath(p string) error {
-	switch {
-	case p == "":
-		return fmt.Errorf("the path is empty")
-	case len(p) > MaxPathBytes:
-		return fmt.Errorf("the path is %d bytes, more than %d", len(p), MaxPathBytes)
-	case !utf8.ValidString(p):
-		return fmt.Errorf("%q is not valid UTF-8", p)
-	case p[0] == '/':
-		return fmt.Errorf("%q is absolute; paths are relative to the root", p)
-	}
-	for _, r := range p {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return fmt.Errorf("%q holds a control character", p)
-		}
-	}
-	for part := range strings.SplitSeq(p, "/") {
-		switch {
-		case part == "":
-			return fmt.Errorf("%q has an empty part", p)
-		case part == "." || part == "..":
-			return fmt.Errorf("%q has a %q part; paths stay under the root", p, part)
-		case len(part) > 255:
-			return fmt.Errorf("%q has a part over 255 bytes", p)
-		}
+	if problem := relpath.Problem(p); problem != "" {
+		return fmt.Errorf("%q %s", p, problem)
 	}
 	return nil
 }

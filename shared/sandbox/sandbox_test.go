@@ -9,14 +9,14 @@ import (
 )
 
 func TestCheckPath(t *testing.T) {
-	for _, p := range []string{"a", "a/b.txt", "dir/sub/file.go", ".hidden", "a..b", "café/naïve", strings.Repeat("x/", 300) + "y"} {
+	for _, p := range []string{"a", "a/b.txt", "dir/sub/file.go", ".hidden", "a..b", "café/naïve", strings.Repeat("x/", 63) + "y", `a"b`} {
 		if err := sandbox.CheckPath(p); err != nil {
 			t.Errorf("CheckPath(%q) = %v, want nil", p, err)
 		}
 	}
 	for _, p := range []string{
 		"", "/etc/passwd", "..", "../a", "a/../../b", "a/..", ".", "./a", "a/./b", "a//b", "a/",
-		"a\x00b", "a\nb", "a\x7fb", "a\u0085b", "\xff", strings.Repeat("x", 256), strings.Repeat("a/", 512) + "b",
+		"a\x00b", "a\nb", "a\x7fb", "a\u0085b", "\xff", strings.Repeat("x", 256), strings.Repeat("a/", 512) + "b", strings.Repeat("x/", 64) + "y", `a\b`,
 	} {
 		if err := sandbox.CheckPath(p); err == nil {
 			t.Errorf("CheckPath(%q) = nil, want a refusal", p)

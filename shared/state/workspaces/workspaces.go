@@ -13,21 +13,18 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/agentharness/harness/shared/wire/ids"
+
+	"github.com/agentharness/harness/shared/wire/relpath"
 )
 
 // Limits. A file's size is bounded by what an API Gateway request and a Lambda payload carry;
 // a commit's changed paths must fit its DynamoDB row (400 KB) at the longest paths.
 const (
-	MaxFileBytes   = 5 << 20
-	MaxFiles       = 10_000
-	MaxChanges     = 256
-	MaxPathBytes   = 1024
-	MaxPathDepth   = 64
-	MaxSegmentByte = 255
+	MaxFileBytes = 5 << 20
+	MaxFiles     = 10_000
+	MaxChanges   = 256
 )
 
 // Latest names a workspace's latest version where a version is asked for; as a commit's base,
@@ -138,37 +135,7 @@ func NameProblem(name string) string { return ids.Problem(name) }
 
 // PathProblem says what keeps p from being a path in a workspace; empty when nothing does.
 // Paths are clean and relative (a/b.txt), so that one path names one file wherever it is used.
-func PathProblem(p string) string {
-	switch {
-	case p == "":
-		return "is empty"
-	case len(p) > MaxPathBytes:
-		return fmt.Sprintf("is %d bytes long, more than %d", len(p), MaxPathBytes)
-	case !utf8.ValidString(p):
-		return "is not valid UTF-8"
-	case strings.HasPrefix(p, "/"):
-		return "must be relative: no leading /"
-	case strings.ContainsRune(p, '\\'):
-		return `must use / between segments, not \`
-	case strings.IndexFunc(p, unicode.IsControl) >= 0:
-		return "must not contain control characters"
-	}
-	segments := strings.Split(p, "/")
-	if len(segments) > MaxPathDepth {
-		return fmt.Sprintf("has %d segments, more than %d", len(segments), MaxPathDepth)
-	}
-	for _, s := range segments {
-		switch {
-		case s == "":
-			return "must not have empty segments (// or a trailing /)"
-		case s == "." || s == "..":
-			return "must not have . or .. segments"
-		case len(s) > MaxSegmentByte:
-			return fmt.Sprintf("has a segment of %d bytes, more than %d", len(s), MaxSegmentByte)
-		}
-	}
-	return ""
-}
+func PathProblem(p string) string { return relpath.Problem(p) }
 
 // checkPath is PathProblem as an error naming the field.
 func checkPath(p string) error {
