@@ -59,9 +59,9 @@ func run() (int, error) {
 	// The programs first: when one is missing and cannot be installed, nothing need start.
 	var progEnv []string
 	paths := make(map[string]string)
-	for _, prog := range []program{chromium, bubblewrap} {
-		p, err := systemFinder(prog, logf).ensure(context.Background(), func() {
-			fmt.Fprintf(os.Stderr, "stack: installing %s (apt-get install %s)...\n", prog.name, prog.pkg)
+	for _, prog := range []devstack.Program{devstack.Chromium, devstack.Bubblewrap} {
+		p, err := devstack.Ensure(context.Background(), prog, logf, func() {
+			fmt.Fprintf(os.Stderr, "stack: installing %s (apt-get install %s)...\n", prog.Name, prog.Pkg)
 		})
 		if err != nil {
 			if out, _ := os.ReadFile(logf.Name()); len(out) > 0 {
@@ -69,8 +69,8 @@ func run() (int, error) {
 			}
 			return 1, err
 		}
-		progEnv = append(progEnv, prog.envVar+"="+p)
-		paths[prog.name] = p
+		progEnv = append(progEnv, prog.EnvVar+"="+p)
+		paths[prog.Name] = p
 	}
 
 	s, err := devstack.Start(context.Background(), root, logf)
@@ -80,7 +80,7 @@ func run() (int, error) {
 	}
 	defer s.Stop()
 	fmt.Fprintf(os.Stderr, "stack: DynamoDB Local at %s, fauxqs (SQS, S3) at %s, Chromium at %s, bubblewrap at %s\n",
-		s.DynamoDB, s.SQS, paths[chromium.name], paths[bubblewrap.name])
+		s.DynamoDB, s.SQS, paths[devstack.Chromium.Name], paths[devstack.Bubblewrap.Name])
 
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = append(os.Environ(), append(s.Env(), progEnv...)...)

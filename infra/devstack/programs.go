@@ -1,4 +1,4 @@
-package main
+package devstack
 
 import (
 	"context"
@@ -10,48 +10,48 @@ import (
 	"path/filepath"
 )
 
-// program is a system program some tests need, which stack finds, or installs with apt-get, and
+// Program is a system Program some tests need, which stack finds, or installs with apt-get, and
 // names to the command in a variable.
-type program struct {
-	name string // in messages
+type Program struct {
+	Name string // in messages
 	// envVar names the program's path to the tests; set by the user, it names the one to use.
-	envVar string
+	EnvVar string
 	// names are looked up on PATH, in order; fallback is where Debian's package puts the
 	// binary, for when its directory is not on PATH.
 	names    []string
 	fallback string
-	pkg      string // Debian's package
+	Pkg      string // Debian's package
 	// need says what needs the program; help, how to install it by hand.
 	need, help string
 }
 
-var chromium = program{
-	name:     "Chromium",
-	envVar:   "HARNESS_CHROMIUM",
+var Chromium = Program{
+	Name:     "Chromium",
+	EnvVar:   "HARNESS_CHROMIUM",
 	names:    []string{"chromium", "chromium-browser"},
 	fallback: "/usr/bin/chromium",
-	pkg:      "chromium",
+	Pkg:      "chromium",
 	need:     "the browser tests drive Chromium",
 	help: "install Chromium and run again: `sudo apt-get install chromium` (Debian, Ubuntu), " +
 		"`sudo dnf install chromium` (Fedora); on macOS set HARNESS_CHROMIUM" +
 		" to Chrome's binary (\"/Applications/Google Chrome.app/Contents/MacOS/Google Chrome\")",
 }
 
-var bubblewrap = program{
-	name:     "bubblewrap",
-	envVar:   "HARNESS_BWRAP",
+var Bubblewrap = Program{
+	Name:     "bubblewrap",
+	EnvVar:   "HARNESS_BWRAP",
 	names:    []string{"bwrap"},
 	fallback: "/usr/bin/bwrap",
-	pkg:      "bubblewrap",
+	Pkg:      "bubblewrap",
 	need:     "the sandbox tests run commands in bubblewrap (bwrap)",
 	help: "install bubblewrap and run again: `sudo apt-get install bubblewrap` (Debian, Ubuntu), " +
 		"`sudo dnf install bubblewrap` (Fedora); it runs on Linux only, so elsewhere run the tests in a Linux VM or container",
 }
 
-// finder finds a program, installing it with apt-get when it is missing and it can. Its fields
+// finder finds a Program, installing it with apt-get when it is missing and it can. Its fields
 // other than prog are the system calls it makes, so that tests can stand in for the system.
 type finder struct {
-	prog     program
+	prog     Program
 	getenv   func(string) string
 	lookPath func(string) (string, error)
 	exists   func(string) bool
@@ -61,8 +61,15 @@ type finder struct {
 	run func(ctx context.Context, env []string, name string, args ...string) error
 }
 
+// Ensure returns prog's path on this machine, installing it with apt-get (its output going to
+// log) when it is missing and the process can: root, with apt-get on PATH. installing is called
+// before an install starts, which may take a minute or more.
+func Ensure(ctx context.Context, prog Program, log io.Writer, installing func()) (string, error) {
+	return systemFinder(prog, log).ensure(ctx, installing)
+}
+
 // systemFinder is a finder of prog on this machine, writing apt-get's output to log.
-func systemFinder(prog program, log io.Writer) *finder {
+func systemFinder(prog Program, log io.Writer) *finder {
 	_, aptErr := exec.LookPath("apt-get")
 	return &finder{
 		prog:     prog,
@@ -86,10 +93,10 @@ func systemFinder(prog program, log io.Writer) *finder {
 // the first of its names on PATH, else its fallback; "" when there is none. A variable that
 // names no executable is an error: the user asked for that binary.
 func (f *finder) find() (string, error) {
-	if v := f.getenv(f.prog.envVar); v != "" {
+	if v := f.getenv(f.prog.EnvVar); v != "" {
 		p, err := f.lookPath(v)
 		if err != nil {
-			return "", fmt.Errorf("%s=%s: %w", f.prog.envVar, v, err)
+			return "", fmt.Errorf("%s=%s: %w", f.prog.EnvVar, v, err)
 		}
 		// The tests run in their package's directory, not in this one.
 		return filepath.Abs(p)
@@ -121,11 +128,11 @@ func (f *finder) ensure(ctx context.Context, installing func()) (string, error) 
 	}
 	// Another install running beside this one (a second run of the suite) holds dpkg's lock for
 	// a while: wait for it rather than fail.
-	if err := f.run(ctx, []string{"DEBIAN_FRONTEND=noninteractive"}, "apt-get", "-o", "DPkg::Lock::Timeout=600", "install", "-y", f.prog.pkg); err != nil {
-		return "", fmt.Errorf("apt-get install %s: %w; %s", f.prog.pkg, err, f.prog.help)
+	if err := f.run(ctx, []string{"DEBIAN_FRONTEND=noninteractive"}, "apt-get", "-o", "DPkg::Lock::Timeout=600", "install", "-y", f.prog.Pkg); err != nil {
+		return "", fmt.Errorf("apt-get install %s: %w; %s", f.prog.Pkg, err, f.prog.help)
 	}
 	if p, err = f.find(); err != nil || p == "" {
-		return "", fmt.Errorf("apt-get installed %s, and it is still not found: %s", f.prog.pkg, f.prog.help)
+		return "", fmt.Errorf("apt-get installed %s, and it is still not found: %s", f.prog.Pkg, f.prog.help)
 	}
 	return p, nil
 }

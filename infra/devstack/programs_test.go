@@ -1,4 +1,4 @@
-package main
+package devstack
 
 import (
 	"context"
@@ -20,7 +20,7 @@ type fakeSystem struct {
 	installs []string // files the apt-get install adds
 }
 
-func (s *fakeSystem) finder(prog program, canInstall bool) *finder {
+func (s *fakeSystem) finder(prog Program, canInstall bool) *finder {
 	return &finder{
 		prog:   prog,
 		getenv: func(k string) string { return s.env[k] },
@@ -62,7 +62,7 @@ func TestFinder(t *testing.T) {
 	)
 	tests := []struct {
 		name       string
-		prog       *program // nil: chromium
+		prog       *Program // nil: Chromium
 		sys        fakeSystem
 		canInstall bool
 		want       string
@@ -71,19 +71,19 @@ func TestFinder(t *testing.T) {
 	}{
 		{
 			name: "the variable wins",
-			sys:  fakeSystem{env: map[string]string{chromium.envVar: "/opt/chrome/chrome"}, files: map[string]bool{"/opt/chrome/chrome": true, "/bin/chromium": true}},
+			sys:  fakeSystem{env: map[string]string{Chromium.EnvVar: "/opt/chrome/chrome"}, files: map[string]bool{"/opt/chrome/chrome": true, "/bin/chromium": true}},
 			want: "/opt/chrome/chrome",
 		},
 		{
 			name: "the variable names a command on PATH",
-			sys:  fakeSystem{env: map[string]string{chromium.envVar: "google-chrome"}, files: map[string]bool{"/bin/google-chrome": true}},
+			sys:  fakeSystem{env: map[string]string{Chromium.EnvVar: "google-chrome"}, files: map[string]bool{"/bin/google-chrome": true}},
 			want: "/bin/google-chrome",
 		},
 		{
 			name:       "the variable names nothing: no install",
-			sys:        fakeSystem{env: map[string]string{chromium.envVar: "/nowhere/chrome"}, files: map[string]bool{}},
+			sys:        fakeSystem{env: map[string]string{Chromium.EnvVar: "/nowhere/chrome"}, files: map[string]bool{}},
 			canInstall: true,
-			wantErr:    []string{chromium.envVar + "=/nowhere/chrome"},
+			wantErr:    []string{Chromium.EnvVar + "=/nowhere/chrome"},
 		},
 		{
 			name: "chromium on PATH",
@@ -92,13 +92,13 @@ func TestFinder(t *testing.T) {
 		},
 		{
 			name: "chromium-browser on PATH",
-			sys:  fakeSystem{files: map[string]bool{"/bin/chromium-browser": true, chromium.fallback: true}},
+			sys:  fakeSystem{files: map[string]bool{"/bin/chromium-browser": true, Chromium.fallback: true}},
 			want: "/bin/chromium-browser",
 		},
 		{
 			name: "Debian's path off PATH",
-			sys:  fakeSystem{files: map[string]bool{chromium.fallback: true}},
-			want: chromium.fallback,
+			sys:  fakeSystem{files: map[string]bool{Chromium.fallback: true}},
+			want: Chromium.fallback,
 		},
 		{
 			name:       "missing, installed with apt-get",
@@ -110,7 +110,7 @@ func TestFinder(t *testing.T) {
 		{
 			name:    "missing, not root or no apt-get",
 			sys:     fakeSystem{files: map[string]bool{}},
-			wantErr: []string{"not installed", "apt-get install chromium", "dnf install chromium", chromium.envVar + " to Chrome's binary"},
+			wantErr: []string{"not installed", "apt-get install chromium", "dnf install chromium", Chromium.EnvVar + " to Chrome's binary"},
 		},
 		{
 			name:       "apt-get fails",
@@ -128,33 +128,33 @@ func TestFinder(t *testing.T) {
 		},
 		{
 			name: "bwrap on PATH",
-			prog: &bubblewrap,
-			sys:  fakeSystem{files: map[string]bool{"/bin/bwrap": true, bubblewrap.fallback: true}},
+			prog: &Bubblewrap,
+			sys:  fakeSystem{files: map[string]bool{"/bin/bwrap": true, Bubblewrap.fallback: true}},
 			want: "/bin/bwrap",
 		},
 		{
 			name: "HARNESS_BWRAP wins",
-			prog: &bubblewrap,
-			sys:  fakeSystem{env: map[string]string{bubblewrap.envVar: "/opt/bwrap"}, files: map[string]bool{"/opt/bwrap": true, "/bin/bwrap": true}},
+			prog: &Bubblewrap,
+			sys:  fakeSystem{env: map[string]string{Bubblewrap.EnvVar: "/opt/bwrap"}, files: map[string]bool{"/opt/bwrap": true, "/bin/bwrap": true}},
 			want: "/opt/bwrap",
 		},
 		{
 			name:       "bwrap missing, installed with apt-get",
-			prog:       &bubblewrap,
-			sys:        fakeSystem{files: map[string]bool{}, installs: []string{bubblewrap.fallback}},
+			prog:       &Bubblewrap,
+			sys:        fakeSystem{files: map[string]bool{}, installs: []string{Bubblewrap.fallback}},
 			canInstall: true,
-			want:       bubblewrap.fallback,
+			want:       Bubblewrap.fallback,
 			wantRan:    []string{update, installBwrap},
 		},
 		{
 			name:    "bwrap missing, not root or no apt-get",
-			prog:    &bubblewrap,
+			prog:    &Bubblewrap,
 			sys:     fakeSystem{files: map[string]bool{}},
 			wantErr: []string{"sandbox tests", "not installed", "apt-get install bubblewrap", "dnf install bubblewrap", "Linux only"},
 		},
 		{
 			name:       "apt-get fails for bwrap",
-			prog:       &bubblewrap,
+			prog:       &Bubblewrap,
 			sys:        fakeSystem{files: map[string]bool{}, fail: installBwrap},
 			canInstall: true,
 			wantRan:    []string{update, installBwrap},
@@ -164,7 +164,7 @@ func TestFinder(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			announced := false
-			prog := chromium
+			prog := Chromium
 			if tt.prog != nil {
 				prog = *tt.prog
 			}
