@@ -80,7 +80,8 @@ var WorkspaceTools = []string{Read, Write, Edit, Glob, Grep, Bash}
 // separator and the longest tool name).
 var prefixRe = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,56}$`)
 
-// HasSandbox reports whether w runs bash: the agent has a sandbox and w does not opt out.
+// HasSandbox reports whether w has a sandbox, and so all its tools (without one, read and glob
+// alone): the agent has a sandbox and w does not opt out.
 func (c *Config) HasSandbox(w Workspace) bool { return c.Sandbox != nil && !w.NoSandbox }
 
 // ToolName is the model-facing name of tool of workspace w: tool alone when the agent has one
@@ -191,12 +192,12 @@ func strictObject(raw []byte, v any) error {
 }
 
 // checkWorkspaceTools refuses a config whose config.tools or config.prompts name a tool its
-// workspaces (or its sandbox's bash) give it.
+// workspaces (or its sandbox's stateless bash) give it.
 func checkWorkspaceTools(cfg *Config) error {
 	var names []string
 	for _, w := range cfg.Workspaces {
 		for _, t := range WorkspaceTools {
-			if t != Bash || cfg.HasSandbox(w) {
+			if t == Read || t == Glob || cfg.HasSandbox(w) {
 				names = append(names, cfg.ToolName(w, t))
 			}
 		}

@@ -169,8 +169,9 @@ func (w *workspace) author(ctx context.Context) workspaces.Author {
 	return a
 }
 
-// tools are the workspace's tools by their plain names; bash only when it has a sandbox.
-func (w *workspace) tools(withBash bool) []tool.Tool {
+// tools are the workspace's tools by their plain names: all of them when it has a sandbox, read
+// and glob alone when it has none.
+func (w *workspace) tools(sandboxed bool) []tool.Tool {
 	out := []tool.Tool{
 		{Name: agentconfig.Read, Description: "Reads a text file of the workspace, with line numbers (as cat -n). offset is the first line (from 1), limit how many lines; a long file comes in parts.",
 			InputSchema: schema(`"path":`+pathProp+`,"offset":{"type":"integer","minimum":1},"limit":{"type":"integer","minimum":1}`, "path"), Execute: w.read},
@@ -183,10 +184,11 @@ func (w *workspace) tools(withBash bool) []tool.Tool {
 		{Name: agentconfig.Grep, Description: "Searches the workspace's text files for a regular expression (Go syntax), line by line; path narrows it to a file or a directory. Matches come as file:line: text.",
 			InputSchema: schema(`"pattern":{"type":"string","minLength":1},"path":`+pathProp, "pattern"), Execute: w.grep},
 	}
-	if withBash {
-		out = append(out, tool.Tool{Name: agentconfig.Bash, Description: bashDescription + " It runs in a copy of the workspace's latest version, the workspace root its working directory; the files it creates, changes or deletes are committed back as one commit.",
-			InputSchema: bashSchema, Execute: w.bash})
+	if !sandboxed {
+		return []tool.Tool{out[0], out[3]}
 	}
+	out = append(out, tool.Tool{Name: agentconfig.Bash, Description: bashDescription + " It runs in a copy of the workspace's latest version, the workspace root its working directory; the files it creates, changes or deletes are committed back as one commit.",
+		InputSchema: bashSchema, Execute: w.bash})
 	return out
 }
 

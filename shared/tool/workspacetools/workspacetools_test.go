@@ -109,10 +109,18 @@ func wantErr(t *testing.T, set *tool.Set, name, input, says string) {
 // see it.
 func TestFileTools(t *testing.T) {
 	f := newFixture(t)
-	set := f.tools(t, `"workspaces":[{"name":"WS","permissionMode":"unrestricted"}]`)
-	if got := strings.Join(set.Names(), " "); got != "edit glob grep read write" {
-		t.Fatalf("tools %s, want the five of a workspace without a sandbox", got)
+	if got := strings.Join(f.tools(t, `"workspaces":[{"name":"WS"}]`).Names(), " "); got != "glob read" {
+		t.Errorf("a workspace without a sandbox has %s, want glob and read", got)
 	}
+	if _, err := f.store.Create(context.Background(), account, f.ws+"-other"); err != nil {
+		t.Fatal(err)
+	}
+	set := f.tools(t, `"sandbox":{},"workspaces":[{"name":"WS","permissionMode":"unrestricted"},{"name":"WS-other","sandbox":null}]`)
+	want := "WS-other__glob WS-other__read WS__bash WS__edit WS__glob WS__grep WS__read WS__write"
+	if got := strings.Join(set.Names(), " "); got != strings.ReplaceAll(want, "WS", f.ws) {
+		t.Fatalf("tools %s, want all six of the workspace with a sandbox, read and glob of the other", got)
+	}
+	set = f.tools(t, `"sandbox":{},"workspaces":[{"name":"WS","permissionMode":"unrestricted"}]`)
 	lines := "one\ntwo\nthree\nfour\nfive\n"
 	if out := must(t, set, "write", `{"path":"notes/a.md","content":`+quote(lines)+`}`); out["version"] != 1.0 {
 		t.Errorf("write = %v, want version 1", out)
@@ -238,7 +246,7 @@ func (r racing) Run(ctx context.Context, req sandbox.Request) (sandbox.Result, e
 // another writer changed while it ran, is a conflict the result reports; the other write stays.
 func TestConflictsAreReported(t *testing.T) {
 	f := newFixture(t)
-	set := f.tools(t, `"workspaces":[{"name":"WS","permissionMode":"unrestricted"}]`)
+	set := f.tools(t, `"sandbox":{},"workspaces":[{"name":"WS","permissionMode":"unrestricted"}]`)
 	must(t, set, "write", `{"path":"f.txt","content":"mine"}`)
 	must(t, set, "read", `{"path":"f.txt"}`)
 	if _, err := f.store.Commit(context.Background(), account, f.ws, workspaces.Latest, []workspaces.Change{{Path: "f.txt", Data: []byte("theirs")}}, workspaces.Author{Kind: workspaces.ByAPI}); err != nil {
