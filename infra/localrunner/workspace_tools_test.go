@@ -127,15 +127,24 @@ func TestWorkspaceBashReachesNoNetwork(t *testing.T) {
 	}
 }
 
-// A workspace of another account is not found: an agent that names it cannot run.
+// A workspace of another account is not found: a config that names it is refused, naming the
+// field, and so is one naming a workspace the account deleted since, when its turn starts.
 func TestWorkspaceOfAnotherAccountIsNotFound(t *testing.T) {
 	e := newSandboxEnv(t)
 	_, other := createAccount(t, e.srv, "other-ws")
 	if res := call(t, e.srv, http.MethodPost, "/accounts/me/workspaces", other, `{"name":"private"}`); res.status != http.StatusCreated {
 		t.Fatalf("creating the other account's workspace = %d %s", res.status, res.body)
 	}
-	agentID := e.agent(t, scripted(t, `"workspaces":[{"name":"private","permissionMode":"unrestricted"}]`, `{"name":"read","input":{"path":"a"}}`))
-	res := call(t, e.srv, http.MethodPost, "/async", e.secret, `{"agentId":"`+agentID+`","message":"go"}`)
+	res := call(t, e.srv, http.MethodPost, "/accounts/me/agents", e.secret, scripted(t, `"workspaces":[{"name":"private"}]`))
+	if res.status != http.StatusBadRequest || !strings.Contains(string(res.body), "workspaces[0].name") || !strings.Contains(string(res.body), "no workspace named private") {
+		t.Errorf("an agent naming another account's workspace = %d %s, want 400 naming workspaces[0].name", res.status, res.body)
+	}
+
+	agentID := e.agent(t, scripted(t, `"workspaces":[{"name":"notes","permissionMode":"unrestricted"}]`, `{"name":"read","input":{"path":"a"}}`))
+	if res := call(t, e.srv, http.MethodDelete, "/accounts/me/workspaces/notes", e.secret, ""); res.status != http.StatusNoContent {
+		t.Fatalf("deleting the workspace = %d %s", res.status, res.body)
+	}
+	res = call(t, e.srv, http.MethodPost, "/async", e.secret, `{"agentId":"`+agentID+`","message":"go"}`)
 	said := string(res.body)
 	if res.status == http.StatusAccepted {
 		var s started
@@ -143,7 +152,7 @@ func TestWorkspaceOfAnotherAccountIsNotFound(t *testing.T) {
 		st, _ := e.waitStatus(t, s.EventID, store.EventFailed)
 		said = st.Error
 	}
-	if !strings.Contains(said, "no workspace named private") {
-		t.Errorf("a turn of an agent naming another account's workspace = %d %s, want it refused as not found", res.status, said)
+	if !strings.Contains(said, "workspaces[0].name: there is no workspace named notes") {
+		t.Errorf("a turn of an agent naming a deleted workspace = %d %s, want it refused naming the field", res.status, said)
 	}
 }
