@@ -18,6 +18,7 @@ import (
 	"github.com/agentharness/harness/shared/model/catalogue"
 	"github.com/agentharness/harness/shared/model/modelblock"
 	"github.com/agentharness/harness/shared/model/provider"
+	"github.com/agentharness/harness/shared/sandbox"
 	"github.com/agentharness/harness/shared/state/agentstore"
 	"github.com/agentharness/harness/shared/state/attachments"
 	"github.com/agentharness/harness/shared/state/blobstore"
@@ -28,10 +29,12 @@ import (
 	"github.com/agentharness/harness/shared/state/streamlog"
 	"github.com/agentharness/harness/shared/state/tokenkeys"
 	"github.com/agentharness/harness/shared/state/toolresults"
+	"github.com/agentharness/harness/shared/state/workspaces"
 	"github.com/agentharness/harness/shared/tool"
 	"github.com/agentharness/harness/shared/tool/mcptools"
 	"github.com/agentharness/harness/shared/tool/prompttools"
 	"github.com/agentharness/harness/shared/tool/skilltools"
+	"github.com/agentharness/harness/shared/tool/workspacetools"
 	"github.com/agentharness/harness/shared/wire/workqueue"
 
 	"github.com/agentharness/harness/functions/asyncwire"
@@ -121,6 +124,14 @@ func Options(d agentdeps.Deps) (turn.Options, error) {
 		// Left nil otherwise: a nil *skills.Store would make a non-nil Store.
 		sk = skillStore
 	}
+	workspaceStore, err := workspaces.FromConfig(d.DB, d.S3, workspaces.Config(c.Workspaces))
+	if err != nil {
+		return turn.Options{}, err
+	}
+	var ws workspacetools.Store
+	if workspaceStore != nil {
+		ws = workspaceStore
+	}
 	opts := turn.Options{
 		Enqueue:          enqueue,
 		ApprovalTimeout:  approvalTimeout,
@@ -136,7 +147,7 @@ func Options(d agentdeps.Deps) (turn.Options, error) {
 		Redriver:         redriver,
 		AsyncToolTimeout: asyncTimeout,
 		Streams:          streams,
-		Toolsets:         Toolsets(models, tools, mcp, sk),
+		Toolsets:         Toolsets(models, tools, mcp, sk, ws, sandboxRunner(c)),
 		TreeMaxDepth:     treeDepth,
 		TreeMaxTurns:     treeTurns,
 	}
@@ -149,14 +160,26 @@ func Options(d agentdeps.Deps) (turn.Options, error) {
 
 // Toolsets are what agents' configs name besides config.tools and config.subagent (the engine's
 // own), in the order their tools were always added: config.prompts, built as the engine builds
-// agents (models, tools), the tools of config.mcpServers (mcp), and config.skills (sk; nil:
-// agents that name skills cannot run).
-func Toolsets(models func(context.Context, string, json.RawMessage) (agent.Model, error), tools func(context.Context, map[string]json.RawMessage, tool.Vars) (*tool.Set, error), mcp *mcptools.Client, sk skilltools.Store) []turn.Toolset {
+// agents (models, tools), the tools of config.mcpServers (mcp), config.skills (sk; nil: agents
+// that name skills cannot run), and config.workspaces and config.sandbox (ws and sandbox; nil:
+// agents that name workspaces, or have a sandbox, cannot run).
+func Toolsets(models func(context.Context, string, json.RawMessage) (agent.Model, error), tools func(context.Context, map[string]json.RawMessage, tool.Vars) (*tool.Set, error), mcp *mcptools.Client, sk skilltools.Store, ws workspacetools.Store, sandbox sandbox.Runner) []turn.Toolset {
 	return []turn.Toolset{
 		prompttools.New(prompttools.Options{Model: models, Tools: tools, NewID: turn.NewMessageID}),
 		mcp,
 		skilltools.New(sk),
+		workspacetools.New(ws, sandbox),
 	}
+}
+
+// sandboxRunner runs agents' bash: bubblewrap off Lambda (HARNESS_BWRAP, else bwrap on PATH);
+// on Lambda, which sets AWS_LAMBDA_FUNCTION_MEMORY_SIZE, none yet, so agents with a sandbox are
+// refused. The AWS backend is a Runner of its own here.
+func sandboxRunner(c lambdadeps.Config) sandbox.Runner {
+	if c.Runtime.MemoryMB != "" {
+		return nil
+	}
+	return &sandbox.Local{Bwrap: c.Sandbox.Bwrap}
 }
 
 // providerKeys are the deployment's fallback model keys, each read when a block that needs it

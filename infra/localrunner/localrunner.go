@@ -31,6 +31,7 @@ import (
 	"github.com/agentharness/harness/shared/state/secrets"
 	"github.com/agentharness/harness/shared/state/skills"
 	"github.com/agentharness/harness/shared/state/store"
+	"github.com/agentharness/harness/shared/state/workspaces"
 	"github.com/agentharness/harness/shared/tool/builtintools"
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -204,7 +205,11 @@ func New(opts Options) (*Runner, error) {
 			if r.skills, err = skills.FromConfig(opts.DB, opts.S3, skills.Config(config.Skills)); err != nil {
 				return nil, err
 			}
-			r.agents = accounts.AgentService(r.store, r.skills, box, builtintools.ConfigChecks())
+			workspaceStore, err := workspaces.FromConfig(opts.DB, opts.S3, workspaces.Config(config.Workspaces))
+			if err != nil {
+				return nil, err
+			}
+			r.agents = accounts.AgentService(r.store, r.skills, workspaceStore, box, builtintools.ConfigChecks())
 		}
 		// Lambda's default timeout is 3 s.
 		timeout := time.Duration(max(fn.Timeout, 3)) * time.Second

@@ -53,7 +53,7 @@ func (r recording) Stream(ctx context.Context, req *model.Request) iter.Seq2[mod
 
 // NewTurns makes the stack, an account and an engine with async tools and the builtin tools, its
 // options changed by adjust (when set), and then, unless adjust set some, the toolsets the
-// functions have (turnwire.Toolsets) on its models and tools, without MCP servers or skills.
+// functions have (turnwire.Toolsets) on its models and tools, without MCP servers, skills or workspaces.
 func NewTurns(t testing.TB, adjust func(*Turns, *turn.Options)) *Turns {
 	t.Helper()
 	stack := Stack(t)
@@ -80,7 +80,7 @@ func NewTurns(t testing.TB, adjust func(*Turns, *turn.Options)) *Turns {
 		adjust(e, &opts)
 	}
 	if opts.Toolsets == nil {
-		opts.Toolsets = turnwire.Toolsets(opts.Model, opts.Tools, nil, nil)
+		opts.Toolsets = turnwire.Toolsets(opts.Model, opts.Tools, nil, nil, nil, nil)
 	}
 	e.Engine = turn.New(opts)
 	return e

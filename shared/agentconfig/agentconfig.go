@@ -32,6 +32,10 @@ type Config struct {
 	Prompts Prompts `json:"prompts,omitempty"`
 	// MCPServers are remote MCP servers whose tools the agent calls (mcp.go).
 	MCPServers MCPServers `json:"mcpServers,omitempty"`
+	// Sandbox runs the agent's shell commands, and Workspaces are the account's workspaces it
+	// works in (workspaces.go).
+	Sandbox    *Sandbox   `json:"sandbox,omitempty"`
+	Workspaces Workspaces `json:"workspaces,omitempty"`
 	// Output makes the final answer a JSON object valid against its schema (output.go).
 	Output *Output `json:"output,omitempty"`
 }
@@ -39,7 +43,7 @@ type Config struct {
 // fields are the config's top-level keys, spelled exactly: encoding/json matches keys without
 // regard to case, and a "Model" that decoded as "model" would escape secret redaction, which
 // looks for "model.apiKey".
-var fields = []string{"name", "description", "system", "model", "maxSteps", "tools", "subagent", "variables", "skills", "prompts", "mcpServers", "output"}
+var fields = []string{"name", "description", "system", "model", "maxSteps", "tools", "subagent", "variables", "skills", "prompts", "mcpServers", "sandbox", "workspaces", "output"}
 
 // checkKeys refuses top-level keys that are not spelled exactly as a config field.
 func checkKeys(raw []byte) error {

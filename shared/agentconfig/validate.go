@@ -100,6 +100,9 @@ func Validate(raw []byte, c Checks) (*Validated, error) {
 	if err := checkMCPServers(cfg, v); err != nil {
 		return nil, err
 	}
+	if err := checkWorkspaceTools(cfg); err != nil {
+		return nil, err
+	}
 	return v, nil
 }
 

@@ -84,7 +84,7 @@ func Options(d agentdeps.Deps) (accounts.Options, error) {
 	platforms := channels.APIs(c.Channels.APIs)
 	return accounts.Options{
 		Store:            st,
-		Agents:           accounts.AgentService(st, sk, d.Sealer, d.Checks),
+		Agents:           accounts.AgentService(st, sk, ws, d.Sealer, d.Checks),
 		Skills:           sk,
 		Workspaces:       ws,
 		Channels:         ch,

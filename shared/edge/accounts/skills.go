@@ -9,16 +9,20 @@ import (
 	"github.com/agentharness/harness/shared/state/agentstore"
 	"github.com/agentharness/harness/shared/state/skills"
 	"github.com/agentharness/harness/shared/state/store"
+	"github.com/agentharness/harness/shared/state/workspaces"
 	"github.com/agentharness/harness/shared/wire/httpjson"
 )
 
 // AgentService is the agents service account-manage writes configs through: their secrets
-// sealed with sealer, checked by checks, and config.skills checked against sk (nil where the
-// deployment keeps no skills, and configs naming skills are refused).
-func AgentService(st *store.Store, sk *skills.Store, sealer agentstore.Sealer, checks agentconfig.Checks) *agentstore.Service {
+// sealed with sealer, checked by checks, config.skills checked against sk and config.workspaces
+// against ws (each nil where the deployment keeps none, and configs naming them are refused).
+func AgentService(st *store.Store, sk *skills.Store, ws *workspaces.Store, sealer agentstore.Sealer, checks agentconfig.Checks) *agentstore.Service {
 	svc := agentstore.New(st, sealer, checks, nil)
 	if sk != nil {
 		svc.WithSkills(sk)
+	}
+	if ws != nil {
+		svc.WithWorkspaces(ws)
 	}
 	return svc
 }

@@ -23,6 +23,7 @@ type Config struct {
 	Streams    Streams
 	Skills     Skills
 	Workspaces Workspaces
+	Sandbox    Sandbox
 	Channels   Channels
 	WebSocket  WebSocket
 	Secrets    Secrets
@@ -83,6 +84,11 @@ type Skills struct {
 type Workspaces struct {
 	Table  string `env:"WORKSPACES_TABLE"`
 	Bucket string `env:"WORKSPACES_BUCKET"`
+}
+
+// Sandbox is where the local sandbox backend finds bubblewrap; on Lambda there is no backend.
+type Sandbox struct {
+	Bwrap string `env:"HARNESS_BWRAP"`
 }
 
 // Channels are the channel bindings' table and where the chat platforms' APIs are (APIs has the

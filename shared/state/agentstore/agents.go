@@ -25,15 +25,21 @@ type Sealer interface {
 
 // Service reads and writes agent configs.
 type Service struct {
-	store  *store.Store
-	sealer Sealer
-	checks agentconfig.Checks
-	skills SkillLister
-	now    func() time.Time
+	store      *store.Store
+	sealer     Sealer
+	checks     agentconfig.Checks
+	skills     SkillLister
+	workspaces WorkspaceLister
+	now        func() time.Time
 }
 
 // SkillLister names an account's skills (skills.Store).
 type SkillLister interface {
+	Names(ctx context.Context, accountID string) ([]string, error)
+}
+
+// WorkspaceLister names an account's workspaces (workspaces.Store).
+type WorkspaceLister interface {
 	Names(ctx context.Context, accountID string) ([]string, error)
 }
 
@@ -49,6 +55,13 @@ func New(st *store.Store, sealer Sealer, checks agentconfig.Checks, now func() t
 // names skills is refused.
 func (s *Service) WithSkills(l SkillLister) *Service {
 	s.skills = l
+	return s
+}
+
+// WithWorkspaces checks config.workspaces against the account's workspaces in l; without it, a
+// config that names workspaces is refused.
+func (s *Service) WithWorkspaces(l WorkspaceLister) *Service {
+	s.workspaces = l
 	return s
 }
 
@@ -148,12 +161,37 @@ func (s *Service) Update(ctx context.Context, accountID, agentID string, patch [
 	return view(a, v.Warnings), nil
 }
 
-// checkNames refuses a config that names agents or skills the account does not have.
+// checkNames refuses a config that names agents, skills or workspaces the account does not have.
 func (s *Service) checkNames(ctx context.Context, accountID, agentID string, c *agentconfig.Config) error {
 	if err := s.checkSubagents(ctx, accountID, agentID, c); err != nil {
 		return err
 	}
-	return s.checkSkills(ctx, accountID, c)
+	if err := s.checkSkills(ctx, accountID, c); err != nil {
+		return err
+	}
+	return s.checkWorkspaces(ctx, accountID, c)
+}
+
+// checkWorkspaces refuses a config.workspaces entry that names no workspace of the account, so
+// a typo fails when the config is written. A workspace deleted later stops the agent's turns,
+// naming it.
+func (s *Service) checkWorkspaces(ctx context.Context, accountID string, c *agentconfig.Config) error {
+	if len(c.Workspaces) == 0 {
+		return nil
+	}
+	if s.workspaces == nil {
+		return &agentconfig.FieldError{Field: "workspaces", Problem: "this deployment keeps no workspaces (it sets no WORKSPACES_TABLE and WORKSPACES_BUCKET)"}
+	}
+	names, err := s.workspaces.Names(ctx, accountID)
+	if err != nil {
+		return err
+	}
+	for i, w := range c.Workspaces {
+		if !slices.Contains(names, w.Name) {
+			return &agentconfig.FieldError{Field: fmt.Sprintf("workspaces[%d].name", i), Problem: "there is no workspace named " + w.Name + " in this account (create it with POST /accounts/me/workspaces)"}
+		}
+	}
+	return nil
 }
 
 // checkSkills refuses a config.skills entry that names no skill of the account, so a typo fails

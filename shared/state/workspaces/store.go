@@ -152,6 +152,16 @@ func (s *Store) Workspaces(ctx context.Context, accountID string) ([]Workspace, 
 	return out, nil
 }
 
+// Names are the names of the account's workspaces, sorted.
+func (s *Store) Names(ctx context.Context, accountID string) ([]string, error) {
+	all, err := s.Workspaces(ctx, accountID)
+	names := make([]string, len(all))
+	for i, ws := range all {
+		names[i] = ws.Name
+	}
+	return names, err
+}
+
 // query calls fn with each of the account's rows whose sort key starts with prefix ("": all of
 // them), in order.
 func (s *Store) query(ctx context.Context, accountID, prefix string, fn func(map[string]types.AttributeValue) error) error {

@@ -22,7 +22,7 @@ func newSkillsEnv(t *testing.T) (*testenv.Turns, *skills.Store) {
 	e := testenv.NewTurns(t, func(e *testenv.Turns, o *turn.Options) {
 		st = skills.New(e.Stack.DB, e.Stack.Name("SkillsTable"), e.Stack.S3, e.Stack.Name("SkillsBucket"))
 		e.Agents.WithSkills(st) // configs naming skills are checked against them
-		o.Toolsets = turnwire.Toolsets(o.Model, o.Tools, nil, st)
+		o.Toolsets = turnwire.Toolsets(o.Model, o.Tools, nil, st, nil, nil)
 	})
 	return e, st
 }

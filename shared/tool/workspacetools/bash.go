@@ -1,0 +1,135 @@
+package workspacetools
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/agentharness/harness/shared/agentconfig"
+	"github.com/agentharness/harness/shared/sandbox"
+	"github.com/agentharness/harness/shared/state/workspaces"
+	"github.com/agentharness/harness/shared/tool"
+)
+
+const bashDescription = "Runs a shell command (/bin/sh -c) in a sandbox: no network, no secrets, bounded time, memory and output."
+
+var bashSchema = schema(`"command":{"type":"string","minLength":1},"timeoutMs":{"type":"integer","minimum":1,"description":"How long the command may run, in milliseconds; at most the sandbox's wall time limit."}`, "command")
+
+// scratchBash is the bash of an agent with a sandbox and no workspace: each call starts from an
+// empty root and what it writes is dropped.
+func (s *Toolset) scratchBash(sb agentconfig.Sandbox) tool.Tool {
+	return tool.Tool{
+		Name:        agentconfig.Bash,
+		Description: bashDescription + " Each call starts in an empty directory and what it writes is dropped after it.",
+		InputSchema: bashSchema,
+		Approval:    Approval(sb.PermissionMode, agentconfig.Bash),
+		Execute: func(ctx context.Context, input json.RawMessage) (any, error) {
+			req, err := request(input, sb.Limits)
+			if err != nil {
+				return nil, err
+			}
+			res, err := s.runner.Run(ctx, req)
+			if err != nil {
+				return nil, err
+			}
+			return output(res), nil
+		},
+	}
+}
+
+// request is the sandbox request of a bash call's input under the agent's limits: timeoutMs
+// shortens the wall time, never lengthens it.
+func request(input json.RawMessage, lim sandbox.Limits) (sandbox.Request, error) {
+	var args struct {
+		Command   string
+		TimeoutMs int64
+	}
+	if err := json.Unmarshal(input, &args); err != nil {
+		return sandbox.Request{}, err
+	}
+	lim = lim.WithDefaults()
+	if args.TimeoutMs > 0 {
+		lim.WallSeconds = int(min((args.TimeoutMs+999)/1000, int64(lim.WallSeconds)))
+	}
+	return sandbox.Request{Command: args.Command, Limits: lim, Network: "none"}, nil
+}
+
+// output is what the model is told of a run.
+func output(res sandbox.Result) map[string]any {
+	out := map[string]any{"exitCode": res.ExitCode, "stdout": res.Stdout, "stderr": res.Stderr, "timedOut": res.TimedOut}
+	if res.StdoutTruncated {
+		out["stdoutNote"] = "stdout was cut at the sandbox's output limit"
+	}
+	if res.StderrTruncated {
+		out["stderrNote"] = "stderr was cut at the sandbox's output limit"
+	}
+	if res.Killed != "" {
+		out["killed"] = "killed at the " + res.Killed
+	}
+	return out
+}
+
+// bash runs the command over a copy of the workspace's latest version and commits what it
+// changed as one commit over that version: a path another writer changed meanwhile makes the
+// commit a conflict, which the result reports.
+func (w *workspace) bash(ctx context.Context, input json.RawMessage) (any, error) {
+	req, err := request(input, w.limits)
+	if err != nil {
+		return nil, err
+	}
+	t, err := w.store.Tree(ctx, w.accountID, w.name, workspaces.Latest)
+	if err != nil {
+		return nil, err
+	}
+	// Bounded by the tree's sizes before any file is read.
+	if n := len(t.Files); n > req.Limits.MaxFiles {
+		return nil, fmt.Errorf("workspace %s has %d files, more than the sandbox takes (sandbox.limits.maxFiles, %d); bash cannot run in it", w.name, n, req.Limits.MaxFiles)
+	}
+	if n := t.Bytes(); n > req.Limits.MaxBytes {
+		return nil, fmt.Errorf("workspace %s holds %d bytes, more than the sandbox takes (sandbox.limits.maxBytes, %d); bash cannot run in it", w.name, n, req.Limits.MaxBytes)
+	}
+	for p, e := range t.Files {
+		data, err := w.store.Blob(ctx, w.accountID, e.Blob)
+		if err != nil {
+			return nil, err
+		}
+		req.Files = append(req.Files, sandbox.File{Path: p, Content: data})
+	}
+	res, err := w.runner.Run(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	out := output(res)
+	var changes []workspaces.Change
+	for _, f := range res.Changed {
+		changes = append(changes, workspaces.Change{Path: f.Path, Data: f.Content})
+	}
+	for _, p := range res.Deleted {
+		changes = append(changes, workspaces.Change{Path: p, Delete: true})
+	}
+	if res.ChangedTruncated || len(res.Skipped) > 0 {
+		skipped := make([]string, 0, len(res.Skipped))
+		for _, s := range res.Skipped {
+			skipped = append(skipped, s.Path+" ("+s.Reason+")")
+		}
+		out["notKept"] = skipped
+		if res.ChangedTruncated {
+			out["notKeptNote"] = "more files changed than the sandbox hands back (sandbox.limits.maxFiles, maxBytes); the rest were dropped"
+		}
+	}
+	if len(changes) == 0 {
+		return out, nil
+	}
+	c, err := w.store.Commit(ctx, w.accountID, w.name, t.Version, changes, w.author(ctx))
+	if err != nil {
+		out["notCommitted"] = commitError(err).Error()
+		return out, nil
+	}
+	paths := make([]string, 0, len(c.Changes))
+	for _, pc := range c.Changes {
+		paths = append(paths, pc.Change+" "+pc.Path)
+		w.saw(pc.Path, c.Version)
+	}
+	out["committed"] = map[string]any{"version": c.Version, "changes": paths}
+	return out, nil
+}
