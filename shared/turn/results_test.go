@@ -45,7 +45,7 @@ func newBigEnv(t *testing.T) *testenv.Turns {
 		o.Tools = func(context.Context, map[string]json.RawMessage, tool.Vars) (*tool.Set, error) {
 			return tool.NewSet(dump)
 		}
-		o.Toolsets = turnwire.Toolsets(o.Model, o.Tools, mcptools.New(mcptools.Options{HTTP: &http.Client{}}), nil)
+		o.Toolsets = turnwire.Toolsets(o.Model, o.Tools, mcptools.New(mcptools.Options{HTTP: &http.Client{}}), nil, nil, nil)
 		o.Results = toolresults.New(blobstore.NewS3(e.Stack.S3, e.Stack.Bucket))
 		o.Logger = slog.New(slog.NewTextHandler(testWriter{t}, nil))
 	})
