@@ -135,14 +135,15 @@ type Options struct {
 // polls the queues of its SQS events and runs its schedules.
 type Runner struct {
 	http.Handler
-	store     *store.Store
-	agents    *agentstore.Service
-	skills    *skills.Store
-	sqs       *sqs.Client
-	logger    *slog.Logger
-	pollers   int
-	sources   []*sqsSource
-	schedules []*schedule
+	store      *store.Store
+	agents     *agentstore.Service
+	skills     *skills.Store
+	workspaces *workspaces.Store
+	sqs        *sqs.Client
+	logger     *slog.Logger
+	pollers    int
+	sources    []*sqsSource
+	schedules  []*schedule
 
 	mu      sync.Mutex
 	stop    context.CancelFunc // set while started
@@ -205,11 +206,10 @@ func New(opts Options) (*Runner, error) {
 			if r.skills, err = skills.FromConfig(opts.DB, opts.S3, skills.Config(config.Skills)); err != nil {
 				return nil, err
 			}
-			workspaceStore, err := workspaces.FromConfig(opts.DB, opts.S3, workspaces.Config(config.Workspaces))
-			if err != nil {
+			if r.workspaces, err = workspaces.FromConfig(opts.DB, opts.S3, workspaces.Config(config.Workspaces)); err != nil {
 				return nil, err
 			}
-			r.agents = accounts.AgentService(r.store, r.skills, workspaceStore, box, builtintools.ConfigChecks())
+			r.agents = accounts.AgentService(r.store, r.skills, r.workspaces, box, builtintools.ConfigChecks())
 		}
 		// Lambda's default timeout is 3 s.
 		timeout := time.Duration(max(fn.Timeout, 3)) * time.Second

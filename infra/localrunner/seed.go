@@ -14,15 +14,19 @@ import (
 	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/state/skills"
 	"github.com/agentharness/harness/shared/state/store"
+	"github.com/agentharness/harness/shared/state/workspaces"
 )
 
-// SeedFile is the shape of examples/account.config.example.json: one account, its skills and
-// its agents.
+// SeedFile is the shape of examples/account.config.example.json: one account, its skills, its
+// workspaces and its agents.
 type SeedFile struct {
 	Username string `json:"username"`
 	// SkillsDir holds the account's skills, one folder each; relative to the seed file.
-	SkillsDir string      `json:"skillsDir"`
-	Agents    []SeedAgent `json:"agents"`
+	SkillsDir string `json:"skillsDir"`
+	// WorkspacesDir holds the account's workspaces, one folder each (its name the workspace's,
+	// its files the first version's); relative to the seed file.
+	WorkspacesDir string      `json:"workspacesDir"`
+	Agents        []SeedAgent `json:"agents"`
 }
 
 // SeedAgent is one agent of a seed file.
@@ -60,7 +64,61 @@ func ReadSeed(path string) (*SeedFile, error) {
 	if _, err := readSkills(f.SkillsDir); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	if f.WorkspacesDir != "" && !filepath.IsAbs(f.WorkspacesDir) {
+		f.WorkspacesDir = filepath.Join(filepath.Dir(path), f.WorkspacesDir)
+	}
+	if _, err := readWorkspaces(f.WorkspacesDir); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	return &f, nil
+}
+
+// seedWorkspace is a workspace of a seed file: its name and its files' changes.
+type seedWorkspace struct {
+	name  string
+	files []workspaces.Change
+}
+
+// readWorkspaces reads every folder under dir as a workspace, checking its name and paths as
+// the API does; none when dir is empty.
+func readWorkspaces(dir string) ([]seedWorkspace, error) {
+	if dir == "" {
+		return nil, nil
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("reading workspaces: %w", err)
+	}
+	var out []seedWorkspace
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		if p := workspaces.NameProblem(e.Name()); p != "" {
+			return nil, fmt.Errorf("workspace folder %s: the name %s", e.Name(), p)
+		}
+		ws := seedWorkspace{name: e.Name()}
+		folder := os.DirFS(filepath.Join(dir, e.Name()))
+		err := fs.WalkDir(folder, ".", func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			if !d.Type().IsRegular() {
+				return fmt.Errorf("%s is not a regular file", p)
+			}
+			if problem := workspaces.PathProblem(p); problem != "" {
+				return fmt.Errorf("path %s %s", p, problem)
+			}
+			data, err := fs.ReadFile(folder, p)
+			ws.files = append(ws.files, workspaces.Change{Path: p, Data: data})
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("workspace %s: %w", filepath.Join(dir, e.Name()), err)
+		}
+		out = append(out, ws)
+	}
+	return out, nil
 }
 
 // readSkills parses every folder under dir as a skill, through the parser uploads take; none
@@ -103,7 +161,8 @@ func readSkills(dir string) ([]*skills.Bundle, error) {
 	return out, nil
 }
 
-// Seed creates the file's account, its skills and then its agents (which may name them),
+// Seed creates the file's account, its skills and workspaces, and then its agents (which may
+// name them),
 // through the same parsing, validation and sealing as account-manage, and returns the account
 // with its one-time secret.
 func (r *Runner) Seed(ctx context.Context, f *SeedFile, now time.Time) (store.Account, string, error) {
@@ -120,6 +179,13 @@ func (r *Runner) Seed(ctx context.Context, f *SeedFile, now time.Time) (store.Ac
 	if len(bundles) > 0 && r.skills == nil {
 		return store.Account{}, "", errors.New("the seed file has skills, and the template keeps none (no SKILLS_TABLE and SKILLS_BUCKET)")
 	}
+	spaces, err := readWorkspaces(f.WorkspacesDir)
+	if err != nil {
+		return store.Account{}, "", err
+	}
+	if len(spaces) > 0 && r.workspaces == nil {
+		return store.Account{}, "", errors.New("the seed file has workspaces, and the template keeps none (no WORKSPACES_TABLE and WORKSPACES_BUCKET)")
+	}
 	acc, secret, err := r.store.CreateAccount(ctx, f.Username, now)
 	if err != nil {
 		return store.Account{}, "", err
@@ -127,6 +193,17 @@ func (r *Runner) Seed(ctx context.Context, f *SeedFile, now time.Time) (store.Ac
 	for _, b := range bundles {
 		if _, err := r.skills.Put(ctx, acc.ID, b, now); err != nil {
 			return store.Account{}, "", fmt.Errorf("seeding skill %s: %w", b.Name, err)
+		}
+	}
+	for _, ws := range spaces {
+		if _, err := r.workspaces.Create(ctx, acc.ID, ws.name); err != nil {
+			return store.Account{}, "", fmt.Errorf("seeding workspace %s: %w", ws.name, err)
+		}
+		if len(ws.files) == 0 {
+			continue
+		}
+		if _, err := r.workspaces.Commit(ctx, acc.ID, ws.name, 0, ws.files, workspaces.Author{Kind: workspaces.ByAPI}); err != nil {
+			return store.Account{}, "", fmt.Errorf("seeding workspace %s: %w", ws.name, err)
 		}
 	}
 	for i, a := range f.Agents {

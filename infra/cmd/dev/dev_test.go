@@ -198,9 +198,10 @@ func checkSearchCurl(t *testing.T, out string) {
 func checkShowcaseCurls(t *testing.T, out string) {
 	t.Helper()
 	for agentID, wants := range map[string][]string{
-		"prompt-demo": {`"type":"data-prompt-tool"`, `"state":"completed"`, `"toolName":"headline"`, `Async tools land in one invocation`, `"toolCalls":[{"toolName":"current_time"`},
-		"skills-demo": {`"toolName":"load_skill"`, `"toolName":"read_skill_file"`, `"instructions":`, `"path":"template.md"`},
-		"mcp-demo":    {`"toolName":"everything__get-sum"`, `"type":"tool-output-available"`, `The sum of 2 and 3 is 5`},
+		"prompt-demo":    {`"type":"data-prompt-tool"`, `"state":"completed"`, `"toolName":"headline"`, `Async tools land in one invocation`, `"toolCalls":[{"toolName":"current_time"`},
+		"skills-demo":    {`"toolName":"load_skill"`, `"toolName":"read_skill_file"`, `"instructions":`, `"path":"template.md"`},
+		"mcp-demo":       {`"toolName":"everything__get-sum"`, `"type":"tool-output-available"`, `The sum of 2 and 3 is 5`},
+		"workspace-demo": {`"toolName":"bash"`, `"toolName":"read"`, `hello.txt`, `Hello from the sandbox.`},
 	} {
 		curl := regexp.MustCompile(`(?m)^\s*(curl -N .*"agentId":"` + agentID + `".*)$`).FindStringSubmatch(out)
 		if curl == nil {
@@ -220,6 +221,15 @@ func checkShowcaseCurls(t *testing.T, out string) {
 		if strings.Contains(body, `"type":"error"`) || strings.Contains(body, `"type":"tool-output-error"`) {
 			t.Errorf("the %s turn had an error:\n%s", agentID, body)
 		}
+	}
+	// The file the workspace demo's bash wrote, read back from the workspace.
+	get := regexp.MustCompile(`(?m)^\s*(curl \S+/accounts/me/workspaces/notes/files/hello\.txt .*)$`).FindStringSubmatch(out)
+	if get == nil {
+		t.Fatalf("dev printed no curl reading the workspace demo's file:\n%s", out)
+	}
+	file, err := exec.Command("sh", "-c", get[1]+" -sS --fail-with-body").Output()
+	if err != nil || string(file) != "Hello from the sandbox.\n" {
+		t.Errorf("the printed file curl answered %q, %v; want the line bash wrote", file, err)
 	}
 }
 

@@ -84,6 +84,14 @@ func run() error {
 		return err
 	}
 	defer standIns.Close()
+	// Agents' bash runs in bubblewrap: found, or installed as make test installs it.
+	bwrap, err := devstack.Ensure(ctx, devstack.Bubblewrap, standIns, func() {
+		fmt.Printf("installing %s (apt-get install %s)...\n", devstack.Bubblewrap.Name, devstack.Bubblewrap.Pkg)
+	})
+	if err != nil {
+		return err
+	}
+	os.Setenv(devstack.Bubblewrap.EnvVar, bwrap)
 	fmt.Println("starting DynamoDB Local and fauxqs (their output goes to .cache/stand-ins.log)...")
 	stack, err := devstack.Start(ctx, root, standIns)
 	if err != nil {
@@ -198,6 +206,13 @@ Run an agent with %s:
 
   curl -N %s/ -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '{"agentId":"%s","message":"%s"}'
 `, sc.about, url, secret, sc.agentID, sc.message)
+				if sc.afterwards != "" {
+					searchCurl += fmt.Sprintf(`
+and then %s:
+
+  curl %s%s -H 'Authorization: Bearer %s'
+`, sc.afterwards, url, sc.path, secret)
+				}
 			}
 		}
 	}
@@ -242,11 +257,14 @@ Ctrl-C stops everything.
 // searchAgent is the seeded agent whose curl shows a tavilySearch round trip.
 const searchAgent = "search-demo"
 
-// showcases are seeded agents whose curls make dev prints too, with what each shows.
-var showcases = []struct{ agentID, about, message string }{
-	{"prompt-demo", "a prompt tool (its nested loop streams as data-prompt-tool parts)", "Headline the latest change."},
-	{"skills-demo", "two skills (listed in its system prompt, loaded with load_skill)", "Draft the release notes for this week."},
-	{"mcp-demo", "an MCP server's tool (the reference server's get-sum, called as everything__get-sum)", "What is 2 + 3?"},
+// showcases are seeded agents whose curls make dev prints too, with what each shows, and what
+// to read afterwards (a GET of path), if anything.
+var showcases = []struct{ agentID, about, message, afterwards, path string }{
+	{"prompt-demo", "a prompt tool (its nested loop streams as data-prompt-tool parts)", "Headline the latest change.", "", ""},
+	{"skills-demo", "two skills (listed in its system prompt, loaded with load_skill)", "Draft the release notes for this week.", "", ""},
+	{"mcp-demo", "an MCP server's tool (the reference server's get-sum, called as everything__get-sum)", "What is 2 + 3?", "", ""},
+	{"workspace-demo", "a workspace and the sandbox (bash writes hello.txt in bubblewrap, read reads it back)", "Write a greeting to a file.",
+		"read the file from the workspace, a new version of it", "/accounts/me/workspaces/notes/files/hello.txt"},
 }
 
 // localTavily serves a local fake of Tavily's API for tavilySearch and tavilyExtract unless the
