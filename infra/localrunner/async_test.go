@@ -54,15 +54,15 @@ const asyncApprover = `{
   "tools": {"test_async": {"needsApproval": true}}
 }`
 
-// TestAsyncExamples is the "Done when": the two runnable examples, built and run as a user
-// runs them against make dev, against a runner with its pollers and sweeper, each with an
+// TestAsyncExamples is the "Done when": the runnable examples, built and run as a user runs
+// them against make dev, against a runner with its pollers, sweeper and sandbox, each with an
 // account of its own.
 func TestAsyncExamples(t *testing.T) {
-	e := newAsyncEnv(t)
+	e := newAsyncEnvOn(t, testenv.Stack(t), withBwrap)
 	bin := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin+string(filepath.Separator), "./examples/external-async", "./examples/tool-async", "./examples/appserver-controller", "./examples/subagents")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin+string(filepath.Separator), "./examples/external-async", "./examples/tool-async", "./examples/appserver-controller", "./examples/subagents", "./examples/workspace")
 	build.Dir = testenv.Root(t)
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building the examples: %v\n%s", err, out)
@@ -142,6 +142,35 @@ func TestAsyncExamples(t *testing.T) {
 		}
 		if !strings.Contains(final, "Customer cannot connect Slack") {
 			t.Errorf("final text line %q, want the controller's ticket; output:\n%s", final, out)
+		}
+	})
+
+	t.Run("workspace", func(t *testing.T) {
+		out := run(t, "workspace", nil)
+		lines := strings.Split(out, "\n")
+		held := false
+		for _, l := range lines {
+			held = held || strings.HasPrefix(l, "held for approval: ") && strings.Contains(l, ` bash {"command":"echo \"- ship it\" >> todo.md && wc -l todo.md"}`)
+		}
+		if !held {
+			t.Errorf("the output shows no held bash call:\n%s", out)
+		}
+		if !strings.Contains(out, "todo.md:\n- write the example\n- run it\n- ship it\nhistory:\n") {
+			t.Errorf("the output shows no todo.md of three lines:\n%s", out)
+		}
+		// Version 0 is the empty tree; then the API's PUT and the approved bash call's commit.
+		var history []string
+		for _, l := range lines {
+			if v, ok := strings.CutPrefix(l, "  version "); ok {
+				history = append(history, v)
+			}
+		}
+		if len(history) != 3 || !strings.HasPrefix(history[1], "1 by api: added todo.md") ||
+			!strings.HasPrefix(history[2], "2 by tool workspace-example call_") || !strings.HasSuffix(history[2], ": modified todo.md") {
+			t.Errorf("the history %q, want version 0, the API's commit of todo.md and the tool call's:\n%s", history, out)
+		}
+		if !strings.Contains(out, "final text: Done: ") || !strings.Contains(out, "3 todo.md") {
+			t.Errorf("the final text does not carry bash's line count:\n%s", out)
 		}
 	})
 

@@ -19,19 +19,22 @@ import (
 // whose account has the workspace notes.
 func newSandboxEnv(t *testing.T) *asyncEnv {
 	t.Helper()
-	e := newAsyncEnvOn(t, testenv.Stack(t), func(o *localrunner.Options) {
-		base := o.Getenv
-		o.Getenv = func(k string) string {
-			if k == "HARNESS_BWRAP" {
-				return os.Getenv(k)
-			}
-			return base(k)
-		}
-	})
+	e := newAsyncEnvOn(t, testenv.Stack(t), withBwrap)
 	if res := call(t, e.srv, http.MethodPost, "/accounts/me/workspaces", e.secret, `{"name":"notes"}`); res.status != http.StatusCreated {
 		t.Fatalf("creating the workspace = %d %s", res.status, res.body)
 	}
 	return e
+}
+
+// withBwrap has the runner's functions run bash in the bubblewrap the stack found.
+func withBwrap(o *localrunner.Options) {
+	base := o.Getenv
+	o.Getenv = func(k string) string {
+		if k == "HARNESS_BWRAP" {
+			return os.Getenv(k)
+		}
+		return base(k)
+	}
 }
 
 // scripted is an agent config on the scripted model: one step per tool call, in order, then an
