@@ -26,6 +26,7 @@ require (
 	github.com/openai/openai-go/v3 v3.96.0
 	github.com/tiktoken-go/tokenizer v0.10.0
 	github.com/xeipuuv/gojsonschema v1.2.0
+	golang.org/x/sync v0.24.0
 	google.golang.org/genai v1.77.0
 	gopkg.in/yaml.v3 v3.0.1
 )
@@ -83,7 +84,6 @@ require (
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/oauth2 v0.35.0 // indirect
-	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	golang.org/x/time v0.16.0 // indirect

@@ -25,6 +25,7 @@ type Store struct {
 	db    *dynamodb.Client
 	table string
 	blobs *blobstore.S3
+	cache *blobCache
 	now   func() time.Time
 }
 
@@ -34,7 +35,7 @@ const commitAttempts = 8
 
 // New returns a store over table and bucket.
 func New(db *dynamodb.Client, table string, s3c *s3.Client, bucket string) *Store {
-	return &Store{db: db, table: table, blobs: blobstore.NewS3(s3c, bucket), now: time.Now}
+	return &Store{db: db, table: table, blobs: blobstore.NewS3(s3c, bucket), cache: newBlobCache(), now: time.Now}
 }
 
 // Config names the workspaces' table and bucket, as WORKSPACES_TABLE and WORKSPACES_BUCKET set
@@ -346,10 +347,17 @@ func (s *Store) putTree(ctx context.Context, accountID string, t *Tree) (string,
 	return sum, s.blobs.Put(ctx, treeKey(accountID, sum), content)
 }
 
+// loadTree reads a tree object, from memory when this process read it lately (a tree, like a
+// blob, never changes under its hash).
 func (s *Store) loadTree(ctx context.Context, accountID, sum string) (*Tree, error) {
-	content, err := s.blobs.Get(ctx, treeKey(accountID, sum))
-	if err != nil {
-		return nil, err
+	key := treeKey(accountID, sum)
+	content, ok := s.cache.get(key)
+	if !ok {
+		var err error
+		if content, err = s.blobs.Get(ctx, key); err != nil {
+			return nil, err
+		}
+		s.cache.put(key, content)
 	}
 	var o treeObject
 	if err := json.Unmarshal(content, &o); err != nil {
@@ -412,13 +420,23 @@ func (s *Store) Tree(ctx context.Context, accountID, name string, version int64)
 	return t, nil
 }
 
-// Blob returns the bytes of the account's blob sum, as a tree's entry names it.
+// Blob returns the bytes of the account's blob sum, as a tree's entry names it: from memory
+// when this process read it lately (blobs never change), else from S3. The bytes are shared:
+// callers do not change them.
 func (s *Store) Blob(ctx context.Context, accountID, sum string) ([]byte, error) {
-	data, err := s.blobs.Get(ctx, blobKey(accountID, sum))
+	key := blobKey(accountID, sum)
+	if data, ok := s.cache.get(key); ok {
+		return data, nil
+	}
+	data, err := s.blobs.Get(ctx, key)
 	if errors.Is(err, blobstore.ErrNotFound) {
 		return nil, fmt.Errorf("blob %s: %w", sum, ErrNotFound)
 	}
-	return data, err
+	if err != nil {
+		return nil, err
+	}
+	s.cache.put(key, data)
+	return data, nil
 }
 
 // File is a file's bytes at a version.

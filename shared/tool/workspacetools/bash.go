@@ -9,6 +9,7 @@ import (
 	"github.com/agentharness/harness/shared/sandbox"
 	"github.com/agentharness/harness/shared/state/workspaces"
 	"github.com/agentharness/harness/shared/tool"
+	"golang.org/x/sync/errgroup"
 )
 
 const bashDescription = "Runs a shell command (/bin/sh -c) in a sandbox: no network, no secrets, bounded time, memory and output."
@@ -88,12 +89,8 @@ func (w *workspace) bash(ctx context.Context, input json.RawMessage) (any, error
 	if n := t.Bytes(); n > req.Limits.MaxBytes {
 		return nil, fmt.Errorf("workspace %s holds %d bytes, more than the sandbox takes (sandbox.limits.maxBytes, %d); bash cannot run in it", w.name, n, req.Limits.MaxBytes)
 	}
-	for p, e := range t.Files {
-		data, err := w.store.Blob(ctx, w.accountID, e.Blob)
-		if err != nil {
-			return nil, err
-		}
-		req.Files = append(req.Files, sandbox.File{Path: p, Content: data})
+	if req.Files, err = w.files(ctx, t); err != nil {
+		return nil, err
 	}
 	res, err := w.runner.Run(ctx, req)
 	if err != nil {
@@ -132,4 +129,26 @@ func (w *workspace) bash(ctx context.Context, input json.RawMessage) (any, error
 	}
 	out["committed"] = map[string]any{"version": c.Version, "changes": paths}
 	return out, nil
+}
+
+// fetchers bounds the files bash reads from the store at once.
+const fetchers = 16
+
+// files reads the files of tree t for a run, several at once: a call waits for the slowest
+// read, not for the sum of them.
+func (w *workspace) files(ctx context.Context, t *workspaces.Tree) ([]sandbox.File, error) {
+	files, blobs := make([]sandbox.File, 0, len(t.Files)), make([]string, 0, len(t.Files))
+	for p, e := range t.Files {
+		files, blobs = append(files, sandbox.File{Path: p}), append(blobs, e.Blob)
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(fetchers)
+	for i := range files {
+		g.Go(func() error {
+			data, err := w.store.Blob(ctx, w.accountID, blobs[i])
+			files[i].Content = data
+			return err
+		})
+	}
+	return files, g.Wait()
 }
