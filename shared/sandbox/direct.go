@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -24,9 +25,10 @@ type Direct struct {
 	// TempDir holds each run's directory; "" is os.TempDir.
 	TempDir string
 	// Sweep also kills, after each run, every process of the machine but this one and its
-	// ancestors. A command's daemon can leave its session (setsid), and Lambda reuses an
-	// execution environment from one run to the next: it would see the next run's files and
-	// output. Set it only where nothing else runs (on Lambda), never in a process that shares
+	// ancestors, and empties TempDir. Lambda reuses an execution environment from one run to
+	// the next: a command's daemon that left its session (setsid) would see the next run's files
+	// and output, and a file it left in /tmp, outside its directory, would be read by the next
+	// command. Set it only where nothing else runs (on Lambda), never in a process that shares
 	// its machine.
 	Sweep bool
 }
@@ -39,6 +41,10 @@ func (d *Direct) Run(ctx context.Context, req Request) (Result, error) {
 		return Result{}, err
 	}
 	lim := req.Limits.WithDefaults()
+	if d.Sweep {
+		// Last, once the walk of the root is done.
+		defer empty(cmp.Or(d.TempDir, os.TempDir()))
+	}
 	dir, err := os.MkdirTemp(d.TempDir, "sandbox-")
 	if err != nil {
 		return Result{}, fmt.Errorf("sandbox: %w", err)
@@ -178,6 +184,14 @@ func sweep() {
 		if !killed {
 			return
 		}
+	}
+}
+
+// empty removes everything in dir.
+func empty(dir string) {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		removeAll(filepath.Join(dir, e.Name()))
 	}
 }
 

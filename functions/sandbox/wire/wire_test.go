@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -250,5 +251,48 @@ func TestLambdaRunnerErrors(t *testing.T) {
 				t.Errorf("err %v, want one saying %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// On Lambda the handler sweeps the machine after each run: every process but its own and its
+// ancestors', and the temporary directory. The test runs itself again as the handler on Lambda
+// in a PID namespace of its own (bubblewrap), where the machine's processes are its own.
+func TestHandlerSweepsOnLambda(t *testing.T) {
+	if tmp := os.Getenv("SANDBOX_SWEEP_TMP"); tmp != "" {
+		sweepHelper(t, tmp)
+		return
+	}
+	bwrap := os.Getenv("HARNESS_BWRAP")
+	if bwrap == "" {
+		t.Fatal("HARNESS_BWRAP is not set: run the tests with `make test`, whose stack finds or installs bubblewrap")
+	}
+	tmp := t.TempDir()
+	cmd := exec.Command(bwrap, "--unshare-user", "--unshare-pid", "--die-with-parent", "--dev-bind", "/", "/", "--proc", "/proc",
+		"--", os.Args[0], "-test.run=^TestHandlerSweepsOnLambda$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "SANDBOX_SWEEP_TMP="+tmp, "TMPDIR="+tmp)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the handler on Lambda: %v\n%s", err, out)
+	}
+	if pids := processesWith(t, "6019"); len(pids) > 0 {
+		t.Errorf("processes %v outlived the run", pids)
+	}
+}
+
+func sweepHelper(t *testing.T, tmp string) {
+	h := wire.Handler(lambdadeps.Deps{Config: lambdadeps.Config{Runtime: lambdadeps.Runtime{MemoryMB: "2048"}}})
+	res, err := h(context.Background(), sandbox.Request{
+		// The daemon has left the session before the command ends.
+		Command: "setsid sh -c 'touch ready; exec sleep 6019' </dev/null >/dev/null 2>&1 & sleep 6019 & echo left > " + tmp + "/left; " +
+			"until [ -e ready ]; do sleep 0.01; done; echo started",
+	})
+	if err != nil || res.Stdout != "started\n" {
+		t.Fatalf("handler: %+v, %v; want started", res, err)
+	}
+	// Before or after its exec.
+	if pids := append(processesWith(t, "6019"), processesWith(t, "touch ready; exec sleep 6019")...); len(pids) > 0 {
+		t.Errorf("processes %v outlived the run", pids)
+	}
+	if entries, _ := os.ReadDir(tmp); len(entries) > 0 {
+		t.Errorf("the run left %v in the temporary directory", entries)
 	}
 }
