@@ -42,10 +42,13 @@ var agents = []string{
 // Each Lambda links what its main runs and no other edge. The sweeper and async-tool-complete
 // settle rows and queue messages, account-manage stores accounts and checks agent configs, so
 // none may link a model SDK, a WebSocket library or the turn engine (each would be a 50 MB
-// binary again); the sweeper and async-tool-complete read no agent either. The three that run
-// turns link the engine and their own edge only: harness-processing serves HTTP and knows
-// nothing of WebSocket connections; ws-gateway and async-worker serve no HTTP turns.
+// binary again); the sweeper and async-tool-complete read no agent either, and the sandbox
+// function, which runs commands, reads and links nothing of the deployment's (no state, tool or
+// edge). The three that run turns link the engine and their own edge only: harness-processing
+// serves HTTP and knows nothing of WebSocket connections; ws-gateway and async-worker serve no
+// HTTP turns.
 var forbidden = map[string][]string{
+	"sandbox":             slices.Concat(heavy, agents, []string{shared + "state", shared + "edge", shared + "tool"}),
 	"sweeper":             slices.Concat(heavy, agents),
 	"async-tool-complete": slices.Concat(heavy, agents),
 	"account-manage":      heavy,

@@ -37,6 +37,9 @@ import (
 	"github.com/agentharness/harness/shared/tool/workspacetools"
 	"github.com/agentharness/harness/shared/wire/workqueue"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
+
 	"github.com/agentharness/harness/functions/asyncwire"
 	"github.com/agentharness/harness/shared/edge/natslog"
 	"github.com/agentharness/harness/shared/turn"
@@ -147,7 +150,7 @@ func Options(d agentdeps.Deps) (turn.Options, error) {
 		Redriver:         redriver,
 		AsyncToolTimeout: asyncTimeout,
 		Streams:          streams,
-		Toolsets:         Toolsets(models, tools, mcp, sk, ws, sandboxRunner(c)),
+		Toolsets:         Toolsets(models, tools, mcp, sk, ws, sandboxRunner(c, d.AWS)),
 		TreeMaxDepth:     treeDepth,
 		TreeMaxTurns:     treeTurns,
 	}
@@ -173,13 +176,16 @@ func Toolsets(models func(context.Context, string, json.RawMessage) (agent.Model
 }
 
 // sandboxRunner runs agents' bash: bubblewrap off Lambda (HARNESS_BWRAP, else bwrap on PATH);
-// on Lambda, which sets AWS_LAMBDA_FUNCTION_MEMORY_SIZE, none yet, so agents with a sandbox are
-// refused. The AWS backend is a Runner of its own here.
-func sandboxRunner(c lambdadeps.Config) sandbox.Runner {
-	if c.Runtime.MemoryMB != "" {
+// on Lambda, which sets AWS_LAMBDA_FUNCTION_MEMORY_SIZE, the sandbox function SANDBOX_FUNCTION
+// names, invoked with the function's AWS config, or none, and agents with a sandbox are refused.
+func sandboxRunner(c lambdadeps.Config, cfg aws.Config) sandbox.Runner {
+	if c.Runtime.MemoryMB == "" {
+		return &sandbox.Local{Bwrap: c.Sandbox.Bwrap}
+	}
+	if c.Sandbox.Function == "" {
 		return nil
 	}
-	return &sandbox.Local{Bwrap: c.Sandbox.Bwrap}
+	return &sandbox.Lambda{Client: awslambda.NewFromConfig(cfg), Function: c.Sandbox.Function}
 }
 
 // providerKeys are the deployment's fallback model keys, each read when a block that needs it

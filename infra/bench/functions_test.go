@@ -39,8 +39,8 @@ func TestFunctionLevel(t *testing.T) {
 			t.Errorf("%s = %+v; want init < first byte < first turn, 3 and 5 turns, a latency and two readings of the peak RSS", rt.name, rt)
 		}
 	}
-	if len(r.functions) != 6 {
-		t.Errorf("%d functions measured, want template.yaml's 6", len(r.functions))
+	if len(r.functions) != 7 {
+		t.Errorf("%d functions measured, want template.yaml's 7", len(r.functions))
 	}
 	for _, f := range r.functions {
 		if f.err != nil || f.initMs <= 0 || f.sizeBytes < 1<<20 {

@@ -91,6 +91,9 @@ var builtin = map[string]Constructor{
 		}
 		return Handlers{WebSocket: g}, nil
 	},
+	// Only the turn functions invoke the sandbox function, and only on Lambda: here their
+	// commands run with bubblewrap, so it serves nothing.
+	"SandboxFunction": func(agentdeps.Deps) (Handlers, error) { return Handlers{}, nil },
 	"SweeperFunction": func(d agentdeps.Deps) (Handlers, error) {
 		s, err := sweeperwire.Sweeper(d.Deps)
 		if err != nil {

@@ -243,10 +243,11 @@ func policyResources(policy any) []string {
 // policyParams says, for the parameters of SAM's policy templates that name a resource, which
 // type of resource it must be and how to refer to it: Ref, or the attribute of a !GetAtt.
 var policyParams = map[string]struct{ Type, Attribute string }{
-	"TableName":  {"AWS::DynamoDB::Table", "Ref"},
-	"QueueName":  {"AWS::SQS::Queue", "QueueName"},
-	"BucketName": {"AWS::S3::Bucket", "Ref"},
-	"KeyId":      {"AWS::KMS::Key", "Ref"},
+	"TableName":    {"AWS::DynamoDB::Table", "Ref"},
+	"QueueName":    {"AWS::SQS::Queue", "QueueName"},
+	"BucketName":   {"AWS::S3::Bucket", "Ref"},
+	"KeyId":        {"AWS::KMS::Key", "Ref"},
+	"FunctionName": {"AWS::Serverless::Function", "Ref"},
 }
 
 // policyProblems allows only SAM policy templates whose every parameter is a !Ref or !GetAtt of a

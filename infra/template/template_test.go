@@ -205,6 +205,7 @@ func TestProjectFunctions(t *testing.T) {
 			"HttpApi OPTIONS /chat/{conversationId}/subagents", "HttpApi OPTIONS /async", "HttpApi OPTIONS /status/{eventId}",
 			"HttpApi OPTIONS /threads/{parentThreadId}/variables/{requestId}", "HttpApi OPTIONS /agents", "HttpApi OPTIONS /models", "HttpApi OPTIONS /conversations",
 			"HttpApi OPTIONS /conversations/{conversationId}", "HttpApi OPTIONS /conversations/{conversationId}/messages"},
+		"SandboxFunction": {"functions/sandbox/", "bootstrap", "provided.al2023", "arm64"},
 		"SweeperFunction": {"functions/sweeper/", "bootstrap", "provided.al2023", "arm64",
 			"Schedule rate(1 minute) every 1m0s"},
 		"WsGatewayFunction": {"functions/ws-gateway/", "bootstrap", "provided.al2023", "arm64"},
@@ -268,6 +269,7 @@ func TestProjectFunctions(t *testing.T) {
 		"NATS_REPLICAS":            "",
 		"TURN_TREE_MAX_DEPTH":      "10",
 		"TURN_TREE_MAX_TURNS":      "32",
+		"SANDBOX_FUNCTION":         "test-SandboxFunction",
 	}
 	if diff := cmp.Diff(wantEnv, env); diff != "" {
 		t.Errorf("FunctionEnv (-want +got):\n%s", diff)

@@ -4,7 +4,8 @@
 // deleted.
 //
 // Request and Result are wire types: every backend takes and returns these shapes, the local
-// one (Local, on bubblewrap) as a later one in AWS, so their JSON is the contract. A zero limit
+// one (Local, on bubblewrap) as the AWS one (Lambda, which sends them to the sandbox function,
+// where Direct runs them), so their JSON is the contract. A zero limit
 // means its default; Check refuses what no backend may run.
 package sandbox
 

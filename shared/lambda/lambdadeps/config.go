@@ -86,9 +86,10 @@ type Workspaces struct {
 	Bucket string `env:"WORKSPACES_BUCKET"`
 }
 
-// Sandbox is where the local sandbox backend finds bubblewrap; on Lambda there is no backend.
+// Sandbox is where agents' bash commands run: bubblewrap off Lambda, the sandbox function on it.
 type Sandbox struct {
-	Bwrap string `env:"HARNESS_BWRAP"`
+	Bwrap    string `env:"HARNESS_BWRAP"`
+	Function string `env:"SANDBOX_FUNCTION"`
 }
 
 // Channels are the channel bindings' table and where the chat platforms' APIs are (APIs has the
