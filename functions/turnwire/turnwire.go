@@ -177,12 +177,13 @@ func Toolsets(models func(context.Context, string, json.RawMessage) (agent.Model
 
 // sandboxRunner runs agents' bash: bubblewrap off Lambda (HARNESS_BWRAP, else bwrap on PATH);
 // on Lambda, which sets AWS_LAMBDA_FUNCTION_MEMORY_SIZE, the sandbox function SANDBOX_FUNCTION
-// names, invoked with the function's AWS config, or none, and agents with a sandbox are refused.
+// names, invoked with the function's AWS config, when the deployment chose it
+// (SANDBOX_BACKEND=lambda), or none, and agents with a sandbox are refused.
 func sandboxRunner(c lambdadeps.Config, cfg aws.Config) sandbox.Runner {
 	if c.Runtime.MemoryMB == "" {
 		return &sandbox.Local{Bwrap: c.Sandbox.Bwrap}
 	}
-	if c.Sandbox.Function == "" {
+	if c.Sandbox.Function == "" || c.Sandbox.Backend != "lambda" {
 		return nil
 	}
 	return &sandbox.Lambda{Client: awslambda.NewFromConfig(cfg), Function: c.Sandbox.Function}

@@ -90,6 +90,8 @@ type Workspaces struct {
 type Sandbox struct {
 	Bwrap    string `env:"HARNESS_BWRAP"`
 	Function string `env:"SANDBOX_FUNCTION"`
+	// Backend, "lambda", turns the sandbox function on; the deployment's choice (SandboxBackend).
+	Backend string `env:"SANDBOX_BACKEND"`
 }
 
 // Channels are the channel bindings' table and where the chat platforms' APIs are (APIs has the
