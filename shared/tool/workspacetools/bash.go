@@ -3,7 +3,9 @@ package workspacetools
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/sandbox"
@@ -25,7 +27,7 @@ func (s *Toolset) scratchBash(sb agentconfig.Sandbox) tool.Tool {
 		InputSchema: bashSchema,
 		Approval:    Approval(sb.PermissionMode, agentconfig.Bash),
 		Execute: func(ctx context.Context, input json.RawMessage) (any, error) {
-			req, err := request(input, sb.Limits)
+			req, err := request(ctx, input, sb.Limits)
 			if err != nil {
 				return nil, err
 			}
@@ -38,9 +40,15 @@ func (s *Toolset) scratchBash(sb agentconfig.Sandbox) tool.Tool {
 	}
 }
 
+// invocationMargin is what a bash call leaves of its invocation after the command: the time to
+// commit what it changed and answer.
+const invocationMargin = 10 * time.Second
+
 // request is the sandbox request of a bash call's input under the agent's limits: timeoutMs
-// shortens the wall time, never lengthens it.
-func request(input json.RawMessage, lim sandbox.Limits) (sandbox.Request, error) {
+// shortens the wall time, never lengthens it, and so does what is left of the invocation
+// (ctx's deadline, less invocationMargin), which a command must not outlive: a function's
+// timeout (ws-gateway's 30 s) may be shorter than the sandbox's wall time.
+func request(ctx context.Context, input json.RawMessage, lim sandbox.Limits) (sandbox.Request, error) {
 	var args struct {
 		Command   string
 		TimeoutMs int64
@@ -51,6 +59,13 @@ func request(input json.RawMessage, lim sandbox.Limits) (sandbox.Request, error)
 	lim = lim.WithDefaults()
 	if args.TimeoutMs > 0 {
 		lim.WallSeconds = int(min((args.TimeoutMs+999)/1000, int64(lim.WallSeconds)))
+	}
+	if deadline, ok := ctx.Deadline(); ok {
+		left := int(time.Until(deadline.Add(-invocationMargin)) / time.Second)
+		if left < 1 {
+			return sandbox.Request{}, errors.New("this invocation has too little time left to run a command; try again in the next turn")
+		}
+		lim.WallSeconds = min(lim.WallSeconds, left)
 	}
 	return sandbox.Request{Command: args.Command, Limits: lim, Network: "none"}, nil
 }
@@ -74,7 +89,7 @@ func output(res sandbox.Result) map[string]any {
 // changed as one commit over that version: a path another writer changed meanwhile makes the
 // commit a conflict, which the result reports.
 func (w *workspace) bash(ctx context.Context, input json.RawMessage) (any, error) {
-	req, err := request(input, w.limits)
+	req, err := request(ctx, input, w.limits)
 	if err != nil {
 		return nil, err
 	}
