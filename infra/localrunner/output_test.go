@@ -25,6 +25,15 @@ const reporter = `{"name":"reporter","model":{"provider":"scripted","script":[
 const stubborn = `{"name":"stubborn","model":{"provider":"scripted","script":[{"text":"Oslo, I think."}]},
  "output":{"schema":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}`
 
+// partTypes are the types of a UIMessage's parts, in order.
+func partTypes(msg map[string]any) []string {
+	var types []string
+	for _, p := range msg["parts"].([]any) {
+		types = append(types, p.(map[string]any)["type"].(string))
+	}
+	return types
+}
+
 // dataOutputs are the data of the data-output parts of a UIMessage.
 func dataOutputs(msg map[string]any) []any {
 	var out []any
@@ -51,12 +60,8 @@ func TestStructuredOutputReachesClients(t *testing.T) {
 	if diff := cmp.Diff(want, dataOutputs(msg)); diff != "" {
 		t.Fatalf("data-output parts of the streamed message (-want +got):\n%s\n%v", diff, msg)
 	}
-	var types []string
-	for _, p := range msg["parts"].([]any) {
-		types = append(types, p.(map[string]any)["type"].(string))
-	}
 	wantTypes := []string{"step-start", "tool-current_time", "step-start", "text", "step-start", "text", "data-output"}
-	if diff := cmp.Diff(wantTypes, types); diff != "" {
+	if diff := cmp.Diff(wantTypes, partTypes(msg)); diff != "" {
 		t.Errorf("parts of the streamed message (-want +got):\n%s", diff)
 	}
 

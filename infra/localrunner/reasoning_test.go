@@ -52,12 +52,8 @@ func TestReasoningReachesTheChatClient(t *testing.T) {
 	if diff := cmp.Diff([]string{"The user wants the time.", "I have it; answer in the schema's shape."}, reasonings(msg)); diff != "" {
 		t.Fatalf("reasoning parts of the streamed message (-want +got):\n%s\n%v", diff, msg)
 	}
-	var types []string
-	for _, p := range msg["parts"].([]any) {
-		types = append(types, p.(map[string]any)["type"].(string))
-	}
 	want := []string{"step-start", "reasoning", "tool-current_time", "step-start", "reasoning", "text", "data-output"}
-	if diff := cmp.Diff(want, types); diff != "" {
+	if diff := cmp.Diff(want, partTypes(msg)); diff != "" {
 		t.Errorf("parts of the streamed message (-want +got):\n%s", diff)
 	}
 	if bytes.Contains(body, []byte("scripted:")) {

@@ -28,18 +28,13 @@ type Service struct {
 	store      *store.Store
 	sealer     Sealer
 	checks     agentconfig.Checks
-	skills     SkillLister
-	workspaces WorkspaceLister
+	skills     NameLister
+	workspaces NameLister
 	now        func() time.Time
 }
 
-// SkillLister names an account's skills (skills.Store).
-type SkillLister interface {
-	Names(ctx context.Context, accountID string) ([]string, error)
-}
-
-// WorkspaceLister names an account's workspaces (workspaces.Store).
-type WorkspaceLister interface {
+// NameLister names an account's skills (skills.Store) or workspaces (workspaces.Store).
+type NameLister interface {
 	Names(ctx context.Context, accountID string) ([]string, error)
 }
 
@@ -53,14 +48,14 @@ func New(st *store.Store, sealer Sealer, checks agentconfig.Checks, now func() t
 
 // WithSkills checks config.skills against the account's skills in l; without it, a config that
 // names skills is refused.
-func (s *Service) WithSkills(l SkillLister) *Service {
+func (s *Service) WithSkills(l NameLister) *Service {
 	s.skills = l
 	return s
 }
 
 // WithWorkspaces checks config.workspaces against the account's workspaces in l; without it, a
 // config that names workspaces is refused.
-func (s *Service) WithWorkspaces(l WorkspaceLister) *Service {
+func (s *Service) WithWorkspaces(l NameLister) *Service {
 	s.workspaces = l
 	return s
 }
@@ -176,40 +171,45 @@ func (s *Service) checkNames(ctx context.Context, accountID, agentID string, c *
 // a typo fails when the config is written. A workspace deleted later stops the agent's turns,
 // naming it.
 func (s *Service) checkWorkspaces(ctx context.Context, accountID string, c *agentconfig.Config) error {
-	if len(c.Workspaces) == 0 {
-		return nil
-	}
-	if s.workspaces == nil {
-		return &agentconfig.FieldError{Field: "workspaces", Problem: "this deployment keeps no workspaces (it sets no WORKSPACES_TABLE and WORKSPACES_BUCKET)"}
-	}
-	names, err := s.workspaces.Names(ctx, accountID)
-	if err != nil {
-		return err
-	}
+	names := make([]string, len(c.Workspaces))
 	for i, w := range c.Workspaces {
-		if !slices.Contains(names, w.Name) {
-			return &agentconfig.FieldError{Field: fmt.Sprintf("workspaces[%d].name", i), Problem: "there is no workspace named " + w.Name + " in this account (create it with POST /accounts/me/workspaces)"}
-		}
+		names[i] = w.Name
 	}
-	return nil
+	return checkListed(ctx, s.workspaces, accountID, names, listed{
+		kind: "workspace", field: "workspaces", at: "workspaces[%d].name", env: "WORKSPACES_TABLE and WORKSPACES_BUCKET",
+		create: "create it with POST /accounts/me/workspaces",
+	})
 }
 
 // checkSkills refuses a config.skills entry that names no skill of the account, so a typo fails
 // when the config is written. A skill deleted later is shown to the model as unavailable.
 func (s *Service) checkSkills(ctx context.Context, accountID string, c *agentconfig.Config) error {
-	if len(c.Skills) == 0 {
+	return checkListed(ctx, s.skills, accountID, c.Skills, listed{
+		kind: "skill", field: "skills", at: "skills[%d]", env: "SKILLS_TABLE and SKILLS_BUCKET",
+		create: "upload it with POST /accounts/me/skills",
+	})
+}
+
+// listed says how checkListed names what a config lists: its kind, its field and each entry's
+// (a format of the index), the variables that keep them and how to make one.
+type listed struct{ kind, field, at, env, create string }
+
+// checkListed refuses the first of names that l does not list of the account, and any name
+// where the deployment keeps none (l nil).
+func checkListed(ctx context.Context, l NameLister, accountID string, names []string, how listed) error {
+	if len(names) == 0 {
 		return nil
 	}
-	if s.skills == nil {
-		return &agentconfig.FieldError{Field: "skills", Problem: "this deployment keeps no skills (it sets no SKILLS_TABLE and SKILLS_BUCKET)"}
+	if l == nil {
+		return &agentconfig.FieldError{Field: how.field, Problem: "this deployment keeps no " + how.field + " (it sets no " + how.env + ")"}
 	}
-	names, err := s.skills.Names(ctx, accountID)
+	have, err := l.Names(ctx, accountID)
 	if err != nil {
 		return err
 	}
-	for i, name := range c.Skills {
-		if !slices.Contains(names, name) {
-			return &agentconfig.FieldError{Field: fmt.Sprintf("skills[%d]", i), Problem: "there is no skill named " + name + " in this account (upload it with POST /accounts/me/skills)"}
+	for i, name := range names {
+		if !slices.Contains(have, name) {
+			return &agentconfig.FieldError{Field: fmt.Sprintf(how.at, i), Problem: "there is no " + how.kind + " named " + name + " in this account (" + how.create + ")"}
 		}
 	}
 	return nil
