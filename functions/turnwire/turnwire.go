@@ -97,6 +97,10 @@ func Options(d agentdeps.Deps) (turn.Options, error) {
 	keys := operatorKeys(d.Deps)
 	tavilyKey := d.Key("TAVILY_API_KEY_SECRET", c.Tools.TavilyAPIKey, c.Tools.TavilyAPIKeySecret)
 	env := tool.Env{Getenv: c.Tools.Getenv, Send: workqueue.SQS(d.SQS), Logger: d.Logger}
+	runner := sandboxRunner(c, d.AWS)
+	if runner != nil {
+		env.RunCode = runner.Run
+	}
 	var enqueue func(ctx context.Context, body string) error
 	if queue := c.Async.WorkQueue; queue != "" {
 		enqueue = func(ctx context.Context, body string) error { return env.Send(ctx, queue, body) }
@@ -150,7 +154,7 @@ func Options(d agentdeps.Deps) (turn.Options, error) {
 		Redriver:         redriver,
 		AsyncToolTimeout: asyncTimeout,
 		Streams:          streams,
-		Toolsets:         Toolsets(models, tools, mcp, sk, ws, sandboxRunner(c, d.AWS)),
+		Toolsets:         Toolsets(models, tools, mcp, sk, ws, runner),
 		TreeMaxDepth:     treeDepth,
 		TreeMaxTurns:     treeTurns,
 	}

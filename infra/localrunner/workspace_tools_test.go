@@ -3,15 +3,14 @@ package localrunner_test
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/agentharness/harness/infra/localrunner"
 	"github.com/agentharness/harness/infra/testenv"
+	"github.com/agentharness/harness/shared/sandbox/sandboxtest"
 	"github.com/agentharness/harness/shared/state/store"
 )
 
@@ -101,31 +100,16 @@ func TestWorkspaceToolsHeldInStandardMode(t *testing.T) {
 
 // bash reaches no listener of the machine's, loopback included.
 func TestWorkspaceBashReachesNoNetwork(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	var accepted atomic.Int32
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			accepted.Add(1)
-			c.Close()
-		}
-	}()
+	ln := sandboxtest.Listen(t)
 	e := newSandboxEnv(t)
-	command, _ := json.Marshal(fmt.Sprintf("bash -c 'echo hi > /dev/tcp/127.0.0.1/%d' && echo reached", ln.Addr().(*net.TCPAddr).Port))
+	command, _ := json.Marshal(fmt.Sprintf("bash -c 'echo hi > /dev/tcp/127.0.0.1/%d' && echo reached", ln.Port()))
 	agentID := e.agent(t, scripted(t, `"sandbox":{"permissionMode":"unrestricted"}`, `{"name":"bash","input":{"command":`+string(command)+`}}`))
 	ev := e.async(t, `{"agentId":"`+agentID+`","message":"go"}`)
 	st, _ := e.waitStatus(t, ev.EventID, store.EventCompleted)
 	if st.Text == nil || strings.Contains(*st.Text, `reached\n`) || !strings.Contains(*st.Text, "exitCode") {
 		t.Errorf("the turn's answer %v, want bash's result without reached: %s", st.Text, st.raw)
 	}
-	if n := accepted.Load(); n != 0 {
+	if n := ln.Accepted(); n != 0 {
 		t.Errorf("the listener accepted %d connections from the sandbox", n)
 	}
 }

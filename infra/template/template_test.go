@@ -270,7 +270,7 @@ func TestProjectFunctions(t *testing.T) {
 		"TURN_TREE_MAX_DEPTH":      "10",
 		"TURN_TREE_MAX_TURNS":      "32",
 		"SANDBOX_FUNCTION":         "test-SandboxFunction",
-		"SANDBOX_BACKEND":          "none",
+		"SANDBOX_BACKEND":          "lambda",
 	}
 	if diff := cmp.Diff(wantEnv, env); diff != "" {
 		t.Errorf("FunctionEnv (-want +got):\n%s", diff)

@@ -103,6 +103,9 @@ func Validate(raw []byte, c Checks) (*Validated, error) {
 	if err := checkWorkspaceTools(cfg); err != nil {
 		return nil, err
 	}
+	if err := checkSandboxVariables(cfg); err != nil {
+		return nil, err
+	}
 	return v, nil
 }
 

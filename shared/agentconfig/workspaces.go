@@ -24,6 +24,9 @@ type Sandbox struct {
 	// PermissionMode is the approval of the stateless bash (no workspace); "" is standard, which
 	// holds every call.
 	PermissionMode string `json:"permissionMode,omitempty"`
+	// Variables names the agent's variables (config.variables) whose values in the thread are
+	// set in each command's environment; no other variable, nor the harness's, reaches it.
+	Variables []string `json:"variables,omitempty"`
 }
 
 // Workspaces is config.workspaces: the account's workspaces the agent works in.
@@ -99,9 +102,10 @@ func (s *Sandbox) UnmarshalJSON(raw []byte) error {
 		Limits         json.RawMessage `json:"limits"`
 		Network        string          `json:"network"`
 		PermissionMode string          `json:"permissionMode"`
+		Variables      []string        `json:"variables"`
 	}
 	if err := strictObject(raw, &out); err != nil {
-		return &FieldError{Field: "sandbox", Problem: "must be an object with limits, network and permissionMode: " + err.Error()}
+		return &FieldError{Field: "sandbox", Problem: "must be an object with limits, network, permissionMode and variables: " + err.Error()}
 	}
 	if len(out.Limits) > 0 && string(out.Limits) != "null" {
 		if err := strictObject(out.Limits, &s.Limits); err != nil {
@@ -119,7 +123,18 @@ func (s *Sandbox) UnmarshalJSON(raw []byte) error {
 	if p := modeProblem(out.PermissionMode); p != "" {
 		return &FieldError{Field: "sandbox.permissionMode", Problem: p}
 	}
-	s.Network, s.PermissionMode = out.Network, out.PermissionMode
+	if len(out.Variables) > sandbox.MaxEnv {
+		return &FieldError{Field: "sandbox.variables", Problem: fmt.Sprintf("names %d variables, more than %d", len(out.Variables), sandbox.MaxEnv)}
+	}
+	for i, name := range out.Variables {
+		if p := sandbox.EnvProblem(name); p != "" {
+			return &FieldError{Field: fmt.Sprintf("sandbox.variables[%d]", i), Problem: fmt.Sprintf("%q %s", name, p)}
+		}
+		if slices.Contains(out.Variables[:i], name) {
+			return &FieldError{Field: fmt.Sprintf("sandbox.variables[%d]", i), Problem: fmt.Sprintf("%q is named twice", name)}
+		}
+	}
+	s.Network, s.PermissionMode, s.Variables = out.Network, out.PermissionMode, out.Variables
 	return nil
 }
 
@@ -189,6 +204,20 @@ func strictObject(raw []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	return dec.Decode(v)
+}
+
+// checkSandboxVariables refuses a sandbox variable the agent does not declare: the sandbox gets
+// only values the agent's threads are asked for.
+func checkSandboxVariables(cfg *Config) error {
+	if cfg.Sandbox == nil {
+		return nil
+	}
+	for i, name := range cfg.Sandbox.Variables {
+		if !slices.ContainsFunc(cfg.Variables, func(v Variable) bool { return v.Name == name }) {
+			return &FieldError{Field: fmt.Sprintf("sandbox.variables[%d]", i), Problem: fmt.Sprintf("%q is not one of the agent's variables (declare it in variables)", name)}
+		}
+	}
+	return nil
 }
 
 // checkWorkspaceTools refuses a config whose config.tools or config.prompts name a tool its

@@ -16,11 +16,12 @@ import (
 	"time"
 )
 
-// Direct runs commands as plain child processes of this one, in a fresh directory and a session
-// of their own, with the limits and an environment of three variables, and no isolation else:
-// it is for a machine that is itself the sandbox, the sandbox function's Lambda execution
-// environment (a microVM with no network path out and a role that grants nothing). After each
-// run every process of the run's session is killed, and the directory removed.
+// Direct runs commands as child processes of this one, in a fresh directory and a session of
+// their own, with the limits, an environment of four variables and a seccomp filter that keeps
+// them off the network (seccomp_linux.go), and no isolation else: it is for a machine that is
+// itself the sandbox, the sandbox function's Lambda execution environment (a microVM with no
+// network path out and a role that grants nothing). After each run every process of the run's
+// session is killed, and the directory removed.
 type Direct struct {
 	// TempDir holds each run's directory; "" is os.TempDir.
 	TempDir string
@@ -64,7 +65,7 @@ func (d *Direct) Run(ctx context.Context, req Request) (Result, error) {
 	cmd := exec.CommandContext(runCtx, args[0], args[1:]...)
 	cmd.Dir = root
 	// Never this process's environment: on Lambda it holds the role's credentials.
-	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + tmp, "TMPDIR=" + tmp, "LANG=C.UTF-8"}
+	cmd.Env = append([]string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + tmp, "TMPDIR=" + tmp, "LANG=C.UTF-8"}, environ(req.Env)...)
 	// Pipes of our own rather than exec's: exec's Wait waits for every holder of the pipes to
 	// exit, and a command's background process holds them until the session is killed.
 	stdout, stderr := &capped{max: lim.OutputBytes}, &capped{max: lim.OutputBytes}
@@ -87,7 +88,7 @@ func (d *Direct) Run(ctx context.Context, req Request) (Result, error) {
 	cmd.Cancel = func() error { killSession(cmd.Process.Pid); return nil }
 
 	start := time.Now()
-	err = cmd.Start()
+	err = startFiltered(cmd)
 	for _, out := range []io.Writer{cmd.Stdout, cmd.Stderr} {
 		out.(*os.File).Close()
 	}

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -88,12 +89,22 @@ func (l *Local) Run(ctx context.Context, req Request) (Result, error) {
 	}
 	defer status.Close()
 	stdout, stderr := &capped{max: lim.OutputBytes}, &capped{max: lim.OutputBytes}
-	cmd := exec.CommandContext(runCtx, bwrap, bwrapArgs(dir, root, req.Command, lim)...)
+	cmd := exec.CommandContext(runCtx, bwrap, bwrapArgs(dir, root, req.Command, lim, len(req.Env) > 0)...)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	// Not even bwrap gets the harness's environment: --clearenv clears the command's, and bwrap
 	// stays in the sandbox as its PID 1, whose environ the command can read.
 	cmd.Env = []string{}
 	cmd.ExtraFiles = []*os.File{statusW} // fd 3, --json-status-fd
+	if len(req.Env) > 0 {
+		// The variables reach bwrap through a pipe (fd 4, --args), not its command line, which
+		// every user of the machine can read.
+		envR, err := setenvArgs(req.Env)
+		if err != nil {
+			return Result{}, fmt.Errorf("sandbox: %w", err)
+		}
+		defer envR.Close()
+		cmd.ExtraFiles = append(cmd.ExtraFiles, envR)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
 	// Killing bwrap kills the sandbox's PID namespace, every process of the command with it;
 	// the group is killed too in case bwrap is between fork and namespace.
@@ -141,6 +152,25 @@ func (l *Local) Run(ctx context.Context, req Request) (Result, error) {
 	return res, nil
 }
 
+// setenvArgs is a pipe holding bwrap's --setenv arguments for env, NUL-separated as --args reads
+// them, written as bwrap reads.
+func setenvArgs(env map[string]string) (*os.File, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	for _, kv := range environ(env) {
+		name, value, _ := strings.Cut(kv, "=")
+		b.WriteString("--setenv\x00" + name + "\x00" + value + "\x00")
+	}
+	go func() {
+		w.Write(b.Bytes())
+		w.Close()
+	}()
+	return r, nil
+}
+
 // closeInherited marks every descriptor of the process above stderr close-on-exec. Go opens its
 // own so, but not those the process inherited or that C code opened: exec passes those on, and
 // bwrap would hand them to the command.
@@ -156,8 +186,9 @@ func closeInherited() {
 	}
 }
 
-// bwrapArgs are bwrap's arguments for a run of command in dir, whose root is root.
-func bwrapArgs(dir, root, command string, lim Limits) []string {
+// bwrapArgs are bwrap's arguments for a run of command in dir, whose root is root; env: fd 4
+// holds more (setenvArgs), read after --clearenv, which bwrap applies where it comes.
+func bwrapArgs(dir, root, command string, lim Limits, env bool) []string {
 	args := []string{
 		// --unshare-all only tries for a user namespace; --uid needs one.
 		"--unshare-all", "--unshare-user",
@@ -171,6 +202,9 @@ func bwrapArgs(dir, root, command string, lim Limits) []string {
 		"--setenv", "HOME", "/tmp",
 		"--setenv", "LANG", "C.UTF-8",
 		"--ro-bind", "/usr", "/usr",
+	}
+	if env {
+		args = append(args, "--args", "4")
 	}
 	// /bin, /lib... are links into /usr on a merged-/usr system, directories elsewhere.
 	for _, d := range []string{"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"} {

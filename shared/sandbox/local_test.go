@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -17,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agentharness/harness/shared/sandbox"
+	"github.com/agentharness/harness/shared/sandbox/sandboxtest"
 )
 
 // local is the runner on the bwrap the stack found or installed.
@@ -169,31 +168,16 @@ func TestRunMemory(t *testing.T) {
 // The command reaches neither a listener of the machine's loopback nor a public address: it is
 // in a network namespace of its own, with a loopback of its own and nothing else.
 func TestRunNetwork(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var accepted atomic.Int32
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			accepted.Add(1)
-			c.Close()
-		}
-	}()
-	port := ln.Addr().(*net.TCPAddr).Port
+	ln := sandboxtest.Listen(t)
+	port := ln.Port()
 	res := run(t, sandbox.Request{Command: fmt.Sprintf(
 		"bash -c 'echo hi > /dev/tcp/127.0.0.1/%d' && echo reached-loopback; "+
 			"bash -c 'echo hi > /dev/tcp/1.1.1.1/80' && echo reached-public; "+
 			"tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '", port)})
-	ln.Close()
 	if strings.Contains(res.Stdout, "reached") {
 		t.Errorf("stdout %q: the command reached the network", res.Stdout)
 	}
-	if n := accepted.Load(); n != 0 {
+	if n := ln.Accepted(); n != 0 {
 		t.Errorf("the loopback listener accepted %d connections from the sandbox", n)
 	}
 	if ifaces := strings.Fields(strings.ReplaceAll(res.Stdout, "reached", "")); !cmp.Equal(ifaces, []string{"lo"}) {
@@ -367,3 +351,6 @@ func TestRunCanceled(t *testing.T) {
 		t.Errorf("processes %v of the command outlived it", pids)
 	}
 }
+
+// Request.Env reaches the command, and nothing else of the caller's environment does.
+func TestRunEnv(t *testing.T) { sandboxtest.CheckEnv(t, run) }

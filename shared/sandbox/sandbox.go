@@ -12,7 +12,10 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"maps"
 	"path"
+	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/agentharness/harness/shared/wire/relpath"
@@ -31,6 +34,9 @@ type Request struct {
 	// Files are put in the root before the run; none is an empty root.
 	Files  []File `json:"files,omitempty"`
 	Limits Limits `json:"limits,omitzero"`
+	// Env is added to the command's environment: the thread variables the agent declared for
+	// its sandbox (config.sandbox.variables), and nothing else of the harness's.
+	Env map[string]string `json:"env,omitempty"`
 	// Network is "none", the only mode there is; "" means "none".
 	Network string `json:"network,omitempty"`
 }
@@ -77,7 +83,27 @@ const (
 
 	// MaxCommandBytes bounds Request.Command.
 	MaxCommandBytes = 64 << 10
+	// MaxEnv bounds Request.Env's variables, and MaxEnvBytes their names and values together.
+	MaxEnv      = 50
+	MaxEnvBytes = 32 << 10
 )
+
+// EnvName is the grammar of a name of Request.Env: an environment variable's.
+var EnvName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
+
+// ReservedEnv are the variables every sandbox sets itself, which Request.Env may not.
+var ReservedEnv = []string{"HOME", "LANG", "PATH", "TMPDIR"}
+
+// EnvProblem says what is wrong with name as a variable of Request.Env; "" when nothing is.
+func EnvProblem(name string) string {
+	switch {
+	case !EnvName.MatchString(name):
+		return "is not an environment variable's name (a letter or _, then up to 63 letters, digits or _)"
+	case slices.Contains(ReservedEnv, name):
+		return "is set by the sandbox itself (" + strings.Join(ReservedEnv, ", ") + ")"
+	}
+	return ""
+}
 
 // WithDefaults returns l with each zero field set to its default.
 func (l Limits) WithDefaults() Limits {
@@ -121,6 +147,22 @@ func (r *Request) Check() error {
 	}
 	if err := r.Limits.Check(); err != nil {
 		return err
+	}
+	if len(r.Env) > MaxEnv {
+		return fmt.Errorf("env: %d variables, more than %d", len(r.Env), MaxEnv)
+	}
+	envBytes := 0
+	for name, value := range r.Env {
+		if p := EnvProblem(name); p != "" {
+			return fmt.Errorf("env: %q %s", name, p)
+		}
+		if strings.IndexByte(value, 0) >= 0 {
+			return fmt.Errorf("env: %s holds a NUL byte", name)
+		}
+		envBytes += len(name) + len(value)
+	}
+	if envBytes > MaxEnvBytes {
+		return fmt.Errorf("env: %d bytes of names and values, more than %d", envBytes, MaxEnvBytes)
 	}
 	lim := r.Limits.WithDefaults()
 	if len(r.Files) > lim.MaxFiles {
@@ -217,3 +259,12 @@ type Skipped struct {
 // MaxSkipped bounds Result.Skipped: a command that makes a million symlinks gets the first ones
 // named, and ChangedTruncated.
 const MaxSkipped = 100
+
+// environ is env as NAME=value entries, sorted by name.
+func environ(env map[string]string) []string {
+	out := make([]string, 0, len(env))
+	for _, name := range slices.Sorted(maps.Keys(env)) {
+		out = append(out, name+"="+env[name])
+	}
+	return out
+}

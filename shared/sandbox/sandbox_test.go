@@ -52,6 +52,10 @@ func TestRequestCheck(t *testing.T) {
 		{"max files", func(r *sandbox.Request) { r.Limits.MaxFiles = -3 }, "limits.maxFiles"},
 		{"max bytes", func(r *sandbox.Request) { r.Limits.MaxBytes = sandbox.MaxMaxBytes + 1 }, "limits.maxBytes"},
 		{"more files than handed back", func(r *sandbox.Request) { r.Limits.MaxFiles = 1 }, "limits.maxFiles"},
+		{"env name", func(r *sandbox.Request) { r.Env = map[string]string{"1X": "v"} }, "env"},
+		{"env reserved", func(r *sandbox.Request) { r.Env = map[string]string{"PATH": "/tmp"} }, "env"},
+		{"env NUL", func(r *sandbox.Request) { r.Env = map[string]string{"X": "a\x00b"} }, "env"},
+		{"env size", func(r *sandbox.Request) { r.Env = map[string]string{"X": strings.Repeat("v", sandbox.MaxEnvBytes)} }, "env"},
 		{"bigger files than handed back", func(r *sandbox.Request) { r.Files[1].Content = make([]byte, 10); r.Limits.MaxBytes = 10 }, "limits.maxBytes"},
 	}
 	for _, tt := range tests {

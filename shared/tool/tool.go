@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentharness/harness/shared/approval"
 	"github.com/agentharness/harness/shared/model"
+	"github.com/agentharness/harness/shared/sandbox"
 	"github.com/agentharness/harness/shared/wire/jsonschema"
 	"github.com/xeipuuv/gojsonschema"
 )
@@ -339,6 +340,10 @@ type Env struct {
 	Vars Vars
 	// Send puts one message on an SQS queue; nil where no queue is wired.
 	Send func(ctx context.Context, queueURL, body string) error
+	// RunCode runs a command in the deployment's sandbox (sandbox.Runner's Run); nil where it
+	// has none. A tool that evaluates model- or user-authored code runs it here, never in the
+	// harness's process (001's state.runCode).
+	RunCode func(ctx context.Context, req sandbox.Request) (sandbox.Result, error)
 	// Logger receives the warnings of a build; nil discards them.
 	Logger *slog.Logger
 }

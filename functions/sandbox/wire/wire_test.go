@@ -21,6 +21,7 @@ import (
 	"github.com/agentharness/harness/functions/sandbox/wire"
 	"github.com/agentharness/harness/shared/lambda/lambdadeps"
 	"github.com/agentharness/harness/shared/sandbox"
+	"github.com/agentharness/harness/shared/sandbox/sandboxtest"
 )
 
 // handler is the function's handler as it runs off Lambda: no sweep of the machine, whose
@@ -296,3 +297,33 @@ func sweepHelper(t *testing.T, tmp string) {
 		t.Errorf("the run left %v in the temporary directory", entries)
 	}
 }
+
+// The command reaches no network, not even the machine's loopback, where the Lambda runtime API
+// listens on Lambda (a listener of the test's stands in for it): the seccomp filter refuses
+// every socket but AF_UNIX, io_uring and ptrace. A probe built from testdata/probe tries each.
+func TestHandlerReachesNoNetwork(t *testing.T) {
+	ln := sandboxtest.Listen(t)
+	probe := filepath.Join(t.TempDir(), "probe")
+	if out, err := exec.Command("go", "build", "-o", probe, "./testdata/probe").CombinedOutput(); err != nil {
+		t.Fatalf("go build the probe: %v\n%s", err, out)
+	}
+	res := run(t, sandbox.Request{
+		Command: probe + " " + ln.Addr() + "; bash -c 'echo hi > /dev/tcp/" + strings.Replace(ln.Addr(), ":", "/", 1) + "' && echo bash-reached",
+		// A Go program reserves more address space at start than the default limit.
+		Limits: sandbox.Limits{MemoryBytes: sandbox.MaxMemoryBytes},
+	})
+	want := "tcp-loopback refused\nsocket-inet-udp refused\nsocket-inet6 refused\nsocket-packet refused\n" +
+		"socket-netlink refused\nsocket-vsock refused\nsocket-unix allowed\nio_uring_setup refused\nptrace-parent refused\n"
+	if res.Stdout != want {
+		t.Errorf("the probe printed:\n%s\nwant:\n%s\nstderr: %s", res.Stdout, want, res.Stderr)
+	}
+	if !strings.Contains(res.Stderr, "Permission denied") {
+		t.Errorf("bash's /dev/tcp: stderr %q, want Permission denied", res.Stderr)
+	}
+	if n := ln.Accepted(); n != 0 {
+		t.Errorf("the loopback listener accepted %d connections from the command", n)
+	}
+}
+
+// Request.Env reaches the command, and nothing else of the caller's environment does.
+func TestHandlerEnv(t *testing.T) { sandboxtest.CheckEnv(t, run) }

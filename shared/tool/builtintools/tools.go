@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/approval"
+	"github.com/agentharness/harness/shared/sandbox"
 	"github.com/agentharness/harness/shared/tool"
 	"github.com/agentharness/harness/shared/wire/jsonschema"
 	"github.com/xeipuuv/gojsonschema"
@@ -71,6 +72,11 @@ type Context struct {
 	// Send puts a message on an SQS queue, for tools that dispatch outside work; nil where no
 	// queue is wired.
 	Send func(ctx context.Context, queueURL, body string) error
+	// RunCode is the one way a tool evaluates model- or user-authored code (001's
+	// state.runCode): a command in the deployment's sandbox, isolated, bounded and killed at its
+	// wall time (docs/sandbox.md); never eval or a child process of the harness. nil where the
+	// deployment has no sandbox backend: such a tool then refuses to build.
+	RunCode func(ctx context.Context, req sandbox.Request) (sandbox.Result, error)
 }
 
 // Options is one tool's config entry without the keys every tool shares.
@@ -285,7 +291,7 @@ func Build(config map[string]json.RawMessage, env tool.Env) (*tool.Set, error) {
 		if err != nil {
 			return nil, err
 		}
-		c.Send = env.Send
+		c.Send, c.RunCode = env.Send, env.RunCode
 		ts, err := spec.New(c)
 		if err != nil {
 			return nil, fmt.Errorf("config.tools.%s: %w", name, err)

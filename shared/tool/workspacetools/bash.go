@@ -20,14 +20,14 @@ var bashSchema = schema(`"command":{"type":"string","minLength":1},"timeoutMs":{
 
 // scratchBash is the bash of an agent with a sandbox and no workspace: each call starts from an
 // empty root and what it writes is dropped.
-func (s *Toolset) scratchBash(sb agentconfig.Sandbox) tool.Tool {
+func (s *Toolset) scratchBash(sb agentconfig.Sandbox, base sandbox.Request) tool.Tool {
 	return tool.Tool{
 		Name:        agentconfig.Bash,
 		Description: bashDescription + " Each call starts in an empty directory and what it writes is dropped after it.",
 		InputSchema: bashSchema,
 		Approval:    Approval(sb.PermissionMode, agentconfig.Bash),
 		Execute: func(ctx context.Context, input json.RawMessage) (any, error) {
-			req, err := request(ctx, input, sb.Limits)
+			req, err := request(ctx, input, base)
 			if err != nil {
 				return nil, err
 			}
@@ -44,11 +44,12 @@ func (s *Toolset) scratchBash(sb agentconfig.Sandbox) tool.Tool {
 // commit what it changed and answer.
 const invocationMargin = 10 * time.Second
 
-// request is the sandbox request of a bash call's input under the agent's limits: timeoutMs
-// shortens the wall time, never lengthens it, and so does what is left of the invocation
-// (ctx's deadline, less invocationMargin), which a command must not outlive: a function's
-// timeout (ws-gateway's 30 s) may be shorter than the sandbox's wall time.
-func request(ctx context.Context, input json.RawMessage, lim sandbox.Limits) (sandbox.Request, error) {
+// request is the sandbox request of a bash call's input: base (the agent's limits and
+// variables) with its command. timeoutMs shortens the wall time, never lengthens it, and so does
+// what is left of the invocation (ctx's deadline, less invocationMargin), which a command must
+// not outlive: a function's timeout (ws-gateway's 30 s) may be shorter than the sandbox's wall
+// time.
+func request(ctx context.Context, input json.RawMessage, base sandbox.Request) (sandbox.Request, error) {
 	var args struct {
 		Command   string
 		TimeoutMs int64
@@ -56,7 +57,7 @@ func request(ctx context.Context, input json.RawMessage, lim sandbox.Limits) (sa
 	if err := json.Unmarshal(input, &args); err != nil {
 		return sandbox.Request{}, err
 	}
-	lim = lim.WithDefaults()
+	lim := base.Limits.WithDefaults()
 	if args.TimeoutMs > 0 {
 		lim.WallSeconds = int(min((args.TimeoutMs+999)/1000, int64(lim.WallSeconds)))
 	}
@@ -67,7 +68,26 @@ func request(ctx context.Context, input json.RawMessage, lim sandbox.Limits) (sa
 		}
 		lim.WallSeconds = min(lim.WallSeconds, left)
 	}
-	return sandbox.Request{Command: args.Command, Limits: lim, Network: "none"}, nil
+	return sandbox.Request{Command: args.Command, Limits: lim, Env: base.Env, Network: "none"}, nil
+}
+
+// baseRequest is what every bash call of the agent starts from: its sandbox's limits, and the
+// values in the thread of the variables it names (sandbox.variables; the harness's environment
+// never stands in for one).
+func baseRequest(sb agentconfig.Sandbox, vars tool.Vars) sandbox.Request {
+	req := sandbox.Request{Limits: sb.Limits}
+	for _, name := range sb.Variables {
+		if vars.Get == nil {
+			break
+		}
+		if v := vars.Get(name); v != "" {
+			if req.Env == nil {
+				req.Env = map[string]string{}
+			}
+			req.Env[name] = v
+		}
+	}
+	return req
 }
 
 // output is what the model is told of a run.
@@ -89,7 +109,7 @@ func output(res sandbox.Result) map[string]any {
 // changed as one commit over that version: a path another writer changed meanwhile makes the
 // commit a conflict, which the result reports.
 func (w *workspace) bash(ctx context.Context, input json.RawMessage) (any, error) {
-	req, err := request(ctx, input, w.limits)
+	req, err := request(ctx, input, w.bashBase)
 	if err != nil {
 		return nil, err
 	}

@@ -68,8 +68,9 @@ func (s *Toolset) Offer(ctx context.Context, b toolset.Build) (toolset.Offer, er
 	if c.Sandbox != nil {
 		sb = *c.Sandbox
 	}
+	base := baseRequest(sb, b.Vars)
 	if len(c.Workspaces) == 0 {
-		return toolset.Offer{Tools: []tool.Tool{s.scratchBash(sb)}}, nil
+		return toolset.Offer{Tools: []tool.Tool{s.scratchBash(sb, base)}}, nil
 	}
 	var tools []tool.Tool
 	var prompt strings.Builder
@@ -80,7 +81,7 @@ func (s *Toolset) Offer(ctx context.Context, b toolset.Build) (toolset.Offer, er
 		} else if err != nil {
 			return toolset.Offer{}, fmt.Errorf("reading workspace %s: %w", w.Name, err)
 		}
-		ws := &workspace{store: s.store, runner: s.runner, accountID: b.AccountID, agentID: b.AgentID, name: w.Name, limits: sb.Limits, seen: map[string]int64{}}
+		ws := &workspace{store: s.store, runner: s.runner, accountID: b.AccountID, agentID: b.AgentID, name: w.Name, bashBase: base, seen: map[string]int64{}}
 		var names []string
 		for _, t := range ws.tools(c.HasSandbox(w)) {
 			t.Approval = Approval(w.PermissionMode, t.Name)
@@ -136,7 +137,8 @@ type workspace struct {
 	runner             sandbox.Runner
 	accountID, agentID string
 	name               string
-	limits             sandbox.Limits
+	// bashBase is what each bash call starts from (baseRequest).
+	bashBase sandbox.Request
 	// seen is the version at which the turn last read or wrote each path: a write commits over
 	// it, so another writer's change since is a conflict rather than lost.
 	mu   sync.Mutex

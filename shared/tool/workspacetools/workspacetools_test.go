@@ -50,11 +50,17 @@ func newFixture(t *testing.T) *fixture {
 // fixture's as WS).
 func (f *fixture) tools(t *testing.T, config string) *tool.Set {
 	t.Helper()
+	return f.toolsIn(t, config, tool.Vars{})
+}
+
+// toolsIn are the tools offered an agent of config in a thread with vars.
+func (f *fixture) toolsIn(t *testing.T, config string, vars tool.Vars) *tool.Set {
+	t.Helper()
 	cfg, err := agentconfig.Parse([]byte(strings.ReplaceAll(`{"name":"a","model":{"provider":"scripted"},`+config+`}`, "WS", f.ws)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, err := workspacetools.New(f.store, f.runner).Offer(context.Background(), toolset.Build{AccountID: account, AgentID: "agt_1", Config: cfg})
+	o, err := workspacetools.New(f.store, f.runner).Offer(context.Background(), toolset.Build{AccountID: account, AgentID: "agt_1", Config: cfg, Vars: vars})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,6 +213,25 @@ func TestBashCommitsWhatItChanged(t *testing.T) {
 	}
 	if out := must(t, scratch, "bash", `{"command":"ls -A | wc -l; echo x > f"}`); out["stdout"] != "0\n" || out["committed"] != nil {
 		t.Errorf("stateless bash = %v", out)
+	}
+}
+
+// The thread's values of the variables sandbox.variables names reach bash's environment; no
+// other variable does, and the harness's environment never stands in for a missing one.
+func TestBashGetsTheSandboxVariables(t *testing.T) {
+	f := newFixture(t)
+	t.Setenv("UNSET_IN_THREAD", "from-the-harness")
+	thread := map[string]string{"TOKEN": "tok-7781", "OTHER": "other-7781"}
+	vars := tool.Vars{Get: func(name string) string { return thread[name] }}
+	config := `"variables":[{"name":"TOKEN","type":"secret"},{"name":"OTHER"},{"name":"UNSET_IN_THREAD"}],` +
+		`"sandbox":{"permissionMode":"unrestricted","variables":["TOKEN","UNSET_IN_THREAD"]}`
+	cmd := `{"command":"echo \"$TOKEN|$OTHER|$UNSET_IN_THREAD\""}`
+	if out := must(t, f.toolsIn(t, config, vars), "bash", cmd); out["stdout"] != "tok-7781||\n" {
+		t.Errorf("stateless bash saw %q, want TOKEN alone", out["stdout"])
+	}
+	inWorkspace := f.toolsIn(t, config+`,"workspaces":[{"name":"WS","permissionMode":"unrestricted"}]`, vars)
+	if out := must(t, inWorkspace, "bash", cmd); out["stdout"] != "tok-7781||\n" {
+		t.Errorf("a workspace's bash saw %q, want TOKEN alone", out["stdout"])
 	}
 }
 
