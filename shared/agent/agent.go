@@ -91,6 +91,9 @@ type Config struct {
 	Output *Output
 	// CacheKey names the agent for its provider's prompt cache (model.Request.CacheKey).
 	CacheKey string
+	// Context keeps each request within the agent's input budget (context.go); nil: requests
+	// send the whole history, and a provider's refusal of one as too long ends the turn.
+	Context *Context
 }
 
 // Output is a structured output: the agent config's "output".
@@ -181,6 +184,9 @@ const (
 	ReasoningStart
 	ReasoningDelta
 	ReasoningEnd
+	// Compacted: the turns before this one were summarized to keep the request within the
+	// budget (ID is the stored summary's id, Text the summary, Compaction what it covers).
+	Compacted
 )
 
 // Event is one thing that happened in a turn.
@@ -196,6 +202,7 @@ type Event struct {
 	Finish     model.FinishReason
 	Usage      model.Usage
 	Source     *model.Source
+	Compaction *model.Compaction
 	ApprovalID string
 	Automatic  bool
 	Pending    []Pending
@@ -376,7 +383,19 @@ func loopFrom(ctx context.Context, cfg Config, msgs []model.Message, first int, 
 		schema = cfg.Output.Schema
 	}
 	retried := false
+	budget := newCompactor(cfg)
 	for step := first; ; step++ {
+		req := &model.Request{System: cfg.System, Tools: specs, Output: schema, CacheKey: cfg.CacheKey}
+		if calls == nil && budget != nil {
+			// Compacted before the step begins, as its messages are stored.
+			var spent model.Usage
+			var ok bool
+			msgs, spent, ok = budget.fit(ctx, req, msgs, false, yield)
+			usage = usage.Add(spent)
+			if !ok {
+				return
+			}
+		}
 		if !yield(Event{Type: StepStart}, nil) {
 			return
 		}
@@ -385,8 +404,8 @@ func loopFrom(ctx context.Context, cfg Config, msgs []model.Message, first int, 
 		if calls != nil {
 			res, calls = stepResult{calls: calls, finish: model.FinishToolCalls}, nil
 		} else {
-			req := &model.Request{System: cfg.System, Messages: msgs, Tools: specs, Output: schema, CacheKey: cfg.CacheKey}
-			res, ok = runStep(ctx, cfg.Model, req, step, yield)
+			msgs, res, ok = budget.step(ctx, cfg.Model, req, msgs, step, yield)
+			usage = usage.Add(res.compaction)
 		}
 		if !ok {
 			return
@@ -489,6 +508,10 @@ type stepResult struct {
 	usage     model.Usage
 	// model names the fallback that answered; empty for the agent's own model.
 	model string
+	// tooLong is the provider's refusal of the request as longer than its context window,
+	// before anything streamed; compaction is what the summaries of the step's request cost.
+	tooLong    error
+	compaction model.Usage
 }
 
 func (r stepResult) messages(ids func() string) []model.Message {
@@ -547,11 +570,18 @@ func runStep(ctx context.Context, m Model, req *model.Request, step int, yield f
 		reasoningID = ""
 		return yield(Event{Type: ReasoningEnd, ID: id}, nil)
 	}
+	streamed := false
 	for ev, err := range m.Stream(ctx, req) {
 		if err != nil {
+			if !streamed && errors.Is(err, model.ErrContextLength) {
+				// Nothing of the step reached the client: the loop may compact and try again.
+				res.tooLong = err
+				return res, false
+			}
 			yield(Event{}, err)
 			return res, false
 		}
+		streamed = true
 		if ev.Type != model.EventReasoningDelta && ev.Type != model.EventReasoningEnd && !closeReasoning() {
 			return res, false
 		}

@@ -38,12 +38,14 @@ type Config struct {
 	Workspaces Workspaces `json:"workspaces,omitempty"`
 	// Output makes the final answer a JSON object valid against its schema (output.go).
 	Output *Output `json:"output,omitempty"`
+	// Context bounds each model request's input, compacting the history (context.go).
+	Context *Context `json:"context,omitempty"`
 }
 
 // fields are the config's top-level keys, spelled exactly: encoding/json matches keys without
 // regard to case, and a "Model" that decoded as "model" would escape secret redaction, which
 // looks for "model.apiKey".
-var fields = []string{"name", "description", "system", "model", "maxSteps", "tools", "subagent", "variables", "skills", "prompts", "mcpServers", "sandbox", "workspaces", "output"}
+var fields = []string{"name", "description", "system", "model", "maxSteps", "tools", "subagent", "variables", "skills", "prompts", "mcpServers", "sandbox", "workspaces", "output", "context"}
 
 // checkKeys refuses top-level keys that are not spelled exactly as a config field.
 func checkKeys(raw []byte) error {

@@ -25,6 +25,8 @@ type Model struct {
 	Secrets []string
 	// RunsProviderTool reports whether the model runs a provider-defined tool.
 	RunsProviderTool func(providerTool string) bool
+	// ContextWindow is the model's context window in tokens as the catalogue knows it; 0: unknown.
+	ContextWindow int
 }
 
 // Tool is what the tool check reports about one config.tools entry.
@@ -95,6 +97,9 @@ func Validate(raw []byte, c Checks) (*Validated, error) {
 		}
 	}
 	if err := checkPrompts(cfg, c, m, v); err != nil {
+		return nil, err
+	}
+	if err := checkContext(cfg, c, m, v); err != nil {
 		return nil, err
 	}
 	if err := checkMCPServers(cfg, v); err != nil {

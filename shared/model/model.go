@@ -53,6 +53,8 @@ type Message struct {
 	// Output marks the final answer of a turn whose agent asks for structured output: its text
 	// is the JSON object that passed the agent's output schema.
 	Output bool `json:"output,omitempty"`
+	// Compaction is set on a KindSummary message.
+	Compaction *Compaction `json:"compaction,omitempty"`
 }
 
 // KindNested marks a message of a tool's own model loop (a prompt tool's): kept in the
@@ -218,6 +220,9 @@ type Request struct {
 	// provider that routes requests to its prompt cache by a key (OpenAI's prompt_cache_key)
 	// gets a hash of it.
 	CacheKey string
+	// Summary marks a request that asks for a summary of a conversation, to compact it; a
+	// provider answers it like any other (the scripted model with a fixed summary).
+	Summary bool
 }
 
 // Reasoning is a model block's "reasoning": how much a reasoning model thinks before it

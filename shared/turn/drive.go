@@ -124,6 +124,11 @@ func (d *invocation) passes(ctx context.Context, n int, events func(agent.Config
 		return nil
 	}
 	d.cfg.KeepResult = d.KeepResult
+	if d.cfg.Context != nil {
+		budget := *d.cfg.Context
+		budget.Save = d.compacted
+		d.cfg.Context = &budget
+	}
 	if n == 0 {
 		for _, w := range d.cfg.Warnings {
 			d.emit(Event{Kind: Warning, Warning: w})
@@ -178,6 +183,20 @@ func (d *invocation) passes(ctx context.Context, n int, events func(agent.Config
 		history := slices.Clone(d.history)
 		events = func(cfg agent.Config) iter.Seq2[agent.Event, error] { return agent.Continue(ctx, cfg, history) }
 	}
+}
+
+// compacted stores a compaction's summary, and makes the invocation's history the view it
+// starts: the summary, then the messages from the one it keeps from.
+func (d *invocation) compacted(ctx context.Context, summary model.Message) error {
+	if err := d.lease.Compact(ctx, summary); err != nil {
+		return err
+	}
+	from := slices.IndexFunc(d.history, func(m model.Message) bool { return m.ID == summary.Compaction.KeptFrom })
+	if from < 0 {
+		return fmt.Errorf("message %s, where the summary keeps from, is not in the conversation", summary.Compaction.KeptFrom)
+	}
+	d.history = append([]model.Message{summary}, d.history[from:]...)
+	return nil
 }
 
 // hasMessage reports whether history holds a message with this id.
@@ -408,6 +427,10 @@ func (d *invocation) relay(ctx context.Context, events iter.Seq2[agent.Event, er
 			}
 			if errors.Is(err, store.ErrLeaseLost) {
 				return d.fail(ctx, err, "the conversation was taken over by another turn", usage), nil
+			}
+			var ce *agent.ContextError
+			if errors.As(err, &ce) {
+				return d.fail(ctx, err, ce.Error(), usage), nil
 			}
 			var oe *agent.OutputError
 			if errors.As(err, &oe) {

@@ -14,6 +14,7 @@ import (
 	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/approval"
 	"github.com/agentharness/harness/shared/model"
+	"github.com/agentharness/harness/shared/model/modelblock"
 	"github.com/agentharness/harness/shared/state/agentstore"
 	"github.com/agentharness/harness/shared/state/attachments"
 	"github.com/agentharness/harness/shared/state/store"
@@ -788,8 +789,17 @@ func (e *Engine) buildAgent(ctx context.Context, accountID, agentID string, cfg 
 	if cfg.Output != nil {
 		output = &agent.Output{Schema: cfg.Output.Schema, Compiled: cfg.Output.Compiled()}
 	}
+	budget := &agent.Context{MaxInputTokens: cfg.Context.Budget(modelblock.ContextWindow(cfg.Model))}
+	if cfg.Context != nil && len(cfg.Context.SummaryModel) > 0 {
+		if budget.Summarizer, err = e.opts.Model(ctx, accountID, cfg.Context.SummaryModel); err != nil {
+			if errors.Is(err, model.ErrCredentials) {
+				return agent.Config{}, err
+			}
+			return agent.Config{}, invalid(fmt.Errorf("context.summaryModel: %w", err))
+		}
+	}
 	return agent.Config{Model: m, Tools: tools, System: system, MaxSteps: cfg.MaxSteps, NewID: NewMessageID, Immediate: immediate, Warnings: warnings, Output: output,
-		CacheKey: accountID + "/" + agentID}, nil
+		CacheKey: accountID + "/" + agentID, Context: budget}, nil
 }
 
 // NewMessageID names a message the harness creates.

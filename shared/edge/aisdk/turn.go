@@ -76,6 +76,8 @@ func EventChunks(ev turn.Event) []any {
 		return []any{ToolApprovalRequest(le.ApprovalID, le.ToolCallID, le.Text, false)}
 	case agent.OutputAvailable:
 		return []any{Data("output", le.Output, false)}
+	case agent.Compacted:
+		return []any{DataPart("compaction", le.ID, Compaction(le.Text, le.Compaction))}
 	case agent.ToolOutputDenied:
 		if le.Automatic {
 			// A policy refused the call: say so the way the AI SDK does, as an automatic
@@ -89,6 +91,26 @@ func EventChunks(ev turn.Event) []any {
 		return []any{ToolOutputDenied(le.ToolCallID)}
 	}
 	return nil
+}
+
+// CompactionData is a compaction as clients see it: the data of a data-compaction part, live
+// and read back.
+type CompactionData struct {
+	Summary string `json:"summary"`
+	// Messages is how many messages the summary covers; TokensBefore and TokensAfter are the
+	// request's estimated input tokens before and after.
+	Messages     int `json:"messages"`
+	TokensBefore int `json:"tokensBefore"`
+	TokensAfter  int `json:"tokensAfter"`
+}
+
+// Compaction is the data-compaction part's data of a summary and its compaction.
+func Compaction(summary string, c *model.Compaction) CompactionData {
+	d := CompactionData{Summary: summary}
+	if c != nil {
+		d.Messages, d.TokensBefore, d.TokensAfter = c.Messages, c.TokensBefore, c.TokensAfter
+	}
+	return d
 }
 
 // TurnFinish is the finish chunk that ends a turn's stream, with what the turn waits for in

@@ -228,6 +228,8 @@ func (a *assistant) add(m model.Message) {
 		a.usage = a.usage.Add(*m.Usage)
 	}
 	switch {
+	case m.IsSummary():
+		a.msg.Parts = append(a.msg.Parts, &DataUIPart{Type: "data-compaction", ID: m.ID, Data: Compaction(m.Text(), m.Compaction)})
 	case m.IsNested():
 		if m.Nested != nil {
 			a.nested[m.Nested.ToolCallID] = append(a.nested[m.Nested.ToolCallID], m)

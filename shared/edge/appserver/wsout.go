@@ -397,6 +397,16 @@ func (o *wsOut) stamp(d map[string]any) map[string]any {
 	return d
 }
 
+// summaryMessage is a compaction's summary_message: the turns before the running one were
+// summarized so the model's requests stay within the agent's context budget (docs/agents.md).
+func summaryMessage(id, summary string, c *model.Compaction) map[string]any {
+	fields := map[string]any{"id": id, "summary": summary}
+	if c != nil {
+		fields["compacted_messages"], fields["tokens_before"], fields["tokens_after"] = c.Messages, c.TokensBefore, c.TokensAfter
+	}
+	return message("summary_message", fields)
+}
+
 // reasoningMessage is Letta's reasoning_message: the model's thinking, from a reasoning model.
 // Its signature stays with the harness, which sends it back to the model.
 func reasoningMessage(id, reasoning string) map[string]any {
@@ -497,6 +507,8 @@ func (o *wsOut) event(ctx context.Context, ev turn.Event) {
 			o.toolReturn(ctx, le.ToolCallID, le.ErrorText, false)
 		case agent.ToolOutputDenied:
 			o.toolReturn(ctx, le.ToolCallID, "the tool call was denied", false)
+		case agent.Compacted:
+			o.delta(ctx, summaryMessage(le.ID, le.Text, le.Compaction))
 		case agent.ToolApprovalRequest:
 			if ev.Child != "" {
 				// A subagent's held call, put to the controller now: the run's own are put
@@ -681,6 +693,10 @@ func (o *wsOut) stop(ctx context.Context, reason string) {
 // replay sends stored messages as the deltas they were streamed as, for sync.
 func (o *wsOut) replay(ctx context.Context, msgs []model.Message) {
 	for _, m := range model.WithoutNested(msgs) {
+		if m.IsSummary() {
+			o.delta(ctx, summaryMessage(m.ID, m.Text(), m.Compaction))
+			continue
+		}
 		for _, p := range m.Parts {
 			switch {
 			case m.Role == model.RoleAssistant && p.Type == model.PartReasoning && p.Text != "":

@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/model"
+	"github.com/agentharness/harness/shared/model/catalogue"
 	"github.com/agentharness/harness/shared/model/scriptedmodel"
 )
 
@@ -186,7 +187,28 @@ func checkOne(block json.RawMessage) (agentconfig.Model, error) {
 	if apiKey != "" {
 		info.Secrets = []string{"apiKey"}
 	}
+	if m, ok := catalogue.Lookup(name, modelID); ok {
+		info.ContextWindow = m.ContextWindow
+	}
 	return info, nil
+}
+
+// ContextWindow is the context window, in tokens, the catalogue gives the model of block (its
+// own, not its fallbacks'); 0 when the catalogue does not know it.
+func ContextWindow(block json.RawMessage) int {
+	primary, _, err := Split(block)
+	if err != nil {
+		return 0
+	}
+	var b struct {
+		Provider string `json:"provider"`
+		Model    string `json:"model"`
+	}
+	if json.Unmarshal(primary, &b) != nil {
+		return 0
+	}
+	m, _ := catalogue.Lookup(b.Provider, b.Model)
+	return m.ContextWindow
 }
 
 // checkReasoning checks a block's reasoning: one of an effort (low, medium, high) and a budget

@@ -4,7 +4,8 @@
 //	{"provider":"scripted","script":[{"toolCalls":[{"name":"current_time","input":{}}]},{"text":"It is {{toolResults}}"}]}
 //
 // The n-th model call after the latest user message answers with step n; past the end of the
-// script it answers with the last step's text alone. In text, {{toolResults}} becomes the JSON
+// script it answers with the last step's text alone. A summary request, which compacts a
+// conversation, is answered with Summary and is no step. In text, {{toolResults}} becomes the JSON
 // array of the tool results the model has been given since that user message.
 //
 // A step's reasoning streams before its answer, signed as a reasoning provider signs it; like
@@ -89,6 +90,13 @@ func New(script []Step) (*Model, error) {
 // Stream answers with the script step that matches the conversation's position.
 func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.Event, error] {
 	return func(yield func(model.Event, error) bool) {
+		if req.Summary {
+			// A compaction's summary request is no step of the script.
+			if yield(model.Event{Type: model.EventTextDelta, Text: Summary}, nil) {
+				yield(model.Event{Type: model.EventFinish, Finish: model.FinishStop, Usage: model.Usage{InputTokens: len(req.Messages), OutputTokens: 1}}, nil)
+			}
+			return
+		}
 		n, results := sinceLastUser(req.Messages)
 		step := m.script[len(m.script)-1]
 		if n < len(m.script) {
@@ -150,6 +158,10 @@ func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.
 		yield(model.Event{Type: model.EventFinish, Finish: finish, Usage: usage.WithReasoning(len(chunks(step.Reasoning)))}, nil)
 	}
 }
+
+// Summary is the scripted model's answer to every summary request (model.Request.Summary): a
+// compaction's summary is not a step of the script.
+const Summary = "The conversation so far, summarized by the scripted model."
 
 // Name is the provider name of a scripted block, which its reasoning carries.
 const Name = "scripted"

@@ -201,14 +201,14 @@ func listing(accountID, endUser string, msgs []model.Message, now time.Time) (st
 		":ownerKey": ddb.S(rootOwner(accountID, endUser)), ":listAccount": ddb.S(accountID), ":updatedAt": ddb.N(now.UnixMilli()),
 	}
 	for _, m := range msgs {
-		if t := Shorten(m.Text(), TitleRunes); m.Role == model.RoleUser && !m.IsNested() && t != "" {
+		if t := Shorten(m.Text(), TitleRunes); m.Role == model.RoleUser && !m.IsNested() && !m.IsSummary() && t != "" {
 			clause += ", title = if_not_exists(title, :title)"
 			vals[":title"] = ddb.S(t)
 			break
 		}
 	}
 	for i := len(msgs) - 1; i >= 0; i-- {
-		if p := Shorten(msgs[i].Text(), PreviewRunes); !msgs[i].IsNested() && p != "" && msgs[i].Role != model.RoleTool {
+		if p := Shorten(msgs[i].Text(), PreviewRunes); !msgs[i].IsNested() && !msgs[i].IsSummary() && p != "" && msgs[i].Role != model.RoleTool {
 			clause += ", preview = :preview"
 			vals[":preview"] = ddb.S(p)
 			break

@@ -140,8 +140,8 @@ func (s *Store) Messages(ctx context.Context, accountID, conversationID string, 
 	if to <= from {
 		return nil, nil
 	}
-	t := &Lease{s: s, key: accountID + "#" + conversationID}
-	return t.query(ctx, from, to-1)
+	msgs, _, err := queryMessages(ctx, s, accountID+"#"+conversationID, from, to-1)
+	return msgs, err
 }
 
 // ReopenEvent moves an event that waits for approvals back to processing, for the request

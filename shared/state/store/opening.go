@@ -32,11 +32,16 @@ type Opening struct {
 	conversation   *snapshot
 }
 
-// snapshot is a conversation as one consistent query read it: its head (nil when it has none)
-// and its messages, complete when they are exactly those numbered 1 to the head's nextSeq-1.
+// snapshot is a conversation as readConversation read it: its head (nil when it has none) and
+// its view, complete when the messages read are exactly those from the view's first to the
+// head's nextSeq-1.
 type snapshot struct {
-	head     map[string]types.AttributeValue
+	head map[string]types.AttributeValue
+	// history is the conversation's view (Lease.History); msgs and seqs are the messages read
+	// for it, in seq order.
 	history  []model.Message
+	msgs     []model.Message
+	seqs     []int64
 	complete bool
 }
 
@@ -159,44 +164,39 @@ func (s *Store) getBatch(ctx context.Context, keys map[string]types.KeysAndAttri
 	return items, nil
 }
 
-// readConversation reads a conversation's head and messages in one consistent query.
+// readConversation reads a conversation's head, then its view (Lease.History) in one
+// consistent query: the messages from its latest compaction's keptFrom on, so what it reads
+// stops growing with the conversation once that compacts.
 func (s *Store) readConversation(ctx context.Context, key string) (*snapshot, error) {
-	snap := &snapshot{}
-	var seqs []int64
-	in := &dynamodb.QueryInput{
-		TableName:                 &s.tables.Conversations,
-		KeyConditionExpression:    aws.String("conversationKey = :k"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":k": ddb.S(key)},
-		ConsistentRead:            aws.Bool(true),
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      &s.tables.Conversations,
+		Key:            map[string]types.AttributeValue{"conversationKey": ddb.S(key), "seq": ddb.N(0)},
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("loading the conversation: %w", err)
 	}
-	for p := dynamodb.NewQueryPaginator(s.db, in); p.HasMorePages(); {
-		page, err := p.NextPage(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("loading the conversation: %w", err)
-		}
-		for _, it := range page.Items {
-			seq, err := ddb.Int(it, "seq")
-			if err != nil {
-				return nil, err
-			}
-			if seq == 0 {
-				snap.head = it
-				continue
-			}
-			m, err := storedMessage(it)
-			if err != nil {
-				return nil, err
-			}
-			snap.history = append(snap.history, m)
-			seqs = append(seqs, seq)
-		}
+	snap := &snapshot{head: out.Item, complete: true}
+	if snap.head == nil {
+		return snap, nil
 	}
-	// A turn that appended while the query ran may show in part: such a snapshot is not used.
-	next := int64(1)
-	if snap.head != nil {
-		next, _ = ddb.Int(snap.head, "nextSeq")
+	next, err := ddb.Int(snap.head, "nextSeq")
+	if err != nil {
+		return nil, err
 	}
-	snap.complete = int64(len(seqs)) == next-1 && (len(seqs) == 0 || seqs[len(seqs)-1] == next-1)
+	keptFrom, summarySeq := compactionOf(snap.head)
+	from := max(keptFrom, 1)
+	if next <= from {
+		return snap, nil
+	}
+	msgs, seqs, err := queryMessages(ctx, s, key, from, next-1)
+	if err != nil {
+		return nil, err
+	}
+	// A conversation deleted between the two reads shows in part: such a snapshot is not used.
+	snap.complete = int64(len(seqs)) == next-from
+	snap.history, snap.seqs = view(msgs, seqs, summarySeq), seqs
+	snap.msgs = msgs
 	return snap, nil
 }
 
@@ -278,9 +278,10 @@ func (s *Store) StartTurn(ctx context.Context, o *Opening, agentID string, msg m
 	t := &Lease{
 		s: s, accountID: o.Account.ID, conversationID: o.conversationID, key: key, owner: owner, nextSeq: cur + 1,
 		stream: stream, streamRecorded: true,
-		known: append(slices.Clone(snap.history), msg),
+		known: append(slices.Clone(snap.history), msg), knownNext: cur + 1,
 	}
 	t.waitsFrom(head) // it waits for nothing; what a turn left on it before still carries over
+	t.saw(append(slices.Clone(snap.msgs), msg), append(slices.Clone(snap.seqs), cur))
 	if head == nil {
 		t.endUser = o.endUser
 	}

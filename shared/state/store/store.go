@@ -187,9 +187,16 @@ type Lease struct {
 	// stream, once set, is recorded on the head by its next write (streamRecorded then).
 	stream         string
 	streamRecorded bool
-	// known is the conversation through nextSeq-1 when StartTurn began the turn: History
-	// returns it without a read until the lease appends again.
-	known []model.Message
+	// known is the conversation's view (History) through nextSeq-1 when StartTurn began the
+	// turn: History returns it without a read until the lease appends again (knownNext is the
+	// nextSeq it goes with).
+	known     []model.Message
+	knownNext int64
+	// keptFrom and summarySeq place the conversation's latest compaction (Compact): its summary
+	// is message summarySeq, and the messages before keptFrom are what it covers; 0: none.
+	keptFrom, summarySeq int64
+	// seqs are the seqs of the messages the lease read or wrote, by id.
+	seqs map[string]int64
 	// parent links a subagent's conversation to the turn that started it.
 	parent Parent
 	// vars are the conversation's variables (vars.go).
@@ -313,6 +320,15 @@ func (t *Lease) waitsFrom(head map[string]types.AttributeValue) {
 	t.parent = parentOf(head)
 	t.vars = varsOf(head)
 	t.endUser = ddb.String(head, "endUser")
+	t.keptFrom, t.summarySeq = compactionOf(head)
+}
+
+// compactionOf is where a conversation's head places its latest compaction: the first seq its
+// summary does not cover, and the summary's seq; zeros for a conversation never compacted.
+func compactionOf(head map[string]types.AttributeValue) (keptFrom, summarySeq int64) {
+	keptFrom, _ = ddb.Int(head, "keptFrom")
+	summarySeq, _ = ddb.Int(head, "summarySeq")
+	return keptFrom, summarySeq
 }
 
 // storedMessage decodes the message a conversation item holds.
@@ -398,42 +414,111 @@ func (s *Store) ConversationHead(ctx context.Context, accountID, conversationID 
 	}, nil
 }
 
-// History returns the conversation's messages in order.
+// History returns the conversation as its turns see it: since its latest compaction, that
+// compaction's summary, then the messages from the first it does not cover (earlier summaries
+// left out); before any, every message. Every message stays stored: only what a turn reads
+// and sends to the model stops growing with the conversation.
 func (t *Lease) History(ctx context.Context) ([]model.Message, error) {
-	if t.known != nil && int64(len(t.known)) == t.nextSeq-1 {
+	if t.known != nil && t.knownNext == t.nextSeq {
 		return slices.Clone(t.known), nil
 	}
-	if t.nextSeq <= 1 {
+	from := max(t.keptFrom, 1)
+	if t.nextSeq <= from {
 		return nil, nil
 	}
-	return t.query(ctx, 1, t.nextSeq-1)
+	msgs, seqs, err := queryMessages(ctx, t.s, t.key, from, t.nextSeq-1)
+	if err != nil {
+		return nil, err
+	}
+	t.saw(msgs, seqs)
+	return view(msgs, seqs, t.summarySeq), nil
 }
 
-// query returns the messages with first <= seq <= last.
-func (t *Lease) query(ctx context.Context, first, last int64) ([]model.Message, error) {
+// view orders the messages from a compaction's keptFrom on as a turn sees them: the summary at
+// summarySeq first, then the others but earlier summaries.
+func view(msgs []model.Message, seqs []int64, summarySeq int64) []model.Message {
+	if summarySeq == 0 {
+		return msgs
+	}
+	out := make([]model.Message, 0, len(msgs))
+	for i, m := range msgs {
+		if seqs[i] == summarySeq {
+			out = append([]model.Message{m}, out...)
+		} else if !m.IsSummary() {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// saw records the seqs of messages the lease read or wrote.
+func (t *Lease) saw(msgs []model.Message, seqs []int64) {
+	if t.seqs == nil {
+		t.seqs = map[string]int64{}
+	}
+	for i, m := range msgs {
+		if m.ID != "" {
+			t.seqs[m.ID] = seqs[i]
+		}
+	}
+}
+
+// queryMessages returns the messages of the conversation key with first <= seq <= last, and
+// their seqs.
+func queryMessages(ctx context.Context, s *Store, key string, first, last int64) ([]model.Message, []int64, error) {
 	var msgs []model.Message
+	var seqs []int64
 	in := &dynamodb.QueryInput{
-		TableName:              &t.s.tables.Conversations,
+		TableName:              &s.tables.Conversations,
 		KeyConditionExpression: aws.String("conversationKey = :k AND seq BETWEEN :first AND :last"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":k": ddb.S(t.key), ":first": ddb.N(first), ":last": ddb.N(last),
+			":k": ddb.S(key), ":first": ddb.N(first), ":last": ddb.N(last),
 		},
 		ConsistentRead: aws.Bool(true),
 	}
-	for p := dynamodb.NewQueryPaginator(t.s.db, in); p.HasMorePages(); {
+	for p := dynamodb.NewQueryPaginator(s.db, in); p.HasMorePages(); {
 		page, err := p.NextPage(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("loading history: %w", err)
+			return nil, nil, fmt.Errorf("loading history: %w", err)
 		}
 		for _, it := range page.Items {
 			m, err := storedMessage(it)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
+			}
+			seq, err := ddb.Int(it, "seq")
+			if err != nil {
+				return nil, nil, err
 			}
 			msgs = append(msgs, m)
+			seqs = append(seqs, seq)
 		}
 	}
-	return msgs, nil
+	return msgs, seqs, nil
+}
+
+// Compact appends summary, a compaction's summary (model.KindSummary), and makes it the head of
+// the conversation's view from its next History on: the summary, then the message it keeps
+// from (summary.Compaction.KeptFrom, which the lease must have read) and the rest.
+func (t *Lease) Compact(ctx context.Context, summary model.Message) error {
+	if !summary.IsSummary() || summary.Compaction == nil {
+		return fmt.Errorf("compacting: message %s is no summary", summary.ID)
+	}
+	kept, ok := t.seqs[summary.Compaction.KeptFrom]
+	if !ok {
+		return fmt.Errorf("compacting: message %s, where the summary keeps from, is not one this turn read", summary.Compaction.KeptFrom)
+	}
+	at := t.nextSeq
+	update := "SET nextSeq = :next, keptFrom = :keptFrom, summarySeq = :summarySeq"
+	if remove := t.waits(); len(remove) > 0 {
+		update += " REMOVE " + strings.Join(remove, ", ")
+	}
+	if err := t.write(ctx, []model.Message{summary}, nil, update, map[string]types.AttributeValue{":keptFrom": ddb.N(kept), ":summarySeq": ddb.N(at)}); err != nil {
+		return err
+	}
+	t.cleared()
+	t.keptFrom, t.summarySeq = kept, at
+	return nil
 }
 
 // maxTransactItems is DynamoDB's limit on items in one transaction, the head update included.
@@ -619,6 +704,11 @@ func (t *Lease) write(ctx context.Context, msgs []model.Message, extra []types.T
 	if err != nil {
 		return fmt.Errorf("appending messages: %w", err)
 	}
+	seqs := make([]int64, len(msgs))
+	for i := range msgs {
+		seqs[i] = t.nextSeq + int64(i)
+	}
+	t.saw(msgs, seqs)
 	t.nextSeq = next
 	t.streamRecorded = t.streamRecorded || recording
 	return nil
