@@ -1,7 +1,5 @@
 package model
 
-import "errors"
-
 // KindSummary marks the message that stands, for the model, for the part of a conversation a
 // compaction summarized: its text is the summary, and Compaction says what it covers. It is
 // stored where the compaction happened and kept with every other message; a turn's view of the
@@ -23,7 +21,3 @@ type Compaction struct {
 
 // IsSummary reports whether m is a compaction's summary.
 func (m Message) IsSummary() bool { return m.Kind == KindSummary }
-
-// ErrContextLength is what a provider's refusal of a request longer than its model's context
-// window matches (errors.Is).
-var ErrContextLength = errors.New("the request is longer than the model's context window")

@@ -352,13 +352,21 @@ type Source struct {
 // it is answered as an internal error and logged in full, never shown.
 var ErrCredentials = errors.New("the agent's credentials could not be read")
 
+// ErrContextLength is a provider's refusal of a request longer than its model's context window:
+// errors.Is(err, ErrContextLength) holds for a *ProviderError whose ContextLength is set, which
+// a caller may answer by compacting the conversation and calling once more.
+var ErrContextLength = errors.New("the request is longer than the model's context window")
+
 // ProviderError is a failed call to a model provider. Its Error text is for logs; Public is
 // what a client may see.
 type ProviderError struct {
 	Provider  string
 	Status    int    // HTTP status; 0 when the call failed before a response
 	RequestID string // the provider's request id, when it sent one
-	Err       error
+	// ContextLength: the provider refused the request for its length (ErrContextLength), as
+	// its adapter read the provider's own error.
+	ContextLength bool
+	Err           error
 }
 
 func (e *ProviderError) Error() string {
@@ -374,9 +382,14 @@ func (e *ProviderError) Error() string {
 
 func (e *ProviderError) Unwrap() error { return e.Err }
 
+// Is makes errors.Is(e, ErrContextLength) report e.ContextLength.
+func (e *ProviderError) Is(target error) bool { return target == ErrContextLength && e.ContextLength }
+
 // Public describes the failure without the provider's own words, which may echo the prompt.
 func (e *ProviderError) Public() string {
 	switch {
+	case e.ContextLength:
+		return "the conversation is longer than the " + e.Provider + " model's context window"
 	case e.Status == 429:
 		return "the " + e.Provider + " model is rate limited; try again shortly"
 	case e.Status == 401 || e.Status == 403:

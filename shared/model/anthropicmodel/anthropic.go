@@ -439,6 +439,22 @@ func providerError(err error, res *http.Response) error {
 		if s, ok := errorStatus[apiErr.Type()]; ok && pe.Status < 400 {
 			pe.Status = s
 		}
+		pe.ContextLength = tooLong(apiErr)
 	}
 	return pe
+}
+
+// tooLong reports whether a call was refused for its length. Anthropic has no error type of
+// its own for that: it is an invalid_request_error whose message begins "prompt is too long"
+// ("prompt is too long: 208656 tokens > 200000 maximum").
+func tooLong(apiErr *anthropic.Error) bool {
+	if apiErr.Type() != anthropic.ErrorTypeInvalidRequestError {
+		return false
+	}
+	var body struct {
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	return json.Unmarshal([]byte(apiErr.RawJSON()), &body) == nil && strings.HasPrefix(body.Error.Message, "prompt is too long")
 }

@@ -8,7 +8,9 @@
 // bad_request.json); the model's words, usage and request ids then change, so update the wanted
 // events with them. A 429 or an error part-way through a stream cannot be ordered from the API:
 // rate_limited.json, rate_limited_long.json and overloaded.json stay hand-written and are
-// replayed even under -record. The extended thinking and prompt caching fixtures
+// replayed even under -record, as is context_length.json, Anthropic's refusal of a prompt
+// longer than the model's context window, whose short request stands in for one too long to
+// keep in testdata. The extended thinking and prompt caching fixtures
 // (reasoning.json, reasoning_tools.json, cache_turns.json, cache_off.json) are hand-written
 // after the streams and usage Anthropic's extended thinking and prompt caching docs show, and
 // are always replayed.
@@ -270,8 +272,43 @@ func TestBadRequestIsNotRetried(t *testing.T) {
 	if !errors.As(err, &apiErr) || apiErr.Type() != anthropic.ErrorTypeInvalidRequestError {
 		t.Errorf("cause = %v, want the SDK's invalid_request_error", pe.Err)
 	}
+	if errors.Is(err, model.ErrContextLength) {
+		t.Errorf("errors.Is(%v, model.ErrContextLength) = true, want false: the request is not too long", err)
+	}
 	if n := len(requests()); n != 1 {
 		t.Errorf("server saw %d requests, want 1: a 400 is not retried", n)
+	}
+}
+
+func TestContextLengthExceeded(t *testing.T) {
+	m, requests := serve(t, "context_length.json", false, model.Settings{})
+
+	events, err := modeltest.Collect(t.Context(), m, &model.Request{Messages: []model.Message{modeltest.User("Summarise the build log above.")}})
+
+	if len(events) != 0 {
+		t.Errorf("events = %v, want none", events)
+	}
+	if pe := modeltest.ContextLengthError(t, err, "anthropic"); pe.RequestID != "req_011CVxE7kP2mN4bV6cX8zL1Q" {
+		t.Errorf("RequestID = %q, want req_011CVxE7kP2mN4bV6cX8zL1Q", pe.RequestID)
+	}
+	if n := len(requests()); n != 1 {
+		t.Errorf("server saw %d requests, want 1", n)
+	}
+}
+
+// A request over Anthropic's size limit in bytes is refused with its own error type; it says
+// nothing of the context window, and compacting is not its remedy.
+func TestRequestTooLargeIsNotContextLength(t *testing.T) {
+	srv := modeltest.NewServer(t, wirefixture.Response{
+		Status:  http.StatusRequestEntityTooLarge,
+		Headers: map[string]string{"Content-Type": "application/json"},
+		Body:    `{"type":"error","error":{"type":"request_too_large","message":"Request exceeds the maximum allowed number of bytes."}}`,
+	})
+
+	_, err := modeltest.Collect(t.Context(), newModel(t, srv.URL), &model.Request{Messages: []model.Message{modeltest.User("Say hello.")}})
+
+	if pe := modeltest.ProviderError(t, err, "anthropic"); pe.Status != http.StatusRequestEntityTooLarge || errors.Is(err, model.ErrContextLength) {
+		t.Errorf("Status, ContextLength = %d, %v; want 413, false", pe.Status, pe.ContextLength)
 	}
 }
 

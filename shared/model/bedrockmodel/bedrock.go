@@ -16,6 +16,7 @@ import (
 	"iter"
 	"math"
 	"path"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -547,5 +548,23 @@ func providerError(err error, requestID string) error {
 	case errors.As(err, &apiErr):
 		pe.Status = streamExceptionStatus[apiErr.ErrorCode()]
 	}
+	pe.ContextLength = errors.As(err, &apiErr) && tooLong(apiErr)
 	return pe
+}
+
+// tooLongWording is how Bedrock says a request is longer than its model's context window, in
+// the words its models use: "Input is too long for requested model.", "Too many input tokens.
+// Max input tokens: N, request input token count: M", and Anthropic's own "prompt is too long:
+// N tokens > M maximum", which Claude's errors pass on ("The model returned the following
+// errors: ...").
+var tooLongWording = []string{"input is too long", "too many input tokens", "prompt is too long"}
+
+// tooLong reports whether a call was refused for its length. Bedrock has no exception of its
+// own for that: it is a ValidationException, told apart from the others by its message.
+func tooLong(apiErr smithy.APIError) bool {
+	if apiErr.ErrorCode() != "ValidationException" {
+		return false
+	}
+	msg := strings.ToLower(apiErr.ErrorMessage())
+	return slices.ContainsFunc(tooLongWording, func(w string) bool { return strings.Contains(msg, w) })
 }

@@ -376,8 +376,49 @@ func TestValidationErrorIsNotRetried(t *testing.T) {
 	if !errors.As(err, &apiErr) || apiErr.ErrorMessage() != "The provided model identifier is invalid." {
 		t.Errorf("error = %v, want the API error with Bedrock's message", err)
 	}
+	if errors.Is(err, model.ErrContextLength) {
+		t.Errorf("errors.Is(%v, model.ErrContextLength) = true, want false: the request is not too long", err)
+	}
 	if n := len(f.requests()); n != 1 {
 		t.Errorf("server saw %d requests, want 1", n)
+	}
+}
+
+// TestContextLengthExceeded pins which refusals read as model.ErrContextLength: a
+// ValidationException, before the stream or inside it, in one of the ways Bedrock's models word
+// input longer than their context window; not another ValidationException, nor a throttle
+// that speaks of tokens.
+func TestContextLengthExceeded(t *testing.T) {
+	const requestID = "2e4f6a8b-0c1d-4e3f-9a5b-7c9d1e3f5a7b"
+	tests := []struct {
+		name   string
+		answer wirefixture.Response
+		want   bool
+	}{
+		{"input is too long", apiError(http.StatusBadRequest, "ValidationException", requestID, "Input is too long for requested model."), true},
+		{"too many input tokens", apiError(http.StatusBadRequest, "ValidationException", requestID, "Too many input tokens. Max input tokens: 8192, request input token count: 9279 "), true},
+		{"Claude's prompt is too long", apiError(http.StatusBadRequest, "ValidationException", requestID, "The model returned the following errors: prompt is too long: 200049 tokens > 200000 maximum"), true},
+		{"inside the stream", eventStream(requestID, exception("validationException", `{"message":"The model returned the following errors: Input is too long for requested model."}`)), true},
+		{"another validation error", apiError(http.StatusBadRequest, "ValidationException", requestID, "The provided model identifier is invalid."), false},
+		{"a throttle", apiError(http.StatusTooManyRequests, "ThrottlingException", requestID, "Too many tokens, please wait before trying again."), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := modeltest.NewServer(t, tt.answer)
+			f := &fixture{url: srv.URL, requests: srv.Requests, awsCfg: testConfig("us-east-1")}
+			m := f.model(t, bedrockmodel.Config{Provider: "bedrock", Model: modelID}, retryer)
+
+			_, err := modeltest.Collect(t.Context(), m, &model.Request{Messages: []model.Message{modeltest.User("Summarise the build log above.")}})
+
+			if tt.want {
+				modeltest.ContextLengthError(t, err, "bedrock")
+				return
+			}
+			modeltest.ProviderError(t, err, "bedrock")
+			if errors.Is(err, model.ErrContextLength) {
+				t.Errorf("errors.Is(%v, model.ErrContextLength) = true, want false", err)
+			}
+		})
 	}
 }
 

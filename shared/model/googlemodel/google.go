@@ -553,9 +553,21 @@ func providerError(err error, meta *responseMeta) error {
 	var apiErrPtr *genai.APIError
 	switch {
 	case errors.As(err, &apiErr):
-		pe.Status = apiErr.Code
 	case errors.As(err, &apiErrPtr):
-		pe.Status = apiErrPtr.Code
+		apiErr = *apiErrPtr
+	default:
+		return pe
 	}
+	pe.Status = apiErr.Code
+	pe.ContextLength = tooLong(apiErr)
 	return pe
+}
+
+// tooLong reports whether a call was refused for its length. Gemini has no status or reason of
+// its own for that: it is a 400 INVALID_ARGUMENT saying "The input token count (N) exceeds the
+// maximum number of tokens allowed (M)." (the count is sometimes left out).
+func tooLong(apiErr genai.APIError) bool {
+	return apiErr.Code == http.StatusBadRequest && apiErr.Status == "INVALID_ARGUMENT" &&
+		strings.HasPrefix(apiErr.Message, "The input token count") &&
+		strings.Contains(apiErr.Message, "exceeds the maximum number of tokens allowed")
 }

@@ -14,6 +14,7 @@ package googlemodel_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -343,12 +344,41 @@ func TestInvalidArgumentIsNotRetried(t *testing.T) {
 	if !strings.Contains(err.Error(), "API key not valid") || !strings.Contains(err.Error(), "INVALID_ARGUMENT") {
 		t.Errorf("error %q, want Gemini's message and status kept for the log", err)
 	}
+	if errors.Is(err, model.ErrContextLength) {
+		t.Errorf("errors.Is(%v, model.ErrContextLength) = true, want false: the request is not too long", err)
+	}
 	if len(events) != 0 {
 		t.Errorf("events = %v, want none", events)
 	}
 	// The fixture holds one exchange; a retry would be an unexpected request.
 	if n := len(srv.Requests()); n != 1 {
 		t.Errorf("server saw %d requests, want 1", n)
+	}
+}
+
+// TestContextLengthExceeded: Gemini's refusal of input longer than the model's context window,
+// a 400 INVALID_ARGUMENT told apart by its words, with and without the count, is
+// model.ErrContextLength and is not retried.
+func TestContextLengthExceeded(t *testing.T) {
+	for _, message := range []string{
+		"The input token count (1200293) exceeds the maximum number of tokens allowed (1048576).",
+		"The input token count exceeds the maximum number of tokens allowed (1048576).",
+	} {
+		t.Run(message, func(t *testing.T) {
+			body := `{"error": {"code": 400, "message": "` + message + `", "status": "INVALID_ARGUMENT"}}`
+			srv := modeltest.NewServer(t, inject(1, http.StatusBadRequest, body, nil, modeltest.Unexpected))
+			m := newModel(t, srv.URL, "test-key", model.Settings{})
+
+			events, err := modeltest.Collect(t.Context(), m, &model.Request{Messages: []model.Message{modeltest.User("Summarise the build log above.")}})
+
+			if len(events) != 0 {
+				t.Errorf("events = %v, want none", events)
+			}
+			modeltest.ContextLengthError(t, err, "google")
+			if n := len(srv.Requests()); n != 1 {
+				t.Errorf("server saw %d requests, want 1", n)
+			}
+		})
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -60,6 +61,21 @@ func ProviderError(t *testing.T, err error, provider string) *model.ProviderErro
 	}
 	if pe.Provider != provider {
 		t.Errorf("Provider = %q, want %s", pe.Provider, provider)
+	}
+	return pe
+}
+
+// ContextLengthError asserts that err is provider's refusal of a request longer than its
+// model's context window: a *model.ProviderError of status 400 that is model.ErrContextLength
+// and says so without the provider's words. It returns it.
+func ContextLengthError(t *testing.T, err error, provider string) *model.ProviderError {
+	t.Helper()
+	pe := ProviderError(t, err, provider)
+	if !errors.Is(err, model.ErrContextLength) || pe.Status != http.StatusBadRequest {
+		t.Errorf("ContextLength, Status = %v, %d; want true, 400 (error: %v)", pe.ContextLength, pe.Status, err)
+	}
+	if got, want := pe.Public(), "the conversation is longer than the "+provider+" model's context window"; got != want {
+		t.Errorf("Public() = %q, want %q", got, want)
 	}
 	return pe
 }

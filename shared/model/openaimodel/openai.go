@@ -17,6 +17,7 @@ import (
 	"net/url"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/agentharness/harness/shared/model"
@@ -382,6 +383,19 @@ func providerError(err error) error {
 		if apiErr.Response != nil {
 			pe.RequestID = apiErr.Response.Header.Get("x-request-id")
 		}
+		pe.ContextLength = tooLong(apiErr)
 	}
 	return pe
+}
+
+// tooLong reports whether a call was refused for its length. OpenAI says so by its error code,
+// whatever the message. An OpenAI-compatible server (vLLM, LiteLLM) sends no such code, or its
+// HTTP status as one, and keeps OpenAI's old wording: "This model's maximum context length is N
+// tokens. However, ...".
+func tooLong(apiErr *openai.Error) bool {
+	if apiErr.Code == "context_length_exceeded" {
+		return true
+	}
+	noCode := apiErr.Code == "" || apiErr.Code == strconv.Itoa(apiErr.StatusCode)
+	return apiErr.StatusCode == http.StatusBadRequest && noCode && strings.Contains(apiErr.Message, "maximum context length")
 }

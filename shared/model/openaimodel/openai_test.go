@@ -10,7 +10,9 @@
 // conversation.json, bad_request.json); the model's words, ids, usage and request ids then
 // change, so update the wanted events with them. A 429 cannot be ordered from the API:
 // rate_limited.json and rate_limited_long.json stay hand-written and are replayed even under
-// -record.
+// -record. So does context_length.json, the documented refusal of a conversation longer than
+// the model's context window (code context_length_exceeded), whose short request stands in for
+// one too long to keep in testdata.
 package openaimodel_test
 
 import (
@@ -295,7 +297,68 @@ func TestBadRequestIsNotRetried(t *testing.T) {
 	if !errors.As(err, &apiErr) || apiErr.Type != "invalid_request_error" || apiErr.Param != "temperature" {
 		t.Errorf("cause = %v, want the SDK's invalid_request_error about temperature", pe.Err)
 	}
+	if errors.Is(err, model.ErrContextLength) {
+		t.Errorf("errors.Is(%v, model.ErrContextLength) = true, want false: the request is not too long", err)
+	}
 	checkSent(t, srv.Requests(), 1)
+}
+
+func TestContextLengthExceeded(t *testing.T) {
+	m, srv := serve(t, "context_length.json", false, model.Settings{})
+
+	events, err := modeltest.Collect(t.Context(), m, &model.Request{Messages: []model.Message{modeltest.User("Summarise the build log above.")}})
+
+	if len(events) != 0 {
+		t.Errorf("events = %v, want none", events)
+	}
+	if pe := modeltest.ContextLengthError(t, err, "openai"); pe.RequestID != "req_4c1d8e2f6a7b4c3d9e0f1a2b3c4d5e6f" {
+		t.Errorf("RequestID = %q, want req_4c1d8e2f6a7b4c3d9e0f1a2b3c4d5e6f", pe.RequestID)
+	}
+	checkSent(t, srv.Requests(), 1)
+}
+
+// TestContextLengthWording pins which 400s read as model.ErrContextLength: OpenAI's by their
+// code whatever their words, an OpenAI-compatible server's (which sends no such code) by
+// OpenAI's old words.
+func TestContextLengthWording(t *testing.T) {
+	tests := []struct {
+		name string
+		body string
+		want bool
+	}{
+		{
+			name: "OpenAI's code with its newer words",
+			body: `{"error":{"message":"Input tokens exceed the configured limit of 272000 tokens. Your messages resulted in 533603 tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`,
+			want: true,
+		},
+		{
+			name: "vLLM, its status as the code",
+			body: `{"error":{"message":"This model's maximum context length is 32768 tokens. However, you requested 40960 tokens (36864 in the messages, 4096 in the completion). Please reduce the length of the messages or completion.","type":"BadRequestError","param":null,"code":400}}`,
+			want: true,
+		},
+		{
+			name: "no code",
+			body: `{"error":{"message":"This model's maximum context length is 8192 tokens. However, your messages resulted in 9216 tokens. Please reduce the length of the messages.","type":"invalid_request_error"}}`,
+			want: true,
+		},
+		{
+			name: "another code, though the words match",
+			body: `{"error":{"message":"max_tokens is too large: with the messages it exceeds the maximum context length of 128000 tokens.","type":"invalid_request_error","param":"max_tokens","code":"invalid_value"}}`,
+			want: false,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := modeltest.NewServer(t, wirefixture.Response{Status: http.StatusBadRequest, Headers: map[string]string{"Content-Type": "application/json"}, Body: tt.body})
+
+			_, err := modeltest.Collect(t.Context(), newModel(t, srv.URL+"/v1"), &model.Request{Messages: []model.Message{modeltest.User("hi")}})
+
+			modeltest.ProviderError(t, err, "openai")
+			if got := errors.Is(err, model.ErrContextLength); got != tt.want {
+				t.Errorf("errors.Is(%v, model.ErrContextLength) = %v, want %v", err, got, tt.want)
+			}
+		})
+	}
 }
 
 // TestAPIKeyOnTheWire follows the key from where the service finds it, through provider.New

@@ -3,6 +3,7 @@ package scriptedmodel_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/agentharness/harness/shared/model"
@@ -49,4 +50,22 @@ func ExampleModel() {
 	// text " is"
 	// text " [\"2026-01-01T00:00:00Z\"]"
 	// finish stop
+}
+
+// A step {"error":"context_length"} fails the call as a provider refuses a conversation longer
+// than its model's context window: a caller tells it apart with errors.Is.
+func ExampleModel_contextLength() {
+	m, err := scriptedmodel.New([]scriptedmodel.Step{{Error: scriptedmodel.ErrorContextLength}})
+	if err != nil {
+		panic(err)
+	}
+	msgs := []model.Message{{Role: model.RoleUser, Parts: []model.Part{{Type: model.PartText, Text: "Summarise all of it."}}}}
+	for _, err := range m.Stream(context.Background(), &model.Request{Messages: msgs}) {
+		var pe *model.ProviderError
+		if errors.Is(err, model.ErrContextLength) && errors.As(err, &pe) {
+			fmt.Println(pe.Public())
+		}
+	}
+	// Output:
+	// the conversation is longer than the scripted model's context window
 }

@@ -8,6 +8,10 @@
 // conversation, is answered with Summary and is no step. In text, {{toolResults}} becomes the JSON
 // array of the tool results the model has been given since that user message.
 //
+// A step's error fails the call: {"error":"context_length"} as a provider refuses a request
+// longer than its model's context window (model.ErrContextLength), any other text as a plain
+// error.
+//
 // A step's reasoning streams before its answer, signed as a reasoning provider signs it; like
 // such a provider, the model refuses a call whose earlier steps of the turn came back without
 // their reasoning or its signature.
@@ -21,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -34,7 +39,8 @@ type Step struct {
 	Reasoning string     `json:"reasoning,omitempty"`
 	Text      string     `json:"text,omitempty"`
 	ToolCalls []ToolCall `json:"toolCalls,omitempty"`
-	// Error makes the call fail with this message, to script provider failures.
+	// Error makes the call fail with this message, to script provider failures; ErrorContextLength
+	// makes it fail as a provider does for a request longer than its model's context window.
 	Error string `json:"error,omitempty"`
 	// DelayMs makes the model think this long before it answers, to script slow models.
 	DelayMs int `json:"delayMs,omitempty"`
@@ -54,6 +60,10 @@ type Config struct {
 	Provider string `json:"provider"`
 	Script   []Step `json:"script"`
 }
+
+// ErrorContextLength is the Step.Error that fails the call with a *model.ProviderError of
+// status 400 for which errors.Is(err, model.ErrContextLength) holds.
+const ErrorContextLength = "context_length"
 
 // maxDelayMs bounds a step's delay: a scripted model is for tests and demos.
 const maxDelayMs = 600_000
@@ -110,7 +120,7 @@ func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.
 			return
 		}
 		if step.Error != "" {
-			yield(model.Event{}, errors.New(step.Error))
+			yield(model.Event{}, stepError(step.Error))
 			return
 		}
 		if err := m.checkReasoning(req.Messages); err != nil {
@@ -162,6 +172,15 @@ func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.
 // Summary is the scripted model's answer to every summary request (model.Request.Summary): a
 // compaction's summary is not a step of the script.
 const Summary = "The conversation so far, summarized by the scripted model."
+
+// stepError is the error a step's Error fails the call with.
+func stepError(msg string) error {
+	if msg == ErrorContextLength {
+		return &model.ProviderError{Provider: Name, Status: http.StatusBadRequest, ContextLength: true,
+			Err: errors.New("the script refuses the call as longer than the model's context window")}
+	}
+	return errors.New(msg)
+}
 
 // Name is the provider name of a scripted block, which its reasoning carries.
 const Name = "scripted"

@@ -3,6 +3,7 @@ package scriptedmodel_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -198,11 +199,27 @@ func TestStreamError(t *testing.T) {
 			if err == nil || err.Error() != tt.want {
 				t.Fatalf("Stream error = %v, want %q", err, tt.want)
 			}
+			if errors.Is(err, model.ErrContextLength) {
+				t.Errorf("errors.Is(%v, model.ErrContextLength) = true, want false", err)
+			}
 			if len(events) != 0 {
 				t.Errorf("events before the error = %v, want none", events)
 			}
 		})
 	}
+}
+
+// {"error":"context_length"} fails the call as a provider refuses a conversation longer than its
+// model's context window, so the harness's answer to that can be scripted.
+func TestStreamContextLengthError(t *testing.T) {
+	m := mustNew(t, `[{"toolCalls":[{"name":"t"}]},{"error":"context_length"}]`)
+
+	events, err := modeltest.Collect(t.Context(), m, &model.Request{Messages: []model.Message{modeltest.User("hi"), assistantCall("call_1_1", "t"), toolResults(`1`)}})
+
+	if len(events) != 0 {
+		t.Errorf("events before the error = %v, want none", events)
+	}
+	modeltest.ContextLengthError(t, err, "scripted")
 }
 
 func TestStreamCanceledContext(t *testing.T) {
