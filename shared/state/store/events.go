@@ -140,7 +140,7 @@ func (s *Store) Messages(ctx context.Context, accountID, conversationID string, 
 	if to <= from {
 		return nil, nil
 	}
-	msgs, _, err := queryMessages(ctx, s, accountID+"#"+conversationID, from, to-1)
+	msgs, _, _, err := queryMessages(ctx, s, accountID+"#"+conversationID, from, to-1)
 	return msgs, err
 }
 

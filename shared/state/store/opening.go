@@ -189,7 +189,7 @@ func (s *Store) readConversation(ctx context.Context, key string) (*snapshot, er
 	if next <= from {
 		return snap, nil
 	}
-	msgs, seqs, err := queryMessages(ctx, s, key, from, next-1)
+	msgs, seqs, err := s.readMessages(ctx, key, ddb.String(snap.head, "epoch"), from, next-1)
 	if err != nil {
 		return nil, err
 	}
@@ -239,11 +239,17 @@ func (s *Store) StartTurn(ctx context.Context, o *Opening, agentID string, msg m
 		return nil, err
 	}
 	owner := NewID("turn_")
-	update := "SET agentId = :agent, nextSeq = :next, accountId = :account, leaseOwner = :owner, leaseUntil = :until"
+	update := "SET agentId = :agent, nextSeq = :next, accountId = :account, leaseOwner = :owner, leaseUntil = :until, " + epochUpdate
 	vals := map[string]types.AttributeValue{
 		":agent": ddb.S(agentID), ":next": ddb.N(cur + 1), ":account": ddb.S(o.Account.ID), ":owner": ddb.S(owner),
 		":until": ddb.N(leaseUntil.UnixMilli()),
 	}
+	// A head without one gets its epoch now; the condition holds it as read, so this is it.
+	epoch := ddb.String(head, "epoch")
+	if epoch == "" {
+		epoch = newEpoch()
+	}
+	vals[":epoch"] = ddb.S(epoch)
 	if head != nil {
 		vals[":cur"], vals[":now"] = ddb.N(cur), ddb.N(now.UnixMilli())
 	}
@@ -282,6 +288,8 @@ func (s *Store) StartTurn(ctx context.Context, o *Opening, agentID string, msg m
 	}
 	t.waitsFrom(head) // it waits for nothing; what a turn left on it before still carries over
 	t.saw(append(slices.Clone(snap.msgs), msg), append(slices.Clone(snap.seqs), cur))
+	t.epoch = epoch
+	s.keepWritten(key, epoch, cur, []types.TransactWriteItem{put}, 1)
 	if head == nil {
 		t.endUser = o.endUser
 	}

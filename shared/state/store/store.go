@@ -20,6 +20,7 @@ import (
 
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/state/ddb"
+	"github.com/agentharness/harness/shared/state/lru"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -77,11 +78,19 @@ type Store struct {
 	db             *dynamodb.Client
 	tables         Tables
 	secretAccounts secretAccounts
+	// messages keeps the conversations' messages read and written (messagecache.go); nil: none.
+	messages *lru.Cache[[]byte]
 }
 
 // New returns a store over db.
 func New(db *dynamodb.Client, tables Tables) *Store {
-	return &Store{db: db, tables: tables}
+	return &Store{db: db, tables: tables, messages: newMessageCache()}
+}
+
+// NoCache returns s reading every message from the table, as a function that never served the
+// conversation does: for measuring what such a turn reads.
+func (s *Store) NoCache() *Store {
+	return &Store{db: s.db, tables: s.tables}
 }
 
 // HashSecret is how account secrets are stored and looked up: they are 256-bit random tokens,
@@ -197,6 +206,8 @@ type Lease struct {
 	keptFrom, summarySeq int64
 	// seqs are the seqs of the messages the lease read or wrote, by id.
 	seqs map[string]int64
+	// epoch tells this life of the conversation from an earlier one under its id (newEpoch).
+	epoch string
 	// parent links a subagent's conversation to the turn that started it.
 	parent Parent
 	// vars are the conversation's variables (vars.go).
@@ -258,11 +269,11 @@ func (s *Store) takeLease(ctx context.Context, endUser string, existing bool, ac
 	owner := NewID("turn_")
 	// accountId puts the head (only the head) in the sparse index ByAccount, through which
 	// PurgeAccount finds a deleted account's conversations.
-	update := "SET agentId = if_not_exists(agentId, :agent), nextSeq = if_not_exists(nextSeq, :one), accountId = :account, leaseOwner = :owner, leaseUntil = :until"
+	update := "SET agentId = if_not_exists(agentId, :agent), nextSeq = if_not_exists(nextSeq, :one), accountId = :account, leaseOwner = :owner, leaseUntil = :until, " + epochUpdate
 	cond := "(attribute_not_exists(leaseOwner) OR leaseUntil < :now) AND (attribute_not_exists(agentId) OR agentId = :agent)"
 	vals := map[string]types.AttributeValue{
 		":agent": ddb.S(agentID), ":one": ddb.N(1), ":account": ddb.S(accountID), ":owner": ddb.S(owner),
-		":until": ddb.N(leaseUntil.UnixMilli()), ":now": ddb.N(now.UnixMilli()),
+		":until": ddb.N(leaseUntil.UnixMilli()), ":now": ddb.N(now.UnixMilli()), ":epoch": ddb.S(newEpoch()),
 	}
 	if existing {
 		cond += " AND attribute_exists(nextSeq)"
@@ -321,6 +332,7 @@ func (t *Lease) waitsFrom(head map[string]types.AttributeValue) {
 	t.vars = varsOf(head)
 	t.endUser = ddb.String(head, "endUser")
 	t.keptFrom, t.summarySeq = compactionOf(head)
+	t.epoch = ddb.String(head, "epoch")
 }
 
 // compactionOf is where a conversation's head places its latest compaction: the first seq its
@@ -426,7 +438,7 @@ func (t *Lease) History(ctx context.Context) ([]model.Message, error) {
 	if t.nextSeq <= from {
 		return nil, nil
 	}
-	msgs, seqs, err := queryMessages(ctx, t.s, t.key, from, t.nextSeq-1)
+	msgs, seqs, err := t.s.readMessages(ctx, t.key, t.epoch, from, t.nextSeq-1)
 	if err != nil {
 		return nil, err
 	}
@@ -463,11 +475,12 @@ func (t *Lease) saw(msgs []model.Message, seqs []int64) {
 	}
 }
 
-// queryMessages returns the messages of the conversation key with first <= seq <= last, and
-// their seqs.
-func queryMessages(ctx context.Context, s *Store, key string, first, last int64) ([]model.Message, []int64, error) {
+// queryMessages returns the messages of the conversation key with first <= seq <= last, their
+// seqs, and each as stored (JSON), in one consistent query.
+func queryMessages(ctx context.Context, s *Store, key string, first, last int64) ([]model.Message, []int64, [][]byte, error) {
 	var msgs []model.Message
 	var seqs []int64
+	var raw [][]byte
 	in := &dynamodb.QueryInput{
 		TableName:              &s.tables.Conversations,
 		KeyConditionExpression: aws.String("conversationKey = :k AND seq BETWEEN :first AND :last"),
@@ -479,22 +492,23 @@ func queryMessages(ctx context.Context, s *Store, key string, first, last int64)
 	for p := dynamodb.NewQueryPaginator(s.db, in); p.HasMorePages(); {
 		page, err := p.NextPage(ctx)
 		if err != nil {
-			return nil, nil, fmt.Errorf("loading history: %w", err)
+			return nil, nil, nil, fmt.Errorf("loading history: %w", err)
 		}
 		for _, it := range page.Items {
 			m, err := storedMessage(it)
 			if err != nil {
-				return nil, nil, err
+				return nil, nil, nil, err
 			}
 			seq, err := ddb.Int(it, "seq")
 			if err != nil {
-				return nil, nil, err
+				return nil, nil, nil, err
 			}
 			msgs = append(msgs, m)
 			seqs = append(seqs, seq)
+			raw = append(raw, []byte(ddb.String(it, "message")))
 		}
 	}
-	return msgs, seqs, nil
+	return msgs, seqs, raw, nil
 }
 
 // Compact appends summary, a compaction's summary (model.KindSummary), and makes it the head of
@@ -709,6 +723,7 @@ func (t *Lease) write(ctx context.Context, msgs []model.Message, extra []types.T
 		seqs[i] = t.nextSeq + int64(i)
 	}
 	t.saw(msgs, seqs)
+	t.s.keepWritten(t.key, t.epoch, t.nextSeq, items, len(msgs))
 	t.nextSeq = next
 	t.streamRecorded = t.streamRecorded || recording
 	return nil

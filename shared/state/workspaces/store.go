@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentharness/harness/shared/state/blobstore"
 	"github.com/agentharness/harness/shared/state/ddb"
+	"github.com/agentharness/harness/shared/state/lru"
 	"github.com/agentharness/harness/shared/wire/ids"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -25,9 +26,14 @@ type Store struct {
 	db    *dynamodb.Client
 	table string
 	blobs *blobstore.S3
-	cache *blobCache
+	// cache keeps blobs and trees read recently: an object never changes under its hash, so a
+	// later call (the next bash of a turn) reads from S3 only the files that changed since.
+	cache *lru.Cache[[]byte]
 	now   func() time.Time
 }
+
+// blobCacheBytes bounds the blobs and trees a warm function keeps in memory.
+const blobCacheBytes = 64 << 20
 
 // commitAttempts bounds how often a commit re-reads the head when other writers' commits keep
 // landing between its read and its write.
@@ -35,7 +41,7 @@ const commitAttempts = 8
 
 // New returns a store over table and bucket.
 func New(db *dynamodb.Client, table string, s3c *s3.Client, bucket string) *Store {
-	return &Store{db: db, table: table, blobs: blobstore.NewS3(s3c, bucket), cache: newBlobCache(), now: time.Now}
+	return &Store{db: db, table: table, blobs: blobstore.NewS3(s3c, bucket), cache: lru.New(blobCacheBytes, func(b []byte) int { return len(b) }), now: time.Now}
 }
 
 // Config names the workspaces' table and bucket, as WORKSPACES_TABLE and WORKSPACES_BUCKET set
@@ -351,13 +357,13 @@ func (s *Store) putTree(ctx context.Context, accountID string, t *Tree) (string,
 // blob, never changes under its hash).
 func (s *Store) loadTree(ctx context.Context, accountID, sum string) (*Tree, error) {
 	key := treeKey(accountID, sum)
-	content, ok := s.cache.get(key)
+	content, ok := s.cache.Get(key)
 	if !ok {
 		var err error
 		if content, err = s.blobs.Get(ctx, key); err != nil {
 			return nil, err
 		}
-		s.cache.put(key, content)
+		s.cache.Put(key, content)
 	}
 	var o treeObject
 	if err := json.Unmarshal(content, &o); err != nil {
@@ -425,7 +431,7 @@ func (s *Store) Tree(ctx context.Context, accountID, name string, version int64)
 // callers do not change them.
 func (s *Store) Blob(ctx context.Context, accountID, sum string) ([]byte, error) {
 	key := blobKey(accountID, sum)
-	if data, ok := s.cache.get(key); ok {
+	if data, ok := s.cache.Get(key); ok {
 		return data, nil
 	}
 	data, err := s.blobs.Get(ctx, key)
@@ -435,7 +441,7 @@ func (s *Store) Blob(ctx context.Context, accountID, sum string) ([]byte, error)
 	if err != nil {
 		return nil, err
 	}
-	s.cache.put(key, data)
+	s.cache.Put(key, data)
 	return data, nil
 }
 
