@@ -107,7 +107,7 @@ func Approval(mode, name string) *approval.Policy {
 		if name == agentconfig.Bash {
 			return approval.Always()
 		}
-	case agentconfig.Memory:
+	case agentconfig.MemoryMode:
 		if name == agentconfig.Bash {
 			return approval.Always()
 		}

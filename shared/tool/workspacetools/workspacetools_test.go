@@ -333,7 +333,7 @@ func TestApprovalPerMode(t *testing.T) {
 		{"", "write write@memory edit edit@memory bash bash@memory"},
 		{agentconfig.Standard, "write write@memory edit edit@memory bash bash@memory"},
 		{agentconfig.AcceptEdits, "bash bash@memory"},
-		{agentconfig.Memory, "write edit bash bash@memory"},
+		{agentconfig.MemoryMode, "write edit bash bash@memory"},
 		{agentconfig.Unrestricted, ""},
 		{agentconfig.Strict, "read read@memory write write@memory edit edit@memory glob glob@memory grep grep@memory bash bash@memory"},
 	} {
