@@ -631,7 +631,18 @@ func (e *Engine) ClaimEvent(ctx context.Context, accountID string, req Request) 
 // cannot wait for an outside worker, so without a log it refuses agents with external-dispatch
 // tools.
 func (e *Engine) Agent(ctx context.Context, accountID string, req Request, stream bool) (agent.Config, error) {
-	cfg, err := e.loadAgent(ctx, accountID, req.AgentID, builtFor{req.ConversationID, req.EndUser}, e.requestThread(ctx, accountID, req))
+	stored, err := e.opts.Agents.Load(ctx, accountID, req.AgentID)
+	conv := builtFor{req.ConversationID, req.EndUser}
+	if err == nil && stored.Memory != nil && conv.endUser == "" && conv.conversationID != "" {
+		// The account's secret runs any of its conversations: memory is of the end user the
+		// conversation belongs to, as a continuation's lease says.
+		head, herr := e.opts.Store.ConversationHead(ctx, accountID, conv.conversationID)
+		if herr != nil && !errors.Is(herr, store.ErrNotFound) {
+			err = herr
+		}
+		conv.endUser = head.EndUser
+	}
+	cfg, err := e.buildAgent(ctx, accountID, req.AgentID, conv, stored, err, e.requestThread(ctx, accountID, req))
 	return e.agentFor(cfg, err, req, stream)
 }
 
