@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentharness/harness/infra/mockopenai"
 	"github.com/agentharness/harness/infra/testenv"
+	"github.com/agentharness/harness/shared/state/store"
 )
 
 // rememberer is a model that keeps what a user message asks it to remember ("remember: …") in
@@ -66,6 +67,22 @@ func TestMemoryOutlivesAConversation(t *testing.T) {
 	chat(t, e.srv, ada, `{"agentId":"`+agentID+`","id":"mem-ada-2","message":"hi again"}`)
 	if prompt := systemPrompt(t, mock); !strings.Contains(prompt, "### system/facts.md (") || !strings.Contains(prompt, fact) {
 		t.Errorf("conversation B of the same end user has not the fact in its system prompt:\n%s", prompt)
+	}
+
+	// The account's own turns on ada's conversation, streamed or queued, have her memory; on a
+	// conversation of its own, the account's.
+	e.stream(t, `{"agentId":"`+agentID+`","id":"mem-ada-2","message":"the account says hi"}`)
+	if prompt := systemPrompt(t, mock); !strings.Contains(prompt, fact) {
+		t.Errorf("the account's streamed turn on ada's conversation lacks her memory:\n%s", prompt)
+	}
+	ev := e.async(t, `{"agentId":"`+agentID+`","id":"mem-ada-2","message":"the account says hi again"}`)
+	e.waitStatus(t, ev.EventID, store.EventCompleted)
+	if prompt := systemPrompt(t, mock); !strings.Contains(prompt, fact) {
+		t.Errorf("the account's queued turn on ada's conversation lacks her memory:\n%s", prompt)
+	}
+	e.stream(t, `{"agentId":"`+agentID+`","id":"mem-account-1","message":"remember: the account's own note"}`)
+	if code, body := e.file(t, e.secret, "memory", "agents/"+agentID+"/end-users/_account/system/facts.md"); code != http.StatusOK || body != "the account's own note\n" {
+		t.Errorf("the account's own memory file = %d %q", code, body)
 	}
 
 	chat(t, e.srv, bob, `{"agentId":"`+agentID+`","id":"mem-bob-1","message":"hi"}`)
