@@ -32,6 +32,7 @@ import (
 	"github.com/agentharness/harness/shared/state/workspaces"
 	"github.com/agentharness/harness/shared/tool"
 	"github.com/agentharness/harness/shared/tool/mcptools"
+	"github.com/agentharness/harness/shared/tool/memorytools"
 	"github.com/agentharness/harness/shared/tool/prompttools"
 	"github.com/agentharness/harness/shared/tool/skilltools"
 	"github.com/agentharness/harness/shared/tool/workspacetools"
@@ -168,14 +169,16 @@ func Options(d agentdeps.Deps) (turn.Options, error) {
 // Toolsets are what agents' configs name besides config.tools and config.subagent (the engine's
 // own), in the order their tools were always added: config.prompts, built as the engine builds
 // agents (models, tools), the tools of config.mcpServers (mcp), config.skills (sk; nil: agents
-// that name skills cannot run), and config.workspaces and config.sandbox (ws and sandbox; nil:
-// agents that name workspaces, or have a sandbox, cannot run).
+// that name skills cannot run), config.workspaces and config.sandbox (ws and sandbox; nil:
+// agents that name workspaces, or have a sandbox, cannot run), and config.memory (in ws; nil:
+// agents with memory cannot run).
 func Toolsets(models func(context.Context, string, json.RawMessage) (agent.Model, error), tools func(context.Context, map[string]json.RawMessage, tool.Vars) (*tool.Set, error), mcp *mcptools.Client, sk skilltools.Store, ws workspacetools.Store, sandbox sandbox.Runner) []turn.Toolset {
 	return []turn.Toolset{
 		prompttools.New(prompttools.Options{Model: models, Tools: tools, NewID: turn.NewMessageID}),
 		mcp,
 		skilltools.New(sk),
 		workspacetools.New(ws, sandbox),
+		memorytools.New(ws),
 	}
 }
 

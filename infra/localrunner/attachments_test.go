@@ -35,7 +35,13 @@ func fileMessage(agentID, conversationID, url string) string {
 // every request with answer and records it; block is the model block of an agent that uses it.
 func newMockModelEnv(t *testing.T, stack *testenv.Resources, answer string) (*asyncEnv, *mockopenai.Server, string) {
 	t.Helper()
-	mock := mockopenai.New(&mockopenai.Options{Script: func(*mockopenai.Request) mockopenai.Reply { return mockopenai.Reply{Text: answer} }})
+	return newScriptedModelEnv(t, stack, func(*mockopenai.Request) mockopenai.Reply { return mockopenai.Reply{Text: answer} })
+}
+
+// newScriptedModelEnv is newMockModelEnv whose model answers each request as script says.
+func newScriptedModelEnv(t *testing.T, stack *testenv.Resources, script mockopenai.Script) (*asyncEnv, *mockopenai.Server, string) {
+	t.Helper()
+	mock := mockopenai.New(&mockopenai.Options{Script: script})
 	srv := httptest.NewServer(mock)
 	t.Cleanup(srv.Close)
 	e := newAsyncEnvOn(t, stack, func(o *localrunner.Options) {

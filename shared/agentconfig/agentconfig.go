@@ -36,6 +36,8 @@ type Config struct {
 	// works in (workspaces.go).
 	Sandbox    *Sandbox   `json:"sandbox,omitempty"`
 	Workspaces Workspaces `json:"workspaces,omitempty"`
+	// Memory is the agent's memory, files of a workspace that outlive a conversation (memory.go).
+	Memory *Memory `json:"memory,omitempty"`
 	// Output makes the final answer a JSON object valid against its schema (output.go).
 	Output *Output `json:"output,omitempty"`
 	// Context bounds each model request's input, compacting the history (context.go).
@@ -45,7 +47,7 @@ type Config struct {
 // fields are the config's top-level keys, spelled exactly: encoding/json matches keys without
 // regard to case, and a "Model" that decoded as "model" would escape secret redaction, which
 // looks for "model.apiKey".
-var fields = []string{"name", "description", "system", "model", "maxSteps", "tools", "subagent", "variables", "skills", "prompts", "mcpServers", "sandbox", "workspaces", "output", "context"}
+var fields = []string{"name", "description", "system", "model", "maxSteps", "tools", "subagent", "variables", "skills", "prompts", "mcpServers", "sandbox", "workspaces", "memory", "output", "context"}
 
 // checkKeys refuses top-level keys that are not spelled exactly as a config field.
 func checkKeys(raw []byte) error {

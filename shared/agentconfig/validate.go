@@ -111,6 +111,9 @@ func Validate(raw []byte, c Checks) (*Validated, error) {
 	if err := checkSandboxVariables(cfg); err != nil {
 		return nil, err
 	}
+	if err := checkMemory(cfg); err != nil {
+		return nil, err
+	}
 	return v, nil
 }
 

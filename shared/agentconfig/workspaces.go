@@ -49,8 +49,9 @@ const (
 	Standard = "standard"
 	// AcceptEdits holds bash.
 	AcceptEdits = "acceptEdits"
-	// Memory holds writes and edits outside memory/, and bash.
-	Memory = "memory"
+	// MemoryMode holds writes and edits outside memory/, and bash (config.memory, the agent's
+	// own memory, is Memory).
+	MemoryMode = "memory"
 	// Unrestricted holds nothing.
 	Unrestricted = "unrestricted"
 	// Strict holds every call, reads too.
@@ -58,7 +59,7 @@ const (
 )
 
 // PermissionModes are the modes, in the order the docs list them.
-var PermissionModes = []string{Standard, AcceptEdits, Memory, Unrestricted, Strict}
+var PermissionModes = []string{Standard, AcceptEdits, MemoryMode, Unrestricted, Strict}
 
 // MaxWorkspaces bounds config.workspaces.
 const MaxWorkspaces = 10

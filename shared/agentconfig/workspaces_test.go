@@ -12,9 +12,7 @@ import (
 
 // config.sandbox and config.workspaces are refused at the exact field.
 func TestWorkspacesAreCheckedAtTheirField(t *testing.T) {
-	for _, tt := range []struct {
-		part, field, problem string
-	}{
+	wantRefusals(t, []refusal{
 		{`"sandbox":{"limits":{"cpuSeconds":1000}}`, "sandbox.limits.cpuSeconds", "out of range"},
 		{`"sandbox":{"limits":{"cpu":1}}`, "sandbox.limits", "unknown field"},
 		{`"sandbox":{"network":"host"}`, "sandbox.network", `the only one is "none"`},
@@ -34,7 +32,16 @@ func TestWorkspacesAreCheckedAtTheirField(t *testing.T) {
 		{`"workspaces":[{"name":"w"},{"name":"v.1"}]`, "workspaces[1].name", "prefixes its tools' names"},
 		{`"sandbox":{},"prompts":{"bash":{"system":"s"}}`, "prompts.bash", "a tool the agent's workspaces or sandbox give it"},
 		{`"workspaces":[{"name":"w"}],"prompts":{"read":{"system":"s"}}`, "prompts.read", "a tool the agent's workspaces or sandbox give it"},
-	} {
+	})
+}
+
+// refusal is a part of a config, and the field and problem its refusal names.
+type refusal struct{ part, field, problem string }
+
+// wantRefusals checks that a config with each part is refused naming its field and problem.
+func wantRefusals(t *testing.T, cases []refusal) {
+	t.Helper()
+	for _, tt := range cases {
 		raw := `{"name":"a","model":{"provider":"scripted","script":[{"text":"ok"}]},` + tt.part + `}`
 		_, err := agentconfig.Validate([]byte(raw), builtintools.ConfigChecks())
 		var fe *agentconfig.FieldError

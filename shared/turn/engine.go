@@ -567,7 +567,7 @@ func (e *Engine) TakeUp(ctx context.Context, accountID, groupID string) (*Contin
 func (c *Continuation) Events(ctx context.Context, adapt func(*agent.Config) error) iter.Seq[Event] {
 	return c.events(ctx, func(ctx context.Context) Outcome {
 		d := c.d
-		cfg, err := d.e.LoadAgent(ctx, d.accountID, d.agentID, d.e.storedThread(ctx, d.accountID, d.lease.Vars()))
+		cfg, err := d.e.loadAgent(ctx, d.accountID, d.agentID, builtFor{d.conversationID, d.lease.EndUser()}, d.e.storedThread(ctx, d.accountID, d.lease.Vars()))
 		if err == nil {
 			cfg.Tools = d.withRecordedOverrides(ctx, cfg.Tools)
 			if adapt != nil {
@@ -632,7 +632,18 @@ func (e *Engine) ClaimEvent(ctx context.Context, accountID string, req Request) 
 // cannot wait for an outside worker, so without a log it refuses agents with external-dispatch
 // tools.
 func (e *Engine) Agent(ctx context.Context, accountID string, req Request, stream bool) (agent.Config, error) {
-	cfg, err := e.LoadAgent(ctx, accountID, req.AgentID, e.requestThread(ctx, accountID, req))
+	stored, err := e.opts.Agents.Load(ctx, accountID, req.AgentID)
+	conv := builtFor{req.ConversationID, req.EndUser}
+	if err == nil && stored.Memory != nil && conv.endUser == "" && conv.conversationID != "" {
+		// The account's secret runs any of its conversations: memory is of the end user the
+		// conversation belongs to, as a continuation's lease says.
+		head, herr := e.opts.Store.ConversationHead(ctx, accountID, conv.conversationID)
+		if herr != nil && !errors.Is(herr, store.ErrNotFound) {
+			err = herr
+		}
+		conv.endUser = head.EndUser
+	}
+	cfg, err := e.buildAgent(ctx, accountID, req.AgentID, conv, stored, err, e.requestThread(ctx, accountID, req))
 	return e.agentFor(cfg, err, req, stream)
 }
 
@@ -644,8 +655,14 @@ func (e *Engine) OpenedAgent(ctx context.Context, o *store.Opening, req Request,
 		stored, err = e.opts.Agents.Config(ctx, a)
 	}
 	th := e.threadOf(ctx, o.Account.ID, req.Variables, func() (store.Vars, error) { return threadvars.With(o.Vars(), req.Sealed), nil })
+	// An existing conversation is its end user's, whoever runs the turn; a new one becomes the
+	// request's.
+	conv := builtFor{req.ConversationID, req.EndUser}
+	if owner, exists := o.Conversation(); exists {
+		conv.endUser = owner
+	}
 	// The account's provider keys, which its models may take, came with the opening's read.
-	cfg, err := e.buildAgent(o.WithProviderKeys(ctx), o.Account.ID, req.AgentID, stored, err, th)
+	cfg, err := e.buildAgent(o.WithProviderKeys(ctx), o.Account.ID, req.AgentID, conv, stored, err, th)
 	return e.agentFor(cfg, err, req, stream)
 }
 
@@ -710,16 +727,25 @@ func waitingForAsyncError(conversationID string, resultIDs []string) error {
 }
 
 // LoadAgent loads the agent and builds its model and tools for the thread th, before anything
-// is written. A required variable (the agent's, or a tool's) that does not resolve stops the
-// turn here, before any model call.
+// is written, outside any conversation. A required variable (the agent's, or a tool's) that
+// does not resolve stops the turn here, before any model call.
 func (e *Engine) LoadAgent(ctx context.Context, accountID, agentID string, th *threadvars.Thread) (agent.Config, error) {
+	return e.loadAgent(ctx, accountID, agentID, builtFor{}, th)
+}
+
+// builtFor is the conversation an agent is built for and the end user it belongs to (empty:
+// the account's own), as toolsets are told (toolset.Build); zero outside any conversation.
+type builtFor struct{ conversationID, endUser string }
+
+// loadAgent is LoadAgent for the conversation conv.
+func (e *Engine) loadAgent(ctx context.Context, accountID, agentID string, conv builtFor, th *threadvars.Thread) (agent.Config, error) {
 	stored, err := e.opts.Agents.Load(ctx, accountID, agentID)
-	return e.buildAgent(ctx, accountID, agentID, stored, err, th)
+	return e.buildAgent(ctx, accountID, agentID, conv, stored, err, th)
 }
 
 // buildAgent builds the model and tools of the stored agent config cfg (loaded with err) for
-// the thread th (nil: none, which requires no variable).
-func (e *Engine) buildAgent(ctx context.Context, accountID, agentID string, cfg *agentconfig.Config, err error, th *threadvars.Thread) (agent.Config, error) {
+// the conversation conv and the thread th (nil: none, which requires no variable).
+func (e *Engine) buildAgent(ctx context.Context, accountID, agentID string, conv builtFor, cfg *agentconfig.Config, err error, th *threadvars.Thread) (agent.Config, error) {
 	if errors.Is(err, store.ErrNotFound) {
 		return agent.Config{}, &Refusal{Kind: NotFound, Message: "agent " + agentID + " not found"}
 	}
@@ -751,7 +777,8 @@ func (e *Engine) buildAgent(ctx context.Context, accountID, agentID string, cfg 
 		if err != nil {
 			break
 		}
-		o, oerr := ts.Offer(ctx, toolset.Build{AccountID: accountID, AgentID: agentID, Config: cfg, Model: m, Vars: vars})
+		o, oerr := ts.Offer(ctx, toolset.Build{AccountID: accountID, AgentID: agentID,
+			ConversationID: conv.conversationID, EndUser: conv.endUser, Config: cfg, Model: m, Vars: vars})
 		var refused *toolset.ConfigError
 		if errors.As(oerr, &refused) {
 			err = refused.Err

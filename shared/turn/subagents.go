@@ -68,7 +68,13 @@ func (e *Engine) call(ctx context.Context, d *invocation, c subagenttools.Call) 
 		vars = threadvars.ForChild(d.lease.Vars(), stored.Variables)
 		vars, label, task, err = e.instanceEnv(ctx, d, t, vars, label, message)
 	}
-	cfg, err := e.buildAgent(ctx, d.accountID, t.AgentID, stored, err, e.storedThread(ctx, d.accountID, vars))
+	callKey := subagent.ConversationID(d.accountID, d.conversationID, d.delivery.TurnKey, callID)
+	child := callKey
+	if instance != "" {
+		child = subagent.NamedConversationID(d.accountID, d.conversationID, instance)
+	}
+	// The child's conversation is its caller's end user's.
+	cfg, err := e.buildAgent(ctx, d.accountID, t.AgentID, builtFor{child, d.lease.EndUser()}, stored, err, e.storedThread(ctx, d.accountID, vars))
 	var missing *MissingVariablesError
 	var needs interface{ Needed() agentconfig.Variable }
 	if create && !errors.As(err, &missing) && errors.As(err, &needs) {
@@ -87,11 +93,9 @@ func (e *Engine) call(ctx context.Context, d *invocation, c subagenttools.Call) 
 	case err != nil:
 		return nil, err
 	}
-	callKey := subagent.ConversationID(d.accountID, d.conversationID, d.delivery.TurnKey, callID)
-	child := callKey
 	link := store.Parent{ConversationID: d.conversationID, TurnKey: d.delivery.TurnKey, Tool: t.Name, EventID: d.turnID, Depth: depth, EndUser: d.lease.EndUser()}
 	if instance != "" {
-		child, label = subagent.NamedConversationID(d.accountID, d.conversationID, instance), instance
+		label = instance
 		link.Tool, link.Explicit = instance, t.Resumable.Explicit()
 	}
 	// The child's turn counts in its caller's tree, once per call however often it is retried.

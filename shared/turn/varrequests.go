@@ -102,7 +102,8 @@ func (e *Engine) BootInstance(ctx context.Context, accountID, threadID, requestI
 	if err == nil {
 		vars = threadvars.With(threadvars.ForChild(caller, stored.Variables), sealed)
 	}
-	_, err = e.buildAgent(ctx, accountID, r.AgentID, stored, err, e.storedThread(ctx, accountID, vars))
+	// A check only: the instance's own turn builds it for its conversation.
+	_, err = e.buildAgent(ctx, accountID, r.AgentID, builtFor{}, stored, err, e.storedThread(ctx, accountID, vars))
 	if err != nil {
 		return store.Booted{}, err
 	}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/agentharness/harness/shared/agentconfig"
@@ -167,18 +168,23 @@ func (s *Service) checkNames(ctx context.Context, accountID, agentID string, c *
 	return s.checkWorkspaces(ctx, accountID, c)
 }
 
-// checkWorkspaces refuses a config.workspaces entry that names no workspace of the account, so
-// a typo fails when the config is written. A workspace deleted later stops the agent's turns,
-// naming it.
+// checkWorkspaces refuses a config.workspaces entry, or a config.memory, that names no workspace
+// of the account, so a typo fails when the config is written. A workspace deleted later stops
+// the agent's turns, naming it.
 func (s *Service) checkWorkspaces(ctx context.Context, accountID string, c *agentconfig.Config) error {
 	names := make([]string, len(c.Workspaces))
 	for i, w := range c.Workspaces {
 		names[i] = w.Name
 	}
-	return checkListed(ctx, s.workspaces, accountID, names, listed{
+	how := listed{
 		kind: "workspace", field: "workspaces", at: "workspaces[%d].name", env: "WORKSPACES_TABLE and WORKSPACES_BUCKET",
 		create: "create it with POST /accounts/me/workspaces",
-	})
+	}
+	if err := checkListed(ctx, s.workspaces, accountID, names, how); err != nil || c.Memory == nil {
+		return err
+	}
+	how.field, how.at = "memory.workspace", "memory.workspace"
+	return checkListed(ctx, s.workspaces, accountID, []string{c.Memory.Workspace}, how)
 }
 
 // checkSkills refuses a config.skills entry that names no skill of the account, so a typo fails
@@ -191,7 +197,8 @@ func (s *Service) checkSkills(ctx context.Context, accountID string, c *agentcon
 }
 
 // listed says how checkListed names what a config lists: its kind, its field and each entry's
-// (a format of the index), the variables that keep them and how to make one.
+// (a format of the index, or the field of a single name), the variables that keep them and how
+// to make one.
 type listed struct{ kind, field, at, env, create string }
 
 // checkListed refuses the first of names that l does not list of the account, and any name
@@ -201,7 +208,7 @@ func checkListed(ctx context.Context, l NameLister, accountID string, names []st
 		return nil
 	}
 	if l == nil {
-		return &agentconfig.FieldError{Field: how.field, Problem: "this deployment keeps no " + how.field + " (it sets no " + how.env + ")"}
+		return &agentconfig.FieldError{Field: how.field, Problem: "this deployment keeps no " + how.kind + "s (it sets no " + how.env + ")"}
 	}
 	have, err := l.Names(ctx, accountID)
 	if err != nil {
@@ -209,7 +216,11 @@ func checkListed(ctx context.Context, l NameLister, accountID string, names []st
 	}
 	for i, name := range names {
 		if !slices.Contains(have, name) {
-			return &agentconfig.FieldError{Field: fmt.Sprintf(how.at, i), Problem: "there is no " + how.kind + " named " + name + " in this account (" + how.create + ")"}
+			at := how.at
+			if strings.Contains(at, "%d") {
+				at = fmt.Sprintf(at, i)
+			}
+			return &agentconfig.FieldError{Field: at, Problem: "there is no " + how.kind + " named " + name + " in this account (" + how.create + ")"}
 		}
 	}
 	return nil

@@ -43,7 +43,18 @@ func TestConfigWorkspacesNameTheAccountsWorkspaces(t *testing.T) {
 	_, err = svc.Update(ctx, acc.ID, "worker", []byte(`{"workspaces":[{"name":"notes"},{"name":"drafts"}]}`))
 	refusedAt(t, "a patch naming a workspace the account lacks", err, "workspaces[1].name", "no workspace named drafts")
 
+	_, err = svc.Update(ctx, acc.ID, "worker", []byte(`{"memory":{"workspace":"recall"}}`))
+	refusedAt(t, "a memory in a workspace the account lacks", err, "memory.workspace", "no workspace named recall in this account")
+	if _, err := ws.Create(ctx, acc.ID, "recall"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Update(ctx, acc.ID, "worker", []byte(`{"memory":{"workspace":"recall","scope":"endUser"}}`)); err != nil {
+		t.Fatalf("a memory in the account's workspace: %v", err)
+	}
+
 	bare := agentstore.New(st, nil, builtintools.ConfigChecks(), nil)
 	_, err = bare.Create(ctx, acc.ID, "worker-2", []byte(workingConfig))
 	refusedAt(t, "no workspaces store", err, "workspaces", "this deployment keeps no workspaces")
+	_, err = bare.Create(ctx, acc.ID, "worker-3", []byte(`{"name":"m","model":{"provider":"scripted","script":[{"text":"hi"}]},"memory":{"workspace":"recall"}}`))
+	refusedAt(t, "no workspaces store", err, "memory.workspace", "this deployment keeps no workspaces")
 }

@@ -17,6 +17,10 @@ import (
 // Build is an agent as the engine builds it for a turn, as a toolset is told of it.
 type Build struct {
 	AccountID, AgentID string
+	// ConversationID is the conversation the agent is built for, and EndUser the end user it
+	// belongs to (empty: the account's own); both empty for an agent built outside any
+	// conversation (to list its tools).
+	ConversationID, EndUser string
 	// Config is the agent's stored config; a toolset reads its own part of it.
 	Config *agentconfig.Config
 	// Model is the agent's model, an agent.Model (declared by the loop, which sits above this

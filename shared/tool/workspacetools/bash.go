@@ -16,7 +16,7 @@ import (
 
 const bashDescription = "Runs a shell command (/bin/sh -c) in a sandbox: no network, no secrets, bounded time, memory and output."
 
-var bashSchema = schema(`"command":{"type":"string","minLength":1},"timeoutMs":{"type":"integer","minimum":1,"description":"How long the command may run, in milliseconds; at most the sandbox's wall time limit."}`, "command")
+var bashSchema = Schema(`"command":{"type":"string","minLength":1},"timeoutMs":{"type":"integer","minimum":1,"description":"How long the command may run, in milliseconds; at most the sandbox's wall time limit."}`, "command")
 
 // scratchBash is the bash of an agent with a sandbox and no workspace: each call starts from an
 // empty root and what it writes is dropped.
@@ -154,13 +154,13 @@ func (w *workspace) bash(ctx context.Context, input json.RawMessage) (any, error
 	}
 	c, err := w.store.Commit(ctx, w.accountID, w.name, t.Version, changes, w.author(ctx))
 	if err != nil {
-		out["notCommitted"] = commitError(err).Error()
+		out["notCommitted"] = CommitError(err).Error()
 		return out, nil
 	}
 	paths := make([]string, 0, len(c.Changes))
 	for _, pc := range c.Changes {
 		paths = append(paths, pc.Change+" "+pc.Path)
-		w.saw(pc.Path, c.Version)
+		w.seen.Saw(pc.Path, c.Version)
 	}
 	out["committed"] = map[string]any{"version": c.Version, "changes": paths}
 	return out, nil

@@ -46,7 +46,7 @@ func (w *workspace) file(ctx context.Context, p string) ([]byte, int64, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	w.saw(p, t.Version)
+	w.seen.Saw(p, t.Version)
 	if !utf8.Valid(data) {
 		return nil, 0, fmt.Errorf("%s is a binary file of %d bytes; these tools read text only", p, len(data))
 	}
@@ -65,18 +65,25 @@ func (w *workspace) read(ctx context.Context, input json.RawMessage) (any, error
 	if err != nil {
 		return nil, err
 	}
+	return Numbered(args.Path, version, data, args.Offset, args.Limit)
+}
+
+// Numbered is read's result of the text data of the file path at version: its lines from
+// offset (from 1; 0 is 1), at most limit (0: as many as fit), numbered as cat -n does, with a
+// note saying where to read on when they do not all fit.
+func Numbered(path string, version int64, data []byte, offset, limit int) (map[string]any, error) {
 	lines := strings.SplitAfter(string(data), "\n")
 	if lines[len(lines)-1] == "" {
 		lines = lines[:len(lines)-1]
 	}
-	first := max(args.Offset, 1)
-	limit := maxReadLines
-	if args.Limit > 0 {
-		limit = min(args.Limit, maxReadLines)
+	first := max(offset, 1)
+	if limit <= 0 {
+		limit = maxReadLines
 	}
-	out := map[string]any{"path": args.Path, "version": version, "lines": len(lines)}
+	limit = min(limit, maxReadLines)
+	out := map[string]any{"path": path, "version": version, "lines": len(lines)}
 	if first > len(lines) && len(lines) > 0 {
-		return nil, fmt.Errorf("offset %d is past the end of %s, which has %d lines", first, args.Path, len(lines))
+		return nil, fmt.Errorf("offset %d is past the end of %s, which has %d lines", first, path, len(lines))
 	}
 	var b strings.Builder
 	n := first - 1
@@ -106,20 +113,37 @@ func (w *workspace) write(ctx context.Context, input json.RawMessage) (any, erro
 	if err := checkPath(args.Path); err != nil {
 		return nil, err
 	}
-	return w.commit(ctx, args.Path, w.base(args.Path), []byte(args.Content))
+	return w.commit(ctx, args.Path, w.seen.Base(args.Path), []byte(args.Content))
+}
+
+// Edit is the input of edit (and of tools that edit the same way): old_string, which must occur
+// exactly once in the file at path, becomes new_string.
+type Edit struct {
+	Path      string
+	OldString string `json:"old_string"`
+	NewString string `json:"new_string"`
+}
+
+// Apply is data with the edit made, or why it cannot be: old_string occurs in it never or more
+// than once.
+func (e Edit) Apply(data []byte) ([]byte, error) {
+	switch n := strings.Count(string(data), e.OldString); n {
+	case 0:
+		return nil, fmt.Errorf("old_string was not found in %s; read the file and copy the text exactly", e.Path)
+	case 1:
+	default:
+		return nil, fmt.Errorf("old_string occurs %d times in %s; add surrounding lines so that it occurs once", n, e.Path)
+	}
+	return []byte(strings.Replace(string(data), e.OldString, e.NewString, 1)), nil
 }
 
 func (w *workspace) edit(ctx context.Context, input json.RawMessage) (any, error) {
-	var args struct {
-		Path      string
-		OldString string `json:"old_string"`
-		NewString string `json:"new_string"`
-	}
+	var args Edit
 	if err := json.Unmarshal(input, &args); err != nil {
 		return nil, err
 	}
 	// Over the version the turn last saw, so a change another writer made since is a conflict.
-	base := w.base(args.Path)
+	base := w.seen.Base(args.Path)
 	data, version, err := w.file(ctx, args.Path)
 	if err != nil {
 		return nil, err
@@ -127,23 +151,20 @@ func (w *workspace) edit(ctx context.Context, input json.RawMessage) (any, error
 	if base == workspaces.Latest {
 		base = version
 	}
-	switch n := strings.Count(string(data), args.OldString); n {
-	case 0:
-		return nil, fmt.Errorf("old_string was not found in %s; read the file and copy the text exactly", args.Path)
-	case 1:
-	default:
-		return nil, fmt.Errorf("old_string occurs %d times in %s; add surrounding lines so that it occurs once", n, args.Path)
+	edited, err := args.Apply(data)
+	if err != nil {
+		return nil, err
 	}
-	return w.commit(ctx, args.Path, base, []byte(strings.Replace(string(data), args.OldString, args.NewString, 1)))
+	return w.commit(ctx, args.Path, base, edited)
 }
 
 // commit writes data to p as one commit over base.
 func (w *workspace) commit(ctx context.Context, p string, base int64, data []byte) (any, error) {
 	c, err := w.store.Commit(ctx, w.accountID, w.name, base, []workspaces.Change{{Path: p, Data: data}}, w.author(ctx))
 	if err != nil {
-		return nil, commitError(err)
+		return nil, CommitError(err)
 	}
-	w.saw(p, c.Version)
+	w.seen.Saw(p, c.Version)
 	return map[string]any{"path": p, "version": c.Version, "bytes": len(data)}, nil
 }
 

@@ -81,7 +81,7 @@ func (s *Toolset) Offer(ctx context.Context, b toolset.Build) (toolset.Offer, er
 		} else if err != nil {
 			return toolset.Offer{}, fmt.Errorf("reading workspace %s: %w", w.Name, err)
 		}
-		ws := &workspace{store: s.store, runner: s.runner, accountID: b.AccountID, agentID: b.AgentID, name: w.Name, bashBase: base, seen: map[string]int64{}}
+		ws := &workspace{store: s.store, runner: s.runner, accountID: b.AccountID, agentID: b.AgentID, name: w.Name, bashBase: base}
 		var names []string
 		for _, t := range ws.tools(c.HasSandbox(w)) {
 			t.Approval = Approval(w.PermissionMode, t.Name)
@@ -107,7 +107,7 @@ func Approval(mode, name string) *approval.Policy {
 		if name == agentconfig.Bash {
 			return approval.Always()
 		}
-	case agentconfig.Memory:
+	case agentconfig.MemoryMode:
 		if name == agentconfig.Bash {
 			return approval.Always()
 		}
@@ -139,24 +139,33 @@ type workspace struct {
 	name               string
 	// bashBase is what each bash call starts from (baseRequest).
 	bashBase sandbox.Request
-	// seen is the version at which the turn last read or wrote each path: a write commits over
-	// it, so another writer's change since is a conflict rather than lost.
-	mu   sync.Mutex
-	seen map[string]int64
+	seen     Seen
 }
 
-func (w *workspace) saw(path string, version int64) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.seen[path] = version
+// Seen is the version at which a turn last read or wrote each path of a workspace: a write
+// commits over it, so another writer's change since is a conflict rather than lost. The zero
+// value has seen nothing.
+type Seen struct {
+	mu sync.Mutex
+	at map[string]int64
 }
 
-// base is the version a write of path commits over: the one the turn last saw it at, else the
+// Saw notes that the turn saw path at version (read it, wrote it, or found it missing).
+func (s *Seen) Saw(path string, version int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.at == nil {
+		s.at = map[string]int64{}
+	}
+	s.at[path] = version
+}
+
+// Base is the version a write of path commits over: the one the turn last saw it at, else the
 // latest.
-func (w *workspace) base(path string) int64 {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if v, ok := w.seen[path]; ok {
+func (s *Seen) Base(path string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if v, ok := s.at[path]; ok {
 		return v
 	}
 	return workspaces.Latest
@@ -176,15 +185,15 @@ func (w *workspace) author(ctx context.Context) workspaces.Author {
 func (w *workspace) tools(sandboxed bool) []tool.Tool {
 	out := []tool.Tool{
 		{Name: agentconfig.Read, Description: "Reads a text file of the workspace, with line numbers (as cat -n). offset is the first line (from 1), limit how many lines; a long file comes in parts.",
-			InputSchema: schema(`"path":`+pathProp+`,"offset":{"type":"integer","minimum":1},"limit":{"type":"integer","minimum":1}`, "path"), Execute: w.read},
+			InputSchema: Schema(`"path":`+pathProp+`,"offset":{"type":"integer","minimum":1},"limit":{"type":"integer","minimum":1}`, "path"), Execute: w.read},
 		{Name: agentconfig.Write, Description: "Writes a file of the workspace, creating it or replacing all it held, as one commit.",
-			InputSchema: schema(`"path":`+pathProp+`,"content":{"type":"string"}`, "path", "content"), Execute: w.write},
+			InputSchema: Schema(`"path":`+pathProp+`,"content":{"type":"string"}`, "path", "content"), Execute: w.write},
 		{Name: agentconfig.Edit, Description: "Replaces old_string, which must occur exactly once in the file, with new_string, as one commit. Read the file first; include enough context to make old_string unique.",
-			InputSchema: schema(`"path":`+pathProp+`,"old_string":{"type":"string","minLength":1},"new_string":{"type":"string"}`, "path", "old_string", "new_string"), Execute: w.edit},
+			InputSchema: Schema(`"path":`+pathProp+`,"old_string":{"type":"string","minLength":1},"new_string":{"type":"string"}`, "path", "old_string", "new_string"), Execute: w.edit},
 		{Name: agentconfig.Glob, Description: "Lists the workspace's files whose paths match a pattern, sorted: * and ? match within a path segment, ** any number of segments (**/*.md).",
-			InputSchema: schema(`"pattern":{"type":"string","minLength":1}`, "pattern"), Execute: w.glob},
+			InputSchema: Schema(`"pattern":{"type":"string","minLength":1}`, "pattern"), Execute: w.glob},
 		{Name: agentconfig.Grep, Description: "Searches the workspace's text files for a regular expression (Go syntax), line by line; path narrows it to a file or a directory. Matches come as file:line: text.",
-			InputSchema: schema(`"pattern":{"type":"string","minLength":1},"path":`+pathProp, "pattern"), Execute: w.grep},
+			InputSchema: Schema(`"pattern":{"type":"string","minLength":1},"path":`+pathProp, "pattern"), Execute: w.grep},
 	}
 	if !sandboxed {
 		return []tool.Tool{out[0], out[3]}
@@ -196,9 +205,10 @@ func (w *workspace) tools(sandboxed bool) []tool.Tool {
 
 const pathProp = `{"type":"string","description":"A path relative to the workspace root, such as notes/plan.md."}`
 
-// schema is an input schema of props, requiring required.
-func schema(props string, required ...string) json.RawMessage {
-	req, _ := json.Marshal(required)
+// Schema is a tool's input schema of props (JSON object members), requiring required, refusing
+// other properties.
+func Schema(props string, required ...string) json.RawMessage {
+	req, _ := json.Marshal(append([]string{}, required...)) // [], never null
 	return json.RawMessage(`{"type":"object","properties":{` + props + `},"required":` + string(req) + `,"additionalProperties":false}`)
 }
 
@@ -218,8 +228,8 @@ func readError(err error, name, path string) error {
 	return err
 }
 
-// commitError says why a commit of the call did not land, and what to do.
-func commitError(err error) error {
+// CommitError says why a commit of a tool's call did not land, and what to do.
+func CommitError(err error) error {
 	var conflict *workspaces.Conflict
 	if errors.As(err, &conflict) {
 		return fmt.Errorf("not committed: %w; read the file again and redo the change", err)

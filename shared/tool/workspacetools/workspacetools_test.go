@@ -79,20 +79,7 @@ func (c thread) Thread() (string, string) { return account, string(c) }
 // call runs one call of set's tool name, as the loop would, with the call id id.
 func call(t *testing.T, set *tool.Set, name, id, input string) (map[string]any, error) {
 	t.Helper()
-	c, err := set.Prepare(name, json.RawMessage(input))
-	if err != nil {
-		t.Fatalf("%s %s: %v", name, input, err)
-	}
-	ctx := tool.WithTurn(tool.WithCallID(context.Background(), id), thread("conv_1"))
-	raw, err := c.Run(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var out map[string]any
-	if err := json.Unmarshal(raw, &out); err != nil {
-		t.Fatal(err)
-	}
-	return out, nil
+	return testenv.RunTool(t, tool.WithTurn(tool.WithCallID(context.Background(), id), thread("conv_1")), set, name, input)
 }
 
 func must(t *testing.T, set *tool.Set, name, input string) map[string]any {
@@ -333,7 +320,7 @@ func TestApprovalPerMode(t *testing.T) {
 		{"", "write write@memory edit edit@memory bash bash@memory"},
 		{agentconfig.Standard, "write write@memory edit edit@memory bash bash@memory"},
 		{agentconfig.AcceptEdits, "bash bash@memory"},
-		{agentconfig.Memory, "write edit bash bash@memory"},
+		{agentconfig.MemoryMode, "write edit bash bash@memory"},
 		{agentconfig.Unrestricted, ""},
 		{agentconfig.Strict, "read read@memory write write@memory edit edit@memory glob glob@memory grep grep@memory bash bash@memory"},
 	} {
