@@ -194,8 +194,10 @@ func (c *compactor) fit(ctx context.Context, req *model.Request, msgs []model.Me
 		return nil, model.Usage{}, false
 	}
 	target := budget / keepShare
-	if budget == 0 {
-		target = before / keepShare // the provider's refusal: keep half of what was sent
+	if force && (budget == 0 || before/keepShare < target) {
+		// The provider refused what was sent, which the estimate put within the budget: keep
+		// at most half of it.
+		target = before / keepShare
 	}
 	// The earliest turn from which the rest fits the target; else the latest, which keeps
 	// least. Only a turn's first message begins what is kept: a call is never cut from its

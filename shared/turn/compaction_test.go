@@ -1,10 +1,14 @@
 package turn_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,8 +19,11 @@ import (
 	"github.com/tiktoken-go/tokenizer"
 
 	"github.com/agentharness/harness/infra/testenv"
+	"github.com/agentharness/harness/infra/wirefixture"
 	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/model"
+	"github.com/agentharness/harness/shared/model/modeltest"
+	"github.com/agentharness/harness/shared/model/provider"
 	"github.com/agentharness/harness/shared/model/scriptedmodel"
 	"github.com/agentharness/harness/shared/state/store"
 	"github.com/agentharness/harness/shared/turn"
@@ -219,4 +226,119 @@ func hasResult(m model.Message, callID string) bool {
 		}
 	}
 	return false
+}
+
+// A provider's refusal of a request as longer than its model's context window (the recorded
+// fixtures of OpenAI and Anthropic) compacts the conversation and sends the request once more;
+// the turn goes on, and a second refusal would end it.
+func TestContextLengthRefusalCompactsAndRetriesOnce(t *testing.T) {
+	for _, p := range []struct{ provider, dir, model string }{
+		{"openai", "openaimodel", "gpt-4o-mini"},
+		{"anthropic", "anthropicmodel", "claude-haiku-4-5"},
+	} {
+		t.Run(p.provider, func(t *testing.T) {
+			refusal := wirefixture.Load(t, "../../model/"+p.dir+"/testdata/context_length.json")[0].Response
+			answer := wirefixture.Load(t, "../../model/"+p.dir+"/testdata/text.json")[0].Response
+			var mu sync.Mutex
+			var sent []string // "summary", or the question a request ends with
+			refused := 0
+			srv := modeltest.NewServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				body, _ := io.ReadAll(r.Body)
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case bytes.Contains(body, []byte("You compact conversations")):
+					sent = append(sent, "summary")
+				case bytes.Contains(body, []byte("Question 4")):
+					// Refused every time: the turn compacts once, then fails.
+					sent = append(sent, "question 4")
+					refusal.ServeHTTP(w, r)
+					return
+				case bytes.Contains(body, []byte("Question 3")):
+					sent = append(sent, "question 3")
+					if refused == 0 {
+						refused++
+						refusal.ServeHTTP(w, r)
+						return
+					}
+				default:
+					sent = append(sent, "question")
+				}
+				answer.ServeHTTP(w, r)
+			}))
+			turns := testenv.NewTurns(t, func(ts *testenv.Turns, o *turn.Options) {
+				o.Logger = slog.New(slog.DiscardHandler)
+				o.Model = func(_ context.Context, _ string, block json.RawMessage) (agent.Model, error) {
+					return provider.New(block, provider.Config{PrivateEndpoints: "allow", OpenAIKey: "sk-test"})
+				}
+			})
+			base := srv.URL
+			if p.provider == "openai" {
+				base += "/v1"
+			}
+			turns.Agent("a", fmt.Sprintf(`{"name":"a","model":{"provider":%q,"model":%q,"apiKey":"sk-test","baseURL":%q}}`, p.provider, p.model, base))
+			for i := 1; i <= 3; i++ {
+				msg := &model.Message{ID: fmt.Sprintf("msg_q%d", i), Role: model.RoleUser, Parts: []model.Part{{Type: model.PartText, Text: fmt.Sprintf("Question %d?", i)}}}
+				o, events := turns.Run("conv_refused", "a", turn.Input{Message: msg})
+				if o.Status != turn.StatusCompleted {
+					t.Fatalf("turn %d: %+v", i, o)
+				}
+				if i == 3 && !slices.ContainsFunc(events, func(ev turn.Event) bool { return ev.Kind == turn.Loop && ev.Loop.Type == agent.Compacted }) {
+					t.Error("the refused turn streamed no compaction")
+				}
+			}
+			msg := &model.Message{ID: "msg_q4", Role: model.RoleUser, Parts: []model.Part{{Type: model.PartText, Text: "Question 4?"}}}
+			if o, _ := turns.Run("conv_refused", "a", turn.Input{Message: msg}); o.Status != turn.StatusFailed || !strings.Contains(o.Error, "context window") {
+				t.Errorf("a request refused after its compaction: %+v, want the turn failed saying why", o)
+			}
+			mu.Lock()
+			got := slices.Clone(sent)
+			mu.Unlock()
+			if want := []string{"question", "question", "question 3", "summary", "question 3", "question 4", "summary", "question 4"}; !slices.Equal(got, want) {
+				t.Errorf("the model was sent %v, want %v", got, want)
+			}
+			history := turns.History("conv_refused")
+			if n := len(history); n != 9 || !history[5].IsSummary() || history[5].Compaction.KeptFrom != "msg_q3" {
+				t.Errorf("stored %d messages %+v, want the first three turns' six with the summary before the third's answer (keeping from msg_q3), the fourth's message and its summary", n, history)
+			}
+		})
+	}
+}
+
+// A turn whose own message alone passes the budget fails, naming context.maxInputTokens, and
+// sends the model nothing.
+func TestTurnPastItsBudgetIsRefused(t *testing.T) {
+	turns := testenv.NewTurns(t, func(_ *testenv.Turns, o *turn.Options) { o.Logger = slog.New(slog.DiscardHandler) })
+	system := "Small budget. " + t.Name()
+	turns.Agent("small", `{"name":"small","system":"`+system+`","model":{"provider":"scripted","script":[{"text":"ok"}]},"context":{"maxInputTokens":1000}}`)
+	o, _ := turns.Say("conv_small", "small", strings.Repeat("many words here ", 800))
+	if o.Status != turn.StatusFailed || !strings.Contains(o.Error, "context.maxInputTokens") {
+		t.Errorf("outcome %+v, want failed naming context.maxInputTokens", o)
+	}
+	if n := len(turns.RequestsOf(system)); n != 0 {
+		t.Errorf("the model was sent %d requests", n)
+	}
+}
+
+// A conversation deleted and begun again under its id is new: a warm function's cache of its
+// messages (by conversation and epoch) gives the new one none of the old.
+func TestConversationBegunAgainSeesNoneOfTheOld(t *testing.T) {
+	turns := testenv.NewTurns(t, func(_ *testenv.Turns, o *turn.Options) { o.Logger = slog.New(slog.DiscardHandler) })
+	system := "Again. " + t.Name()
+	turns.Agent("again", `{"name":"again","system":"`+system+`","model":{"provider":"scripted","script":[{"text":"ok"}]}}`)
+	for i := 1; i <= 2; i++ {
+		msg := &model.Message{ID: fmt.Sprintf("msg_old_%d", i), Role: model.RoleUser, Parts: []model.Part{{Type: model.PartText, Text: "old"}}}
+		turns.Run("conv_again", "again", turn.Input{Message: msg})
+	}
+	if err := turns.Engine.DeleteConversation(turns.Ctx, turns.Account, "conv_again"); err != nil {
+		t.Fatal(err)
+	}
+	msg := &model.Message{ID: "msg_new", Role: model.RoleUser, Parts: []model.Part{{Type: model.PartText, Text: "new"}}}
+	if o, _ := turns.Run("conv_again", "again", turn.Input{Message: msg}); o.Status != turn.StatusCompleted {
+		t.Fatalf("the new conversation's turn: %+v", o)
+	}
+	reqs := turns.RequestsOf(system)
+	if last := reqs[len(reqs)-1]; len(last.Messages) != 1 || last.Messages[0].ID != "msg_new" {
+		t.Errorf("the new conversation's request sent %+v, want its own message alone", last.Messages)
+	}
 }
