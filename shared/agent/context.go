@@ -92,8 +92,8 @@ func count(s string) int {
 	return n
 }
 
-// message counts m: its text, reasoning, tool inputs and outputs, files, and a few tokens of
-// framing.
+// messageTokens counts m: its text, reasoning, tool inputs and outputs, files, and a few tokens
+// of framing.
 func messageTokens(m model.Message) int {
 	if m.ID != "" {
 		countedMu.Lock()
@@ -103,19 +103,7 @@ func messageTokens(m model.Message) int {
 			return n
 		}
 	}
-	n := 4
-	for _, p := range m.Parts {
-		switch p.Type {
-		case model.PartText, model.PartReasoning:
-			n += count(p.Text)
-		case model.PartToolCall:
-			n += 4 + count(p.ToolName) + count(string(p.Input))
-		case model.PartToolResult:
-			n += 4 + count(string(p.Output))
-		case model.PartFile:
-			n += fileTokens
-		}
-	}
+	n := messageSize(m, count)
 	if m.ID != "" {
 		countedMu.Lock()
 		if len(counted) >= maxCounted {
@@ -127,14 +115,34 @@ func messageTokens(m model.Message) int {
 	return n
 }
 
-// fixed counts what a request sends besides its messages.
-func fixedTokens(req *model.Request) int {
-	n := count(req.System) + count(string(req.Output))
-	for _, t := range req.Tools {
-		n += 8 + count(t.Name) + count(t.Description) + count(string(t.InputSchema))
+// messageSize is m's size with its strings measured by size.
+func messageSize(m model.Message, size func(string) int) int {
+	n := 4
+	for _, p := range m.Parts {
+		switch p.Type {
+		case model.PartText, model.PartReasoning:
+			n += size(p.Text)
+		case model.PartToolCall:
+			n += 4 + size(p.ToolName) + size(string(p.Input))
+		case model.PartToolResult:
+			n += 4 + size(string(p.Output))
+		case model.PartFile:
+			n += fileTokens
+		}
 	}
 	return n
 }
+
+// requestSize is what a request sends besides its messages, its strings measured by size.
+func requestSize(req *model.Request, size func(string) int) int {
+	n := size(req.System) + size(string(req.Output))
+	for _, t := range req.Tools {
+		n += 8 + size(t.Name) + size(t.Description) + size(string(t.InputSchema))
+	}
+	return n
+}
+
+func bytesOf(s string) int { return len(s) }
 
 func (t *tokens) of(n int) int {
 	if t.scale > 1 {
@@ -156,6 +164,8 @@ type compactor struct {
 	model  Model
 	newID  func() string
 	tokens tokens
+	// counted is the estimate of the request fit last let through, when it counted one.
+	counted int
 }
 
 func newCompactor(cfg Config) *compactor {
@@ -171,9 +181,20 @@ func newCompactor(cfg Config) *compactor {
 
 // estimate is req's input in tokens, fixed part and messages.
 func (c *compactor) estimate(req *model.Request, msgs []model.Message) int {
-	n := fixedTokens(req)
+	n := requestSize(req, count)
 	for _, m := range msgs {
 		n += messageTokens(m)
+	}
+	return c.tokens.of(n)
+}
+
+// bound is more than estimate, and needs no tokenizer: no token is shorter than a byte. A
+// request within the budget by its bytes is never counted, so a function that serves short
+// conversations never loads the tokenizer's vocabulary.
+func (c *compactor) bound(req *model.Request, msgs []model.Message) int {
+	n := requestSize(req, bytesOf)
+	for _, m := range msgs {
+		n += messageSize(m, bytesOf)
 	}
 	return c.tokens.of(n)
 }
@@ -184,8 +205,13 @@ func (c *compactor) estimate(req *model.Request, msgs []model.Message) int {
 // the summary cost.
 func (c *compactor) fit(ctx context.Context, req *model.Request, msgs []model.Message, force bool, yield func(Event, error) bool) ([]model.Message, model.Usage, bool) {
 	budget := c.c.MaxInputTokens
+	c.counted = 0
+	if !force && (budget == 0 || c.bound(req, msgs) <= budget) {
+		return msgs, model.Usage{}, true
+	}
 	before := c.estimate(req, msgs)
-	if !force && (budget == 0 || before <= budget) {
+	c.counted = before
+	if !force && before <= budget {
 		return msgs, model.Usage{}, true
 	}
 	start := turnStart(msgs)
@@ -234,7 +260,7 @@ func (c *compactor) fit(ctx context.Context, req *model.Request, msgs []model.Me
 		}
 	}
 	sm := model.Message{ID: newID(c.newID), Role: model.RoleUser, Kind: model.KindSummary,
-		Parts: []model.Part{{Type: model.PartText, Text: text}}}
+		Parts: []model.Part{{Type: model.PartText, Text: text}}, Usage: &usage}
 	out := append([]model.Message{sm}, msgs[cut:]...)
 	after := c.estimate(req, out)
 	if budget > 0 && after > budget {
@@ -242,6 +268,7 @@ func (c *compactor) fit(ctx context.Context, req *model.Request, msgs []model.Me
 		return nil, usage, false
 	}
 	out[0].Compaction = &model.Compaction{KeptFrom: msgs[cut].ID, Messages: covered, TokensBefore: before, TokensAfter: after}
+	c.counted = after
 	if err := c.c.Save(ctx, out[0]); err != nil {
 		yield(Event{}, fmt.Errorf("saving the conversation's summary: %w", err))
 		return nil, usage, false
@@ -401,8 +428,8 @@ func (c *compactor) step(ctx context.Context, m Model, req *model.Request, msgs 
 		if res.tooLong != nil {
 			yield(Event{}, res.tooLong)
 		}
-		if ok && c != nil {
-			c.tokens.observe(c.estimate(req, msgs), res.usage.InputTokens)
+		if ok && c != nil && c.counted > 0 {
+			c.tokens.observe(c.counted, res.usage.InputTokens)
 		}
 		return msgs, res, ok
 	}

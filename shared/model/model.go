@@ -40,7 +40,7 @@ type Message struct {
 	ID    string `json:"id,omitempty"`
 	Role  Role   `json:"role"`
 	Parts []Part `json:"parts"`
-	// Usage is the token usage of the model call that wrote an assistant message.
+	// Usage is the token usage of the model call that wrote an assistant message or a summary.
 	Usage *Usage `json:"usage,omitempty"`
 	// Model names the model that wrote an assistant message when it was not the agent's own
 	// but one of its fallbacks ("provider/model").

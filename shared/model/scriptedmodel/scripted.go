@@ -148,7 +148,8 @@ func (m *Model) Stream(ctx context.Context, req *model.Request) iter.Seq2[model.
 		finish := model.FinishStop
 		for i, c := range step.ToolCalls {
 			finish = model.FinishToolCalls
-			// Unique within the conversation, since the history only grows.
+			// Unique within the conversation while its history only grows: a compacted
+			// conversation's requests are shorter, and may repeat an earlier call's id.
 			id := fmt.Sprintf("call_%d_%d", len(req.Messages), i+1)
 			input := c.Input
 			if len(input) == 0 {
