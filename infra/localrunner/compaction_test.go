@@ -1,12 +1,9 @@
 package localrunner_test
 
 import (
-	"net/http"
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/google/go-cmp/cmp"
 )
 
 // Compaction over SSE: the turn that passes its budget streams a data-compaction part before its
@@ -35,12 +32,5 @@ func TestCompactionReachesTheChatClient(t *testing.T) {
 	if data["summary"] != "The conversation so far, summarized by the scripted model." || data["messages"].(float64) < 2 || part["id"] == "" {
 		t.Errorf("the data-compaction part %v, want the scripted summary, what it covers and its id", part)
 	}
-	res, got := getMessages(t, e, e.secret, c.id, "")
-	if res.status != http.StatusOK {
-		t.Fatalf("GET messages = %d %s", res.status, res.body)
-	}
-	if diff := cmp.Diff(asJSON(t, c.list), asJSON(t, got.Messages)); diff != "" {
-		t.Errorf("the conversation read back differs from the chat client's list (-client +read):\n%s", diff)
-	}
-	validate(t, got.Messages)
+	c.checkReadBack(t)
 }

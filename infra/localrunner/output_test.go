@@ -65,14 +65,7 @@ func TestStructuredOutputReachesClients(t *testing.T) {
 		t.Errorf("parts of the streamed message (-want +got):\n%s", diff)
 	}
 
-	res, got := getMessages(t, e, e.secret, c.id, "")
-	if res.status != http.StatusOK {
-		t.Fatalf("GET messages = %d %s", res.status, res.body)
-	}
-	if diff := cmp.Diff(asJSON(t, c.list), asJSON(t, got.Messages)); diff != "" {
-		t.Errorf("the conversation read back differs from the chat client's list (-client +read):\n%s", diff)
-	}
-	validate(t, got.Messages)
+	c.checkReadBack(t)
 
 	// The turn's replay, which a page that resumes reads, has the part too.
 	replay := call(t, e.srv, http.MethodGet, "/chat/"+c.id+"/stream", e.secret, "")

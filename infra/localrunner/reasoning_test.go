@@ -66,14 +66,7 @@ func TestReasoningReachesTheChatClient(t *testing.T) {
 		t.Errorf("the finish's usage reports no reasoning tokens: %v", usage)
 	}
 
-	res, got := getMessages(t, e, e.secret, c.id, "")
-	if res.status != http.StatusOK {
-		t.Fatalf("GET messages = %d %s", res.status, res.body)
-	}
-	if diff := cmp.Diff(asJSON(t, c.list), asJSON(t, got.Messages)); diff != "" {
-		t.Errorf("the conversation read back differs from the chat client's list (-client +read):\n%s", diff)
-	}
-	validate(t, got.Messages)
+	c.checkReadBack(t)
 }
 
 // Reasoning across waits: a turn whose steps reason goes on after a wait for approval and a

@@ -106,6 +106,20 @@ func (c *chatClient) answer(t *testing.T, id string, approved bool, reason strin
 	c.list[len(c.list)-1] = read(t, last, body)
 }
 
+// checkReadBack checks that the conversation read back (GET /conversations/{id}/messages) is
+// the client's list, and valid by the AI SDK.
+func (c *chatClient) checkReadBack(t *testing.T) {
+	t.Helper()
+	res, got := getMessages(t, c.e, c.e.secret, c.id, "")
+	if res.status != http.StatusOK {
+		t.Fatalf("GET messages = %d %s", res.status, res.body)
+	}
+	if diff := cmp.Diff(asJSON(t, c.list), asJSON(t, got.Messages)); diff != "" {
+		t.Errorf("the conversation read back differs from the chat client's list (-client +read):\n%s", diff)
+	}
+	validate(t, got.Messages)
+}
+
 // heldApproval is the id of the approval the last message asks the user for.
 func (c *chatClient) heldApproval(t *testing.T) string {
 	t.Helper()
