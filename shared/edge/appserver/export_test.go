@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/state/connections"
 	"github.com/agentharness/harness/shared/turn"
 )
@@ -22,6 +23,9 @@ func NewTestOut(reg *connections.Registry, p Poster, accountID, agentID, convers
 }
 
 func (t *TestOut) Event(ctx context.Context, ev turn.Event) { t.o.event(ctx, ev) }
+
+// Replay sends stored messages as sync does.
+func (t *TestOut) Replay(ctx context.Context, msgs []model.Message) { t.o.replay(ctx, msgs) }
 
 // End ends the turn as completed.
 func (t *TestOut) End(ctx context.Context) {

@@ -13,6 +13,7 @@ import (
 	"github.com/agentharness/harness/infra/testenv"
 	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/edge/appserver"
+	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/state/connections"
 	"github.com/agentharness/harness/shared/turn"
 )
@@ -194,5 +195,32 @@ func TestWebSocketToolReturnFitsAFrame(t *testing.T) {
 	i := strings.LastIndex(got, "\n\n[truncated: ")
 	if i < 0 || !strings.HasPrefix(output, got[:i]) || i < agent.MaxResultBytes/4 {
 		t.Fatalf("tool_return %d bytes (ends %q), want the result's beginning cut with a note", len(got), got[max(0, len(got)-200):])
+	}
+}
+
+// A compaction reaches the controller as a summary_message, live and on sync, with what it
+// covers.
+func TestWebSocketSummaryMessage(t *testing.T) {
+	ctx := context.Background()
+	c := &model.Compaction{KeptFrom: "msg_7", Messages: 6, TokensBefore: 8100, TokensAfter: 3500}
+	out, p := newOut(t, time.Minute)
+	out.Event(ctx, turn.Event{Kind: turn.Loop, Loop: agent.Event{Type: agent.Compacted, ID: "msg_s1", Text: "So far: a plan.", Compaction: c}})
+	out.Replay(ctx, []model.Message{{ID: "msg_s1", Role: model.RoleUser, Kind: model.KindSummary, Compaction: c,
+		Parts: []model.Part{{Type: model.PartText, Text: "So far: a plan."}}}})
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var got []map[string]any
+	for _, f := range p.frames {
+		if d, _ := f["delta"].(map[string]any); d != nil && d["message_type"] == "summary_message" {
+			got = append(got, d)
+		}
+	}
+	if len(got) != 2 {
+		t.Fatalf("%d summary_message deltas in %v, want the live one and the replayed one", len(got), p.frames)
+	}
+	for _, d := range got {
+		if d["id"] != "msg_s1" || d["summary"] != "So far: a plan." || d["compacted_messages"] != 6.0 || d["tokens_before"] != 8100.0 || d["tokens_after"] != 3500.0 {
+			t.Errorf("summary_message %v", d)
+		}
 	}
 }
