@@ -35,8 +35,10 @@ fuzz:
 	    exit 1; \
 	  done
 
-# Benchmark: harness turns vs the AI SDK on Node against the same local mock model, then each
-# function alone on a Lambda Runtime API stand-in (cold start, CPU per turn, peak RSS, binary size).
+# Benchmark: harness turns vs the AI SDK on Node against the same local mock model, one 300-turn
+# conversation that compacts (warm and cold: CPU, read units and p50 of its first and last ten
+# turns), then each function alone on a Lambda Runtime API stand-in (cold start, CPU per turn,
+# peak RSS, binary size).
 bench:
 	go run ./infra/cmd/stack -- go run ./infra/bench -turns 300
 

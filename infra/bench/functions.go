@@ -314,7 +314,7 @@ func newFnStack(ctx context.Context, tpl *template.Template, mockURL string, mem
 	if err != nil {
 		return nil, err
 	}
-	if st.secret, err = seedAgent(ctx, runner, mockURL); err != nil {
+	if st.secret, err = seedAgent(ctx, runner, benchAgent(mockURL)); err != nil {
 		return nil, err
 	}
 	return st, nil
@@ -439,7 +439,8 @@ func readTurn(resp *lambdaruntime.Response) error {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 		return fmt.Errorf("the function answered %d %v: %s", resp.StatusCode, resp.Headers, bytes.TrimSpace(msg))
 	}
-	return checkTurn(resp.Body)
+	_, err := checkTurn(resp.Body)
+	return err
 }
 
 // coldSample is one cold start, each time from the process's start.

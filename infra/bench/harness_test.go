@@ -14,22 +14,28 @@ func TestCheckTurn(t *testing.T) {
 		finish = `data: {"type":"finish","finishReason":"stop"}` + "\n\n"
 		done   = "data: [DONE]\n\n"
 	)
+	const compaction = `data: {"type":"data-compaction","id":"msg_1","data":{"summary":"s"}}` + "\n\n"
 	tests := []struct {
-		name    string
-		body    string
-		wantErr string // empty: the turn passes
+		name            string
+		body            string
+		wantErr         string // empty: the turn passes
+		wantCompactions int
 	}{
-		{"whole turn", output + finish + done, ""},
-		{"no tool output", finish + done, "no tool-output-available"},
-		{"no finish", output + done, "no finish"},
-		{"no terminator", output + finish, "[DONE]"},
-		{"error chunk", output + `data: {"type":"error","errorText":"boom"}` + "\n\n" + finish + done, "boom"},
-		{"finished with an error", output + `data: {"type":"finish","finishReason":"error"}` + "\n\n" + done, "finished with an error"},
-		{"finish-step is not finish", output + `data: {"type":"finish-step"}` + "\n\n" + done, "no finish"},
+		{"whole turn", output + finish + done, "", 0},
+		{"compacted twice", compaction + output + compaction + finish + done, "", 2},
+		{"no tool output", finish + done, "no tool-output-available", 0},
+		{"no finish", output + done, "no finish", 0},
+		{"no terminator", output + finish, "[DONE]", 0},
+		{"error chunk", output + `data: {"type":"error","errorText":"boom"}` + "\n\n" + finish + done, "boom", 0},
+		{"finished with an error", output + `data: {"type":"finish","finishReason":"error"}` + "\n\n" + done, "finished with an error", 0},
+		{"finish-step is not finish", output + `data: {"type":"finish-step"}` + "\n\n" + done, "no finish", 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := checkTurn(strings.NewReader(tt.body))
+			compactions, err := checkTurn(strings.NewReader(tt.body))
+			if compactions != tt.wantCompactions {
+				t.Errorf("checkTurn() = %d compactions, want %d", compactions, tt.wantCompactions)
+			}
 			switch {
 			case tt.wantErr == "" && err != nil:
 				t.Errorf("checkTurn() = %v, want nil", err)

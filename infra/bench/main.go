@@ -7,9 +7,11 @@
 //     loopback HTTP and backed by DynamoDB Local, measured in this process;
 //   - the AI SDK v7 reference: infra/node/bench-aisdk.mjs under Node 22, which measures itself.
 //
-// Then, unless -functions=false, the functions alone (functions.go): harness-processing's real
-// bootstrap and infra/node/lambda-aisdk.mjs, each its own process on a Lambda Runtime API
-// stand-in, for cold starts, CPU per turn and peak RSS, and every function's size and init time.
+// Then, unless -long=false, one long conversation that compacts (longconv.go), turn by turn, on
+// a warm and a cold function. Then, unless -functions=false, the functions alone (functions.go):
+// harness-processing's real bootstrap and infra/node/lambda-aisdk.mjs, each its own process on a
+// Lambda Runtime API stand-in, for cold starts, CPU per turn and peak RSS, and every function's
+// size and init time.
 //
 // The harness needs DynamoDB Local, so run it through the stack command, as make bench does:
 //
@@ -56,6 +58,7 @@ func run(ctx context.Context) error {
 	turns := flag.Int("turns", 200, "measured turns per stack, after a warm-up of a tenth as many (5 to 50)")
 	nodeBin := flag.String("node", "", "Node 22 binary; default: the one npm ci installs under infra/node")
 	inProcess := flag.Bool("in-process", true, "measure the turn in process (the first table); false runs only the functions alone")
+	long := flag.Bool("long", true, fmt.Sprintf("measure one %d-turn conversation that compacts, warm and cold (longconv.go)", longTurns))
 	asyncCfg := asyncFlags()
 	fnCfg := fnFlags()
 	flag.Parse()
@@ -86,6 +89,16 @@ func run(ctx context.Context) error {
 		if err := runInProcess(ctx, root, baseURL, *nodeBin, *turns); err != nil {
 			return err
 		}
+	}
+	if *long {
+		runs, err := runLongConversation(ctx, root)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("\nOne conversation of %d turns (a current_time step, then a 200-word answer; scripted model in process) "+
+			"under \"context\": {\"maxInputTokens\": %d}; read units as DynamoDB bills consistent reads, 4 KB a unit per "+
+			"GetItem, Query or BatchGetItem page; CPU is this process's.\n\n", longTurns, longBudget)
+		printLongConversation(os.Stdout, runs)
 	}
 	if !fnCfg.enabled {
 		return nil
