@@ -1,6 +1,6 @@
 package main
 
-// The long conversation (issue 38): one conversation of longTurns turns on an agent whose context
+// The long conversation: one conversation of longTurns turns on an agent whose context
 // budget makes it compact, measured turn by turn, on a warm function (its store keeps the
 // messages it read and wrote) and on a cold one (every turn reads its conversation from the
 // table). What a turn costs should not grow with the conversation: the turns at its end are
