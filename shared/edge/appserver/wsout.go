@@ -541,7 +541,7 @@ func (o *wsOut) failure(ctx context.Context, text string) {
 	o.failed = true
 	o.mu.Unlock()
 	if !sent {
-		o.delta(ctx, map[string]any{"message_type": "loop_error", "message": text, "stop_reason": "error", "is_terminal": true})
+		o.delta(ctx, message("loop_error", map[string]any{"message": text, "stop_reason": "error", "is_terminal": true}))
 	}
 }
 

@@ -224,3 +224,20 @@ func TestWebSocketSummaryMessage(t *testing.T) {
 		}
 	}
 }
+
+// A loop_error delta is a message like every other delta: it carries their type.
+func TestWebSocketLoopErrorIsAMessage(t *testing.T) {
+	out, p := newOut(t, time.Minute)
+	out.Event(context.Background(), turn.Event{Kind: turn.Failed, Error: "the model failed"})
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, f := range p.frames {
+		if d, _ := f["delta"].(map[string]any); d != nil && d["message_type"] == "loop_error" {
+			if d["type"] != "message" || d["message"] != "the model failed" || d["is_terminal"] != true {
+				t.Errorf("loop_error delta %v, want type message, the failure and is_terminal", d)
+			}
+			return
+		}
+	}
+	t.Fatalf("no loop_error delta in %v", p.frames)
+}
