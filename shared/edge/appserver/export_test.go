@@ -40,3 +40,13 @@ func (t *TestOut) EndWaiting(ctx context.Context) {
 
 // ResolveModel is update_model's reading of its model_id or model_handle.
 var ResolveModel = resolveModel
+
+// VisibleTools is the tools a turn selecting scopes sees of the runtime's subscribers, by name and
+// connection.
+func VisibleTools(subs []connections.Subscriber, scopes []string) [][2]string {
+	var out [][2]string
+	for _, t := range visibleTools(subs, scopes) {
+		out = append(out, [2]string{t.Def.Name, t.ConnectionID})
+	}
+	return out
+}

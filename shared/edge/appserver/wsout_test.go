@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -240,4 +241,20 @@ func TestWebSocketLoopErrorIsAMessage(t *testing.T) {
 		}
 	}
 	t.Fatalf("no loop_error delta in %v", p.frames)
+}
+
+// A controller that reconnected while its old socket lingers has registered its tools twice: a
+// turn sees each once, the first connection's, and the second's scoped tools only when selected.
+func TestReregisteredToolsAreSeenOnce(t *testing.T) {
+	tools := []connections.ToolGroup{{Tools: []connections.ToolDef{{Name: "pick_file", Parameters: json.RawMessage(`{"type":"object"}`)}}}}
+	subs := []connections.Subscriber{
+		{ConnectionID: "old", Tools: tools},
+		{ConnectionID: "new", Tools: append(tools, connections.ToolGroup{ScopeID: "ide", Tools: []connections.ToolDef{{Name: "open_tab"}}})},
+	}
+	if got, want := appserver.VisibleTools(subs, nil), [][2]string{{"pick_file", "old"}}; !slices.Equal(got, want) {
+		t.Errorf("tools without a scope selected %v, want %v", got, want)
+	}
+	if got, want := appserver.VisibleTools(subs, []string{"ide"}), [][2]string{{"pick_file", "old"}, {"open_tab", "new"}}; !slices.Equal(got, want) {
+		t.Errorf("tools with scope ide %v, want %v", got, want)
+	}
 }

@@ -91,16 +91,23 @@ func checkToolGroups(groups []connections.ToolGroup) error {
 func noExecute(context.Context, json.RawMessage) (any, error) { return nil, errors.New("not run") }
 
 // visibleTools picks, from the runtime's subscribers, the tools a turn selecting scopes sees:
-// every unscoped tool, and the scoped tools of the selected scopes.
+// every unscoped tool, and the scoped tools of the selected scopes, each name once. A tool two
+// connections registered (a controller that reconnected while its old socket lingers, two tabs
+// of one controller) is the first's; its call goes to another connection that registered it
+// when that one has gone (externalTool).
 func visibleTools(subs []connections.Subscriber, scopes []string) []wsTool {
 	var out []wsTool
+	seen := map[string]bool{}
 	for _, s := range subs {
 		for _, g := range s.Tools {
 			if g.ScopeID != "" && !slices.Contains(scopes, g.ScopeID) {
 				continue
 			}
 			for _, t := range g.Tools {
-				out = append(out, wsTool{ConnectionID: s.ConnectionID, ScopeID: g.ScopeID, Def: t})
+				if !seen[t.Name] {
+					seen[t.Name] = true
+					out = append(out, wsTool{ConnectionID: s.ConnectionID, ScopeID: g.ScopeID, Def: t})
+				}
 			}
 		}
 	}
