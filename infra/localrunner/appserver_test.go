@@ -145,8 +145,12 @@ type conformanceSummary struct {
 		Ended, Response, Again     asFrame
 		ASeen, Replay, ReplayAgain []asFrame
 	}
-	Subagent asTurn
-	Tokens   struct {
+	Subagent  asTurn
+	Allowlist struct {
+		Start asStart
+		asTurn
+	}
+	Tokens struct {
 		Protocol                                  string
 		CreateAgent, OtherAgent, BobsConversation asFrame
 		Alice, Bob                                asUser
@@ -691,6 +695,18 @@ func TestAppServerConformance(t *testing.T) {
 	if st := asFrames(se.ReplayAgain, "update_loop_status"); len(st) != 1 || asStr(st[0], "loop_status", "status") != "WAITING_ON_INPUT" {
 		t.Errorf("syncEnded: the second sync sent loop statuses %v, want WAITING_ON_INPUT", st)
 	}
+
+	// p. client_tool_allowlist narrows the agent's tools for the turn: the approval-gated
+	// test_async left out, the model's call of it is an unknown tool's error and nothing is held.
+	conv = asCheckStart(t, "allowlist", ids["approver"], got.Allowlist.Start)
+	asCheckAccepted(t, "allowlist", ids["approver"]+"/"+conv, got.Allowlist.Accepted)
+	if held := asFrames(got.Allowlist.Frames, "control_request"); len(held) != 0 {
+		t.Errorf("allowlist: the turn asked for approval %v, want the call refused as an unknown tool", held)
+	}
+	if rets := asDeltas(got.Allowlist.Frames, "tool_return_message"); len(rets) != 1 || asStr(rets[0], "status") != "error" || !strings.Contains(asStr(rets[0], "tool_return"), "test_async") {
+		t.Errorf("allowlist: tool returns %v, want one error naming test_async", rets)
+	}
+	asCheckEnded(t, "allowlist", got.Allowlist.Frames, "end_turn")
 
 	// m. A subagent call: update_subagent_state snapshots reach the client, the child running
 	// then completed, naming its thread and its caller's conversation; the answer carries the

@@ -37,6 +37,8 @@
 //                 answers the next on it (with reasoning_effort high); update_toolset takes
 //                 "auto" and refuses "codex"; the thinker's turn streams its reasoning as a
 //                 reasoning_message before its answer.
+//   allowlist     p. an approval-gated tool's agent runs a turn with client_tool_allowlist []:
+//                 the model's call of the tool is an unknown tool's, and no approval is asked.
 //
 // Usage: node appserver-conformance.mjs <baseUrl> <accountSecret> <agentsJSON>   (Node 22)
 // agentsJSON names the agents the caller created:
@@ -507,6 +509,13 @@ async function main() {
   {
     const st = await start(ctl, agents.delegator);
     summary.subagent = await ask(ctl, st.runtime, 'Delegate it');
+  }
+
+  // --- p. client_tool_allowlist: a turn whose allowlist leaves the agent's test_async out.
+  {
+    const st = await start(ctl, agents.approver);
+    const turn = await ask(ctl, st.runtime, 'Deploy, with no tool allowed', { client_tool_allowlist: [] });
+    summary.allowlist = { start: { response: st.response, replay: st.replay }, ...turn };
   }
 
   // --- n. end-user tokens on browser sockets, and conversationList().
