@@ -145,7 +145,10 @@ type conformanceSummary struct {
 		Ended, Response, Again     asFrame
 		ASeen, Replay, ReplayAgain []asFrame
 	}
-	Subagent  asTurn
+	Subagent asTurn
+	Memory   struct {
+		First, Second, List, Read, History, Diff, AtRef, Escape, Deleted, DeletedAgain asFrame
+	}
 	Allowlist struct {
 		Start asStart
 		asTurn
@@ -513,6 +516,11 @@ func TestAppServerConformance(t *testing.T) {
 		t.Fatalf("creating the delegator = %d %s, want 201", res.status, res.body)
 	}
 	ids["switcher"] = createAgent(t, srv, secret, `{"name":"switcher","model":{"provider":"openai","model":"mock-a","apiKey":"k","baseURL":"`+mock.URL+`/v1"}}`)
+	// q: an agent whose memory is the workspace "memory"'s.
+	if res := call(t, srv, http.MethodPost, "/accounts/me/workspaces", secret, `{"name":"memory"}`); res.status != http.StatusCreated {
+		t.Fatalf("creating the memory workspace = %d %s", res.status, res.body)
+	}
+	ids["rememberer"] = createAgent(t, srv, secret, `{"name":"rememberer","model":{"provider":"scripted","script":[{"text":"ok"}]},"memory":{"workspace":"memory"}}`)
 	idsJSON, _ := json.Marshal(ids)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -695,6 +703,11 @@ func TestAppServerConformance(t *testing.T) {
 	if st := asFrames(se.ReplayAgain, "update_loop_status"); len(st) != 1 || asStr(st[0], "loop_status", "status") != "WAITING_ON_INPUT" {
 		t.Errorf("syncEnded: the second sync sent loop statuses %v, want WAITING_ON_INPUT", st)
 	}
+
+	// q. Memory: the agent's memory files, their history, a commit's diff and a file at a
+	// commit, through the official client's request().
+	asCheckMemory(t, ids["rememberer"], got.Memory.First, got.Memory.Second, got.Memory.List, got.Memory.Read,
+		got.Memory.History, got.Memory.Diff, got.Memory.AtRef, got.Memory.Escape, got.Memory.Deleted, got.Memory.DeletedAgain)
 
 	// p. client_tool_allowlist narrows the agent's tools for the turn: the approval-gated
 	// test_async left out, the model's call of it is an unknown tool's error and nothing is held.
@@ -900,4 +913,42 @@ func asStrings(v any) []string {
 		}
 	}
 	return out
+}
+
+// asCheckMemory checks the memory scenario's answers.
+func asCheckMemory(t *testing.T, agentID string, first, second, list, read, history, diff, atRef, escape, deleted, deletedAgain asFrame) {
+	t.Helper()
+	for name, f := range map[string]asFrame{"first write": first, "second write": second, "list": list, "read": read, "history": history, "diff": diff, "at ref": atRef, "delete": deleted, "second delete": deletedAgain} {
+		if f["success"] != true {
+			t.Errorf("memory, %s: %v, want success", name, f)
+		}
+	}
+	if first["committed"] != true || asStr(first, "commit_sha") == "" || asStr(second, "commit_sha") == asStr(first, "commit_sha") {
+		t.Errorf("memory writes %v and %v, want two commits", first, second)
+	}
+	entries, _ := list["entries"].([]any)
+	if len(entries) != 1 || asStr(entries[0], "relative_path") != "system/persona.md" || asField(entries[0], "is_system") != true ||
+		asStr(entries[0], "content") != "I am terse.\nI like coffee.\n" {
+		t.Errorf("memory, list: %v, want the pinned persona with its latest content", list)
+	}
+	if asStr(read, "content") != "I am terse.\nI like coffee.\n" || asStr(read, "encoding") != "utf8" || asStr(read, "agent_id") != agentID {
+		t.Errorf("memory, read: %v", read)
+	}
+	commits, _ := history["commits"].([]any)
+	if len(commits) != 2 || asStr(commits[0], "sha") != asStr(second, "commit_sha") || asStr(commits[1], "sha") != asStr(first, "commit_sha") {
+		t.Errorf("memory, history: %v, want the two writes, newest first", history)
+	}
+	want := "diff --git a/system/persona.md b/system/persona.md\n--- a/system/persona.md\n+++ b/system/persona.md\n@@ -1,2 +1,2 @@\n I am terse.\n-I like tea.\n+I like coffee.\n"
+	if asStr(diff, "diff") != want {
+		t.Errorf("memory, diff:\n%s\nwant:\n%s", asStr(diff, "diff"), want)
+	}
+	if asStr(atRef, "content") != "I am terse.\nI like tea.\n" {
+		t.Errorf("memory, the file at the first commit: %v", atRef)
+	}
+	if escape["success"] != false || !strings.Contains(asStr(escape, "error"), "path") {
+		t.Errorf("memory, a path out of the folder: %v, want refused naming path", escape)
+	}
+	if deleted["committed"] != true || deletedAgain["committed"] != false {
+		t.Errorf("memory, deletes: %v then %v, want a commit then none", deleted, deletedAgain)
+	}
 }

@@ -37,6 +37,10 @@
 //                 answers the next on it (with reasoning_effort high); update_toolset takes
 //                 "auto" and refuses "codex"; the thinker's turn streams its reasoning as a
 //                 reasoning_message before its answer.
+//   memory        q. write_memory_file twice, list_memory, read_memory_file, memory_history,
+//                 memory_commit_diff of the second write, memory_file_at_ref of the first, a
+//                 path that leaves the folder, and delete_memory_file twice (the second commits
+//                 nothing), on an agent whose memory is a workspace's.
 //   allowlist     p. an approval-gated tool's agent runs a turn with client_tool_allowlist []:
 //                 the model's call of the tool is an unknown tool's, and no approval is asked.
 //
@@ -570,6 +574,27 @@ async function main() {
       thought,
       toolset: await step('update_toolset auto', answer(c, 'update_toolset', { runtime: st.runtime, toolset_preference: 'auto' })),
       toolsetRefused: await step('update_toolset codex', answer(c, 'update_toolset', { runtime: st.runtime, toolset_preference: 'codex' })),
+    };
+  }
+
+  // --- q. memory: the rememberer's memory files and their commits, through request().
+  {
+    const c = ctl.client;
+    const mem = (type, body) => step(type, answer(c, type, { agent_id: agents.rememberer, ...body }));
+    const path = 'system/persona.md';
+    const first = await mem('write_memory_file', { path, content: 'I am terse.\nI like tea.\n' });
+    const second = await mem('write_memory_file', { path, content: 'I am terse.\nI like coffee.\n' });
+    summary.memory = {
+      first,
+      second,
+      list: await mem('list_memory', {}),
+      read: await mem('read_memory_file', { path }),
+      history: await mem('memory_history', { file_path: path }),
+      diff: await mem('memory_commit_diff', { sha: second.commit_sha }),
+      atRef: await mem('memory_file_at_ref', { file_path: path, ref: first.commit_sha }),
+      escape: await mem('read_memory_file', { path: '../other/x.md' }),
+      deleted: await mem('delete_memory_file', { path }),
+      deletedAgain: await mem('delete_memory_file', { path }),
     };
   }
 }

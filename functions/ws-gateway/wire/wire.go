@@ -10,6 +10,7 @@ import (
 	"github.com/agentharness/harness/shared/lambda/agentdeps"
 	"github.com/agentharness/harness/shared/state/agentstore"
 	"github.com/agentharness/harness/shared/state/connections"
+	"github.com/agentharness/harness/shared/state/workspaces"
 	"github.com/agentharness/harness/shared/turn"
 )
 
@@ -39,5 +40,9 @@ func Gateway(d agentdeps.Deps) (*appserver.Gateway, error) {
 		return nil, err
 	}
 	opts.AccountKeys = turnwire.AccountKeys(d, eng.Options().Store)
+	// The memory commands' files: the memory workspaces, as the turns' memory tools keep them.
+	if opts.Workspaces, err = workspaces.FromConfig(d.DB, d.S3, workspaces.Config(d.Config.Workspaces)); err != nil {
+		return nil, err
+	}
 	return appserver.NewGateway(eng, opts, agentstore.New(eng.Options().Store, d.Sealer, d.Checks, nil))
 }

@@ -50,3 +50,6 @@ func VisibleTools(subs []connections.Subscriber, scopes []string) [][2]string {
 	}
 	return out
 }
+
+// UnifiedDiff is a file's change in git's unified format.
+var UnifiedDiff = unifiedDiff

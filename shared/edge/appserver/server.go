@@ -11,6 +11,7 @@ import (
 	"github.com/agentharness/harness/shared/state/agentstore"
 	"github.com/agentharness/harness/shared/state/callers"
 	"github.com/agentharness/harness/shared/state/connections"
+	"github.com/agentharness/harness/shared/state/workspaces"
 	"github.com/agentharness/harness/shared/turn"
 )
 
@@ -26,6 +27,9 @@ type Options struct {
 	// account has its own key for (nil: none), for list_models and update_model.
 	Deployment  catalogue.Deployment
 	AccountKeys catalogue.AccountKeys
+	// Workspaces keeps the agents' memory files, for the memory commands; nil: none, and they
+	// are refused.
+	Workspaces *workspaces.Store
 }
 
 // engineOptions names turn.Options apart from Options where config embeds both.

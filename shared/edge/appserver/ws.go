@@ -107,6 +107,9 @@ func (g *Gateway) Message(ctx context.Context, connectionID string, body []byte)
 	case "":
 		return c.fail(ctx, "error", `the frame has no "type"`)
 	}
+	if handled, err := c.memoryCommands(ctx); handled {
+		return err
+	}
 	return c.fail(ctx, "error", fmt.Sprintf("unknown or unsupported command type %q", cmd.Type))
 }
 
@@ -176,7 +179,7 @@ func (c *call) info(ctx context.Context) error {
 		"type": "app_server_info_response", "success": true, "backend": "api",
 		"letta_code_version": "harness", "protocol_version": 1, "server": "harness",
 		"capabilities": map[string]any{
-			"agent_management": false, "conversation_management": false, "memory_management": false,
+			"agent_management": false, "conversation_management": false, "memory_management": c.g.h.opts.Workspaces != nil,
 			"runtime_start": true, "runtime_external_tools_update": true, "launch_subagent": false,
 			"runtime_workspace_sandbox": false, "structured_outputs": false, "split_channels": true,
 		},
