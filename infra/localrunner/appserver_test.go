@@ -145,8 +145,11 @@ type conformanceSummary struct {
 		Ended, Response, Again     asFrame
 		ASeen, Replay, ReplayAgain []asFrame
 	}
-	Subagent asTurn
-	Memory   struct {
+	Subagent  asTurn
+	Providers struct {
+		Before, Connected, Listed, NoKey, Bedrock, Disconnected, Again asFrame
+	}
+	Memory struct {
 		First, Second, List, Read, History, Diff, AtRef, Escape, Deleted, DeletedAgain asFrame
 	}
 	Allowlist struct {
@@ -704,6 +707,10 @@ func TestAppServerConformance(t *testing.T) {
 		t.Errorf("syncEnded: the second sync sent loop statuses %v, want WAITING_ON_INPUT", st)
 	}
 
+	// r. Providers: the account's own keys, listed, connected, refused and disconnected.
+	asCheckProviders(t, got.Providers.Before, got.Providers.Connected, got.Providers.Listed, got.Providers.NoKey,
+		got.Providers.Bedrock, got.Providers.Disconnected, got.Providers.Again)
+
 	// q. Memory: the agent's memory files, their history, a commit's diff and a file at a
 	// commit, through the official client's request().
 	asCheckMemory(t, ids["rememberer"], got.Memory.First, got.Memory.Second, got.Memory.List, got.Memory.Read,
@@ -950,5 +957,41 @@ func asCheckMemory(t *testing.T, agentID string, first, second, list, read, hist
 	}
 	if deleted["committed"] != true || deletedAgain["committed"] != false {
 		t.Errorf("memory, deletes: %v then %v, want a commit then none", deleted, deletedAgain)
+	}
+}
+
+// asCheckProviders checks the providers scenario's answers.
+func asCheckProviders(t *testing.T, before, connected, listed, noKey, bedrock, disconnected, again asFrame) {
+	t.Helper()
+	openai := func(f asFrame) map[string]any {
+		list, _ := f["providers"].([]any)
+		for _, p := range list {
+			if e, _ := p.(map[string]any); e["id"] == "openai" {
+				c, _ := e["connected"].(map[string]any)
+				return c
+			}
+		}
+		t.Errorf("providers: no openai entry in %v", f)
+		return nil
+	}
+	for name, f := range map[string]asFrame{"list": before, "connect": connected, "list after": listed, "disconnect": disconnected, "disconnect again": again} {
+		if f["success"] != true {
+			t.Errorf("providers, %s: %v, want success", name, f)
+		}
+	}
+	if c := openai(before); c["is_connected"] != false {
+		t.Errorf("providers, before: openai %v, want not connected", c)
+	}
+	if c := openai(listed); c["is_connected"] != true || c["base_url"] != "https://proxy.example/v1" || connected["models_may_have_changed"] != true {
+		t.Errorf("providers, after connecting: openai %v (connect %v), want connected with its base URL", c, connected)
+	}
+	if noKey["success"] != false || !strings.Contains(asStr(noKey, "error"), "fields.apiKey") {
+		t.Errorf("providers, no key: %v, want refused naming fields.apiKey", noKey)
+	}
+	if bedrock["success"] != false || !strings.Contains(asStr(bedrock, "error"), "bedrock") {
+		t.Errorf("providers, bedrock: %v, want refused", bedrock)
+	}
+	if c := openai(disconnected); c["is_connected"] != false || disconnected["models_may_have_changed"] != true || again["models_may_have_changed"] != false {
+		t.Errorf("providers, disconnects: %v then %v, want openai gone, then nothing to change", disconnected, again)
 	}
 }

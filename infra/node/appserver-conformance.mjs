@@ -41,6 +41,8 @@
 //                 memory_commit_diff of the second write, memory_file_at_ref of the first, a
 //                 path that leaves the folder, and delete_memory_file twice (the second commits
 //                 nothing), on an agent whose memory is a workspace's.
+//   providers     r. list_connect_providers, connect_provider (openai with a key and a base URL;
+//                 anthropic without a key and bedrock, refused) and disconnect_provider twice.
 //   allowlist     p. an approval-gated tool's agent runs a turn with client_tool_allowlist []:
 //                 the model's call of the tool is an unknown tool's, and no approval is asked.
 //
@@ -574,6 +576,21 @@ async function main() {
       thought,
       toolset: await step('update_toolset auto', answer(c, 'update_toolset', { runtime: st.runtime, toolset_preference: 'auto' })),
       toolsetRefused: await step('update_toolset codex', answer(c, 'update_toolset', { runtime: st.runtime, toolset_preference: 'codex' })),
+    };
+  }
+
+  // --- r. providers: the account's own keys, connected and disconnected through request().
+  {
+    const c = ctl.client;
+    const cmd = (type, body) => step(type, answer(c, type, { target: 'local', ...body }));
+    summary.providers = {
+      before: await cmd('list_connect_providers', {}),
+      connected: await cmd('connect_provider', { provider_id: 'openai', fields: { apiKey: 'sk-conformance', baseUrl: 'https://proxy.example/v1' } }),
+      listed: await cmd('list_connect_providers', {}),
+      noKey: await cmd('connect_provider', { provider_id: 'anthropic', fields: {} }),
+      bedrock: await cmd('connect_provider', { provider_id: 'bedrock', fields: { apiKey: 'x' } }),
+      disconnected: await cmd('disconnect_provider', { provider_id: 'openai' }),
+      again: await cmd('disconnect_provider', { provider_id: 'openai' }),
     };
   }
 

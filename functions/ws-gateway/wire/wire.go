@@ -10,6 +10,7 @@ import (
 	"github.com/agentharness/harness/shared/lambda/agentdeps"
 	"github.com/agentharness/harness/shared/state/agentstore"
 	"github.com/agentharness/harness/shared/state/connections"
+	"github.com/agentharness/harness/shared/state/providerkeys"
 	"github.com/agentharness/harness/shared/state/workspaces"
 	"github.com/agentharness/harness/shared/turn"
 )
@@ -40,6 +41,7 @@ func Gateway(d agentdeps.Deps) (*appserver.Gateway, error) {
 		return nil, err
 	}
 	opts.AccountKeys = turnwire.AccountKeys(d, eng.Options().Store)
+	opts.ProviderKeys = providerkeys.New(eng.Options().Store, d.Sealer)
 	// The memory commands' files: the memory workspaces, as the turns' memory tools keep them.
 	if opts.Workspaces, err = workspaces.FromConfig(d.DB, d.S3, workspaces.Config(d.Config.Workspaces)); err != nil {
 		return nil, err

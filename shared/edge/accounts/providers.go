@@ -3,7 +3,6 @@ package accounts
 import (
 	"errors"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/agentharness/harness/shared/agentconfig"
@@ -47,14 +46,10 @@ func (h *Handler) putProvider(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		err = h.decode(w, r, &body)
 	}
-	switch {
-	case err != nil:
-	case strings.TrimSpace(body.APIKey) == "" || body.APIKey == agentconfig.Redacted:
-		err = httpjson.FieldError("apiKey", "is required: the provider's API key")
-	case body.BaseURL != "" && !strings.HasPrefix(body.BaseURL, "https://") && !strings.HasPrefix(body.BaseURL, "http://"):
-		err = httpjson.FieldError("baseURL", "must be an http(s) URL")
-	}
 	key := providerkeys.Key{Provider: r.PathValue("provider"), APIKey: body.APIKey, BaseURL: body.BaseURL}
+	if field, problem := key.Problem(); err == nil && field != "" {
+		err = httpjson.FieldError(field, problem)
+	}
 	if err == nil {
 		err = notFound(keys.Put(r.Context(), accountID(r), key, h.opts.Now()), "account")
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/agentharness/harness/shared/state/agentstore"
 	"github.com/agentharness/harness/shared/state/callers"
 	"github.com/agentharness/harness/shared/state/connections"
+	"github.com/agentharness/harness/shared/state/providerkeys"
 	"github.com/agentharness/harness/shared/state/workspaces"
 	"github.com/agentharness/harness/shared/turn"
 )
@@ -30,6 +31,9 @@ type Options struct {
 	// Workspaces keeps the agents' memory files, for the memory commands; nil: none, and they
 	// are refused.
 	Workspaces *workspaces.Store
+	// ProviderKeys keeps accounts' own provider keys, for the provider commands; nil: none, and
+	// they are refused.
+	ProviderKeys *providerkeys.Keys
 }
 
 // engineOptions names turn.Options apart from Options where config embeds both.

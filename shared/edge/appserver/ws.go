@@ -110,6 +110,9 @@ func (g *Gateway) Message(ctx context.Context, connectionID string, body []byte)
 	if handled, err := c.memoryCommands(ctx); handled {
 		return err
 	}
+	if handled, err := c.providerCommands(ctx); handled {
+		return err
+	}
 	return c.fail(ctx, "error", fmt.Sprintf("unknown or unsupported command type %q", cmd.Type))
 }
 

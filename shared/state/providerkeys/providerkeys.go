@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentharness/harness/shared/agentconfig"
 	"github.com/agentharness/harness/shared/state/agentstore"
 	"github.com/agentharness/harness/shared/state/store"
 )
@@ -34,6 +35,18 @@ type Key struct {
 	// empty: the provider's own API.
 	BaseURL   string
 	UpdatedAt string
+}
+
+// Problem says what keeps key from being stored, and in which of its fields (as the API names
+// them: apiKey, baseURL); "" when nothing does. A provider is checked by Put.
+func (k Key) Problem() (field, problem string) {
+	switch {
+	case strings.TrimSpace(k.APIKey) == "" || k.APIKey == agentconfig.Redacted:
+		return "apiKey", "is required: the provider's API key"
+	case k.BaseURL != "" && !strings.HasPrefix(k.BaseURL, "https://") && !strings.HasPrefix(k.BaseURL, "http://"):
+		return "baseURL", "must be an http(s) URL"
+	}
+	return "", ""
 }
 
 // ErrUnknownProvider refuses a provider an account cannot store a key of (the error says which
