@@ -145,7 +145,12 @@ type conformanceSummary struct {
 		Ended, Response, Again     asFrame
 		ASeen, Replay, ReplayAgain []asFrame
 	}
-	Subagent  asTurn
+	Subagent asTurn
+	Files    struct {
+		Conversation  string
+		Sent, Dropped asTurn
+		Refused       asFrame
+	}
 	Providers struct {
 		Before, Connected, Listed, NoKey, Bedrock, Disconnected, Again asFrame
 	}
@@ -705,6 +710,28 @@ func TestAppServerConformance(t *testing.T) {
 	}
 	if st := asFrames(se.ReplayAgain, "update_loop_status"); len(st) != 1 || asStr(st[0], "loop_status", "status") != "WAITING_ON_INPUT" {
 		t.Errorf("syncEnded: the second sync sent loop statuses %v, want WAITING_ON_INPUT", st)
+	}
+
+	// s. Files in create_message: the base64 image is the conversation's file, read back as
+	// the HTTP routes' are; an image by URL is refused, or left out under "drop".
+	asCheckEnded(t, "files", got.Files.Sent.Frames, "end_turn")
+	asCheckEnded(t, "files, dropped", got.Files.Dropped.Frames, "end_turn")
+	if got.Files.Refused["accepted"] != false || !strings.Contains(asStr(got.Files.Refused, "error"), "does not fetch URLs") {
+		t.Errorf("files, an image by URL: %v, want refused, saying the harness fetches no URL", got.Files.Refused)
+	}
+	res = call(t, srv, http.MethodGet, "/conversations/"+got.Files.Conversation+"/messages", secret, "")
+	var read struct{ Messages []map[string]any }
+	if err := json.Unmarshal(res.body, &read); err != nil || res.status != http.StatusOK {
+		t.Fatalf("GET the files conversation's messages = %d %s", res.status, res.body)
+	}
+	var users [][]string
+	for _, m := range read.Messages {
+		if m["role"] == "user" {
+			users = append(users, partTypes(m))
+		}
+	}
+	if want := [][]string{{"text", "file"}, {"text"}}; !slices.EqualFunc(users, want, slices.Equal) {
+		t.Errorf("files: the user messages read back have parts %v, want %v (the image kept, the dropped one left out)", users, want)
 	}
 
 	// r. Providers: the account's own keys, listed, connected, refused and disconnected.

@@ -41,6 +41,9 @@
 //                 memory_commit_diff of the second write, memory_file_at_ref of the first, a
 //                 path that leaves the folder, and delete_memory_file twice (the second commits
 //                 nothing), on an agent whose memory is a workspace's.
+//   files         s. create_message with a base64 image beside its text (kept as a file of the
+//                 conversation), an image by URL (refused), and the same with
+//                 image_failure_mode "drop" (accepted, the image left out).
 //   providers     r. list_connect_providers, connect_provider (openai with a key and a base URL;
 //                 anthropic without a key and bedrock, refused) and disconnect_provider twice.
 //   allowlist     p. an approval-gated tool's agent runs a turn with client_tool_allowlist []:
@@ -577,6 +580,25 @@ async function main() {
       toolset: await step('update_toolset auto', answer(c, 'update_toolset', { runtime: st.runtime, toolset_preference: 'auto' })),
       toolsetRefused: await step('update_toolset codex', answer(c, 'update_toolset', { runtime: st.runtime, toolset_preference: 'codex' })),
     };
+  }
+
+  // --- s. files in create_message: a base64 image beside the text is kept as the conversation's
+  // file; an image by URL is refused, and left out under image_failure_mode "drop".
+  {
+    const png = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==';
+    const st = await start(ctl, agents.thinker);
+    const withImage = [
+      { type: 'text', text: 'What is in this picture?' },
+      { type: 'image', source: { type: 'base64', media_type: 'image/png', data: png } },
+    ];
+    const byURL = [{ type: 'text', text: 'And this?' }, { type: 'image', source: { type: 'url', url: 'https://example.com/a.png' } }];
+    const sent = await ask(ctl, st.runtime, undefined, { messages: [{ role: 'user', content: withImage }] });
+    const refused = await step(
+      'submitInput with an image by URL',
+      ctl.client.submitInput({ runtime: st.runtime, payload: { kind: 'create_message', messages: [{ role: 'user', content: byURL }] } }),
+    );
+    const dropped = await ask(ctl, st.runtime, undefined, { messages: [{ role: 'user', content: byURL }], image_failure_mode: 'drop' });
+    summary.files = { conversation: st.runtime.conversation_id, sent, refused, dropped };
   }
 
   // --- r. providers: the account's own keys, connected and disconnected through request().

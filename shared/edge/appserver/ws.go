@@ -2,6 +2,7 @@ package appserver
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/agentharness/harness/shared/model"
 	"github.com/agentharness/harness/shared/state/agentstore"
+	"github.com/agentharness/harness/shared/state/attachments"
 	"github.com/agentharness/harness/shared/state/callers"
 	"github.com/agentharness/harness/shared/state/connections"
 	"github.com/agentharness/harness/shared/state/store"
@@ -513,6 +515,9 @@ type inputPayload struct {
 	} `json:"messages"`
 	ClientToolAllowlist  *[]string `json:"client_tool_allowlist"`
 	ExternalToolScopeIDs []string  `json:"external_tool_scope_ids"`
+	// ImageFailureMode is "strict" (the default: an image that cannot be taken refuses the
+	// message) or "drop" (it is left out).
+	ImageFailureMode string `json:"image_failure_mode"`
 
 	RequestID string `json:"request_id"`
 	Decision  *struct {
@@ -555,6 +560,9 @@ func (c *call) input(ctx context.Context) error {
 	case "create_message":
 		msg, err := userMessage(p)
 		if err != nil {
+			return refuse(err.Error())
+		}
+		if err := c.keepFiles(ctx, rt.ConversationID, msg); err != nil {
 			return refuse(err.Error())
 		}
 		in.Message = msg
@@ -683,16 +691,17 @@ func userMessage(p inputPayload) (*model.Message, error) {
 		return nil, errors.New("payload.messages is empty")
 	}
 	var text []string
+	var files []model.Part
 	id := ""
 	for i, m := range p.Messages {
 		if m.Role != "user" {
 			return nil, fmt.Errorf("payload.messages[%d].role %q is not supported (only user)", i, m.Role)
 		}
-		t, err := contentText(m.Content)
+		t, f, err := contentParts(m.Content, p.ImageFailureMode == "drop")
 		if err != nil {
 			return nil, fmt.Errorf("payload.messages[%d].content: %v", i, err)
 		}
-		text = append(text, t)
+		text, files = append(text, t), append(files, f...)
 		if m.ClientMessageID != "" {
 			if p := ids.Problem(m.ClientMessageID); p != "" {
 				return nil, fmt.Errorf("payload.messages[%d].client_message_id: %s", i, p)
@@ -701,40 +710,103 @@ func userMessage(p inputPayload) (*model.Message, error) {
 		}
 	}
 	joined := strings.Join(text, "\n\n")
-	if strings.TrimSpace(joined) == "" {
-		return nil, errors.New("payload.messages has no text")
+	if strings.TrimSpace(joined) == "" && len(files) == 0 {
+		return nil, errors.New("payload.messages has no text and no image")
 	}
 	if id == "" {
 		id = turn.NewMessageID()
 	}
-	m := &model.Message{ID: id, Role: model.RoleUser, Parts: []model.Part{{Type: model.PartText, Text: joined}}}
+	var parts []model.Part
+	if strings.TrimSpace(joined) != "" {
+		parts = append(parts, model.Part{Type: model.PartText, Text: joined})
+	}
+	m := &model.Message{ID: id, Role: model.RoleUser, Parts: append(parts, files...)}
 	if err := turn.CheckMessageSize("payload.messages", m); err != nil {
 		return nil, err
 	}
 	return m, nil
 }
 
-// contentText reads a Letta message content: a string, or text parts.
-func contentText(raw json.RawMessage) (string, error) {
+// keepFiles stores the images a new message carries as attachments of its conversation, as the
+// HTTP routes do, so the message (and the queued turn) holds their ids, never their bytes.
+func (c *call) keepFiles(ctx context.Context, conversationID string, m *model.Message) error {
+	for i, p := range m.Parts {
+		if p.Type != model.PartFile || p.Data == nil {
+			continue
+		}
+		if c.g.h.opts.Attachments == nil {
+			return errors.New("payload.messages: this deployment keeps no files (no bucket for them)")
+		}
+		id, err := c.g.h.opts.Attachments.Put(ctx, c.conn.AccountID, conversationID, p.Data)
+		if err != nil {
+			return errors.New(c.refusal(ctx, err))
+		}
+		m.Parts[i].Attachment, m.Parts[i].Data = id, nil
+	}
+	return nil
+}
+
+// contentParts reads a Letta message content: a string, or text and image parts. An image is
+// base64 bytes (source.type "base64"): the harness fetches no URL a client names. With drop
+// (image_failure_mode "drop"), an image that cannot be taken is left out rather than refused.
+func contentParts(raw json.RawMessage, drop bool) (string, []model.Part, error) {
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
-		return s, nil
+		return s, nil, nil
 	}
 	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
+		Type   string `json:"type"`
+		Text   string `json:"text"`
+		Source *struct {
+			Type      string `json:"type"`
+			MediaType string `json:"media_type"`
+			Data      string `json:"data"`
+		} `json:"source"`
 	}
 	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", errors.New("must be a string or a list of text parts")
+		return "", nil, errors.New("must be a string or a list of text and image parts")
 	}
 	var b strings.Builder
+	var files []model.Part
 	for i, p := range parts {
-		if p.Type != "text" {
-			return "", fmt.Errorf("part %d has type %q; only text is supported", i, p.Type)
+		switch p.Type {
+		case "text":
+			b.WriteString(p.Text)
+		case "image":
+			file, err := imagePart(p.Source)
+			if err != nil && !drop {
+				return "", nil, fmt.Errorf("part %d: %v", i, err)
+			}
+			if err == nil {
+				files = append(files, file)
+			}
+		default:
+			return "", nil, fmt.Errorf("part %d has type %q; text and image are supported", i, p.Type)
 		}
-		b.WriteString(p.Text)
 	}
-	return b.String(), nil
+	return b.String(), files, nil
+}
+
+// imagePart is an image content part's file.
+func imagePart(src *struct {
+	Type      string `json:"type"`
+	MediaType string `json:"media_type"`
+	Data      string `json:"data"`
+}) (model.Part, error) {
+	if src == nil || src.Type != "base64" {
+		return model.Part{}, errors.New(`source must be {"type": "base64", "media_type", "data"}: the harness does not fetch URLs`)
+	}
+	if field, problem := attachments.Problem(src.MediaType, ""); field != "" {
+		return model.Part{}, fmt.Errorf("source.media_type %s", problem)
+	}
+	data, err := base64.StdEncoding.DecodeString(src.Data)
+	if err != nil {
+		return model.Part{}, errors.New("source.data is not valid base64")
+	}
+	if len(data) > attachments.MaxBytes {
+		return model.Part{}, fmt.Errorf("the image takes %d bytes, more than %d", len(data), attachments.MaxBytes)
+	}
+	return model.Part{Type: model.PartFile, MediaType: src.MediaType, Data: data}, nil
 }
 
 // sync subscribes the connection to the runtime (keeping tools it registered) and replays the

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"unicode"
 
 	"github.com/agentharness/harness/shared/agent"
 	"github.com/agentharness/harness/shared/edge/aisdk"
@@ -139,19 +138,11 @@ func (req *turnRequest) input(newID func() string) (turn.Input, error) {
 // fetches a URL a client names.
 func filePart(field string, p uiPart) (model.Part, error) {
 	meta, data, ok := strings.Cut(strings.TrimPrefix(p.URL, "data:"), ",")
-	switch {
-	case p.MediaType == "" || len(p.MediaType) > 255:
-		return model.Part{}, httpjson.FieldError(field+".mediaType", "is required: the file's media type, such as image/png")
-	// The type and the name go into the note that tells the model of the file: a line break
-	// there would write lines of the client's own into the conversation.
-	case strings.ContainsFunc(p.MediaType, unicode.IsControl):
-		return model.Part{}, httpjson.FieldError(field+".mediaType", "holds a control character (such as CR or LF): give the file's media type alone, such as image/png")
-	case !strings.HasPrefix(p.URL, "data:") || !ok || !strings.HasSuffix(meta, ";base64"):
+	if f, problem := attachments.Problem(p.MediaType, p.Filename); f != "" {
+		return model.Part{}, httpjson.FieldError(field+"."+f, problem)
+	}
+	if !strings.HasPrefix(p.URL, "data:") || !ok || !strings.HasSuffix(meta, ";base64") {
 		return model.Part{}, httpjson.FieldError(field+".url", "must be a base64 data: URL (data:<media type>;base64,<bytes>): the harness does not fetch URLs")
-	case len(p.Filename) > 255:
-		return model.Part{}, httpjson.FieldError(field+".filename", "is longer than 255 bytes")
-	case strings.ContainsFunc(p.Filename, unicode.IsControl):
-		return model.Part{}, httpjson.FieldError(field+".filename", "holds a control character (such as CR or LF)")
 	}
 	b, err := base64.StdEncoding.DecodeString(data)
 	if err != nil {

@@ -11,7 +11,9 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/agentharness/harness/shared/state/blobstore"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -19,6 +21,24 @@ import (
 
 // MaxBytes bounds one file.
 const MaxBytes = 512 << 10
+
+// Problem says what keeps a file a client sends from being kept, and in which of its fields
+// ("mediaType", "filename"); "" when nothing does. The type and the name go into the note
+// that tells the model of the file: a line break there would write lines of the client's own
+// into the conversation.
+func Problem(mediaType, filename string) (field, problem string) {
+	switch {
+	case mediaType == "" || len(mediaType) > 255:
+		return "mediaType", "is required: the file's media type, such as image/png"
+	case strings.ContainsFunc(mediaType, unicode.IsControl):
+		return "mediaType", "holds a control character (such as CR or LF): give the file's media type alone, such as image/png"
+	case len(filename) > 255:
+		return "filename", "is longer than 255 bytes"
+	case strings.ContainsFunc(filename, unicode.IsControl):
+		return "filename", "holds a control character (such as CR or LF)"
+	}
+	return "", ""
+}
 
 // URLTTL is how long a signed address of a file lasts.
 const URLTTL = 15 * time.Minute
