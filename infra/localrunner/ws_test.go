@@ -104,6 +104,23 @@ func (w *wsClient) await(what string, timeout time.Duration, match func(map[stri
 	}
 }
 
+// drain returns the frames that arrive within d.
+func (w *wsClient) drain(d time.Duration) []map[string]any {
+	var seen []map[string]any
+	deadline := time.After(d)
+	for {
+		select {
+		case m, ok := <-w.frames:
+			if !ok {
+				return seen
+			}
+			seen = append(seen, m)
+		case <-deadline:
+			return seen
+		}
+	}
+}
+
 func typeIs(typ string) func(map[string]any) bool {
 	return func(m map[string]any) bool { return m["type"] == typ }
 }

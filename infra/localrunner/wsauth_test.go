@@ -236,8 +236,21 @@ func TestWebSocketRevocationEndsPassiveSockets(t *testing.T) {
 	if m, _ := control.await("input_accepted", 10*time.Second, typeIs("input_accepted")); m["accepted"] != true {
 		t.Fatalf("input on the new secret answered %v", m)
 	}
-	if stop, _ := stream.await("stop_reason", 20*time.Second, deltaIs("stop_reason")); stop["delta"].(map[string]any)["stop_reason"] != "end_turn" {
+	stop, streamed := stream.await("stop_reason", 20*time.Second, deltaIs("stop_reason"))
+	if stop["delta"].(map[string]any)["stop_reason"] != "end_turn" {
 		t.Errorf("the new stream socket got stop_reason %v, want end_turn", stop["delta"])
+	}
+	// A split pair splits: the command answers reach the control half alone, the turn's output
+	// the stream half alone.
+	for _, f := range streamed {
+		if f["type"] == "runtime_start_response" || f["type"] == "input_accepted" {
+			t.Errorf("the stream socket got the control socket's answer %v", f)
+		}
+	}
+	for _, f := range control.drain(time.Second) {
+		if f["type"] == "stream_delta" {
+			t.Errorf("the control socket got the turn's output %v", f)
+		}
 	}
 	endedAndTold("the old stream socket", oldStream)
 	endedAndTold("the old runtime's socket", oldRuntime)
