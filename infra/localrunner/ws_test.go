@@ -200,6 +200,12 @@ func TestWebSocketBadInputKeepsTheSocket(t *testing.T) {
 	if m["request_id"] != "r-unknown" || !strings.Contains(m["error"].(string), `"teleport_everything"`) {
 		t.Errorf("unknown type answered %v", m)
 	}
+	// A v1 listener command is refused, naming what to send instead.
+	c.send(map[string]any{"type": "cancel_run", "request_id": "r-v1"})
+	m, _ = c.await("an error for a v1 command", 10*time.Second, typeIs("error"))
+	if m["request_id"] != "r-v1" || !strings.Contains(m["error"].(string), "v1 listener command: send abort_message instead") {
+		t.Errorf("cancel_run answered %v", m)
+	}
 	// A frame naming a key twice would mean its last value to encoding/json: refused, naming it.
 	c.sendRaw([]byte(`{"type":"runtime_start","request_id":"r-dup","payload":{"agent_id":"a","agent_id":"b"}}`))
 	m, _ = c.await("an error for the duplicate key", 10*time.Second, typeIs("error"))

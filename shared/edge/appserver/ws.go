@@ -109,6 +109,9 @@ func (g *Gateway) Message(ctx context.Context, connectionID string, body []byte)
 	case "":
 		return c.fail(ctx, "error", `the frame has no "type"`)
 	}
+	if use, ok := legacyCommands[cmd.Type]; ok {
+		return c.fail(ctx, "error", fmt.Sprintf("%q is a v1 listener command: send %s instead", cmd.Type, use))
+	}
 	if handled, err := c.memoryCommands(ctx); handled {
 		return err
 	}
@@ -116,6 +119,16 @@ func (g *Gateway) Message(ctx context.Context, connectionID string, body []byte)
 		return err
 	}
 	return c.fail(ctx, "error", fmt.Sprintf("unknown or unsupported command type %q", cmd.Type))
+}
+
+// legacyCommands are the v1 listener's command names, which the App Server does not take, and
+// what a controller sends instead (the App Server guide's table).
+var legacyCommands = map[string]string{
+	"request_state":             "sync",
+	"change_cwd":                "change_device_state with payload.cwd",
+	"change_mode":               "change_device_state with payload.mode",
+	"cancel_run":                "abort_message",
+	"recover_pending_approvals": "sync with recover_approvals: true",
 }
 
 // post sends msg to one connection; a connection that has gone is forgotten.
