@@ -396,4 +396,22 @@ func TestWebSocketSyncOptions(t *testing.T) {
 	if resp["success"] != false || !strings.Contains(resp["error"].(string), "recover_approvals") {
 		t.Errorf("sync with a string recover_approvals: %v, want a refusal naming it", resp)
 	}
+
+	// runtime_start replays the same state, and takes recover_approvals as sync does.
+	started := func(id string, extra map[string]any) []map[string]any {
+		scope := rt.(map[string]any)
+		cmd := map[string]any{"type": "runtime_start", "request_id": id, "agent_id": scope["agent_id"], "conversation_id": scope["conversation_id"]}
+		for k, v := range extra {
+			cmd[k] = v
+		}
+		c.send(cmd)
+		_, seen := c.await("update_queue after runtime_start", 10*time.Second, typeIs("update_queue"))
+		return append(seen, c.drain(300*time.Millisecond)...)
+	}
+	if seen := started("start-keep", map[string]any{"recover_approvals": false}); count(seen, "control_request") != 0 {
+		t.Errorf("runtime_start with recover_approvals false put the held approval again: %v", seen)
+	}
+	if seen := started("start-recover", nil); count(seen, "control_request") != 1 {
+		t.Errorf("runtime_start by default: %v, want the held approval put to the controller again", seen)
+	}
 }

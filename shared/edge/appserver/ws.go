@@ -217,6 +217,9 @@ func (c *call) runtimeStart(ctx context.Context) error {
 		ConversationID     *string                 `json:"conversation_id"`
 		CreateConversation json.RawMessage         `json:"create_conversation"`
 		ExternalTools      []connections.ToolGroup `json:"external_tools"`
+		// RecoverApprovals, as on sync: held approvals are put to the controller again unless
+		// it says it has them (false).
+		RecoverApprovals *bool `json:"recover_approvals"`
 	}
 	if err := c.decode(&cmd); err != nil {
 		return c.fail(ctx, resp, err.Error())
@@ -314,7 +317,7 @@ func (c *call) runtimeStart(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	return c.g.replay(ctx, c.conn, rt, true, asked)
+	return c.g.replay(ctx, c.conn, rt, cmd.RecoverApprovals == nil || *cmd.RecoverApprovals, asked)
 }
 
 // subscribeForReplay subscribes the connection to the runtime asking for its latest turn's
