@@ -104,19 +104,19 @@ func (w *wsClient) await(what string, timeout time.Duration, match func(map[stri
 	}
 }
 
-// drain returns the frames that arrive within d.
-func (w *wsClient) drain(d time.Duration) []map[string]any {
-	var seen []map[string]any
+// drain returns the frames that arrive within d, and whether the server closed the socket
+// meanwhile.
+func (w *wsClient) drain(d time.Duration) (seen []map[string]any, closed bool) {
 	deadline := time.After(d)
 	for {
 		select {
 		case m, ok := <-w.frames:
 			if !ok {
-				return seen
+				return seen, true
 			}
 			seen = append(seen, m)
 		case <-deadline:
-			return seen
+			return seen, false
 		}
 	}
 }
@@ -406,7 +406,8 @@ func TestWebSocketSyncOptions(t *testing.T) {
 		}
 		c.send(cmd)
 		_, seen := c.await("update_queue after runtime_start", 10*time.Second, typeIs("update_queue"))
-		return append(seen, c.drain(300*time.Millisecond)...)
+		more, _ := c.drain(300 * time.Millisecond)
+		return append(seen, more...)
 	}
 	if seen := started("start-keep", map[string]any{"recover_approvals": false}); count(seen, "control_request") != 0 {
 		t.Errorf("runtime_start with recover_approvals false put the held approval again: %v", seen)

@@ -20,19 +20,11 @@ import (
 // awaitClosed fails unless the server closes the socket, returning the frames before that.
 func (w *wsClient) awaitClosed(timeout time.Duration) []map[string]any {
 	w.t.Helper()
-	var seen []map[string]any
-	deadline := time.After(timeout)
-	for {
-		select {
-		case m, ok := <-w.frames:
-			if !ok {
-				return seen
-			}
-			seen = append(seen, m)
-		case <-deadline:
-			w.t.Fatalf("the socket is still open after %s; frames: %v", timeout, seen)
-		}
+	seen, closed := w.drain(timeout)
+	if !closed {
+		w.t.Fatalf("the socket is still open after %s; frames: %v", timeout, seen)
 	}
+	return seen
 }
 
 // revoked reports whether frames hold the error that ends a socket's authority.
@@ -247,7 +239,8 @@ func TestWebSocketRevocationEndsPassiveSockets(t *testing.T) {
 			t.Errorf("the stream socket got the control socket's answer %v", f)
 		}
 	}
-	for _, f := range control.drain(time.Second) {
+	afterTurn, _ := control.drain(time.Second)
+	for _, f := range afterTurn {
 		if f["type"] == "stream_delta" {
 			t.Errorf("the control socket got the turn's output %v", f)
 		}
