@@ -145,8 +145,14 @@ type conformanceSummary struct {
 		Ended, Response, Again     asFrame
 		ASeen, Replay, ReplayAgain []asFrame
 	}
-	Subagent asTurn
-	Files    struct {
+	Subagent     asTurn
+	Reregistered struct {
+		Start    asFrame
+		Accepted asFrame
+		Frames   []asFrame
+		Requests []asToolRequest
+	}
+	Files struct {
 		Conversation  string
 		Sent, Dropped asTurn
 		Refused       asFrame
@@ -710,6 +716,17 @@ func TestAppServerConformance(t *testing.T) {
 	}
 	if st := asFrames(se.ReplayAgain, "update_loop_status"); len(st) != 1 || asStr(st[0], "loop_status", "status") != "WAITING_ON_INPUT" {
 		t.Errorf("syncEnded: the second sync sent loop statuses %v, want WAITING_ON_INPUT", st)
+	}
+
+	// t. Tools registered twice for one runtime (a reconnected controller) make no clash: the
+	// turn runs, and its call is asked of a controller and answered.
+	rr := got.Reregistered
+	if rr.Start["success"] != true || rr.Accepted["accepted"] != true || len(rr.Requests) != 1 || rr.Requests[0].ToolName != "lookup_ticket" {
+		t.Errorf("reregistered: start %v, accepted %v, requests %+v, want the turn to run and ask for lookup_ticket once", rr.Start, rr.Accepted, rr.Requests)
+	}
+	asCheckEnded(t, "reregistered", rr.Frames, "end_turn")
+	if text := asText(rr.Frames); !strings.Contains(text, "LET-7 is closed.") {
+		t.Errorf("reregistered: the model answered %q, want the tool's answer", text)
 	}
 
 	// s. Files in create_message: the base64 image is the conversation's file, read back as

@@ -41,6 +41,8 @@
 //                 memory_commit_diff of the second write, memory_file_at_ref of the first, a
 //                 path that leaves the folder, and delete_memory_file twice (the second commits
 //                 nothing), on an agent whose memory is a workspace's.
+//   reregistered  t. a second socket starts a runtime the first still holds, with the same
+//                 external tools; its turn calls lookup_ticket and gets the answer.
 //   files         s. create_message with a base64 image beside its text (kept as a file of the
 //                 conversation), an image by URL (refused), and the same with
 //                 image_failure_mode "drop" (accepted, the image left out).
@@ -580,6 +582,26 @@ async function main() {
       toolset: await step('update_toolset auto', answer(c, 'update_toolset', { runtime: st.runtime, toolset_preference: 'auto' })),
       toolsetRefused: await step('update_toolset codex', answer(c, 'update_toolset', { runtime: st.runtime, toolset_preference: 'codex' })),
     };
+  }
+
+  // --- t. re-registration: a controller reconnects while its old socket is still open and
+  // starts the same runtime with the same tools again; the next turn runs, its tool call asked
+  // of one of them.
+  {
+    const first = await start(ctl, agents.tickets, externalTools);
+    const rt = first.runtime;
+    handlers.set(rt.conversation_id, () => ({ content: [{ type: 'text', text: 'LET-7 is closed.' }] }));
+    const again = await connect('reconnected');
+    again.client.onExternalToolCall(onToolCall);
+    const from = again.mark();
+    const res = await step(
+      'reconnected: runtimeStart with the same tools',
+      again.client.runtimeStart({ agent_id: rt.agent_id, conversation_id: rt.conversation_id, external_tools: externalTools }),
+    );
+    await again.wait('update_queue after the second runtime_start', (f) => f.type === 'update_queue' && convOf(f) === rt.conversation_id, from);
+    const turn = await ask(again, rt, 'Look up LET-7');
+    summary.reregistered = { start: res, ...turn, requests: requestsFor(rt.conversation_id) };
+    again.client.close();
   }
 
   // --- s. files in create_message: a base64 image beside the text is kept as the conversation's
