@@ -115,31 +115,9 @@ func TestRunWallTime(t *testing.T) {
 	if !res.TimedOut || !strings.Contains(res.Killed, "wall") || res.ExitCode == 0 {
 		t.Errorf("TimedOut %v, Killed %q, exit %d; want killed for the wall time", res.TimedOut, res.Killed, res.ExitCode)
 	}
-	if pids := processesWith(t, "6007"); len(pids) > 0 {
+	if pids := sandboxtest.ProcessesWith(t, "6007"); len(pids) > 0 {
 		t.Errorf("processes %v of the command outlived it", pids)
 	}
-}
-
-// processesWith returns the PIDs of the machine's processes whose command line holds arg.
-func processesWith(t *testing.T, arg string) []string {
-	t.Helper()
-	dirs, err := filepath.Glob("/proc/[0-9]*/cmdline")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pids []string
-	for _, d := range dirs {
-		b, err := os.ReadFile(d)
-		if err != nil {
-			continue
-		}
-		for a := range strings.SplitSeq(string(b), "\x00") {
-			if a == arg {
-				pids = append(pids, filepath.Base(filepath.Dir(d)))
-			}
-		}
-	}
-	return pids
 }
 
 func TestRunCPUTime(t *testing.T) {
@@ -347,7 +325,7 @@ func TestRunCanceled(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("Run = %v, want context.Canceled", err)
 	}
-	if pids := processesWith(t, "6011"); len(pids) > 0 {
+	if pids := sandboxtest.ProcessesWith(t, "6011"); len(pids) > 0 {
 		t.Errorf("processes %v of the command outlived it", pids)
 	}
 }

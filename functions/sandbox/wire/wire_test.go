@@ -86,7 +86,7 @@ func TestHandlerWallTimeKillsChildren(t *testing.T) {
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("the run took %v, past its wall time of 1 s", d)
 	}
-	if pids := processesWith(t, "6011"); len(pids) > 0 {
+	if pids := sandboxtest.ProcessesWith(t, "6011"); len(pids) > 0 {
 		t.Errorf("processes %v of the command outlived it", pids)
 	}
 }
@@ -100,7 +100,7 @@ func TestHandlerKillsLeftovers(t *testing.T) {
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("the run took %v: it waited for its background processes", d)
 	}
-	if pids := processesWith(t, "6013"); len(pids) > 0 {
+	if pids := sandboxtest.ProcessesWith(t, "6013"); len(pids) > 0 {
 		t.Errorf("background processes %v outlived the run", pids)
 	}
 }
@@ -121,28 +121,6 @@ func TestHandlerFitsLambdasResponse(t *testing.T) {
 	if len(b) > sandbox.MaxLambdaPayload || !res.ChangedTruncated || len(res.Changed) != 4 || len(res.Skipped) != 1 || res.Skipped[0].Path != "f5" {
 		t.Errorf("%d bytes of JSON, %d changed, truncated %v, skipped %v; want 4 files within %d", len(b), len(res.Changed), res.ChangedTruncated, res.Skipped, sandbox.MaxLambdaPayload)
 	}
-}
-
-// processesWith returns the PIDs of the machine's processes whose command line holds arg.
-func processesWith(t *testing.T, arg string) []string {
-	t.Helper()
-	dirs, err := filepath.Glob("/proc/[0-9]*/cmdline")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pids []string
-	for _, d := range dirs {
-		b, err := os.ReadFile(d)
-		if err != nil {
-			continue
-		}
-		for a := range strings.SplitSeq(string(b), "\x00") {
-			if a == arg {
-				pids = append(pids, filepath.Base(filepath.Dir(d)))
-			}
-		}
-	}
-	return pids
 }
 
 // fakeLambda answers Lambda's Invoke API for the function fn as answer says, after checking
@@ -274,7 +252,7 @@ func TestHandlerSweepsOnLambda(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("the handler on Lambda: %v\n%s", err, out)
 	}
-	if pids := processesWith(t, "6019"); len(pids) > 0 {
+	if pids := sandboxtest.ProcessesWith(t, "6019"); len(pids) > 0 {
 		t.Errorf("processes %v outlived the run", pids)
 	}
 }
@@ -290,7 +268,7 @@ func sweepHelper(t *testing.T, tmp string) {
 		t.Fatalf("handler: %+v, %v; want started", res, err)
 	}
 	// Before or after its exec.
-	if pids := append(processesWith(t, "6019"), processesWith(t, "touch ready; exec sleep 6019")...); len(pids) > 0 {
+	if pids := append(sandboxtest.ProcessesWith(t, "6019"), sandboxtest.ProcessesWith(t, "touch ready; exec sleep 6019")...); len(pids) > 0 {
 		t.Errorf("processes %v outlived the run", pids)
 	}
 	if entries, _ := os.ReadDir(tmp); len(entries) > 0 {

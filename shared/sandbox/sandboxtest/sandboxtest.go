@@ -3,6 +3,8 @@ package sandboxtest
 
 import (
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -63,4 +65,27 @@ func CheckEnv(t *testing.T, run func(t *testing.T, req sandbox.Request) sandbox.
 	if strings.Contains(rest, "canary-5573") || !strings.Contains(rest, "PATH=/usr/local/bin:/usr/bin:/bin") {
 		t.Errorf("the command's environment:\n%s\nwant PATH and no canary", rest)
 	}
+}
+
+// ProcessesWith returns the PIDs of the machine's processes one of whose command-line arguments
+// is arg: what a run left behind when arg is a marker only its command used.
+func ProcessesWith(t *testing.T, arg string) []string {
+	t.Helper()
+	dirs, err := filepath.Glob("/proc/[0-9]*/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []string
+	for _, d := range dirs {
+		b, err := os.ReadFile(d)
+		if err != nil {
+			continue
+		}
+		for a := range strings.SplitSeq(string(b), "\x00") {
+			if a == arg {
+				pids = append(pids, filepath.Base(filepath.Dir(d)))
+			}
+		}
+	}
+	return pids
 }

@@ -123,3 +123,19 @@ func (b *S3) Delete(ctx context.Context, keys ...string) error {
 	}
 	return nil
 }
+
+// Configured says whether a store kept in a table and a bucket is configured: true when both
+// are named, false when neither is, and an error naming both environment variables (tableVar,
+// bucketVar) when one alone is; what names the store ("skills") in the error of a configured
+// store without its clients.
+func Configured(what, tableVar, table, bucketVar, bucket string, clients bool) (bool, error) {
+	switch {
+	case table == "" && bucket == "":
+		return false, nil
+	case table == "" || bucket == "":
+		return false, fmt.Errorf("set %s and %s together, or neither", tableVar, bucketVar)
+	case !clients:
+		return false, fmt.Errorf("%s need a DynamoDB and an S3 client", what)
+	}
+	return true, nil
+}

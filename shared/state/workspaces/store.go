@@ -53,13 +53,8 @@ type Config struct {
 // FromConfig is the store c names; nil when it names neither (the deployment keeps no
 // workspaces).
 func FromConfig(db *dynamodb.Client, s3c *s3.Client, c Config) (*Store, error) {
-	switch {
-	case c.Table == "" && c.Bucket == "":
-		return nil, nil
-	case c.Table == "" || c.Bucket == "":
-		return nil, errors.New("set WORKSPACES_TABLE and WORKSPACES_BUCKET together, or neither")
-	case db == nil || s3c == nil:
-		return nil, errors.New("workspaces need a DynamoDB and an S3 client")
+	if ok, err := blobstore.Configured("workspaces", "WORKSPACES_TABLE", c.Table, "WORKSPACES_BUCKET", c.Bucket, db != nil && s3c != nil); !ok {
+		return nil, err
 	}
 	return New(db, c.Table, s3c, c.Bucket), nil
 }
